@@ -1,0 +1,1 @@
+"""Builders: source folders -> Hugging Face datasets (parquet shards + dataset card), and publishing."""

@@ -1,0 +1,112 @@
+"""Identity Collapse: the stress test of multi-subject personalization (paper 002).
+
+2, 4, 6, 8 or 10 subjects per prompt, in neutral / occlusion / interaction scenes, 5 prompts per
+(subject level, scene) cell: 75 prompts with ids 01-75, 3 seeds each. Ids are laid out as in the paper:
+01-15 hold 2 subjects (01-05 neutral, 06-10 occlusion, 11-15 interaction), 16-30 hold 4, and so on.
+"""
+
+from __future__ import annotations
+
+from datasets import Features, Image, List, Value
+
+from builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+
+NAME = "identity-collapse"
+SUBJECT_LEVELS = (2, 4, 6, 8, 10)
+SCENES = ("neutral", "occlusion", "interaction")
+PROMPTS_PER_CELL = 5
+SEEDS = (0, 1, 2)
+SUBJECT_KINDS = ("human", "animal")
+SCR_THRESHOLDS = (0.4, 0.5, 0.6)
+
+SUBJECTS = Features(
+    {
+        "subject_id": Value("string"),
+        "name": Value("string"),
+        "image": Image(),
+        "kind": Value("string"),
+        "source": Value("string"),
+        "license": Value("string"),
+        "attribution": Value("string"),
+    }
+)
+
+PROMPTS = Features(
+    {
+        "prompt_id": Value("string"),
+        "n_subjects": Value("int32"),
+        "scene": Value("string"),
+        # In the order the prompt mentions them.
+        "subject_ids": List(Value("string")),
+        "prompt": Value("string"),
+        "seeds": List(Value("int32")),
+    }
+)
+
+SPEC = BenchmarkSpec(
+    name=NAME,
+    title="Identity Collapse",
+    summary=(
+        "A stress test for multi-subject personalization: 75 prompts with 2 to 10 reference subjects "
+        "in neutral, occlusion and interaction scenes, 3 seeds each, scored by whole-image DINOv2 "
+        "similarity and the Subject Collapse Rate."
+    ),
+    paper="When Identities Collapse: A Stress-Test Benchmark for Multi-Subject Personalization",
+    citation=(
+        "@misc{identitycollapse,\n"
+        "  title = {When Identities Collapse: A Stress-Test Benchmark for Multi-Subject Personalization}\n"
+        "}"
+    ),
+    configs={
+        "subjects": ConfigSpec(
+            "subjects",
+            SUBJECTS,
+            "The subject pool: one reference image per identity, ids S001, S002, ...",
+            ("subject_id",),
+        ),
+        "prompts": ConfigSpec(
+            "prompts",
+            PROMPTS,
+            "75 prompts: 5 subject levels x 3 scene types x 5 prompts, each to be generated with seeds 0, 1, 2.",
+            ("prompt_id",),
+        ),
+    },
+    source_columns=(
+        SourceColumn("file", "image path, relative to the manifest's folder"),
+        SourceColumn("name", "a short noun phrase the prompts use for the subject, e.g. 'the tabby cat'"),
+        SourceColumn("kind", "subject kind", choices=SUBJECT_KINDS),
+        SourceColumn("source", "where the image comes from"),
+        SourceColumn("license", "the image's license"),
+        SourceColumn("attribution", "who to credit", required=False),
+    ),
+    breakdowns=(("n_subjects",), ("scene",), ("n_subjects", "scene")),
+    metric_suite=(
+        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation"),
+        MetricSpec("dino_sim", "whole-image DINOv2 cosine, averaged over the N references"),
+        *(
+            MetricSpec(
+                f"scr@{tau}",
+                f"Subject Collapse Rate: share of references with whole-image DINOv2 cosine below {tau}",
+                higher_is_better=False,
+                display="percent",
+            )
+            for tau in SCR_THRESHOLDS
+        ),
+        *(
+            MetricSpec(
+                f"scr_instance@{tau}",
+                f"instance-level SCR: per-subject crops, Hungarian-matched to references, cosine below {tau}",
+                higher_is_better=False,
+                display="percent",
+            )
+            for tau in SCR_THRESHOLDS
+        ),
+    ),
+    seeds=SEEDS,
+    limitations=(
+        "Scene types are defined by the prompt wording alone; how much occlusion or contact a model "
+        "renders is left to the model.",
+        "Whole-image DINOv2 similarity against single-subject references is a proxy: it mixes scene "
+        "content into the score. The instance-level SCR variant is reported separately.",
+    ),
+)

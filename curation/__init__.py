@@ -1,0 +1,1 @@
+"""Curation: turning raw sources into benchmark source folders (dedup, filters, metadata, prompts)."""
