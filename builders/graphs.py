@@ -1,0 +1,225 @@
+"""Interaction and position graphs of a CogCanvas prompt, and the yes/no questions derived from them.
+
+Graphs are typed edge lists, ``{"source": ..., "relation": ..., "target": ...}``. Their nodes are person
+slots (``"A"``..``"E"``) and item entity ids:
+
+- the *interaction graph* holds one person -> item edge per person (relation = an ``ITEM_INTERACTIONS``
+  key such as ``"hold"``) and the person <-> person edges (relation = a ``PERSON_INTERACTIONS`` key,
+  source = the left one of the two neighbours);
+- the *position graph* holds one ``left_of`` edge per pair of layout neighbours (``A left_of B``: A
+  stands directly to the left of B).
+
+The questions of Attr-VQA are written from these graphs alone (plus the names of the items), so a
+scorer can always trace a question back to the edge it tests. Everything here is a pure function.
+
+Example::
+
+    >>> position_graph(["B", "A"])
+    [{'source': 'B', 'relation': 'left_of', 'target': 'A'}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TypedDict
+
+from builders.benchmarks.cogcanvas import (
+    ITEM_INTERACTIONS,
+    PERSON_INTERACTIONS,
+    POSITION_RELATIONS,
+    QUESTION_KINDS,
+    STRENGTHS,
+)
+
+LEFT_OF = POSITION_RELATIONS[0]
+BINDING, INTERACTION, POSITION = QUESTION_KINDS
+
+# The kind of an interaction-graph edge (person -> item or person <-> person) is told by its relation
+# alone, which works because ITEM_INTERACTIONS and PERSON_INTERACTIONS share no key (tests/test_graphs.py).
+
+
+class Edge(TypedDict):
+    source: str
+    relation: str
+    target: str
+
+
+class Question(TypedDict):
+    question_id: str
+    kind: str  # "binding" | "interaction" | "position"
+    question: str
+    answer: str  # "yes" | "no"
+    # The edge the question tests; for a "no" question, the edge that does NOT hold.
+    source: str
+    relation: str
+    target: str
+
+
+def edge(source: str, relation: str, target: str) -> Edge:
+    return {"source": source, "relation": relation, "target": target}
+
+
+def neighbour_pairs(layout: Sequence[str]) -> list[tuple[str, str]]:
+    """The (left, right) pairs of persons standing next to each other, from left to right."""
+    return [(layout[i], layout[i + 1]) for i in range(len(layout) - 1)]
+
+
+def position_graph(layout: Sequence[str]) -> list[Edge]:
+    """One ``left_of`` edge per pair of layout neighbours, from left to right."""
+    if len(set(layout)) != len(layout):
+        raise ValueError(f"layout repeats a person: {list(layout)}")
+    return [edge(left, LEFT_OF, right) for left, right in neighbour_pairs(layout)]
+
+
+def interaction_graph(persons: Sequence[Mapping[str, str]], person_edges: Sequence[Edge]) -> list[Edge]:
+    """The person -> item edges (in slot order) followed by the person <-> person edges.
+
+    ``persons`` are the ``persons`` records of a prompt (``slot``, ``item_entity_id``, ``interaction``);
+    ``person_edges`` the person-person interactions, each ``edge(left_slot, relation, right_slot)``.
+    """
+    slots = {person["slot"] for person in persons}
+    edges: list[Edge] = []
+    for person in persons:
+        if person["interaction"] not in ITEM_INTERACTIONS:
+            raise ValueError(f"person {person['slot']}: unknown item interaction {person['interaction']!r}")
+        edges.append(edge(person["slot"], person["interaction"], person["item_entity_id"]))
+    for pair in person_edges:
+        if pair["relation"] not in PERSON_INTERACTIONS:
+            raise ValueError(f"unknown person interaction {pair['relation']!r}")
+        if pair["source"] not in slots or pair["target"] not in slots:
+            raise ValueError(f"person interaction {pair} names a slot not among {sorted(slots)}")
+        edges.append(edge(pair["source"], pair["relation"], pair["target"]))
+    return edges
+
+
+def layout_from_position_graph(graph: Sequence[Edge]) -> list[str]:
+    """The left-to-right order of persons that a position graph (a single chain) describes."""
+    if not graph:
+        raise ValueError("the position graph is empty; a prompt has at least two persons")
+    right_of = {}
+    for e in graph:
+        if e["relation"] != LEFT_OF:
+            raise ValueError(f"unexpected relation in the position graph: {e}")
+        if e["source"] in right_of:
+            raise ValueError(f"person {e['source']} is directly left of two persons")
+        right_of[e["source"]] = e["target"]
+    starts = set(right_of) - set(right_of.values())
+    if len(starts) != 1:
+        raise ValueError(f"the position graph is not a single left-to-right chain: {list(graph)}")
+    layout = [starts.pop()]
+    while layout[-1] in right_of:
+        layout.append(right_of[layout[-1]])
+        if len(layout) > len(graph) + 1:  # pragma: no cover - guarded by the checks above
+            raise ValueError(f"the position graph has a cycle: {list(graph)}")
+    if len(layout) != len(graph) + 1:
+        raise ValueError(f"the position graph is not a single left-to-right chain: {list(graph)}")
+    return layout
+
+
+_ORDINALS = {2: "second", 3: "third", 4: "fourth"}
+
+
+def position_phrase(index: int, n: int) -> str:
+    """How a question names the person at ``index`` (0 = leftmost) of ``n`` persons in a row.
+
+    >>> [position_phrase(i, 3) for i in range(3)]
+    ['the person on the far left', 'the second person from the left', 'the person on the far right']
+    """
+    if not 0 <= index < n:
+        raise ValueError(f"position {index} is outside a row of {n}")
+    if index == 0:
+        return "the person on the far left"
+    if index == n - 1:
+        return "the person on the far right"
+    return f"the {_ORDINALS[index + 1]} person from the left"
+
+
+def _item_bindings(graph: Sequence[Edge]) -> dict[str, Edge]:
+    """slot -> its person -> item edge; a person bound to two items is an error."""
+    bindings: dict[str, Edge] = {}
+    for e in graph:
+        if e["relation"] in ITEM_INTERACTIONS:
+            if e["source"] in bindings:
+                raise ValueError(f"person {e['source']} is bound to two items: {bindings[e['source']]}, {e}")
+            bindings[e["source"]] = e
+    return bindings
+
+
+def _negative_binding_partner(index: int, layout: Sequence[str], bindings: Mapping[str, Edge]) -> str:
+    """Whose item the "no" binding question of the person at ``index`` asks about.
+
+    The strongest interaction comes first: "is X holding the cup" is a clear no when someone else holds
+    it, while "is X standing beside the chair" may be true by accident in the image. Among equals the
+    nearest neighbour, since binding leaks mostly between neighbours; then the leftmost.
+    """
+    others = [j for j in range(len(layout)) if j != index]
+
+    def rank(j: int) -> tuple[int, int, int]:
+        strength = ITEM_INTERACTIONS[bindings[layout[j]]["relation"]].strength
+        return (STRENGTHS.index(strength), abs(j - index), j)
+
+    return layout[min(others, key=rank)]
+
+
+def derive_questions(
+    prompt_id: str,
+    interaction_graph: Sequence[Edge],
+    position_graph: Sequence[Edge],
+    item_names: Mapping[str, str],
+) -> list[Question]:
+    """The yes/no questions of a prompt, written from its graphs.
+
+    ``item_names`` maps each item entity id to how the prompt names it ("the coffee cup"). Questions name
+    persons by where they stand ("the second person from the left") or, in position questions, by what
+    they do with their item, never by slot, so that answering needs the image alone.
+
+    - binding: per person -> item edge a "yes", and a "no" about another person's item, with that
+      person's interaction;
+    - interaction: per person <-> person edge a "yes";
+    - position: per ``left_of`` edge a "yes" and the reversed "no".
+
+    Ids are ``f"{prompt_id}-q{k:02d}"`` with k counting from 1 in the order above.
+    """
+    layout = layout_from_position_graph(position_graph)
+    bindings = _item_bindings(interaction_graph)
+    missing = [slot for slot in layout if slot not in bindings]
+    if missing:
+        raise ValueError(f"{prompt_id}: persons {missing} have no item in the interaction graph")
+    where = {slot: position_phrase(i, len(layout)) for i, slot in enumerate(layout)}
+
+    def doing(slot: str) -> str:  # "holding the coffee cup"
+        binding = bindings[slot]
+        return f"{ITEM_INTERACTIONS[binding['relation']].progressive} {item_names[binding['target']]}"
+
+    # (kind, text, answer, tested edge), numbered at the end.
+    drafts: list[tuple[str, str, str, Edge]] = []
+    for index, slot in enumerate(layout):
+        drafts.append((BINDING, f"Is {where[slot]} {doing(slot)}?", "yes", bindings[slot]))
+        # A layout always holds two or more persons, so there is another person's item to ask about.
+        other = bindings[_negative_binding_partner(index, layout, bindings)]
+        text = f"Is {where[slot]} {doing(other['source'])}?"
+        drafts.append((BINDING, text, "no", edge(slot, other["relation"], other["target"])))
+    for e in interaction_graph:
+        if e["relation"] in PERSON_INTERACTIONS:
+            progressive = PERSON_INTERACTIONS[e["relation"]].progressive
+            text = f"Are {where[e['source']]} and {where[e['target']]} {progressive}?"
+            drafts.append((INTERACTION, text, "yes", edge(e["source"], e["relation"], e["target"])))
+    for e in position_graph:
+        left, right = e["source"], e["target"]
+        text = f"Is the person {doing(left)} to the left of the person {doing(right)}?"
+        drafts.append((POSITION, text, "yes", edge(left, LEFT_OF, right)))
+        reversed_text = f"Is the person {doing(right)} to the left of the person {doing(left)}?"
+        drafts.append((POSITION, reversed_text, "no", edge(right, LEFT_OF, left)))
+
+    return [
+        {
+            "question_id": f"{prompt_id}-q{k:02d}",
+            "kind": kind,
+            "question": text,
+            "answer": answer,
+            "source": tested["source"],
+            "relation": tested["relation"],
+            "target": tested["target"],
+        }
+        for k, (kind, text, answer, tested) in enumerate(drafts, start=1)
+    ]
