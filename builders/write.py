@@ -1,0 +1,124 @@
+"""Writing a built benchmark: parquet shards with embedded images, the card, build_info.json.
+
+Everything is written into a temporary sibling of the output folder and moved into place only when
+complete, so an interrupted or failed build leaves no half-written dataset, and an existing output is
+replaced only when the caller asked for it (and only after the new one is complete).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+import datasets
+
+from builders.spec import BenchmarkSpec, ConfigSpec
+
+SPLIT = "test"
+# Shards are cut by the bytes of their embedded images (the Hub's own uploads aim at ~500 MB).
+MAX_SHARD_BYTES = 500 * 1024 * 1024
+
+
+class OutputExistsError(FileExistsError):
+    pass
+
+
+def shard_path(config: str, index: int, count: int) -> str:
+    return f"{config}/{SPLIT}-{index:05d}-of-{count:05d}.parquet"
+
+
+def _row_bytes(row: Mapping, config: ConfigSpec) -> int:
+    return sum(len(row[c]["bytes"]) for c in config.image_columns if row.get(c))
+
+
+def split_into_shards(rows: list[dict], config: ConfigSpec, max_bytes: int = MAX_SHARD_BYTES) -> list[list[dict]]:
+    """Consecutive runs of rows whose image bytes stay under ``max_bytes`` (at least one row each)."""
+    shards: list[list[dict]] = [[]]
+    size = 0
+    for row in rows:
+        row_size = _row_bytes(row, config)
+        if shards[-1] and size + row_size > max_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(row)
+        size += row_size
+    return shards
+
+
+def write_config(folder: Path, config: ConfigSpec, rows: list[dict], max_shard_bytes: int = MAX_SHARD_BYTES) -> list[str]:
+    """Write one config's rows as parquet shards under ``folder``; returns the shard paths (relative)."""
+    shards = split_into_shards(rows, config, max_shard_bytes)
+    paths = []
+    for index, shard_rows in enumerate(shards):
+        relative = shard_path(config.name, index, len(shards))
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Rows carry images as {"bytes", "path"}, so the parquet holds the image bytes themselves
+        # (a bare path would be stored as a path and break on any other machine).
+        dataset = datasets.Dataset.from_list(shard_rows, features=config.features)
+        dataset.to_parquet(str(target))
+        paths.append(relative)
+    return paths
+
+
+def write_benchmark(
+    out: Path,
+    spec: BenchmarkSpec,
+    tables: Mapping[str, list[dict]],
+    build_info: dict,
+    render_card: Callable[[BenchmarkSpec, dict], str],
+    overwrite: bool = False,
+    max_shard_bytes: int = MAX_SHARD_BYTES,
+) -> dict:
+    """Write ``tables`` (config name -> rows) atomically into ``out``; returns the completed build_info."""
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        info = dict(build_info)
+        info["configs"] = {}
+        for name, rows in tables.items():
+            shards = write_config(staging, spec.config(name), rows, max_shard_bytes)
+            info["configs"][name] = {"rows": len(rows), "shards": shards}
+        (staging / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        (staging / "README.md").write_text(render_card(spec, info))
+        _move_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return info
+
+
+def _move_into_place(staging: Path, out: Path) -> None:
+    """Swap the finished staging folder in; the old output is removed only once the new one is there."""
+    if not out.exists():
+        os.replace(staging, out)
+        return
+    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.replace(out, retired / out.name)
+    try:
+        os.replace(staging, out)
+    except BaseException:
+        os.replace(retired / out.name, out)  # put the old build back
+        raise
+    finally:
+        shutil.rmtree(retired, ignore_errors=True)
+
+
+def count_by(rows: Iterable[Mapping], *columns: str) -> dict[str, int]:
+    """Row counts per value (or value tuple, joined with ' x ') of ``columns``, keys sorted."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        key = " x ".join(str(row[c]) for c in columns)
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: _natural_key(kv[0])))
+
+
+def _natural_key(text: str):
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in text.replace(" x ", "\0").split("\0")]

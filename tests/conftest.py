@@ -1,0 +1,58 @@
+"""Shared fixtures. Nothing here, or in any test, reaches the network."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+
+# Before anything imports huggingface_hub or datasets: tests never reach for a hub.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def noise_jpeg(seed: int, size: tuple[int, int] = (64, 48)) -> bytes:
+    """A small JPEG of smooth random blobs: every seed gives a different picture (and pHash)."""
+    rng = np.random.default_rng(seed)
+    coarse = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
+    image = Image.fromarray(coarse).resize(size, Image.Resampling.BICUBIC)
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def write_manifest(path: Path, header: list[str], rows: list[list[str]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+COLLAPSE_HEADER = ["file", "name", "kind", "source", "license", "attribution"]
+
+
+def make_collapse_source(folder: Path, n: int, first_seed: int = 0) -> Path:
+    """An identity-collapse source folder with ``n`` distinct generated subjects."""
+    rows = []
+    for k in range(n):
+        name = f"img/subject_{k:03d}.jpg"
+        (folder / "img").mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(noise_jpeg(first_seed + k))
+        rows.append([name, f"the subject number {k}", "human" if k % 2 else "animal", "generated", "CC0-1.0", ""])
+    return write_manifest(folder / "manifest.csv", COLLAPSE_HEADER, rows)
+
+
+@pytest.fixture
+def fresh_cache(tmp_path_factory) -> str:
+    """A datasets cache of its own: load_dataset can serve stale data for a rewritten local folder."""
+    return str(tmp_path_factory.mktemp("hf-cache"))
