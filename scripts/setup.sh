@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+# This machine's pip config names local wheel folders that may be absent; its warnings about them are noise.
+.venv/bin/python -m pip install --quiet -e '.[dev]' 2> >(grep -v "^WARNING: Location 'file://" >&2)
