@@ -12,13 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import datasets
+
 import idbench
 from builders.benchmarks import charis, cogcanvas, get_benchmark, identity_collapse
+from builders.card import render_card
+from builders.sampling.charis import sample_charis_prompts
+from builders.sampling.cogcanvas import sample_cogcanvas
 from builders.sampling.collapse import sample_collapse_prompts
 from builders.sources import Source, SourceError, SourceImage, read_source
 from builders.spec import BenchmarkSpec
 from builders.write import count_by, write_benchmark
 from curation.dedup import DEFAULT_MAX_DISTANCE, find_duplicates
+from ekb import load_ekb
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 
@@ -39,6 +45,14 @@ def sample_source(benchmark: str) -> Path:
 def image_record(image: SourceImage) -> dict:
     # The original file bytes are embedded untouched, so decoded pixels equal the source's exactly.
     return {"bytes": image.data, "path": image.values["file"]}
+
+
+def reference_row(image: SourceImage, features: datasets.Features) -> dict:
+    """One row of a reference table: the manifest's values for the config's columns, plus the image."""
+    row = {column: image.values[column] for column in features if column != "image"}
+    row["image"] = image_record(image)
+    row["attribution"] = row["attribution"] or ""  # optional in manifests, always a string in datasets
+    return row
 
 
 def dedupe(images: list[SourceImage], id_column: str, max_distance: int) -> tuple[list[SourceImage], list[dict]]:
@@ -62,18 +76,7 @@ def _collapse(source: Source, seed: int, n_prompts: int | None, max_distance: in
         for n, i in enumerate(source.images, start=1)
     ]
     images, dropped = dedupe(images, "subject_id", max_distance)
-    subjects = [
-        {
-            "subject_id": i.values["subject_id"],
-            "name": i.values["name"],
-            "image": image_record(i),
-            "kind": i.values["kind"],
-            "source": i.values["source"],
-            "license": i.values["license"],
-            "attribution": i.values["attribution"] or "",
-        }
-        for i in images
-    ]
+    subjects = [reference_row(i, identity_collapse.SUBJECTS) for i in images]
     try:
         prompts = sample_collapse_prompts(subjects, seed)
     except ValueError as err:
@@ -92,23 +95,8 @@ RATINGS_COLUMNS = tuple(charis.HUMAN_RATINGS)
 
 
 def _charis(source: Source, seed: int, n_prompts: int | None, max_distance: int) -> tuple[Recipe, list[dict]]:
-    from builders.sampling.charis import sample_charis_prompts
-    from ekb import load_ekb
-
     images, dropped = dedupe(list(source.images), "subject_id", max_distance)
-    subjects = [
-        {
-            "subject_id": i.values["subject_id"],
-            "name": i.values["name"],
-            "image": image_record(i),
-            "type": i.values["type"],
-            "style": i.values["style"],
-            "source": i.values["source"],
-            "license": i.values["license"],
-            "attribution": i.values["attribution"] or "",
-        }
-        for i in images
-    ]
+    subjects = [reference_row(i, charis.SUBJECTS) for i in images]
     try:
         prompts = sample_charis_prompts(subjects, load_ekb(), seed, n_prompts)
     except ValueError as err:
@@ -180,8 +168,6 @@ def check_cogcanvas_row(image: SourceImage, manifest: Path) -> None:
 
 
 def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: int) -> tuple[Recipe, list[dict]]:
-    from builders.sampling.cogcanvas import sample_cogcanvas
-
     entity_kind: dict[str, tuple[str, int]] = {}
     for image in source.images:
         check_cogcanvas_row(image, source.manifest)
@@ -192,12 +178,7 @@ def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: i
                 f"{source.manifest}, row {image.row}: entity {entity!r} is a {kind} here but a {first[0]} in row {first[1]}"
             )
     images, dropped = dedupe(list(source.images), "ref_id", max_distance)
-    references = []
-    for i in images:
-        row = {column: i.values[column] for column in cogcanvas.REFERENCES if column != "image"}
-        row["image"] = image_record(i)
-        row["attribution"] = row["attribution"] or ""
-        references.append(row)
+    references = [reference_row(i, cogcanvas.REFERENCES) for i in images]
     pool = [{**r, "file": i.values["file"]} for r, i in zip(references, images)]
     try:
         prompts, retrieval = sample_cogcanvas(pool, seed, n_prompts)
@@ -234,8 +215,6 @@ def build(
     max_distance: int = DEFAULT_MAX_DISTANCE,
 ) -> dict:
     """Build ``benchmark`` from ``source`` (default: the shipped samples) into ``out``; returns build_info."""
-    from builders.card import render_card
-
     spec: BenchmarkSpec = get_benchmark(benchmark)
     unique, recipe = RECIPES[spec.name]
     sample_build = source is None
