@@ -1,0 +1,87 @@
+"""A built benchmark as the scorer sees it: its description plus its tables, read with ``datasets``.
+
+``--data`` is a folder written by ``idbench build`` (or downloaded from the Hub with
+``hf download --repo-type dataset``): parquet shards, ``README.md`` and ``build_info.json``, which names
+the benchmark. Tables are read with ``datasets.load_dataset`` exactly as a user reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import datasets
+
+from builders.benchmarks import get_benchmark
+from builders.spec import BenchmarkSpec
+
+# Which table holds each benchmark's reference images, and the id column that prompts refer to.
+REFERENCE_TABLE = {"charis": "subjects", "cogcanvas": "references", "identity-collapse": "subjects"}
+REFERENCE_ID = {"charis": "subject_id", "cogcanvas": "ref_id", "identity-collapse": "subject_id"}
+
+
+class BenchmarkDataError(ValueError):
+    pass
+
+
+@dataclass
+class BenchmarkData:
+    spec: BenchmarkSpec
+    folder: Path
+    build_info: dict
+    tables: dict[str, datasets.Dataset]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def prompts(self) -> datasets.Dataset:
+        return self.tables["prompts"]
+
+    @cached_property
+    def prompt_rows(self) -> dict[str, dict]:
+        """prompt_id -> the prompt row (without images)."""
+        return {row["prompt_id"]: row for row in self.prompts}
+
+    def seeds_of(self, prompt: dict) -> list[int]:
+        """The seeds a submission must hold for ``prompt`` (its own ``seeds`` column, else the spec's)."""
+        return list(prompt["seeds"]) if "seeds" in prompt else list(self.spec.seeds)
+
+    @cached_property
+    def required_pairs(self) -> list[tuple[str, int]]:
+        """Every (prompt_id, seed) a complete submission holds, in prompt order."""
+        return [(p["prompt_id"], seed) for p in self.prompt_rows.values() for seed in self.seeds_of(p)]
+
+    @cached_property
+    def references(self) -> dict[str, dict]:
+        """reference id -> its row, with ``image`` as a decoded PIL image."""
+        table = self.tables[REFERENCE_TABLE[self.name]]
+        return {row[REFERENCE_ID[self.name]]: row for row in table}
+
+    @cached_property
+    def reference_bytes(self) -> dict[str, bytes]:
+        """reference id -> the encoded image bytes as stored (what the feature cache hashes)."""
+        table = self.tables[REFERENCE_TABLE[self.name]].cast_column("image", datasets.Image(decode=False))
+        return {row[REFERENCE_ID[self.name]]: row["image"]["bytes"] for row in table}
+
+
+def load_benchmark_data(folder: str | Path, cache_dir: str | None = None) -> BenchmarkData:
+    """Read a built benchmark folder; the error names what is missing."""
+    folder = Path(folder)
+    info_path = folder / "build_info.json"
+    if not info_path.is_file():
+        raise BenchmarkDataError(f"{folder}: not a built benchmark (no build_info.json); build one with `idbench build`")
+    try:
+        info = json.loads(info_path.read_text())
+        spec = get_benchmark(info["benchmark"])
+    except (json.JSONDecodeError, KeyError) as err:
+        raise BenchmarkDataError(f"{info_path}: unreadable build info ({err})") from None
+    tables = {}
+    for config in info.get("configs", {}):
+        tables[config] = datasets.load_dataset(str(folder), config, split="test", cache_dir=cache_dir)
+    if "prompts" not in tables:
+        raise BenchmarkDataError(f"{folder}: the build has no prompts config")
+    return BenchmarkData(spec=spec, folder=folder, build_info=info, tables=tables)
