@@ -88,14 +88,14 @@ def write_benchmark(
             info["configs"][name] = {"rows": len(rows), "shards": shards}
         (staging / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         (staging / "README.md").write_text(render_card(spec, info))
-        _move_into_place(staging, out)
+        move_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return info
 
 
-def _move_into_place(staging: Path, out: Path) -> None:
+def move_into_place(staging: Path, out: Path) -> None:
     """Swap the finished staging folder in; the old output is removed only once the new one is there."""
     if not out.exists():
         os.replace(staging, out)

@@ -1,0 +1,720 @@
+"""Submissions: the skeleton a user fills in, and the validation that stands between it and scoring.
+
+A submission maps every (prompt_id, seed) the benchmark asks for to one generated image, explicitly.
+Images are never paired with prompts by sorted file name: the pairing is data the user writes.
+
+On-disk format
+--------------
+A submission is one of:
+
+1. **A folder with a manifest** (what ``idbench template`` writes)::
+
+       submission.json     metadata (below)
+       manifest.csv        header ``prompt_id,seed,file``; one row per pair; ``file`` is a path
+                           relative to the folder (any layout: ``images/01_s0.png``, ``a/b/c.jpg``)
+       images/...          the images, anywhere inside the folder
+
+   ``prompt_id`` is read as text (the collapse benchmark's ids look like ``01``: keep the zero),
+   ``seed`` as a non-negative integer. The columns are exactly these three, in any order.
+
+2. **A folder of parquet**: ``submission.json`` plus ``*.parquet`` files anywhere inside the folder,
+   holding the columns ``prompt_id`` (string), ``seed`` (integer) and ``image``, either a
+   ``datasets.Image()`` struct ``{bytes, path}`` with the bytes embedded, or plain binary (the encoded
+   file). Other columns are ignored (the prompt text, say). ``Dataset.to_parquet`` writes this.
+   Row groups over ``MAX_ROW_GROUP_BYTES`` are refused (parquet is read a row group at a time).
+
+3. **A ``.zip``** of either folder, with its files at the top of the archive or inside one folder.
+   It is extracted into a fresh temporary folder first; absolute paths, ``..``, symlinks, encrypted
+   members, more than ``MAX_ZIP_MEMBERS`` members or more than ``MAX_ZIP_BYTES`` unpacked bytes are
+   refused before (or, for sizes that lie, while) anything is written.
+
+``submission.json`` is a JSON object::
+
+    {"benchmark": "identity-collapse",      the benchmark's name (must match --data)
+     "model": "MyModel-v2",                 required, non-empty
+     "link": "https://...",                 paper / code / weights (http(s) or empty)
+     "license": "apache-2.0",               the license of the generated images
+     "generation": {"steps": 28, "cfg": 3.5, "size": 1024},   generation settings, free-form
+     "notes": "",                           free text
+     "idbench_version": "0.1.0"}            the version that wrote the template
+
+Only ``benchmark`` and ``model`` are required; any other key is refused, so that a typo (``"modle"``)
+is caught rather than silently dropped.
+
+Validation
+----------
+:func:`validate_submission` checks everything up front and raises one :class:`SubmissionError` that
+lists *every* problem found (a :class:`Problem` each, naming the prompt id, seed and file), so a user
+fixes all of them in one round. A submission that fails validation is not scored at all. Every image
+is decoded fully (with :func:`evaluate_pkg.images.normalize_image`), so a truncated file fails here and
+not halfway through scoring.
+
+The returned :class:`Submission` holds no decoded images and no image bytes, only one file per
+entry and its content hash, so memory stays bounded however large the submission. A manifest
+folder's files are read where they are. A zip is extracted, and a parquet submission's images are
+copied out one file each (so any one image is read without reading a whole row group), into a
+temporary folder that the submission owns: use it as a context manager (or call
+:meth:`Submission.close`) to remove that folder; it is also removed when the object is garbage
+collected or the process exits, and at once when validation fails. Entries are picklable (hand them
+to DataLoader workers); the Submission itself is not.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import weakref
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path, PurePosixPath
+from typing import Iterable, Iterator, NoReturn
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+import idbench
+from builders.write import OutputExistsError, move_into_place
+from evaluate_pkg.data import BenchmarkData
+from evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
+
+METADATA_NAME = "submission.json"
+MANIFEST_NAME = "manifest.csv"
+MANIFEST_COLUMNS = ("prompt_id", "seed", "file")
+PARQUET_COLUMNS = ("prompt_id", "seed", "image")
+
+# metadata key -> (type, what it holds); "benchmark" and "model" are required, the rest optional.
+METADATA_FIELDS: dict[str, tuple[type, str]] = {
+    "benchmark": (str, "the benchmark's name"),
+    "model": (str, "the model's name"),
+    "link": (str, "a link to the paper, code or weights (http(s), or empty)"),
+    "license": (str, "the license of the generated images"),
+    "generation": (dict, "generation settings (steps, guidance, resolution, sampler, ...)"),
+    "notes": (str, "free text"),
+    "idbench_version": (str, "the idbench version that wrote the template"),
+}
+REQUIRED_METADATA = ("benchmark", "model")
+
+# Small text files are read whole; these bounds keep a hostile one from filling memory.
+MAX_METADATA_BYTES = 1024 * 1024
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+# A zip is refused when it has more members or more unpacked bytes than this (zip bombs, disk filling).
+MAX_ZIP_MEMBERS = 100_000
+MAX_ZIP_BYTES = 8 * 1024**3
+# Parquet is read one row group at a time; a bigger group than this is refused to keep memory bounded.
+MAX_ROW_GROUP_BYTES = 512 * 1024 * 1024
+# Images are decoded in threads (Pillow releases the GIL while decoding); each holds one image.
+DECODE_WORKERS = min(8, os.cpu_count() or 1)
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+_SEED = re.compile(r"[0-9]+")
+
+
+# --- records -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a submission: the pair it concerns (if any), the file, what is wrong."""
+
+    prompt_id: str | None
+    seed: int | None
+    file: str | None
+    message: str
+
+    def __str__(self) -> str:
+        parts = []
+        if self.prompt_id is not None:
+            parts.append(f"prompt_id {self.prompt_id!r}" + (f" seed {self.seed}" if self.seed is not None else ""))
+        if self.file is not None:
+            parts.append(f"file {self.file}")
+        return f"{', '.join(parts) or 'submission'}: {self.message}"
+
+
+class SubmissionError(ValueError):
+    """A submission is unusable. ``problems`` lists everything found; ``str()`` is one line each."""
+
+    def __init__(self, problems: Iterable[Problem]):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One validated generation: its pair, where its bytes are, and their content hash.
+
+    ``source`` says where the image came from, for people: the file relative to the submission, or
+    ``"<parquet file> row <n>"``. ``path`` is the file on disk (for parquet, the image's bytes copied
+    out at validation, so that any entry is read without reading its neighbours). Entries are small
+    and picklable: hand them to DataLoader workers and call :meth:`data` or :meth:`load` there.
+    """
+
+    prompt_id: str
+    seed: int
+    source: str
+    content_hash: str
+    path: Path
+
+    def data(self) -> bytes:
+        """The encoded image bytes, checked against the hash taken at validation."""
+        try:
+            data = self.path.read_bytes()
+        except OSError as err:
+            raise self._error(f"cannot be read any more ({err}); was the submission closed or moved?") from None
+        if content_hash(data) != self.content_hash:
+            raise self._error("changed since the submission was validated")
+        return data
+
+    def load(self) -> Image.Image:
+        """The image, decoded and normalised to 8-bit RGB (see :mod:`evaluate_pkg.images`)."""
+        return normalize_image(self.data(), where=f"prompt_id {self.prompt_id!r} seed {self.seed}, file {self.source}")
+
+    def _error(self, message: str) -> SubmissionError:
+        return SubmissionError([Problem(self.prompt_id, self.seed, self.source, message)])
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A validated submission: metadata and one entry per required pair, in ``data.required_pairs`` order.
+
+    ``workdir`` is the temporary folder of a zip's extraction or a parquet submission's images, owned
+    by this object and removed by :meth:`close` (or leaving a ``with`` block, or garbage collection);
+    entries in it cannot be read after that. It is None for a manifest folder, whose files are read
+    where they are.
+    """
+
+    benchmark: str
+    metadata: dict
+    entries: tuple[Entry, ...]
+    root: Path  # the folder holding submission.json
+    workdir: Path | None = None
+    _finalizer: weakref.finalize | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.workdir is not None:
+            object.__setattr__(self, "_finalizer", weakref.finalize(self, shutil.rmtree, str(self.workdir), True))
+
+    @property
+    def model(self) -> str:
+        return self.metadata["model"]
+
+    @cached_property
+    def _by_pair(self) -> dict[tuple[str, int], Entry]:
+        return {(e.prompt_id, e.seed): e for e in self.entries}
+
+    def entry(self, prompt_id: str, seed: int) -> Entry:
+        """The entry of one pair (KeyError names the pair when the benchmark has no such pair)."""
+        try:
+            return self._by_pair[(prompt_id, seed)]
+        except KeyError:
+            raise KeyError(f"no entry for prompt_id {prompt_id!r} seed {seed}") from None
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def close(self) -> None:
+        """Remove the temporary folder, if any (idempotent)."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> Submission:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+# --- template ------------------------------------------------------------------------------------
+
+
+def expected_file(prompt_id: str, seed: int) -> str:
+    """The file name the template proposes for a pair (only a proposal: the manifest is what counts)."""
+    return f"images/{_SAFE_NAME.sub('_', prompt_id)}_s{seed}.png"
+
+
+def template_metadata(data: BenchmarkData) -> dict:
+    """``submission.json`` as the template writes it: the benchmark filled in, the rest to fill."""
+    return {
+        "benchmark": data.name,
+        "model": "",
+        "link": "",
+        "license": "",
+        "generation": {},
+        "notes": "",
+        "idbench_version": idbench.__version__,
+    }
+
+
+def write_template(data: BenchmarkData, out: Path, overwrite: bool = False) -> Path:
+    """Write an empty submission for ``data`` into ``out``: metadata to fill, a manifest of every pair.
+
+    The folder is written next to ``out`` and renamed into place when complete; an existing ``out``
+    is refused (:class:`~builders.write.OutputExistsError`) unless ``overwrite``, and then replaced only
+    once the new one is complete. Returns ``out``. Example::
+
+        write_template(load_benchmark_data("data/identity-collapse"), Path("my-submission"))
+    """
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.template-", dir=out.parent))
+    try:
+        (staging / "images").mkdir()
+        metadata = json.dumps(template_metadata(data), indent=2, ensure_ascii=False) + "\n"
+        (staging / METADATA_NAME).write_text(metadata, encoding="utf-8")
+        files: set[str] = set()
+        with (staging / MANIFEST_NAME).open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(MANIFEST_COLUMNS)
+            for prompt_id, seed in data.required_pairs:
+                name = expected_file(prompt_id, seed)
+                if name in files:  # two ids that differ only in unsafe characters
+                    name = name.removesuffix(".png") + f"_{len(files)}.png"
+                files.add(name)
+                writer.writerow([prompt_id, seed, name])
+        move_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of a manifest or a parquet file, before its image is checked."""
+
+    prompt_id: str
+    seed: int
+    source: str  # for messages: the image file, or "<parquet> row <n>"
+    where: str  # the manifest / parquet row, for messages about the row itself
+    path: Path | None  # the image file; None when ``error`` says why there is none
+    error: str | None = None
+
+    def problem(self, message: str) -> Problem:
+        """A problem about this row, naming its pair, its file and (for a manifest) its row."""
+        at = f" ({self.where})" if self.where != self.source else ""
+        return Problem(self.prompt_id, self.seed, self.source, message + at)
+
+
+class _Scratch:
+    """A temporary folder made on first use (a zip's extraction, a parquet's images), removed on failure."""
+
+    def __init__(self, parent: Path | None):
+        self.parent = parent
+        self.path: Path | None = None
+
+    def folder(self, name: str) -> Path:
+        if self.path is None:
+            if self.parent is not None:
+                Path(self.parent).mkdir(parents=True, exist_ok=True)
+            self.path = Path(tempfile.mkdtemp(prefix="idbench-submission-", dir=self.parent))
+        (self.path / name).mkdir(exist_ok=True)
+        return self.path / name
+
+    def remove(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def validate_submission(
+    path: Path,
+    data: BenchmarkData,
+    *,
+    scratch: Path | None = None,
+    max_zip_bytes: int = MAX_ZIP_BYTES,
+    max_zip_members: int = MAX_ZIP_MEMBERS,
+) -> Submission:
+    """Check the submission at ``path`` (folder or ``.zip``) against ``data``; raise if anything is wrong.
+
+    Raises :class:`SubmissionError` listing every problem. ``scratch`` is where the temporary folder
+    of a zip or parquet submission is made (default: the system's temp folder); it is removed again on
+    failure, and on success belongs to the returned :class:`Submission` (close it when done). Example::
+
+        with validate_submission(Path("my-submission.zip"), data) as submission:
+            for entry in submission.entries:
+                image = entry.load()  # 8-bit RGB, upright
+    """
+    path = Path(path)
+    if not path.exists():
+        raise SubmissionError([Problem(None, None, str(path), "does not exist")])
+    if not path.is_dir() and not (path.is_file() and zipfile.is_zipfile(path)):
+        raise SubmissionError([Problem(None, None, str(path), "is neither a folder nor a .zip archive")])
+    workdir = _Scratch(scratch)
+    try:
+        folder, label = path, str(path)
+        if not path.is_dir():
+            extracted = workdir.folder("archive")
+            _extract_zip(path, extracted, max_zip_bytes, max_zip_members)
+            folder, label = _zip_root(extracted), path.name
+        return _validate_folder(folder, label, data, workdir)
+    except BaseException:
+        workdir.remove()
+        raise
+
+
+def _validate_folder(folder: Path, label: str, data: BenchmarkData, workdir: _Scratch) -> Submission:
+    problems: list[Problem] = []
+    metadata = _read_metadata(folder, data, problems)
+
+    manifest = folder / MANIFEST_NAME
+    parquets = sorted(p for p in folder.rglob("*.parquet") if p.is_file())
+    for parquet in [p for p in parquets if not p.resolve().is_relative_to(folder.resolve())]:
+        parquets.remove(parquet)  # a symlink to a file elsewhere: the submission is what is inside it
+        name = parquet.relative_to(folder).as_posix()
+        problems.append(Problem(None, None, name, "links outside the submission folder"))
+    rows: list[_Row] | None = None  # None: no usable listing, so missing pairs are not worth listing
+    if manifest.is_file() and parquets:
+        names = ", ".join(p.relative_to(folder).as_posix() for p in parquets[:3])
+        problems.append(Problem(None, None, MANIFEST_NAME, f"both a manifest and parquet files ({names}); keep one"))
+    elif manifest.is_file():
+        rows = _read_manifest(manifest, folder, problems)
+    elif parquets:
+        rows = _read_parquets(parquets, folder, workdir, problems)
+    else:
+        problems.append(Problem(None, None, label, f"no {MANIFEST_NAME} and no *.parquet files"))
+
+    hashes: dict[_Row, str] = {}
+    chosen: list[_Row] = []
+    if rows is not None:
+        chosen = _match_pairs(rows, data, problems, MANIFEST_NAME if manifest.is_file() else "the parquet files")
+        hashes = _check_images(chosen, problems)
+    if problems:
+        raise SubmissionError(problems)
+
+    entries = tuple(Entry(row.prompt_id, row.seed, row.source, hashes[row], row.path) for row in chosen)
+    return Submission(benchmark=data.name, metadata=metadata, entries=entries, root=folder, workdir=workdir.path)
+
+
+def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem]) -> dict:
+    def problem(message: str) -> None:
+        problems.append(Problem(None, None, METADATA_NAME, message))
+
+    path = folder / METADATA_NAME
+    if not path.is_file():
+        problem(f"missing; it holds the model name and generation settings ({', '.join(METADATA_FIELDS)})")
+        return {}
+    if path.stat().st_size > MAX_METADATA_BYTES:
+        problem(f"{path.stat().st_size} bytes, over the {MAX_METADATA_BYTES}-byte limit")
+        return {}
+    try:
+        metadata = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        problem(f"not valid JSON ({err})")
+        return {}
+    if not isinstance(metadata, dict):
+        problem(f"expected a JSON object, found {type(metadata).__name__}")
+        return {}
+
+    for key in sorted(metadata.keys() - METADATA_FIELDS.keys()):
+        problem(f"unknown field {key!r}; the fields are {', '.join(METADATA_FIELDS)}")
+    for key, (kind, description) in METADATA_FIELDS.items():
+        if key not in metadata:
+            if key in REQUIRED_METADATA:
+                problem(f"missing field {key!r} ({description})")
+        elif not isinstance(metadata[key], kind):
+            expected = "a JSON object" if kind is dict else "a string"
+            problem(f"field {key!r} should be {expected}, found {metadata[key]!r}")
+    if isinstance(metadata.get("model"), str) and not metadata["model"].strip():
+        problem("field 'model' is empty; fill in the model's name")
+    benchmark = metadata.get("benchmark")
+    if isinstance(benchmark, str) and benchmark != data.name:
+        problem(f"field 'benchmark' is {benchmark!r}, but the data is {data.name!r}")
+    link = metadata.get("link")
+    # The leaderboard renders the link: only web links, never javascript: or file: URLs.
+    if isinstance(link, str) and link and not re.match(r"https?://", link):
+        problem(f"field 'link' should be an http(s) URL or empty, found {link!r}")
+    return metadata
+
+
+def _read_manifest(manifest: Path, folder: Path, problems: list[Problem]) -> list[_Row] | None:
+    def problem(message: str, prompt_id: str | None = None, file: str = MANIFEST_NAME) -> None:
+        problems.append(Problem(prompt_id, None, file, message))
+
+    size = manifest.stat().st_size
+    if size > MAX_MANIFEST_BYTES:
+        problem(f"{size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit")
+        return None
+    try:
+        text = manifest.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        problem(f"not UTF-8 text ({err.reason} at byte {err.start})")
+        return None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in next(reader, [])]
+    if sorted(header) != sorted(MANIFEST_COLUMNS):
+        found = ",".join(header) or "(empty)"
+        problem(f"header is {found}; expected exactly the columns {','.join(MANIFEST_COLUMNS)}")
+        return None
+
+    rows = []
+    for number, fields in enumerate(reader, start=1):
+        if not any(f.strip() for f in fields):
+            continue  # a blank line
+        where = f"{MANIFEST_NAME} row {number}"
+        if len(fields) != len(header):
+            problem(f"{len(fields)} fields, but the header has {len(header)} columns", file=where)
+            continue
+        values = dict(zip(header, (f.strip() for f in fields)))
+        prompt_id, seed, file = values["prompt_id"], values["seed"], values["file"]
+        if not prompt_id or not file:
+            problem(f"empty {'prompt_id' if not prompt_id else 'file'} ({where})", prompt_id or None, file or where)
+        elif not _SEED.fullmatch(seed):
+            problem(f"seed {seed!r} is not a non-negative integer ({where})", prompt_id, file)
+        else:
+            image = _image_path(folder, file)
+            error = None if image else "the file must be a relative path inside the submission folder"
+            rows.append(_Row(prompt_id, int(seed), file, where, image, error))
+    return rows
+
+
+def _image_path(folder: Path, relative: str) -> Path | None:
+    """The file a manifest row names, or None when it is not a path inside ``folder``."""
+    candidate = PurePosixPath(relative)
+    if candidate.is_absolute() or re.match(r"[A-Za-z]:", relative) or ".." in candidate.parts or "\\" in relative:
+        return None
+    path = (folder / candidate).resolve()  # a symlink inside the folder may point outside it
+    return path if path.is_relative_to(folder.resolve()) else None
+
+
+def _read_parquets(parquets: list[Path], folder: Path, workdir: _Scratch, problems: list[Problem]) -> list[_Row] | None:
+    """Rows of every parquet file, their images copied out one file each (read once, in file order).
+
+    Returns None when a file as a whole is unusable: its rows would all be reported missing.
+    """
+    rows: list[_Row] = []
+    usable = True
+    for number, parquet in enumerate(parquets):
+        name = parquet.relative_to(folder).as_posix()
+        try:
+            reader = pq.ParquetFile(parquet)
+            problem = _parquet_problem(reader)
+            if problem is None:
+                out = workdir.folder(f"parquet-{number:04d}")
+                rows.extend(_spool_parquet(reader, name, out, problems))
+        except (pa.ArrowException, OSError) as err:
+            problem = f"not a readable parquet file ({err})"
+        if problem:
+            problems.append(Problem(None, None, name, problem))
+            usable = False
+    return rows if usable else None
+
+
+def _parquet_problem(reader: pq.ParquetFile) -> str | None:
+    """What is wrong with a parquet file's columns or layout, if anything."""
+    schema = reader.schema_arrow
+    missing = [c for c in PARQUET_COLUMNS if c not in schema.names]
+    if missing:
+        expected, found = ", ".join(PARQUET_COLUMNS), ", ".join(schema.names)
+        return f"missing column(s) {', '.join(missing)}; expected {expected} (found {found})"
+    kinds = {name: schema.field(name).type for name in PARQUET_COLUMNS}
+    if not (pa.types.is_string(kinds["prompt_id"]) or pa.types.is_large_string(kinds["prompt_id"])):
+        return f"column prompt_id should hold strings, found {kinds['prompt_id']}"
+    if not pa.types.is_integer(kinds["seed"]):
+        return f"column seed should hold integers, found {kinds['seed']}"
+    image = kinds["image"]
+    if pa.types.is_struct(image):
+        image = image.field("bytes").type if image.get_field_index("bytes") >= 0 else None
+    if image is None or not (pa.types.is_binary(image) or pa.types.is_large_binary(image)):
+        return f"column image should be a datasets Image struct {{bytes, path}} or binary, found {kinds['image']}"
+    # A row group is the smallest unit parquet reads; bound it so that memory stays bounded.
+    for group in range(reader.num_row_groups):
+        size = reader.metadata.row_group(group).total_byte_size
+        if size > MAX_ROW_GROUP_BYTES:
+            return (
+                f"row group {group} holds {size} bytes, over the {MAX_ROW_GROUP_BYTES}-byte limit; "
+                "write smaller row groups (datasets' to_parquet does)"
+            )
+    return None
+
+
+def _spool_parquet(reader: pq.ParquetFile, name: str, out: Path, problems: list[Problem]) -> list[_Row]:
+    rows = []
+    number = 0
+    for group in range(reader.num_row_groups):
+        table = reader.read_row_group(group, columns=list(PARQUET_COLUMNS))
+        images = table.column("image").combine_chunks()
+        if pa.types.is_struct(images.type):
+            images = images.field("bytes")
+        for prompt_id, seed, image in zip(table["prompt_id"].to_pylist(), table["seed"].to_pylist(), images):
+            source = f"{name} row {number}"
+            number += 1
+            if prompt_id is None or seed is None or seed < 0:
+                message = "prompt_id is missing" if prompt_id is None else f"seed {seed} is not a non-negative integer"
+                problems.append(Problem(prompt_id, None, source, message))
+                continue
+            data = image.as_py()
+            if data is None:
+                error = "no image bytes (an image given only as a path); embed the bytes"
+                rows.append(_Row(prompt_id, seed, source, source, None, error))
+                continue
+            path = out / f"{number - 1:08d}.img"
+            path.write_bytes(data)
+            rows.append(_Row(prompt_id, seed, source, source, path))
+    return rows
+
+
+def _match_pairs(rows: list[_Row], data: BenchmarkData, problems: list[Problem], listing: str) -> list[_Row]:
+    """The row of every required pair, in ``data.required_pairs`` order; every mismatch is a problem."""
+    required = set(data.required_pairs)
+    prompts = data.prompt_rows
+    first: dict[tuple[str, int], _Row] = {}
+    for row in rows:
+        pair = (row.prompt_id, row.seed)
+        if row.prompt_id not in prompts:
+            problems.append(row.problem(f"unknown prompt_id; {data.name} has no such prompt"))
+        elif pair not in required:
+            seeds = ", ".join(str(s) for s in data.seeds_of(prompts[row.prompt_id]))
+            problems.append(row.problem(f"seed {row.seed} is not required (this prompt's seeds: {seeds})"))
+        elif pair in first:
+            earlier = first[pair]
+            earlier_at = earlier.where if earlier.where == earlier.source else f"{earlier.where}, file {earlier.source}"
+            problems.append(row.problem(f"duplicate pair, already given in {earlier_at}; give each pair once"))
+        else:
+            first[pair] = row
+    for pair in data.required_pairs:
+        if pair not in first:
+            problems.append(Problem(pair[0], pair[1], listing, "missing: no image for this required pair"))
+    return [first[pair] for pair in data.required_pairs if pair in first]
+
+
+def _check_images(rows: list[_Row], problems: list[Problem]) -> dict[_Row, str]:
+    """Decode every image fully; the content hash of each good one, a problem for each bad one."""
+
+    def check(row: _Row) -> str | Problem:
+        try:
+            data = _row_bytes(row)
+            normalize_image(data, where=row.source)
+        except _RowProblem as err:
+            return row.problem(str(err))
+        except ImageError as err:
+            return row.problem(err.reason)
+        return content_hash(data)
+
+    hashes = {}
+    with ThreadPoolExecutor(max_workers=DECODE_WORKERS) as pool:
+        for row, result in zip(rows, pool.map(check, rows)):
+            if isinstance(result, Problem):
+                problems.append(result)
+            else:
+                hashes[row] = result
+    return hashes
+
+
+class _RowProblem(Exception):
+    """A row's image cannot be read at all (as opposed to read but not decoded: ImageError)."""
+
+
+def _row_bytes(row: _Row) -> bytes:
+    if row.path is None:
+        raise _RowProblem(row.error or "no image")
+    if not row.path.is_file():
+        raise _RowProblem("the file does not exist in the submission folder")
+    size = row.path.stat().st_size
+    if size > MAX_IMAGE_BYTES:  # checked before reading, so a huge file is never read into memory
+        raise _RowProblem(f"{size} bytes, over the {MAX_IMAGE_BYTES}-byte limit")
+    try:
+        return row.path.read_bytes()
+    except OSError as err:
+        raise _RowProblem(f"cannot be read ({err})") from None
+
+
+# --- zip -----------------------------------------------------------------------------------------
+
+
+def _extract_zip(archive: Path, into: Path, max_bytes: int, max_members: int) -> None:
+    """Extract ``archive`` into the empty folder ``into``, refusing anything that could escape or explode.
+
+    Every member is checked before anything is written; the sizes the archive declares are then
+    enforced while writing too, since a crafted archive can lie about them.
+    """
+
+    def refuse(file: str, message: str) -> NoReturn:
+        raise SubmissionError([Problem(None, None, file, message)])
+
+    try:
+        archive_file = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as err:
+        refuse(archive.name, f"not a readable zip archive ({err})")
+    with archive_file:
+        members = archive_file.infolist()
+        if len(members) > max_members:
+            refuse(archive.name, f"{len(members)} members, over the limit of {max_members}")
+        problems, names = [], set()
+        for member in members:
+            reason = _unsafe_member(member)
+            if reason is None and member.filename.rstrip("/") in names:
+                reason = "appears twice in the archive"
+            names.add(member.filename.rstrip("/"))
+            if reason:
+                problems.append(Problem(None, None, f"{archive.name}:{member.filename}", reason))
+        declared = sum(m.file_size for m in members)
+        if declared > max_bytes:
+            message = f"unpacks to {declared} bytes, over the {max_bytes}-byte limit"
+            problems.append(Problem(None, None, archive.name, message))
+        if problems:
+            raise SubmissionError(problems)
+
+        root = into.resolve()
+        written = 0
+        for member in members:
+            label = f"{archive.name}:{member.filename}"
+            target = (root / PurePosixPath(member.filename)).resolve()
+            if not target.is_relative_to(root):  # cannot happen after _unsafe_member; the last guard
+                refuse(label, "would be written outside the extraction folder")
+            try:
+                if member.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive_file.open(member) as source, target.open("xb") as sink:
+                    while chunk := source.read(1024 * 1024):
+                        written += len(chunk)
+                        if written > max_bytes:
+                            refuse(archive.name, f"unpacks to more than the {max_bytes}-byte limit")
+                        sink.write(chunk)
+            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as err:
+                refuse(label, f"cannot be extracted ({err})")
+
+
+def _unsafe_member(member: zipfile.ZipInfo) -> str | None:
+    name = member.filename
+    kind = stat.S_IFMT(member.external_attr >> 16)
+    if not name or name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
+        return "absolute path; members must be relative paths"
+    if "\\" in name:
+        return "backslash in the path; zip members use '/' as the separator"
+    if ".." in PurePosixPath(name).parts:
+        return "path contains '..' and would escape the extraction folder"
+    if kind == stat.S_IFLNK:
+        return "symbolic link; only regular files and folders are accepted"
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return "not a regular file or folder"
+    if member.flag_bits & 0x1:
+        return "encrypted; zip the submission without a password"
+    return None
+
+
+def _zip_root(workdir: Path) -> Path:
+    """The folder of an extracted zip that holds the submission: the top, or its one sub-folder."""
+    if (workdir / METADATA_NAME).exists() or (workdir / MANIFEST_NAME).exists():
+        return workdir
+    # "Compress folder" tools put everything in one folder (macOS adds __MACOSX/ beside it).
+    children = [c for c in workdir.iterdir() if c.name != "__MACOSX"]
+    if len(children) == 1 and children[0].is_dir():
+        return children[0]
+    return workdir
