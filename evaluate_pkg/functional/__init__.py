@@ -1,0 +1,77 @@
+"""Pure metric math over precomputed features (numpy/scipy; no models, no torch).
+
+The feature store encodes each image once per encoder; everything here is cheap math over those
+embeddings, patch tokens and masks. Values are raw: a cosine stays a cosine in [-1, 1], never x100,
+never clamped; display conventions are separate, named helpers. The ``evaluate`` modules in
+``evaluate_pkg/metrics/`` are thin wrappers over these functions.
+
+=========================  =====================================================================
+metric                     functions
+=========================  =====================================================================
+cosine                     :func:`l2_normalize`, :func:`cosine`, :func:`cosine_matrix`
+CLIP-T / CLIP-I            :func:`clip_t`, :func:`clip_i`, :func:`clipscore_torchmetrics_convention`,
+                           :func:`torchmetrics_clipscore_of_mean`
+DINO-Sim                   :func:`dino_sim`
+SCR@tau (paper 002)        :func:`subject_collapse_rate` (whole image), :func:`instance_collapse_rate`
+matching                   :func:`hungarian_match`
+ID-Sim                     :func:`id_sim`
+BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_features`, :func:`bg_sim`
+Aesth.                     :func:`aesthetic_score` (LAION aesthetic predictor v2 head)
+count accuracy             :func:`count_correct`, :func:`count_accuracy`
+retrieval P@k / R@k        :func:`precision_recall_at_k`, :func:`retrieval_precision_recall`
+confidence intervals       :func:`bootstrap_ci`
+=========================  =====================================================================
+"""
+
+from .aesthetic import AESTHETIC_V2_LAYERS, aesthetic_score
+from .background import PATCH_THRESHOLD, bg_sim, mask_to_patch_grid, pooled_masked_features
+from .bootstrap import BootstrapCI, bootstrap_ci
+from .collapse import SCR_TAUS, instance_collapse_rate, subject_collapse_rate
+from .counting import count_accuracy, count_correct
+from .faces import IdSim, id_sim
+from .matching import UNMATCHED_SIMILARITY, Match, hungarian_match
+from .retrieval import RETRIEVAL_KS, precision_recall_at_k, retrieval_precision_recall
+from .similarity import (
+    DinoSim,
+    clip_i,
+    clip_t,
+    clipscore_torchmetrics_convention,
+    cosine,
+    cosine_matrix,
+    dino_sim,
+    l2_normalize,
+    torchmetrics_clipscore_of_mean,
+)
+
+__all__ = [
+    "AESTHETIC_V2_LAYERS",
+    "PATCH_THRESHOLD",
+    "RETRIEVAL_KS",
+    "SCR_TAUS",
+    "UNMATCHED_SIMILARITY",
+    "BootstrapCI",
+    "DinoSim",
+    "IdSim",
+    "Match",
+    "aesthetic_score",
+    "bg_sim",
+    "bootstrap_ci",
+    "clip_i",
+    "clip_t",
+    "clipscore_torchmetrics_convention",
+    "cosine",
+    "cosine_matrix",
+    "count_accuracy",
+    "count_correct",
+    "dino_sim",
+    "hungarian_match",
+    "id_sim",
+    "instance_collapse_rate",
+    "l2_normalize",
+    "mask_to_patch_grid",
+    "pooled_masked_features",
+    "precision_recall_at_k",
+    "retrieval_precision_recall",
+    "subject_collapse_rate",
+    "torchmetrics_clipscore_of_mean",
+]
