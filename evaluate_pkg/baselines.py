@@ -1,0 +1,478 @@
+"""Baseline submissions: pictures made without a generative model, for the demo and for metric sanity.
+
+Every baseline is a known answer to "what must the metrics say", built from the benchmark's own
+reference images with plain PIL:
+
+==========  ==========================================================  ===================================
+baseline    picture                                                     what the metrics must show
+==========  ==========================================================  ===================================
+collage     the prompt's reference subjects pasted onto its background  identity near its best (an anchor,
+            in the prompt's layout (CogCanvas: each person with the     not a generation); positions and
+            reference of its bound item pasted small at its lower side) bindings right
+swap        the collage's subjects in other positions: rotated by one   identity as for the collage;
+            slot (a derangement), items staying with their persons;     position and binding checks fail
+            CHARIS (one subject): the collage mirrored horizontally
+impostor    each subject replaced by another identity of the pool,      identity drops (for position-blind
+            chosen deterministically from ``seed``                      metrics only where
+                                                                        :func:`impostor_is_pure`); layout,
+                                                                        items, background unchanged
+clone       the leftmost subject repeated N times (CogCanvas: every     the homogenization failure: SCR
+            slot keeps its own item)                                    rises, matched ID-Sim drops
+background  the background alone (CogCanvas: the background reference   no subject at all: the floor of
+            resized to the canvas; otherwise the empty grey canvas)     identity metrics
+==========  ==========================================================  ===================================
+
+Layout (:func:`compose`): the canvas is split into N equal-width columns, left to right; each subject is
+scaled, aspect kept, to fit its column (``COLUMN_FILL`` of the width) and ``SUBJECT_HEIGHT`` of the
+canvas, centred in its column and standing on a common baseline ``BOTTOM_MARGIN`` above the bottom edge.
+Because columns have equal widths, the same subject renders identically in any column, so the column
+crops of ``swap`` are exactly a permutation of the collage's (on the grey canvas).
+
+Seeds: a picture depends on the prompt and the baseline's ``seed`` only, never on the generation seed,
+so Identity Collapse's three seeds per prompt get byte-identical images (seed-to-seed variance is zero,
+which is the honest value for a deterministic "model").
+
+CHARIS and Identity Collapse have no background reference: their pictures use a plain mid-grey canvas.
+CHARIS has a single subject: its ``clone`` equals its ``collage`` (there is nothing to homogenize).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import random
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from PIL import Image, ImageOps
+
+import idbench
+from builders.benchmarks import charis, cogcanvas, identity_collapse
+from builders.write import OutputExistsError, move_into_place
+from evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
+
+BASELINES = ("collage", "swap", "impostor", "clone", "background")
+
+# --- geometry ------------------------------------------------------------------------------------
+
+NEUTRAL_GREY = (128, 128, 128)
+SUBJECT_HEIGHT = 0.65  # of the canvas: subjects fill the lower two thirds, as in a group photo
+BOTTOM_MARGIN = 0.05  # of the canvas: a common baseline the subjects stand on
+COLUMN_FILL = 0.9  # of a column's width: neighbours never touch, so per-subject crops stay clean
+ITEM_WIDTH = 0.4  # of a column's width, for a CogCanvas item
+ITEM_HEIGHT = 0.2  # of the canvas: small, but large enough for a detector crop
+RESAMPLE = Image.Resampling.LANCZOS
+MIN_SIZE, MAX_SIZE = 64, 4096
+
+Box = tuple[int, int, int, int]  # left, top, right, bottom (PIL's convention: right/bottom exclusive)
+
+
+def columns(n: int, size: int) -> list[tuple[int, int]]:
+    """The N equal-width columns of a ``size`` canvas, left to right, as (left, right) pixel bounds.
+
+    Widths are all ``size // n`` (the few leftover pixels go to the outer margins) so that a subject
+    renders identically whichever column it stands in.
+    """
+    if n < 1:
+        raise ValueError(f"a picture needs at least one column, got {n}")
+    width = size // n
+    left = (size - n * width) // 2
+    return [(left + k * width, left + (k + 1) * width) for k in range(n)]
+
+
+def _fit(image_size: tuple[int, int], max_width: float, max_height: float) -> tuple[int, int]:
+    """The largest size with the image's aspect ratio inside (max_width, max_height), at least 1x1."""
+    width, height = image_size
+    scale = min(max_width / width, max_height / height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def _baseline(size: int) -> int:
+    return size - round(size * BOTTOM_MARGIN)
+
+
+def subject_box(image_size: tuple[int, int], k: int, n: int, size: int) -> Box:
+    """Where a subject of ``image_size`` lands in column ``k`` of ``n``: centred, on the baseline."""
+    left, right = columns(n, size)[k]
+    width, height = _fit(image_size, (right - left) * COLUMN_FILL, size * SUBJECT_HEIGHT)
+    x = left + (right - left - width) // 2
+    bottom = _baseline(size)
+    return (x, bottom - height, x + width, bottom)
+
+
+def item_box(item_size: tuple[int, int], k: int, n: int, size: int) -> Box:
+    """Where a CogCanvas item lands in column ``k``: the column's lower right, over the person's side.
+
+    It stays inside the column (so it moves with its person in ``swap``) and inside the same inner
+    margin as the subject, on the same baseline, where the person would hold or wear it.
+    """
+    left, right = columns(n, size)[k]
+    width, height = _fit(item_size, (right - left) * ITEM_WIDTH, size * ITEM_HEIGHT)
+    x1 = right - ((right - left) - round((right - left) * COLUMN_FILL)) // 2
+    bottom = _baseline(size)
+    return (x1 - width, bottom - height, x1, bottom)
+
+
+def _has_alpha(image: Image.Image) -> bool:
+    return image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info)
+
+
+def _paste(canvas: Image.Image, image: Image.Image, box: Box) -> None:
+    """Paste ``image`` resized to ``box``; a transparent reference is pasted through its alpha."""
+    size = (box[2] - box[0], box[3] - box[1])
+    if _has_alpha(image):
+        rgba = image.convert("RGBA").resize(size, RESAMPLE)
+        canvas.paste(rgba.convert("RGB"), box[:2], rgba)
+    else:
+        canvas.paste(image.convert("RGB").resize(size, RESAMPLE), box[:2])
+
+
+def fit_background(background: Image.Image | None, size: int) -> Image.Image:
+    """The empty canvas: the background reference resized to ``size`` x ``size``, else plain grey.
+
+    The reference is stretched rather than cropped so that the whole scene stays in the picture (what
+    BG-Sim compares against); benchmark backgrounds are near 4:3, so the distortion is mild.
+    """
+    if background is None:
+        return Image.new("RGB", (size, size), NEUTRAL_GREY)
+    return background.convert("RGB").resize((size, size), RESAMPLE)
+
+
+def compose(
+    background: Image.Image | None,
+    subjects: Sequence[Image.Image],
+    size: int,
+    *,
+    items: Sequence[Image.Image | None] | None = None,
+) -> Image.Image:
+    """Paste ``subjects`` left to right, one per equal-width column, onto ``background``.
+
+    ``items`` (CogCanvas), one per subject or None, are pasted after all subjects at each column's
+    lower right (:func:`item_box`), so an item is never hidden by its person.
+    """
+    canvas = fit_background(background, size)
+    n = len(subjects)
+    if items is not None and len(items) != n:
+        raise ValueError(f"{len(items)} items for {n} subjects")
+    for k, subject in enumerate(subjects):
+        _paste(canvas, subject, subject_box(subject.size, k, n, size))
+    for k, item in enumerate(items or ()):
+        if item is not None:
+            _paste(canvas, item, item_box(item.size, k, n, size))
+    return canvas
+
+
+# --- what a prompt shows -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One subject of a picture, in a column.
+
+    ``identity`` is what "the same subject" means for impostors (a CogCanvas person entity, else the
+    subject id); ``ref_id`` is the reference image pasted; ``item_ref_id`` the bound CogCanvas item.
+    """
+
+    identity: str
+    ref_id: str
+    item_ref_id: str | None = None
+
+
+def prompt_slots(data: BenchmarkData, prompt: dict) -> list[Slot]:
+    """The prompt's subjects, left to right as the prompt lays them out."""
+    if data.name == cogcanvas.NAME:
+        by_slot = {p["slot"]: p for p in prompt["persons"]}
+        try:
+            persons = [by_slot[slot] for slot in prompt["layout"]]
+        except KeyError as err:
+            where = f"prompt {prompt['prompt_id']}"
+            raise BenchmarkDataError(f"{where}: layout names slot {err} that has no person") from None
+        return [Slot(p["entity_id"], p["ref_id"], p["item_ref_id"] or None) for p in persons]
+    if data.name == identity_collapse.NAME:
+        return [Slot(s, s) for s in prompt["subject_ids"]]
+    if data.name == charis.NAME:
+        return [Slot(prompt["subject_id"], prompt["subject_id"])]
+    raise BenchmarkDataError(f"no baselines for benchmark {data.name!r}")
+
+
+def _reference(data: BenchmarkData, ref_id: str, prompt: dict) -> Image.Image:
+    try:
+        return data.references[ref_id]["image"]
+    except KeyError:
+        where = f"prompt {prompt['prompt_id']}"
+        raise BenchmarkDataError(f"{where}: reference {ref_id!r} is not in the benchmark") from None
+
+
+def background_image(data: BenchmarkData, prompt: dict) -> Image.Image | None:
+    """The prompt's background reference (CogCanvas), or None (a grey canvas)."""
+    ref_id = prompt.get("background_ref_id") if data.name == cogcanvas.NAME else None
+    return _reference(data, ref_id, prompt) if ref_id else None
+
+
+def render(data: BenchmarkData, prompt: dict, slots: Sequence[Slot], size: int) -> Image.Image:
+    """The picture of ``slots`` (left to right) on the prompt's background."""
+    subjects = [_reference(data, s.ref_id, prompt) for s in slots]
+    items = [_reference(data, s.item_ref_id, prompt) if s.item_ref_id else None for s in slots]
+    return compose(background_image(data, prompt), subjects, size, items=items if any(items) else None)
+
+
+def _rng(seed: int, *parts: str) -> random.Random:
+    """A generator fixed by ``seed`` and the parts (e.g. the prompt id), independent of hash salting."""
+    digest = hashlib.sha256(json.dumps([seed, *parts]).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def rotate(slots: Sequence[Slot]) -> list[Slot]:
+    """Every slot moved one column left, the leftmost to the right end: a derangement for N >= 2."""
+    return list(slots[1:]) + list(slots[:1])
+
+
+def pick_impostors(current: Sequence[str], pool: Sequence[str], rng: random.Random) -> list[str]:
+    """A replacement for each of ``current``, never itself, all distinct.
+
+    Identities outside ``current`` come first; when the pool has fewer outsiders than slots, the
+    outsiders take random slots and the remaining slots get a derangement of their own subjects, so
+    every slot still shows someone else (the layout then holds prompt subjects in wrong places).
+    """
+    taken = set(current)
+    outsiders = [p for p in dict.fromkeys(pool) if p not in taken]
+    rng.shuffle(outsiders)
+    n = len(current)
+    if len(outsiders) >= n:
+        return outsiders[:n]
+    order = list(range(n))
+    rng.shuffle(order)
+    chosen: list[str | None] = [None] * n
+    for k, outsider in zip(order, outsiders):
+        chosen[k] = outsider
+    rest = order[len(outsiders) :]
+    if len(rest) == 1:
+        # Every other slot holds an outsider, so any other subject of the prompt is still unused.
+        others = [c for c in current if c != current[rest[0]]]
+        if not others:
+            raise ValueError(f"no impostor for {current[rest[0]]!r}: the pool holds no other identity")
+        chosen[rest[0]] = rng.choice(others)
+    else:
+        for i, k in enumerate(rest):
+            chosen[k] = current[rest[(i + 1) % len(rest)]]
+    return chosen  # type: ignore[return-value]
+
+
+def _name_overlap(a: str, b: str) -> int:
+    return len(set(a.lower().split()) & set(b.lower().split()))
+
+
+def _charis_impostor(data: BenchmarkData, subject_id: str, rng: random.Random) -> str:
+    """Another CHARIS subject: same type and style if any, else same type, else any.
+
+    CHARIS has no character id, so the same character drawn in another style is a different subject
+    id; within the chosen tier, candidates whose names share the fewest words with the subject's are
+    kept (a cheap guard against picking that twin), then one is drawn.
+    """
+    me = data.references[subject_id]
+    others = [row for sid, row in data.references.items() if sid != subject_id]
+    if not others:
+        raise BenchmarkDataError(f"no impostor for {subject_id!r}: the benchmark has no other subject")
+    tiers = (
+        [r for r in others if r["type"] == me["type"] and r["style"] == me["style"]],
+        [r for r in others if r["type"] == me["type"]],
+        others,
+    )
+    tier = next(t for t in tiers if t)
+    least = min(_name_overlap(r["name"], me["name"]) for r in tier)
+    candidates = sorted(r["subject_id"] for r in tier if _name_overlap(r["name"], me["name"]) == least)
+    return rng.choice(candidates)
+
+
+def impostor_slots(data: BenchmarkData, prompt: dict, seed: int) -> list[Slot]:
+    """The collage's slots with every subject replaced by another identity (items kept in place)."""
+    slots = prompt_slots(data, prompt)
+    rng = _rng(seed, "impostor", prompt["prompt_id"])
+    if data.name == charis.NAME:
+        replacements = [_charis_impostor(data, s.ref_id, rng) for s in slots]
+        return [Slot(sid, sid) for sid in replacements]
+    if data.name == cogcanvas.NAME:
+        # Person entities of the pool, each with its reference images (an entity may have several).
+        refs: dict[str, list[str]] = {}
+        for ref_id, row in data.references.items():
+            if row["kind"] == "person":
+                refs.setdefault(row["entity_id"], []).append(ref_id)
+        chosen = pick_impostors([s.identity for s in slots], list(refs), rng)
+        return [replace(s, identity=e, ref_id=rng.choice(sorted(refs[e]))) for s, e in zip(slots, chosen)]
+    chosen = pick_impostors([s.identity for s in slots], list(data.references), rng)
+    return [Slot(i, i) for i in chosen]
+
+
+def impostor_is_pure(data: BenchmarkData, prompt: dict, seed: int = 0) -> bool:
+    """Whether the impostor picture of ``prompt`` shows nobody of the prompt.
+
+    When the pool has fewer outsiders than the prompt has subjects, some prompt subjects stand in
+    other subjects' places; position-blind metrics (Hungarian-matched ID-Sim, SCR) still find those
+    subjects, so metric sanity checks that expect identity to drop should select pure prompts.
+    """
+    shown = {s.identity for s in impostor_slots(data, prompt, seed)}
+    return not shown & {s.identity for s in prompt_slots(data, prompt)}
+
+
+# --- the baselines -------------------------------------------------------------------------------
+
+
+def collage(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """The prompt's subjects in its layout on its background (CHARIS: the one subject, centred)."""
+    return render(data, prompt, prompt_slots(data, prompt), size)
+
+
+def swap(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """The collage's subjects rotated by one column; with one subject (CHARIS), the collage mirrored."""
+    slots = prompt_slots(data, prompt)
+    if len(slots) < 2:
+        return ImageOps.mirror(collage(data, prompt, size, seed))
+    return render(data, prompt, rotate(slots), size)
+
+
+def impostor(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """The collage with each subject replaced by a different identity of the pool."""
+    return render(data, prompt, impostor_slots(data, prompt, seed), size)
+
+
+def clone(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """The leftmost subject in every column; CogCanvas slots keep their own items."""
+    slots = prompt_slots(data, prompt)
+    first = slots[0]
+    return render(data, prompt, [replace(s, identity=first.identity, ref_id=first.ref_id) for s in slots], size)
+
+
+def background(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """No subject: the background reference resized to the canvas, or the empty grey canvas."""
+    return fit_background(background_image(data, prompt), size)
+
+
+RENDERERS: dict[str, Callable[[BenchmarkData, dict, int, int], Image.Image]] = {
+    "collage": collage,
+    "swap": swap,
+    "impostor": impostor,
+    "clone": clone,
+    "background": background,
+}
+
+NOTES = {
+    "collage": "Not a generative model: the prompt's reference subjects pasted onto its background in the "
+    "prompt's layout, an upper anchor for identity, position and binding metrics.",
+    "swap": "Not a generative model: the collage with every subject moved one slot (items stay with their "
+    "persons; a single subject is mirrored), so identity metrics should match the collage's while "
+    "position and binding checks fail.",
+    "impostor": "Not a generative model: the collage with each subject replaced by a different identity of "
+    "the benchmark's pool, so identity metrics should drop while layout and background stay.",
+    "clone": "Not a generative model: the prompt's leftmost subject pasted into every slot, the "
+    "homogenization failure that collapse metrics must catch.",
+    "background": "Not a generative model: the prompt's background alone (a grey canvas where the benchmark "
+    "has none), the floor of every identity metric.",
+}
+
+# --- writing a submission ------------------------------------------------------------------------
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def image_path(prompt_id: str, seed: int) -> str:
+    """The manifest's file for a pair, relative to the submission folder."""
+    return f"images/{prompt_id}_s{seed}.png"
+
+
+def submission_metadata(name: str, data: BenchmarkData, size: int, seed: int) -> dict:
+    """The submission.json of a baseline."""
+    return {
+        "benchmark": data.name,
+        "model": f"baseline-{name}",
+        "link": "",
+        "license": "same as the benchmark's references",
+        "generation": {"baseline": name, "size": size, "seed": seed},
+        "notes": NOTES[name],
+        "idbench_version": idbench.__version__,
+    }
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    # Level 1: a few % larger than the default 6, four times faster. Pillow writes no timestamp, so
+    # the same pixels give the same bytes.
+    image.save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+def make_baseline(
+    name: str,
+    data: BenchmarkData,
+    out: Path,
+    *,
+    size: int = 512,
+    seed: int = 0,
+    overwrite: bool = False,
+) -> Path:
+    """Write the ``name`` baseline of ``data`` as a submission folder ``out``; returns ``out``.
+
+    ``out`` holds ``submission.json``, ``manifest.csv`` (``prompt_id,seed,file``, one row per required
+    pair, in ``data.required_pairs`` order) and ``images/<prompt_id>_s<seed>.png`` (``size`` x ``size``
+    RGB). Everything is written into a temporary sibling folder first and moved into place when
+    complete; an existing ``out`` is refused unless ``overwrite``, and then replaced only at the end.
+    """
+    if name not in RENDERERS:
+        raise ValueError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
+    if isinstance(size, bool) or not isinstance(size, int) or not MIN_SIZE <= size <= MAX_SIZE:
+        raise ValueError(f"size must be an integer from {MIN_SIZE} to {MAX_SIZE}, got {size!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
+    for prompt_id, _ in data.required_pairs:
+        if not _SAFE_ID.fullmatch(prompt_id):
+            raise BenchmarkDataError(f"prompt id {prompt_id!r} cannot name an image file")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.baseline-", dir=out.parent))
+    try:
+        (staging / "images").mkdir()
+        rows = []
+        rendered: tuple[str, bytes] | None = None  # pairs come grouped by prompt: render each prompt once
+        for prompt_id, pair_seed in data.required_pairs:
+            if rendered is None or rendered[0] != prompt_id:
+                picture = RENDERERS[name](data, data.prompt_rows[prompt_id], size, seed)
+                rendered = (prompt_id, _png(picture))
+            file = image_path(prompt_id, pair_seed)
+            (staging / file).write_bytes(rendered[1])
+            rows.append((prompt_id, pair_seed, file))
+        with (staging / "manifest.csv").open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(("prompt_id", "seed", "file"))
+            writer.writerows(rows)
+        metadata = submission_metadata(name, data, size, seed)
+        (staging / "submission.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+        move_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def baseline_from_folder(
+    name: str,
+    benchmark: str,
+    data_dir: str | Path,
+    out: str | Path,
+    *,
+    size: int = 512,
+    seed: int = 0,
+    overwrite: bool = False,
+    cache_dir: str | None = None,
+) -> Path:
+    """``idbench baseline NAME BENCHMARK --data DIR --out DIR``: load, check the benchmark, write."""
+    data = load_benchmark_data(data_dir, cache_dir=cache_dir)
+    if data.name != benchmark:
+        raise BenchmarkDataError(f"{data_dir} holds the {data.name} benchmark, not {benchmark}")
+    return make_baseline(name, data, Path(out), size=size, seed=seed, overwrite=overwrite)
