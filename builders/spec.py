@@ -68,6 +68,8 @@ class BenchmarkSpec:
     breakdowns: tuple[tuple[str, ...], ...]  # prompt columns (or column tuples) results group by
     metric_suite: tuple[MetricSpec, ...]
     seeds: tuple[int, ...]  # seeds per prompt a submission must contain
+    # metrics that rank models by default, best first; the first one a run computed is used
+    ranking: tuple[str, ...] = ()
     task_categories: tuple[str, ...] = ("text-to-image",)
     tags: tuple[str, ...] = field(default=("identity-preservation", "subject-driven-generation", "benchmark"))
     limitations: tuple[str, ...] = ()

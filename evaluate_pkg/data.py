@@ -7,7 +7,9 @@ the benchmark. Tables are read with ``datasets.load_dataset`` exactly as a user 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -68,8 +70,28 @@ class BenchmarkData:
         return {row[REFERENCE_ID[self.name]]: row["image"]["bytes"] for row in table}
 
 
+def content_cache_dir(folder: Path) -> Path:
+    """A datasets cache keyed by the bytes of the folder's card, build info and shards.
+
+    ``datasets`` keys its cache of a local folder by names and paths, so a folder rebuilt in place (or
+    another folder of the same name) can be served stale tables. Keying by content makes that
+    impossible while keeping the Arrow conversion cached across runs.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    base = Path(os.environ.get("IDBENCH_DATASETS_CACHE", Path.home() / ".cache" / "idbench" / "datasets"))
+    return base / digest.hexdigest()[:32]
+
+
 def load_benchmark_data(folder: str | Path, cache_dir: str | None = None) -> BenchmarkData:
-    """Read a built benchmark folder; the error names what is missing."""
+    """Read a built benchmark folder; the error names what is missing.
+
+    ``cache_dir`` defaults to a cache keyed by the folder's content (see :func:`content_cache_dir`).
+    """
     folder = Path(folder)
     info_path = folder / "build_info.json"
     if not info_path.is_file():
@@ -79,6 +101,7 @@ def load_benchmark_data(folder: str | Path, cache_dir: str | None = None) -> Ben
         spec = get_benchmark(info["benchmark"])
     except (json.JSONDecodeError, KeyError) as err:
         raise BenchmarkDataError(f"{info_path}: unreadable build info ({err})") from None
+    cache_dir = cache_dir or str(content_cache_dir(folder))
     tables = {}
     for config in info.get("configs", {}):
         tables[config] = datasets.load_dataset(str(folder), config, split="test", cache_dir=cache_dir)

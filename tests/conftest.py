@@ -9,6 +9,13 @@ import os
 # Before anything imports huggingface_hub or datasets: tests never reach for a hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
+# idbench's own caches (tiny models, features, datasets) go to one temporary folder per test session,
+# never into the user's home.
+import tempfile  # noqa: E402
+
+_SESSION_CACHE = tempfile.mkdtemp(prefix="idbench-tests-")
+for _variable, _sub in (("IDBENCH_MODELS", "models"), ("IDBENCH_CACHE", "features"), ("IDBENCH_DATASETS_CACHE", "datasets")):
+    os.environ.setdefault(_variable, os.path.join(_SESSION_CACHE, _sub))
 
 from pathlib import Path  # noqa: E402
 

@@ -115,6 +115,7 @@ SPEC = BenchmarkSpec(
         MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)"),
     ),
     seeds=SEEDS,
+    ranking=("charis_score", "dino_sim", "clip_i"),
     limitations=(
         "Prompts are written from EKB templates; the paper's prompts were written by GPT-4o and refined by "
         "experts, so wording is plainer here.",

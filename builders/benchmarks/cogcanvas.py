@@ -215,6 +215,7 @@ SPEC = BenchmarkSpec(
         MetricSpec("retrieval_r@k", "retrieval auxiliary task: recall@k, k in 1, 3, 5", display="percent"),
     ),
     seeds=SEEDS,
+    ranking=("id_sim", "dino_sim", "attr_vqa", "clip_t"),
     limitations=(
         "Persons are identified by reference images; identities that a generator saw in pre-training can "
         "score well through memorization.",

@@ -103,6 +103,7 @@ SPEC = BenchmarkSpec(
         ),
     ),
     seeds=SEEDS,
+    ranking=("dino_sim", "scr@0.5", "clip_t"),
     limitations=(
         "Scene types are defined by the prompt wording alone; how much occlusion or contact a model "
         "renders is left to the model.",

@@ -1,0 +1,170 @@
+"""What a benchmark suite sees while scoring: the data, the submission, models by role, cached features.
+
+The suites (``evaluate_pkg/suites/``) ask for features of *inputs* (a generation, a reference, a crop)
+by role ("clip", "dinov2", ...); the context turns every request into one call to the feature store
+over the unique inputs, so each image is encoded once per model whatever number of prompts share it.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+from PIL import Image
+
+from evaluate_pkg.data import BenchmarkData
+from evaluate_pkg.features import Features, FeatureStore, condition_hash
+from evaluate_pkg.images import content_hash, normalize_image
+from evaluate_pkg.models.registry import get_card, load_model, resolve_profile
+from evaluate_pkg.submission import Submission
+
+# Per-sample result: the raw value of one metric for one (prompt, seed[, subject]).
+RESULT_COLUMNS = ("prompt_id", "seed", "metric", "subject", "value")
+
+
+@dataclass(frozen=True)
+class Result:
+    prompt_id: str
+    seed: int
+    metric: str
+    value: float
+    subject: str = ""  # a reference slot / subject id for per-subject values, "" for the whole image
+
+
+@dataclass
+class ScoreOptions:
+    profile: str = "paper"
+    metrics: tuple[str, ...] | None = None  # None: the whole suite
+    device: str = "cpu"
+    dtype: str | None = None  # default: bf16 on CUDA, fp32 on the CPU
+    batch_size: int = 32
+    num_workers: int = 0
+    models_dir: str | None = None
+
+
+class Models:
+    """The profile's models, loaded on first use."""
+
+    def __init__(self, options: ScoreOptions):
+        self.options = options
+        self.cards = resolve_profile(options.profile)
+        self._loaded: dict[str, Any] = {}
+
+    def __getitem__(self, role: str) -> Any:
+        if role not in self._loaded:
+            card = self.cards[role]
+            self._loaded[role] = load_model(
+                card.name, device=self.options.device, dtype=self.options.dtype, models_dir=self.options.models_dir
+            )
+        return self._loaded[role]
+
+    def used(self, roles: Iterable[str] | None = None) -> dict[str, dict]:
+        """Role -> identity (name, Hub id, revision, weights key) of the loaded models (of ``roles``)."""
+        out = {}
+        for role, model in self._loaded.items():
+            if roles is not None and role not in roles:
+                continue
+            card = get_card(self.cards[role].name)
+            out[role] = {"name": card.name, "hub_id": card.hub_id, "revision": card.revision, "key": model.key}
+        return out
+
+
+@dataclass
+class Context:
+    data: BenchmarkData
+    submission: Submission
+    store: FeatureStore
+    models: Models
+    options: ScoreOptions
+    progress: Callable[[str, int], Callable[[int], None]] = lambda stage, total: (lambda n: None)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    # --- inputs by content hash ---------------------------------------------------------------------
+
+    def generation_keys(self) -> dict[tuple[str, int], str]:
+        """(prompt_id, seed) -> content hash of the generated image."""
+        return {(e.prompt_id, e.seed): e.content_hash for e in self.submission.entries}
+
+    def generation_loaders(self) -> dict[str, Callable[[], bytes]]:
+        return {e.content_hash: e.data for e in self.submission.entries}
+
+    def reference_key(self, reference_id: str) -> str:
+        return content_hash(self.data.reference_bytes[reference_id])
+
+    def reference_loaders(self, reference_ids: Sequence[str]) -> dict[str, Callable[[], bytes]]:
+        blobs = self.data.reference_bytes
+        return {content_hash(blobs[r]): (lambda r=r: blobs[r]) for r in reference_ids}
+
+    # --- features ----------------------------------------------------------------------------------
+
+    def image_features(self, role: str, loaders: Mapping[str, Callable[[], bytes]], encoder: Any = None) -> dict[str, Features]:
+        encoder = encoder if encoder is not None else self.models[role]
+        tick = self.progress(f"{role} features", len(loaders))
+        return self.store.encode_images(
+            encoder, loaders, batch_size=self.options.batch_size, num_workers=self.options.num_workers, progress=tick
+        )
+
+    def text_features(self, role: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        return self.store.encode_texts(self.models[role], texts)
+
+    def detections(self, loaders: Mapping[str, Callable[[], bytes]], queries: Mapping[str, Sequence[str]]) -> dict[str, Features]:
+        """Detector boxes for each image and its text queries: {"boxes": (k,4), "scores": (k,), "labels": (k,)}.
+
+        ``labels`` index into that image's query list. Keyed by image hash + queries, so the same image
+        asked about other objects is a different cache entry.
+        """
+        detector = self.models["detector"]
+        items = {condition_hash(key, *queries[key]): (key, tuple(queries[key])) for key in loaders}
+
+        def compute(keys: list[str], payloads: list[tuple[str, tuple[str, ...]]]) -> list[Features]:
+            images = [normalize_image(loaders[k](), where=k) for k, _ in payloads]
+            found = detector.detect(images, [list(q) for _, q in payloads])
+            out = []
+            for (_, query), detections in zip(payloads, found):
+                out.append(
+                    {
+                        "boxes": np.array([d.box for d in detections], dtype=np.float32).reshape(-1, 4),
+                        "scores": np.array([d.score for d in detections], dtype=np.float32),
+                        "labels": np.array([query.index(d.label) if d.label in query else -1 for d in detections], dtype=np.int64),
+                    }
+                )
+            return out
+
+        tick = self.progress("detections", len(items))
+        by_condition = self.store.cached_map(detector.key, detector.feature_version, items, compute, self.options.batch_size, tick)
+        return {image_key: by_condition[cond] for cond, (image_key, _) in items.items()}
+
+    def foreground_masks(self, loaders: Mapping[str, Callable[[], bytes]], boxes: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Union of the segmenter's masks for each image's boxes, (H, W) bool at the image's size."""
+        segmenter = self.models["segmenter"]
+        items = {condition_hash(key, np.asarray(boxes[key], dtype=np.float32).tobytes()): key for key in loaders}
+
+        def compute(keys: list[str], image_keys: list[str]) -> list[Features]:
+            images = [normalize_image(loaders[k](), where=k) for k in image_keys]
+            masks = segmenter.segment(images, [np.asarray(boxes[k], dtype=np.float32).reshape(-1, 4) for k in image_keys])
+            return [{"mask": (m.any(axis=0) if len(m) else np.zeros(img.size[::-1], dtype=bool))} for m, img in zip(masks, images)]
+
+        tick = self.progress("masks", len(items))
+        by_condition = self.store.cached_map(segmenter.key, segmenter.feature_version, items, compute, self.options.batch_size, tick)
+        return {image_key: by_condition[cond]["mask"] for cond, image_key in items.items()}
+
+
+def crop_bytes(data: bytes, box: Sequence[float], pad: float = 0.05) -> bytes:
+    """PNG bytes of a padded box of an image: a crop becomes an input of its own (hashed and cached)."""
+    image = normalize_image(data, where="crop")
+    x0, y0, x1, y1 = box
+    w, h = x1 - x0, y1 - y0
+    x0, y0 = max(0, int(x0 - pad * w)), max(0, int(y0 - pad * h))
+    x1, y1 = min(image.width, int(np.ceil(x1 + pad * w))), min(image.height, int(np.ceil(y1 + pad * h)))
+    if x1 <= x0 or y1 <= y0:
+        x0, y0, x1, y1 = 0, 0, image.width, image.height
+    buffer = io.BytesIO()
+    image.crop((x0, y0, x1, y1)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def image_size(data: bytes) -> tuple[int, int]:
+    with Image.open(io.BytesIO(data)) as image:
+        return image.size

@@ -1,0 +1,164 @@
+"""``idbench score``: validate a submission, compute the benchmark's metric suite, write the results.
+
+Outputs (written to a temporary sibling of ``--out`` and moved into place when complete):
+
+- ``results.parquet``: one row per (prompt_id, seed, metric[, subject]) with the raw value, plus the
+  submission's model name, benchmark, profile, metric-suite version and whether it is a plumbing check;
+- ``aggregates.json``: means and 95 % bootstrap CIs, overall and per breakdown cell, the models used
+  (names, Hub ids, revisions, weights keys), metrics not run and why, and run notes;
+- ``report.md`` with PNG plots.
+
+A failed validation raises before anything is computed or written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import idbench
+from evaluate_pkg.context import Context, Models, Result, ScoreOptions
+from evaluate_pkg.data import BenchmarkData, load_benchmark_data
+from evaluate_pkg.features import FeatureStore
+from evaluate_pkg.models.registry import profile_is_plumbing
+from evaluate_pkg.report import aggregate, write_report
+from evaluate_pkg.submission import validate_submission
+from evaluate_pkg.suites import suite_for
+
+SUITE_VERSION = "0.1"
+
+
+class ScoringError(ValueError):
+    pass
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("IDBENCH_CACHE", Path.home() / ".cache" / "idbench" / "features"))
+
+
+def select_metrics(data: BenchmarkData, requested: tuple[str, ...] | None) -> tuple[list[str], dict[str, str]]:
+    """The metrics to compute and those of the suite that will show as not run (with the reason)."""
+    suite = suite_for(data.name)
+    known = list(suite.METRICS) + list(suite.NOT_RUN)
+    if requested is None:
+        return list(suite.METRICS), dict(suite.NOT_RUN)
+    unknown = [m for m in requested if m not in known]
+    if unknown:
+        raise ScoringError(f"unknown metric(s) {', '.join(unknown)} for {data.name}; known: {', '.join(known)}")
+    return [m for m in requested if m in suite.METRICS], {m: suite.NOT_RUN[m] for m in requested if m in suite.NOT_RUN}
+
+
+def _progress_factory(enabled: bool):
+    def factory(stage: str, total: int):
+        if not enabled or total == 0:
+            return lambda n: None
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=stage, unit="img", leave=False)
+
+        def tick(n: int) -> None:
+            bar.update(n)
+            if bar.n >= bar.total:
+                bar.close()
+
+        return tick
+
+    return factory
+
+
+def score_submission(
+    submission_path: Path,
+    data: BenchmarkData | Path,
+    out: Path | None,
+    options: ScoreOptions | None = None,
+    *,
+    cache_dir: Path | None = None,
+    overwrite: bool = False,
+    accelerator: Any = None,
+    progress: bool = True,
+    models: Models | None = None,
+) -> dict[str, Any]:
+    """Score one submission; returns the summary written to ``aggregates.json``.
+
+    ``out=None`` computes without writing (tests, notebooks). Under ``accelerate launch`` pass the
+    ``Accelerator``: unique images are split across processes, features gathered, and only the main
+    process writes. ``models`` lets several runs with the same options share loaded models.
+    """
+    options = options or ScoreOptions()
+    data = data if isinstance(data, BenchmarkData) else load_benchmark_data(data)
+    metrics, not_run = select_metrics(data, options.metrics)
+    is_main = accelerator is None or accelerator.is_main_process
+    if out is not None and Path(out).exists() and not overwrite:
+        raise ScoringError(f"{out} already exists; pass --overwrite to replace it")
+    with validate_submission(Path(submission_path), data) as submission:
+        store = FeatureStore(cache_dir or default_cache_dir(), accelerator=accelerator)
+        models = models if models is not None else Models(options)
+        context = Context(data, submission, store, models, options, progress=_progress_factory(progress and is_main))
+        results = suite_for(data.name).score(context, set(metrics))
+        summary = summarize(data, submission.metadata, results, context, not_run)
+        if out is not None and is_main:
+            write_outputs(Path(out), data, results, summary)
+    return summary
+
+
+def results_frame(data: BenchmarkData, metadata: dict, results: list[Result], profile: str) -> pd.DataFrame:
+    frame = pd.DataFrame([r.__dict__ for r in results], columns=["prompt_id", "seed", "metric", "subject", "value"])
+    frame["value"] = frame["value"].astype("float64")
+    frame["seed"] = frame["seed"].astype("int64")
+    frame.insert(0, "model", metadata.get("model", ""))
+    frame.insert(1, "benchmark", data.name)
+    frame["profile"] = profile
+    frame["plumbing"] = profile_is_plumbing(profile)
+    frame["suite_version"] = SUITE_VERSION
+    return frame
+
+
+def prompts_frame(data: BenchmarkData) -> pd.DataFrame:
+    columns = sorted({c for axes in data.spec.breakdowns for c in axes})
+    return pd.DataFrame([{"prompt_id": p["prompt_id"], **{c: p[c] for c in columns}} for p in data.prompt_rows.values()])
+
+
+def _roles_of(data: BenchmarkData, context: Context) -> set[str]:
+    """The model roles the computed metrics need (a shared Models object may hold others)."""
+    suite = suite_for(data.name)
+    computed = context.options.metrics or tuple(suite.METRICS)
+    return {role for metric in computed if metric in suite.METRICS for role in suite.METRICS[metric]}
+
+
+def summarize(data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict) -> dict[str, Any]:
+    frame = results_frame(data, metadata, results, context.options.profile)
+    return {
+        "benchmark": data.name,
+        "submission": metadata,
+        "profile": context.options.profile,
+        "plumbing": profile_is_plumbing(context.options.profile),
+        "suite_version": SUITE_VERSION,
+        "idbench_version": idbench.__version__,
+        "images": len(context.submission.entries),
+        "models": context.models.used(_roles_of(data, context)),
+        "aggregates": aggregate(frame, prompts_frame(data), data.spec),
+        "not_run": not_run,
+        "notes": context.notes,
+        "features": {"cached": context.store.stats.cached, "computed": context.store.stats.computed},
+    }
+
+
+def write_outputs(out: Path, data: BenchmarkData, results: list[Result], summary: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.scoring-", dir=out.parent))
+    try:
+        results_frame(data, summary["submission"], results, summary["profile"]).to_parquet(staging / "results.parquet", index=False)
+        (staging / "aggregates.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+        write_report(staging, summary, data.spec)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

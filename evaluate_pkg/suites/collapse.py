@@ -1,0 +1,96 @@
+"""Identity Collapse (paper 002): CLIP-T, whole-image DINOv2 similarity, SCR@tau, instance-level SCR."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from builders.benchmarks.identity_collapse import SCR_THRESHOLDS
+from evaluate_pkg import functional as F
+from evaluate_pkg.context import Context, Result, crop_bytes
+from evaluate_pkg.images import content_hash
+
+# Detector queries per subject kind, for the instance-level variant.
+KIND_QUERIES = {"human": "a person", "animal": "an animal"}
+
+METRICS: dict[str, tuple[str, ...]] = {
+    "clip_t": ("clip",),
+    "dino_sim": ("dinov2",),
+    **{f"scr@{tau}": ("dinov2",) for tau in SCR_THRESHOLDS},
+    **{f"scr_instance@{tau}": ("detector", "dinov2") for tau in SCR_THRESHOLDS},
+}
+NOT_RUN: dict[str, str] = {}
+
+
+def score(ctx: Context, metrics: set[str]) -> list[Result]:
+    data, results = ctx.data, []
+    generations = ctx.generation_keys()
+    gen_loaders = ctx.generation_loaders()
+    prompts = data.prompt_rows
+
+    if "clip_t" in metrics:
+        image = ctx.image_features("clip", gen_loaders)
+        text = ctx.text_features("clip", [p["prompt"] for p in prompts.values()])
+        pairs = list(generations)
+        values = F.clip_t(
+            np.stack([image[generations[pair]]["embedding"] for pair in pairs]),
+            np.stack([text[prompts[prompt_id]["prompt"]] for prompt_id, _ in pairs]),
+        )
+        results.extend(Result(prompt_id, seed, "clip_t", float(v)) for (prompt_id, seed), v in zip(pairs, values))
+        ctx.notes["clip_t_prompts_truncated"] = ctx.models["clip"].count_truncated([p["prompt"] for p in prompts.values()])
+
+    dino_metrics = {m for m in metrics if m == "dino_sim" or m.startswith("scr")}
+    if not dino_metrics:
+        return results
+    subject_ids = sorted({s for p in prompts.values() for s in p["subject_ids"]})
+    refs = ctx.image_features("dinov2", ctx.reference_loaders(subject_ids))
+    gens = ctx.image_features("dinov2", gen_loaders)
+    ref_cls = {s: refs[ctx.reference_key(s)]["cls"] for s in subject_ids}
+
+    for (prompt_id, seed), key in generations.items():
+        ids = prompts[prompt_id]["subject_ids"]
+        sim = F.dino_sim(gens[key]["cls"], np.stack([ref_cls[s] for s in ids]))
+        if "dino_sim" in metrics:
+            results.append(Result(prompt_id, seed, "dino_sim", sim.mean))
+            results.extend(Result(prompt_id, seed, "dino_sim", float(v), s) for s, v in zip(ids, sim.per_reference))
+        for tau in SCR_THRESHOLDS:
+            if f"scr@{tau}" in metrics:
+                results.append(Result(prompt_id, seed, f"scr@{tau}", F.subject_collapse_rate(sim.per_reference, tau)))
+
+    if any(m.startswith("scr_instance") for m in metrics):
+        results.extend(_instance_level(ctx, metrics, generations, gen_loaders, ref_cls))
+    return results
+
+
+def _instance_level(ctx, metrics, generations, gen_loaders, ref_cls) -> list[Result]:
+    """Crops of every detected subject, Hungarian-matched to the prompt's references on DINOv2 CLS."""
+    prompts, subjects = ctx.data.prompt_rows, ctx.data.references
+    queries = {}
+    for (prompt_id, _), key in generations.items():
+        kinds = sorted({subjects[s]["kind"] for s in prompts[prompt_id]["subject_ids"]})
+        queries[key] = [KIND_QUERIES[k] for k in kinds]
+    detections = ctx.detections(gen_loaders, queries)
+    crops: dict[str, list[str]] = {}  # generation hash -> crop hashes
+    crop_loaders = {}
+    cap = {key: 2 * len(prompts[p]["subject_ids"]) for (p, _), key in generations.items()}
+    for key, found in detections.items():
+        data = gen_loaders[key]()
+        crops[key] = []
+        # The most confident 2N boxes: enough for every subject plus spurious ones for the matching
+        # to reject, without letting a noisy detector flood the store with crops.
+        best = np.argsort(-found["scores"], kind="stable")[: cap[key]]
+        for box in found["boxes"][best]:
+            blob = crop_bytes(data, box)
+            crop_key = content_hash(blob)
+            crop_loaders[crop_key] = lambda blob=blob: blob
+            crops[key].append(crop_key)
+    crop_features = ctx.image_features("dinov2", crop_loaders) if crop_loaders else {}
+    results = []
+    for (prompt_id, seed), key in generations.items():
+        ids = prompts[prompt_id]["subject_ids"]
+        refs = np.stack([ref_cls[s] for s in ids])
+        found = np.stack([crop_features[c]["cls"] for c in crops[key]]) if crops[key] else np.zeros((0, refs.shape[1]))
+        for tau in SCR_THRESHOLDS:
+            if f"scr_instance@{tau}" in metrics:
+                results.append(Result(prompt_id, seed, f"scr_instance@{tau}", F.instance_collapse_rate(found, refs, tau)))
+        results.append(Result(prompt_id, seed, "subjects_detected", float(len(crops[key]))))
+    return results

@@ -1,0 +1,62 @@
+"""The feature store under `accelerate launch` with 2 CPU processes (gloo) equals a single process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent(
+    """
+    import hashlib, json, sys
+    sys.path[:0] = [{root!r}, {tests!r}, {scoring!r}]
+    from accelerate import Accelerator
+    from evaluate_pkg.features import FeatureStore
+    from conftest import noise_jpeg
+    from test_features import MeanColourEncoder
+
+    accelerator = Accelerator(cpu=True)
+    blobs = [noise_jpeg(seed) for seed in range(9)]
+    images = {{hashlib.sha256(b).hexdigest(): (lambda b=b: b) for b in blobs}}
+    encoder = MeanColourEncoder()
+    store = FeatureStore(sys.argv[1], accelerator=accelerator)
+    features = store.encode_images(encoder, images, batch_size=2)
+    out = {{key: features[key]["embedding"].tolist() for key in sorted(features)}}
+    with open(sys.argv[2] + f".rank{{accelerator.process_index}}.json", "w") as handle:
+        json.dump({{"features": out, "encoded_here": encoder.images_seen,
+                   "world": accelerator.num_processes, "backend": str(accelerator.distributed_type)}}, handle)
+    """
+)
+
+
+def run(tmp_path: Path, processes: int) -> list[dict]:
+    script = tmp_path / "score_store.py"
+    script.write_text(SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), scoring=str(ROOT / "tests" / "scoring")))
+    cache, out = tmp_path / f"cache{processes}", tmp_path / f"out{processes}"
+    if processes == 1:
+        command = [sys.executable, str(script), str(cache), str(out)]
+    else:
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "--main_process_port", "29533", str(script), str(cache), str(out)]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    subprocess.run(command, check=True, env=env, capture_output=True, timeout=300)
+    return [json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in range(processes)]
+
+
+def test_two_processes_share_the_work_and_agree(tmp_path):
+    (single,) = run(tmp_path, 1)
+    ranks = run(tmp_path, 2)
+    assert all(r["world"] == 2 and "MULTI_CPU" in r["backend"] for r in ranks)
+    # the unique images were split between the processes, none encoded twice
+    assert sorted(r["encoded_here"] for r in ranks) == [4, 5]
+    # every process ends with all features, equal to the single-process run
+    for r in ranks:
+        assert r["features"].keys() == single["features"].keys()
+        for key, value in single["features"].items():
+            assert r["features"][key] == value
