@@ -37,6 +37,99 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_data(folder: Path, benchmark: str | None = None):
+    from evaluate_pkg.data import BenchmarkDataError, load_benchmark_data
+
+    data = load_benchmark_data(folder)
+    if benchmark is not None and data.name != benchmark:
+        raise BenchmarkDataError(f"{folder} holds the {data.name} benchmark, not {benchmark}")
+    return data
+
+
+def _cmd_template(args: argparse.Namespace) -> int:
+    from evaluate_pkg.submission import write_template
+
+    data = _load_data(args.data, args.benchmark)
+    write_template(data, args.out, overwrite=args.overwrite)
+    print(f"wrote a {data.name} submission template to {args.out}: {len(data.required_pairs)} (prompt_id, seed) "
+          f"rows in manifest.csv; put each image at the file its row names and fill in submission.json")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from evaluate_pkg.submission import validate_submission
+
+    data = _load_data(args.data)
+    with validate_submission(args.submission, data) as submission:
+        print(f"valid: {len(submission.entries)} images for {data.name}, model {submission.metadata.get('model')!r}")
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    import json
+
+    from evaluate_pkg.context import ScoreOptions
+    from evaluate_pkg.runner import score_submission
+
+    accelerator = _accelerator_if_launched(args.device)
+    options = ScoreOptions(
+        profile=args.profile,
+        metrics=tuple(args.metrics.split(",")) if args.metrics else None,
+        device=str(accelerator.device) if accelerator is not None else args.device,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        num_workers=args.num_workers,
+        models_dir=str(args.models_dir) if args.models_dir else None,
+    )
+    summary = score_submission(
+        args.submission, args.data, args.out, options,
+        cache_dir=args.cache_dir, overwrite=args.overwrite, accelerator=accelerator,
+    )
+    if accelerator is None or accelerator.is_main_process:
+        from evaluate_pkg.report import format_summary
+
+        print(format_summary(summary))
+        print(f"results in {args.out} (results.parquet, aggregates.json, report.md)")
+    return 0
+
+
+def _accelerator_if_launched(device: str):
+    """An accelerate.Accelerator when started by `accelerate launch` / torchrun with several processes."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import Accelerator
+
+    return Accelerator(cpu=device == "cpu")
+
+
+def _cmd_baseline(args: argparse.Namespace) -> int:
+    from evaluate_pkg.baselines import make_baseline
+
+    data = _load_data(args.data, args.benchmark)
+    make_baseline(args.name, data, args.out, size=args.size, seed=args.seed, overwrite=args.overwrite)
+    print(f"wrote the {args.name} baseline for {data.name} to {args.out} ({len(data.required_pairs)} images)")
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from evaluate_pkg.models import registry
+
+    if args.action == "make-tiny":
+        for path in registry.make_tiny(models_dir=args.models_dir):
+            print(f"  {path}")
+        print("tiny models ready (random weights: results made with them are plumbing checks)")
+    else:
+        for profile, roles in registry.PROFILES.items():
+            print(f"{profile}:")
+            for role, name in roles.items():
+                card = registry.get_card(name)
+                where = f"{card.hub_id}@{card.revision}" if card.hub_id else "local"
+                print(f"  {role:10s} {name:28s} {where}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from idbench.demo import run_demo
 
@@ -95,6 +188,68 @@ def make_parser() -> argparse.ArgumentParser:
     publish.add_argument("--private", action="store_true", help="create the repo as private")
     publish.add_argument("--dry-run", action="store_true", help="list what would be uploaded; no network")
     publish.set_defaults(func=_cmd_publish)
+
+    template = commands.add_parser(
+        "template",
+        help="write an empty submission: manifest.csv of every (prompt_id, seed) and submission.json",
+        description="Write the submission skeleton for a built benchmark: manifest.csv names the file expected "
+        "for every required (prompt_id, seed); submission.json holds the model's metadata.",
+    )
+    template.add_argument("benchmark", choices=BENCHMARK_NAMES)
+    template.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
+    template.add_argument("--out", type=Path, required=True, help="the submission folder to create")
+    template.add_argument("--overwrite", action="store_true")
+    template.set_defaults(func=_cmd_template)
+
+    validate = commands.add_parser(
+        "validate",
+        help="check a submission (folder, parquet folder or zip) against a built benchmark",
+        description="Every required (prompt_id, seed) exactly once, no unknown ids, every image decodable and "
+        "within limits. All problems are listed, each with its id and file.",
+    )
+    validate.add_argument("submission", type=Path)
+    validate.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
+    validate.set_defaults(func=_cmd_validate)
+
+    score = commands.add_parser(
+        "score",
+        help="validate and score a submission with the benchmark's metric suite",
+        description="Writes results.parquet (raw value per prompt, seed, metric, subject), aggregates.json "
+        "(means, 95%% bootstrap CIs, breakdowns) and report.md with plots. Under `accelerate launch` the "
+        "unique images are split across processes.",
+    )
+    score.add_argument("submission", type=Path)
+    score.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
+    score.add_argument("--out", type=Path, required=True, help="results folder")
+    score.add_argument("--profile", choices=("paper", "tiny"), default="paper",
+                       help="paper: the papers' models (default); tiny: random weights, a plumbing check")
+    score.add_argument("--metrics", help="comma-separated subset of the suite (default: all)")
+    score.add_argument("--device", default="cpu", help="torch device, e.g. cuda or cuda:1 (default: %(default)s)")
+    score.add_argument("--dtype", help="bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on the CPU)")
+    score.add_argument("--batch-size", type=int, default=32)
+    score.add_argument("--num-workers", type=int, default=0, help="DataLoader workers that decode images")
+    score.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE or ~/.cache/idbench/features)")
+    score.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
+    score.add_argument("--overwrite", action="store_true")
+    score.set_defaults(func=_cmd_score)
+
+    baseline = commands.add_parser(
+        "baseline",
+        help="make a baseline submission without a generative model (collage, swap, impostor, clone, background)",
+    )
+    baseline.add_argument("name", choices=("collage", "swap", "impostor", "clone", "background"))
+    baseline.add_argument("benchmark", choices=BENCHMARK_NAMES)
+    baseline.add_argument("--data", type=Path, required=True)
+    baseline.add_argument("--out", type=Path, required=True)
+    baseline.add_argument("--size", type=int, default=512)
+    baseline.add_argument("--seed", type=int, default=0)
+    baseline.add_argument("--overwrite", action="store_true")
+    baseline.set_defaults(func=_cmd_baseline)
+
+    models = commands.add_parser("models", help="list the model profiles, or make the tiny random models ahead")
+    models.add_argument("action", choices=("list", "make-tiny"))
+    models.add_argument("--models-dir", type=Path)
+    models.set_defaults(func=_cmd_models)
     return parser
 
 
@@ -102,17 +257,36 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     import datasets
 
-    # The builder writes a handful of small tables; per-table progress bars would drown the report.
+    # The builder writes a handful of small tables and the scorer loads small models: their per-step
+    # progress bars would drown the report (the scorer shows its own per stage).
     datasets.disable_progress_bars()
+    if args.command in ("score", "demo"):
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
     from builders.publish import PublishError
     from builders.sources import SourceError
     from builders.write import OutputExistsError
 
+    user_errors: tuple[type[Exception], ...] = (SourceError, OutputExistsError, PublishError)
+    if args.command in ("template", "validate", "score", "baseline", "models"):
+        from evaluate_pkg.data import BenchmarkDataError
+        from evaluate_pkg.models.base import ModelNotAvailableError
+        from evaluate_pkg.runner import ScoringError
+        from evaluate_pkg.submission import SubmissionError
+
+        user_errors += (BenchmarkDataError, ModelNotAvailableError, ScoringError, SubmissionError)
     try:
         return args.func(args)
-    except (SourceError, OutputExistsError, PublishError) as err:
-        # Input problems are the user's to fix: one clear line, no traceback.
-        print(f"idbench {args.command}: error: {err}", file=sys.stderr)
+    except user_errors as err:
+        # Input problems are the user's to fix: the message names the culprit; no traceback.
+        lines = str(err).splitlines() or [type(err).__name__]
+        if len(lines) > 1:  # a submission's problems, one per line
+            print(f"idbench {args.command}: error: {len(lines)} problem(s), nothing was written:", file=sys.stderr)
+            for line in lines:
+                print(f"  {line}", file=sys.stderr)
+        else:
+            print(f"idbench {args.command}: error: {lines[0]}", file=sys.stderr)
         return 2
 
 

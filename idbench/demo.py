@@ -1,18 +1,33 @@
-"""The main job on embedded defaults: build the three sample benchmarks and read them back.
+"""The main job on embedded defaults: build the sample benchmarks, make baselines, score, rank.
 
-Later issues extend it with scoring and the leaderboard; for now it proves the round trip a user makes:
-our builder writes a folder, ``datasets.load_dataset`` reads it with nothing of ours involved.
+1. build CHARIS, CogCanvas and Identity Collapse from the shipped samples and read every config back
+   with ``datasets.load_dataset`` (the round trip a user makes from the Hub);
+2. make the five model-free baseline submissions for each (collage, swap, impostor, clone, background);
+3. score them with the ``tiny`` profile (random weights of the papers' architectures, and the real dlib
+   face model) and print a ranked table per benchmark.
+
+Everything scored here is a plumbing check, and every table says so.
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import datasets
 
-from builders.benchmarks import BENCHMARKS
+from builders.benchmarks import BENCHMARKS, get_benchmark
 from builders.build import build, format_report
+from evaluate_pkg.baselines import BASELINES, make_baseline
+from evaluate_pkg.context import Models, ScoreOptions
+from evaluate_pkg.data import load_benchmark_data
+from evaluate_pkg.report import display_value, ranking_metric
+from evaluate_pkg.runner import score_submission
+
+# The size the demo's baselines are drawn at. At 256 px most pasted faces are too small for dlib's HOG
+# detector, and its CNN fallback costs ~2.5 s an image on a CPU; at 512 HOG finds them (~0.1 s).
+DEMO_IMAGE_SIZE = 512
 
 
 def load_built(folder: Path, config: str, cache_dir: str) -> datasets.Dataset:
@@ -20,8 +35,37 @@ def load_built(folder: Path, config: str, cache_dir: str) -> datasets.Dataset:
     return datasets.load_dataset(str(folder), config, split="test", cache_dir=cache_dir)
 
 
+def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
+    """Baselines ranked by the benchmark's ranking metric; values shown with their display convention."""
+    spec = get_benchmark(benchmark)
+    displays = {m.name: m.display for m in spec.metric_suite}
+    better = {m.name: m.higher_is_better for m in spec.metric_suite}
+    metrics = [m.name for m in spec.metric_suite if any(m.name in s["aggregates"]["overall"] for s in summaries.values())]
+    key = ranking_metric(spec, set(metrics))
+
+    def order(item):
+        value = item[1]["aggregates"]["overall"].get(key, {}).get("mean")
+        value = float("-inf") if value is None else value
+        return -value if better.get(key, True) else value
+
+    rows = sorted(summaries.items(), key=order)
+    width = max(len(n) for n in summaries) + 2
+    column = max(len(m) for m in metrics) + 2
+    lines = [
+        f"{spec.title}: baselines ranked by {key} (PLUMBING CHECK: tiny profile, random weights except the dlib face model)",
+        "  " + "rank".ljust(6) + "baseline".ljust(width) + "".join(m.rjust(column) for m in metrics),
+    ]
+    for rank, (name, summary) in enumerate(rows, start=1):
+        cells = [display_value(summary["aggregates"]["overall"].get(m, {}).get("mean"), displays.get(m, "raw")) for m in metrics]
+        lines.append("  " + str(rank).ljust(6) + name.ljust(width) + "".join(c.rjust(column) for c in cells))
+    not_run = next(iter(summaries.values()))["not_run"]
+    lines += [f"  not run: {m} ({why})" for m, why in not_run.items()]
+    return "\n".join(lines)
+
+
 def run_demo(out: Path) -> None:
-    root = Path(out) / "datasets"
+    out = Path(out)
+    root = out / "datasets"
     print(f"Building the three benchmarks from the shipped samples into {root}/ (sample builds, not paper scale)\n")
     with tempfile.TemporaryDirectory(prefix="idbench-demo-cache-") as cache_dir:
         for name in BENCHMARKS:
@@ -35,5 +79,25 @@ def run_demo(out: Path) -> None:
                       f"{', '.join(loaded.column_names)}")
             prompts = load_built(folder, "prompts", cache_dir)
             print(f"  example prompt: {prompts[0]['prompt']}\n")
-    print(f"Done. Each folder holds a README.md dataset card; publish one with "
-          f"`idbench publish {root}/<name> --repo-id ORG/NAME --dry-run`.")
+
+        options = ScoreOptions(profile="tiny", models_dir=str(out / "models"))
+        models = Models(options)  # loaded once, shared by the 15 runs
+        tables = []
+        for name in BENCHMARKS:
+            data = load_benchmark_data(root / name, cache_dir=cache_dir)
+            summaries = {}
+            for baseline in BASELINES:
+                submission = out / "baselines" / name / baseline
+                make_baseline(baseline, data, submission, size=DEMO_IMAGE_SIZE, overwrite=True)
+                started = time.perf_counter()
+                summaries[baseline] = score_submission(
+                    submission, data, out / "results" / name / baseline, options,
+                    cache_dir=out / "features", overwrite=True, progress=False, models=models,
+                )
+                print(f"scored {name} / {baseline}: {len(data.required_pairs)} images in "
+                      f"{time.perf_counter() - started:.1f} s", flush=True)
+            tables.append(ranked_table(name, summaries))
+    print()
+    print("\n\n".join(tables))
+    print(f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/, "
+          f"results (results.parquet, aggregates.json, report.md) in {out / 'results'}/.")
