@@ -46,9 +46,43 @@ def test_existing_output_needs_overwrite(tmp_path, capsys):
     assert main(args + ["--overwrite"]) == 0
 
 
-def test_demo_builds_and_reads_back_all_three(tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path)]) == 0
+def test_demo_builds_scores_and_ranks(tmp_path, capsys):
+    # Two of the five baselines keep the test quick; the README's command runs all five.
+    from idbench.demo import run_demo
+
+    run_demo(tmp_path, baselines=("collage", "swap"))
     out = capsys.readouterr().out
-    for name in ("charis", "cogcanvas", "identity-collapse"):
+    for name, title in (("charis", "CHARIS"), ("cogcanvas", "CogCanvas"), ("identity-collapse", "Identity Collapse")):
         assert (tmp_path / "datasets" / name / "README.md").is_file()
         assert f"load_dataset('{tmp_path / 'datasets' / name}', 'prompts')" in out
+        assert f"{title}: baselines ranked by" in out
+        for baseline in ("collage", "swap"):
+            assert (tmp_path / "results" / name / baseline / "aggregates.json").is_file()
+    assert out.count("PLUMBING CHECK") == 3
+    assert "not run: charis_score" in out and "not run: attr_vqa" in out
+
+
+def test_template_validate_and_baseline_commands(tmp_path, capsys):
+    from builders.build import build
+
+    build("identity-collapse", out=tmp_path / "data")
+    data = str(tmp_path / "data")
+    assert main(["template", "identity-collapse", "--data", data, "--out", str(tmp_path / "template")]) == 0
+    assert "225 (prompt_id, seed) rows" in capsys.readouterr().out
+    # the empty template is not a valid submission: every image is missing, and the message says so
+    assert main(["validate", str(tmp_path / "template"), "--data", data]) == 2
+    err = capsys.readouterr().err
+    assert "nothing was written" in err and "01_s0.png" in err
+    assert main(["template", "charis", "--data", data, "--out", str(tmp_path / "other")]) == 2
+    assert "holds the identity-collapse benchmark, not charis" in capsys.readouterr().err
+    assert main(["baseline", "clone", "identity-collapse", "--data", data, "--out", str(tmp_path / "clone"), "--size", "128"]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "clone"), "--data", data]) == 0
+    assert "valid: 225 images" in capsys.readouterr().out
+
+
+def test_models_list_names_pinned_revisions(capsys):
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "openai/clip-vit-large-patch14@32bd64288804d66eefd0ccbe215aa642df71cc41" in out
+    assert "dlib-face" in out and "tiny:" in out
