@@ -134,7 +134,7 @@ class FeatureStore:
             else:
                 results[key] = found
         computed: dict[str, Features] = {}
-        for keys, features in compute_batches(self._my_share(sorted(missing))):
+        for keys, features in compute_batches(self._my_share(self._missing_anywhere(missing))):
             for key, feature in zip(keys, features, strict=True):
                 self.save(model_key, version, key, feature)
                 computed[key] = feature
@@ -143,6 +143,18 @@ class FeatureStore:
         results.update(self._gather(computed))
         self.stats.add(model_key, cached=len(items) - len(missing), computed=len(missing))
         return results
+
+    def _missing_anywhere(self, missing: list[str]) -> list[str]:
+        """The keys missing on any process, in one order everywhere.
+
+        Processes on different machines may see different caches; splitting each one's own list
+        would leave an input that one process lacks to another that has it cached and skips it.
+        """
+        if self.accelerator is None or self.accelerator.num_processes == 1:
+            return sorted(missing)
+        from accelerate.utils import gather_object
+
+        return sorted({key for part in gather_object([missing]) for key in part})
 
     def _my_share(self, keys: list[str]) -> list[str]:
         if self.accelerator is None or self.accelerator.num_processes == 1:

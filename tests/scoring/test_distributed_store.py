@@ -60,3 +60,31 @@ def test_two_processes_share_the_work_and_agree(tmp_path):
         assert r["features"].keys() == single["features"].keys()
         for key, value in single["features"].items():
             assert r["features"][key] == value
+
+
+def test_idbench_score_under_accelerate_equals_one_process(tmp_path):
+    """The whole `idbench score` command launched on 2 CPU processes writes the same results."""
+    import pandas as pd
+
+    from builders.build import build
+    from evaluate_pkg.baselines import make_baseline
+    from evaluate_pkg.data import load_benchmark_data
+
+    build("identity-collapse", out=tmp_path / "data")
+    make_baseline("impostor", load_benchmark_data(tmp_path / "data"), tmp_path / "sub", size=128)
+    arguments = ["score", str(tmp_path / "sub"), "--data", str(tmp_path / "data"), "--profile", "tiny",
+                 "--metrics", "clip_t,dino_sim,scr@0.5,scr_instance@0.5", "--batch-size", "8"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    single = [sys.executable, "-m", "idbench.cli", *arguments, "--out", str(tmp_path / "one"),
+              "--cache-dir", str(tmp_path / "cache-one")]
+    launched = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                "--main_process_port", "29534", "-m", "idbench.cli", *arguments, "--out", str(tmp_path / "two"),
+                "--cache-dir", str(tmp_path / "cache-two")]
+    for command in (single, launched):
+        subprocess.run(command, check=True, env=env, capture_output=True, timeout=600, cwd=ROOT)
+    one = pd.read_parquet(tmp_path / "one" / "results.parquet")
+    two = pd.read_parquet(tmp_path / "two" / "results.parquet")
+    pd.testing.assert_frame_equal(one, two)
+    summary = json.loads((tmp_path / "two" / "aggregates.json").read_text())
+    assert sum(summary["features"]["computed"].values()) > 0
