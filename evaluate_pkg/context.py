@@ -60,6 +60,21 @@ class Models:
             )
         return self._loaded[role]
 
+    def preload(self, roles: Iterable[str]) -> None:
+        """Load every model of ``roles`` now; one error lists all that are missing, before any work."""
+        from evaluate_pkg.models.base import ModelNotAvailableError
+
+        missing = []
+        for role in sorted(set(roles)):
+            try:
+                self[role]
+            except ModelNotAvailableError as err:
+                missing.append(str(err))
+        if len(missing) == 1:
+            raise ModelNotAvailableError(missing[0])
+        if missing:
+            raise ModelNotAvailableError(f"{len(missing)} models are missing:\n\n" + "\n\n".join(missing))
+
     def used(self, roles: Iterable[str] | None = None) -> dict[str, dict]:
         """Role -> identity (name, Hub id, revision, weights key) of the loaded models (of ``roles``)."""
         out = {}

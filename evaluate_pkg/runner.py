@@ -96,9 +96,11 @@ def score_submission(
     is_main = accelerator is None or accelerator.is_main_process
     if out is not None and Path(out).exists() and not overwrite:
         raise ScoringError(f"{out} already exists; pass --overwrite to replace it")
+    models = models if models is not None else Models(options)
+    suite = suite_for(data.name)
+    models.preload({role for metric in metrics for role in suite.METRICS[metric]})  # fail before any work
     with validate_submission(Path(submission_path), data) as submission:
         store = FeatureStore(cache_dir or default_cache_dir(), accelerator=accelerator)
-        models = models if models is not None else Models(options)
         context = Context(data, submission, store, models, options, progress=_progress_factory(progress and is_main))
         results = suite_for(data.name).score(context, set(metrics))
         summary = summarize(data, submission.metadata, results, context, not_run)

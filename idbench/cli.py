@@ -280,13 +280,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except user_errors as err:
         # Input problems are the user's to fix: the message names the culprit; no traceback.
-        lines = str(err).splitlines() or [type(err).__name__]
-        if len(lines) > 1:  # a submission's problems, one per line
-            print(f"idbench {args.command}: error: {len(lines)} problem(s), nothing was written:", file=sys.stderr)
-            for line in lines:
+        problems = getattr(err, "problems", None)  # a submission's problems, one line each
+        if problems:
+            print(f"idbench {args.command}: error: {len(problems)} problem(s), nothing was written:", file=sys.stderr)
+            for line in str(err).splitlines():
                 print(f"  {line}", file=sys.stderr)
         else:
-            print(f"idbench {args.command}: error: {lines[0]}", file=sys.stderr)
+            print(f"idbench {args.command}: error: {err}", file=sys.stderr)
         return 2
 
 

@@ -187,3 +187,18 @@ def test_face_counts_are_reported_against_the_expected(cogcanvas_scores):
     expected = np.mean([p["n_persons"] for p in data.prompt_rows.values()])
     assert _mean(s["collage"], "faces_expected") == pytest.approx(expected)
     assert 0 < _mean(s["collage"], "faces_detected") <= expected + 1
+
+
+def test_missing_paper_models_stop_the_run_before_any_work(collapse, tmp_path, monkeypatch):
+    from evaluate_pkg.models.base import ModelNotAvailableError
+
+    root, data = collapse
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
+    with pytest.raises(ModelNotAvailableError) as error:
+        score_submission(root / "collage", data, tmp_path / "out", ScoreOptions(profile="paper"),
+                         cache_dir=tmp_path / "cache", progress=False)
+    message = str(error.value)
+    # every missing model of the suite at once, each with the command that gets it
+    for hub_id in ("openai/clip-vit-large-patch14", "facebook/dinov2-base", "IDEA-Research/grounding-dino-tiny"):
+        assert f"hf download {hub_id}" in message
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
