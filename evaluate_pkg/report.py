@@ -134,14 +134,16 @@ def _plots(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> list[s
 
     written = []
     tag = " (plumbing check)" if summary["plumbing"] else ""
+    suite = {m.name for m in spec.metric_suite}  # counts such as faces_detected stay in the tables
     for axes, cells in summary["aggregates"]["breakdowns"].items():
         if axes in ("n_subjects", "n_persons"):
-            metrics = sorted({m for stats in cells.values() for m in stats})
+            metrics = sorted({m for stats in cells.values() for m in stats if m in suite})
             sizes = sorted(cells, key=int)
             fig, ax = plt.subplots(figsize=(6, 4))
             for metric in metrics:
                 means = [cells[s].get(metric, {}).get("mean") for s in sizes]
                 ax.plot([int(s) for s in sizes], [np.nan if v is None else v for v in means], marker="o", label=metric)
+            ax.set_xticks([int(s) for s in sizes])
             ax.set_xlabel(axes)
             ax.set_ylabel("raw value")
             ax.set_title(f"{spec.title}: metrics vs {axes}{tag}")
@@ -154,7 +156,7 @@ def _plots(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> list[s
         if axes == "type x style":
             types = sorted({c.split(" x ")[0] for c in cells})
             styles = sorted({c.split(" x ")[1] for c in cells})
-            for metric in sorted({m for stats in cells.values() for m in stats}):
+            for metric in sorted({m for stats in cells.values() for m in stats if m in suite}):
                 grid = np.full((len(types), len(styles)), np.nan)
                 for c, stats in cells.items():
                     t, s = c.split(" x ")
