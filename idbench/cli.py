@@ -130,6 +130,65 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leaderboard_data_dir(benchmark: str, data: Path | None) -> Path:
+    """The built benchmark a leaderboard scores against: --data, else $IDBENCH_HOME/benchmarks/<name>."""
+    from leaderboard.store import Store
+
+    return data if data is not None else Store().home / "benchmarks" / benchmark
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    from leaderboard.queue import submit
+    from leaderboard.store import Store
+
+    data_dir = _leaderboard_data_dir(args.benchmark, args.data)
+    _load_data(data_dir, args.benchmark)
+    result = submit(Store(), args.submission, data_dir, model_name=args.model_name, submitter=args.submitter)
+    if result.duplicate:
+        print(f"already submitted: submission {result.submission_id} (job {result.job_id}); not queued again")
+    else:
+        print(f"queued: submission {result.submission_id}, job {result.job_id} (PENDING); run `idbench worker --once`")
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from evaluate_pkg.context import ScoreOptions
+    from leaderboard.store import Store
+    from leaderboard.worker import run_worker
+
+    options = ScoreOptions(profile=args.profile, device=args.device, batch_size=args.batch_size)
+    done = run_worker(Store(), once=args.once, lease_seconds=args.lease_seconds, options=options)
+    print(f"worker finished {done} job(s)")
+    return 0
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    import json
+
+    from leaderboard.queue import jobs_table
+    from leaderboard.store import Store
+
+    rows = jobs_table(Store())
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    if not rows:
+        print("no submissions yet")
+    for row in rows:
+        reason = f"  {row['reason']}" if row.get("reason") else ""
+        print(f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {row['model']}{reason}")
+    return 0
+
+
+def _cmd_rescore(args: argparse.Namespace) -> int:
+    from leaderboard.queue import rescore_all
+    from leaderboard.store import Store
+
+    jobs = rescore_all(Store(), benchmark=args.benchmark)
+    print(f"queued {len(jobs)} rescoring job(s); earlier results stay, marked not current")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from idbench.demo import run_demo
 
@@ -246,6 +305,44 @@ def make_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--overwrite", action="store_true")
     baseline.set_defaults(func=_cmd_baseline)
 
+    submit = commands.add_parser(
+        "submit",
+        help="validate a submission and queue it on the local leaderboard ($IDBENCH_HOME, default ~/.idbench)",
+        description="Validates with the scorer's validator before anything is stored, keeps the files under "
+        "a content-addressed path and creates a PENDING job. The same files for the same model are "
+        "recognised and not queued again.",
+    )
+    submit.add_argument("submission", type=Path)
+    submit.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
+    submit.add_argument("--data", type=Path, help="built benchmark folder (default: $IDBENCH_HOME/benchmarks/<benchmark>)")
+    submit.add_argument("--model-name", help="overrides the model name of submission.json")
+    submit.add_argument("--submitter", help="who submits (shown on the leaderboard)")
+    submit.set_defaults(func=_cmd_submit)
+
+    worker = commands.add_parser(
+        "worker",
+        help="claim queued jobs and score them (several workers may run at once)",
+        description="Claims jobs atomically with a lease, scores them, and ends each FINISHED or FAILED with "
+        "the reason. A job whose worker died is claimed again when its lease expires.",
+    )
+    worker.add_argument("--once", action="store_true", help="drain the queue, then exit (cron, CI)")
+    worker.add_argument("--profile", choices=("paper", "tiny"), default="paper")
+    worker.add_argument("--device", default="cpu")
+    worker.add_argument("--batch-size", type=int, default=32)
+    worker.add_argument("--lease-seconds", type=float, default=600)
+    worker.set_defaults(func=_cmd_worker)
+
+    jobs = commands.add_parser("jobs", help="list submissions with their job states and failure reasons")
+    jobs.add_argument("--json", action="store_true")
+    jobs.set_defaults(func=_cmd_jobs)
+
+    rescore = commands.add_parser(
+        "rescore", help="queue every scored submission again (after a metric-suite change); old results are kept"
+    )
+    rescore.add_argument("--all", action="store_true", required=True, help="every submission with results")
+    rescore.add_argument("--benchmark", choices=BENCHMARK_NAMES, help="only this benchmark")
+    rescore.set_defaults(func=_cmd_rescore)
+
     models = commands.add_parser("models", help="list the model profiles, or make the tiny random models ahead")
     models.add_argument("action", choices=("list", "make-tiny"))
     models.add_argument("--models-dir", type=Path)
@@ -269,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     from builders.write import OutputExistsError
 
     user_errors: tuple[type[Exception], ...] = (SourceError, OutputExistsError, PublishError)
-    if args.command in ("template", "validate", "score", "baseline", "models"):
+    if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore"):
         from evaluate_pkg.data import BenchmarkDataError
         from evaluate_pkg.models.base import ModelNotAvailableError
         from evaluate_pkg.runner import ScoringError

@@ -1,0 +1,300 @@
+"""The submissions queue: submit (validate, store, queue), claim with a lease, report back, rescore.
+
+A job moves PENDING -> RUNNING -> FINISHED | FAILED. A claim is atomic (``BEGIN IMMEDIATE``: one
+writer at a time), so any number of workers, in any number of processes, never claim a job twice. A
+claim is a lease: a worker that dies leaves a RUNNING job whose lease runs out, and the next claim
+takes it again (the feature cache under ``home/features`` makes the retry resume rather than restart).
+Reporting back is fenced by (lease owner, attempt): a worker that lost its lease cannot overwrite the
+outcome of the worker that took the job over.
+
+Example::
+
+    store = Store()
+    result = submit(store, Path("my-submission.zip"), Path("data/identity-collapse"))
+    job = claim(store, "worker-1", lease_seconds=600)
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from evaluate_pkg.data import content_cache_dir, load_benchmark_data
+from evaluate_pkg.submission import MANIFEST_COLUMNS, MANIFEST_NAME, METADATA_NAME, Entry, validate_submission
+from leaderboard.store import Job, LeaseLostError, Store, insert_job, iso
+
+# A job whose lease ran out this many times (its worker killed each time: out of memory, say) is not
+# handed out again but marked FAILED, so one poisonous submission cannot occupy workers forever.
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    submission_id: int
+    job_id: int
+    duplicate: bool  # True: these files and model were already submitted; nothing new was queued
+
+
+# --- submit --------------------------------------------------------------------------------------
+
+
+def submission_hash(benchmark: str, model_name: str, entries: Iterable[Entry]) -> str:
+    """The content hash of a submission: benchmark, model name, and every (prompt_id, seed, image hash).
+
+    The pairs are part of it (not only the image hashes): the same images assigned to other prompts
+    are another submission. Sorting makes it independent of the manifest's row order and of the
+    format (folder, zip or parquet) the files came in.
+    """
+    pairs = sorted((e.prompt_id, e.seed, e.content_hash) for e in entries)
+    payload = json.dumps({"benchmark": benchmark, "model": model_name, "pairs": pairs}, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def benchmark_version(data_dir: Path) -> str:
+    """A digest of the built benchmark folder's content: two builds that differ in any byte differ."""
+    return content_cache_dir(Path(data_dir)).name
+
+
+def submit(
+    store: Store,
+    submission_path: Path,
+    data_dir: Path,
+    model_name: str | None = None,
+    submitter: str | None = None,
+) -> SubmitResult:
+    """Validate a submission against the benchmark in ``data_dir``, store its files and queue a job.
+
+    Raises :class:`~evaluate_pkg.submission.SubmissionError` (every problem listed) before anything is
+    stored or queued. ``model_name`` overrides the ``model`` of ``submission.json`` (and is written
+    into the stored copy, so the results carry the name the leaderboard shows). The files are stored
+    under ``home/submissions/<content_hash>/`` as a manifest folder, whatever format they came in (a
+    zip is stored extracted, parquet images as files). The same files and model submitted again are
+    recognised: the existing ids come back with ``duplicate=True`` and nothing is queued.
+    """
+    data_dir = Path(data_dir).resolve()
+    data = load_benchmark_data(data_dir)
+    version = benchmark_version(data_dir)
+    with validate_submission(Path(submission_path), data) as submission:
+        name = (model_name or "").strip() or submission.model
+        digest = submission_hash(data.name, name, submission.entries)
+        existing = store.find_duplicate(digest)
+        if existing is not None:
+            return SubmitResult(existing[0], existing[1], duplicate=True)
+        metadata = dict(submission.metadata, model=name)
+        stored = _store_files(store.submissions_dir, digest, metadata, submission.entries)
+    submission_id, job_id, duplicate = store.add_submission(
+        benchmark=data.name,
+        benchmark_version=version,
+        data_dir=data_dir,
+        model_name=name,
+        metadata=metadata,
+        content_hash=digest,
+        stored_path=stored,
+        submitter=submitter,
+    )
+    return SubmitResult(submission_id, job_id, duplicate)
+
+
+def _store_files(root: Path, digest: str, metadata: dict, entries: tuple[Entry, ...]) -> Path:
+    """Write the submission as ``root/<digest>/`` (submission.json, manifest.csv, images/<hash>.<ext>).
+
+    Written into a temporary sibling and renamed into place, so the folder is complete or absent.
+    Content addressed: if the folder already exists (a submit that crashed before its insert, or one
+    racing us), it holds these very files and is used as it is.
+    """
+    final = root / digest
+    if final.is_dir():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}.staging-", dir=root))
+    try:
+        (staging / "images").mkdir()
+        rows = []
+        for entry in entries:
+            # Images named by their hash: identical images (one picture for every seed) are stored once.
+            file = f"images/{entry.content_hash}{entry.path.suffix.lower() or '.img'}"
+            if not (staging / file).exists():
+                (staging / file).write_bytes(entry.data())  # data() re-checks the hash taken at validation
+            rows.append((entry.prompt_id, entry.seed, file))
+        with (staging / MANIFEST_NAME).open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(MANIFEST_COLUMNS)
+            writer.writerows(rows)
+        text = json.dumps(metadata, indent=2, ensure_ascii=False) + "\n"
+        (staging / METADATA_NAME).write_text(text, encoding="utf-8")
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(staging, ignore_errors=True)  # a concurrent submit of the same files won
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+# --- claim and report back -----------------------------------------------------------------------
+
+
+def claim(store: Store, worker_id: str, lease_seconds: float, max_attempts: int = MAX_ATTEMPTS) -> Job | None:
+    """Take the oldest claimable job (PENDING, or RUNNING with an expired lease) for ``worker_id``.
+
+    Returns None when there is nothing to do. The job becomes RUNNING with a lease of
+    ``lease_seconds`` and one more attempt. An expired job that already had ``max_attempts`` is marked
+    FAILED instead of being handed out again.
+    """
+    with store.transaction() as db:  # BEGIN IMMEDIATE: no other writer between our SELECT and UPDATE
+        while True:
+            now = time.time()
+            row = db.execute(
+                "SELECT jobs.id, jobs.submission_id, jobs.state, jobs.attempts, submissions.benchmark,"
+                " submissions.data_dir, submissions.stored_path, submissions.model_name"
+                " FROM jobs JOIN submissions ON submissions.id = jobs.submission_id"
+                " WHERE jobs.state = 'PENDING' OR (jobs.state = 'RUNNING' AND jobs.lease_expires_at < ?)"
+                " ORDER BY jobs.created_at, jobs.id LIMIT 1",
+                (now,),
+            ).fetchone()
+            if row is None:
+                return None
+            if row["state"] == "RUNNING" and row["attempts"] >= max_attempts:
+                db.execute(
+                    "UPDATE jobs SET state = 'FAILED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE id = ?",
+                    (f"abandoned: the lease expired {row['attempts']} times (worker killed or stuck?)", now, row["id"]),
+                )
+                continue
+            db.execute(
+                "UPDATE jobs SET state = 'RUNNING', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1,"
+                " started_at = ?, reason = NULL WHERE id = ?",
+                (worker_id, now + lease_seconds, now, row["id"]),
+            )
+            return Job(
+                id=row["id"],
+                submission_id=row["submission_id"],
+                attempts=row["attempts"] + 1,
+                lease_owner=worker_id,
+                benchmark=row["benchmark"],
+                data_dir=Path(row["data_dir"]),
+                stored_path=Path(row["stored_path"]),
+                model_name=row["model_name"],
+            )
+
+
+_OURS = "id = ? AND lease_owner = ? AND attempts = ? AND state = 'RUNNING'"
+
+
+def _fence(job: Job) -> tuple[int, str, int]:
+    return (job.id, job.lease_owner, job.attempts)
+
+
+def heartbeat(store: Store, job: Job, lease_seconds: float) -> bool:
+    """Extend the lease of a job we still hold; False if it was taken over (stop working on it)."""
+    with store.transaction() as db:
+        cursor = db.execute(f"UPDATE jobs SET lease_expires_at = ? WHERE {_OURS}", (time.time() + lease_seconds, *_fence(job)))
+        return cursor.rowcount == 1
+
+
+def finish(store: Store, job: Job, summary: dict[str, Any], results_path: Path, benchmark_version: str | None = None) -> int:
+    """Mark the job FINISHED and record its results as the submission's current ones; returns the result id.
+
+    Older results of the submission stay, with ``current = 0``. Raises :class:`LeaseLostError`, and
+    records nothing, if the job is no longer ours. ``benchmark_version`` defaults to the one recorded
+    at submit time.
+    """
+    now = time.time()
+    with store.transaction() as db:
+        if db.execute(f"UPDATE jobs SET state = 'FINISHED', finished_at = ?, lease_expires_at = NULL WHERE {_OURS}", (now, *_fence(job))).rowcount != 1:
+            raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; results not recorded")
+        if benchmark_version is None:
+            benchmark_version = db.execute("SELECT benchmark_version FROM submissions WHERE id = ?", (job.submission_id,)).fetchone()[0]
+        db.execute("UPDATE results SET current = 0 WHERE submission_id = ? AND current", (job.submission_id,))
+        cursor = db.execute(
+            "INSERT INTO results (submission_id, job_id, benchmark, benchmark_version, suite_version, profile, plumbing,"
+            " models_json, idbench_version, aggregates_json, not_run_json, results_path, created_at, current)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            (
+                job.submission_id,
+                job.id,
+                summary["benchmark"],
+                benchmark_version,
+                summary["suite_version"],
+                summary["profile"],
+                bool(summary["plumbing"]),
+                json.dumps(summary.get("models", {}), sort_keys=True),
+                summary["idbench_version"],
+                json.dumps(summary["aggregates"], sort_keys=True, default=str),
+                json.dumps(summary.get("not_run", {}), sort_keys=True),
+                str(results_path),
+                now,
+            ),
+        )
+        return cursor.lastrowid
+
+
+def fail(store: Store, job: Job, reason: str) -> None:
+    """Mark the job FAILED with a one-line ``reason``; raises :class:`LeaseLostError` if it is not ours."""
+    with store.transaction() as db:
+        cursor = db.execute(
+            f"UPDATE jobs SET state = 'FAILED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE {_OURS}",
+            (reason, time.time(), *_fence(job)),
+        )
+        if cursor.rowcount != 1:
+            raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; failure not recorded")
+
+
+def release(store: Store, job: Job) -> bool:
+    """Put a job we hold back to PENDING (a worker stopped by the user); False if it was not ours."""
+    with store.transaction() as db:
+        cursor = db.execute(f"UPDATE jobs SET state = 'PENDING', lease_owner = NULL, lease_expires_at = NULL WHERE {_OURS}", _fence(job))
+        return cursor.rowcount == 1
+
+
+# --- rescore and listing -------------------------------------------------------------------------
+
+
+def rescore_all(store: Store, benchmark: str | None = None) -> list[int]:
+    """Queue a new job for every submission with current results (of ``benchmark``, or all); the ids.
+
+    A submission that already has a PENDING or RUNNING job is skipped, so running this twice queues
+    nothing twice. The worker inserts the new results as current; the old ones stay with current=0.
+    """
+    query = (
+        "SELECT DISTINCT submission_id FROM results WHERE current"
+        " AND submission_id NOT IN (SELECT submission_id FROM jobs WHERE state IN ('PENDING', 'RUNNING'))"
+    )
+    params: tuple = ()
+    if benchmark is not None:
+        query += " AND benchmark = ?"
+        params = (benchmark,)
+    now = time.time()
+    with store.transaction() as db:
+        ids = [row[0] for row in db.execute(query + " ORDER BY submission_id", params).fetchall()]
+        return [insert_job(db, submission_id, now) for submission_id in ids]
+
+
+def jobs_table(store: Store) -> list[dict[str, Any]]:
+    """Every job for ``idbench jobs``: plain JSON-ready dicts, times in ISO 8601 UTC, oldest first."""
+    return [
+        {
+            "job": row["id"],
+            "submission": row["submission_id"],
+            "benchmark": row["benchmark"],
+            "model": row["model_name"],
+            "submitter": row["submitter"],
+            "state": row["state"],
+            "reason": row["reason"],
+            "attempts": row["attempts"],
+            "created": iso(row["created_at"]),
+            "started": iso(row["started_at"]),
+            "finished": iso(row["finished_at"]),
+        }
+        for row in store.list_jobs()
+    ]

@@ -1,0 +1,375 @@
+"""The results store: one SQLite file (WAL) under ``IDBENCH_HOME`` plus folders of files next to it.
+
+Layout of ``home`` (``$IDBENCH_HOME``, default ``~/.idbench``)::
+
+    leaderboard.sqlite3          submissions, jobs, results (this module)
+    submissions/<content_hash>/  each queued submission, stored as a manifest folder (leaderboard.queue)
+    results/<sub_id>/<job_id>/   what ``score_submission`` wrote for one job (leaderboard.worker)
+    features/                    the feature cache every job shares, so a re-claimed job resumes
+    logs/                        one traceback file per failed job
+
+The embedded store needs no service: every command and the app open the same file, found through
+``IDBENCH_HOME`` alone. Each operation is one short transaction on a fresh connection, so a Store
+is safe to use from several processes (and to pass to one: it holds only its path). Writers take the
+lock with ``BEGIN IMMEDIATE`` and wait up to ``BUSY_TIMEOUT_S`` for each other instead of failing.
+
+Every result row keeps what it was computed with: benchmark version (a digest of the built folder),
+metric-suite version, profile, whether that profile is a plumbing check, and the encoders' ids and
+revisions. Results are never overwritten: a rescore inserts new rows and flips ``current``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+DB_NAME = "leaderboard.sqlite3"
+BUSY_TIMEOUT_S = 60.0
+JOB_STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED")
+
+# Schema migrations, applied in order; the schema_version table records how many have run. Never edit
+# one that has shipped: append a new one (ALTER TABLE / CREATE TABLE) instead.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE submissions (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        benchmark         TEXT NOT NULL,
+        benchmark_version TEXT NOT NULL,
+        data_dir          TEXT NOT NULL,
+        model_name        TEXT NOT NULL,
+        metadata_json     TEXT NOT NULL,
+        content_hash      TEXT NOT NULL UNIQUE,
+        stored_path       TEXT NOT NULL,
+        submitter         TEXT,
+        created_at        REAL NOT NULL
+    );
+    CREATE TABLE jobs (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        submission_id     INTEGER NOT NULL REFERENCES submissions(id),
+        state             TEXT NOT NULL CHECK (state IN ('PENDING', 'RUNNING', 'FINISHED', 'FAILED')),
+        reason            TEXT,
+        attempts          INTEGER NOT NULL DEFAULT 0,
+        lease_owner       TEXT,
+        lease_expires_at  REAL,
+        created_at        REAL NOT NULL,
+        started_at        REAL,
+        finished_at       REAL
+    );
+    CREATE INDEX jobs_by_state ON jobs (state, created_at, id);
+    CREATE TABLE results (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        submission_id     INTEGER NOT NULL REFERENCES submissions(id),
+        job_id            INTEGER NOT NULL REFERENCES jobs(id),
+        benchmark         TEXT NOT NULL,
+        benchmark_version TEXT NOT NULL,
+        suite_version     TEXT NOT NULL,
+        profile           TEXT NOT NULL,
+        plumbing          BOOLEAN NOT NULL,
+        models_json       TEXT NOT NULL,
+        idbench_version   TEXT NOT NULL,
+        aggregates_json   TEXT NOT NULL,
+        not_run_json      TEXT NOT NULL,
+        results_path      TEXT NOT NULL,
+        created_at        REAL NOT NULL,
+        current           BOOLEAN NOT NULL
+    );
+    CREATE INDEX results_current ON results (benchmark, current);
+    -- at most one current result per submission, whatever the interleaving of workers
+    CREATE UNIQUE INDEX results_one_current ON results (submission_id) WHERE current;
+    """,
+)
+
+
+def default_home() -> Path:
+    """``$IDBENCH_HOME``, else ``~/.idbench``: the one place every command and the app look."""
+    return Path(os.environ.get("IDBENCH_HOME") or Path.home() / ".idbench").expanduser()
+
+
+def iso(timestamp: float | None) -> str | None:
+    """A stored epoch time as ISO 8601 UTC (seconds), for people; None stays None."""
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed job: enough to score it and to prove, when reporting back, that the lease is still ours.
+
+    ``lease_owner`` and ``attempts`` together are the fencing token: a worker whose lease expired and
+    whose job was re-claimed can no longer finish or fail it.
+    """
+
+    id: int
+    submission_id: int
+    attempts: int
+    lease_owner: str
+    benchmark: str
+    data_dir: Path
+    stored_path: Path
+    model_name: str
+
+
+class LeaseLostError(RuntimeError):
+    """The job was re-claimed by another worker (our lease expired); our outcome is not recorded."""
+
+
+class Store:
+    """The leaderboard database and folders under ``home`` (created, and migrated, on first use).
+
+    Example::
+
+        store = Store()                      # $IDBENCH_HOME or ~/.idbench
+        store.list_jobs()                    # [{"id": 1, "state": "PENDING", ...}, ...]
+        store.current_results("identity-collapse")   # a DataFrame, one row per ranked submission
+    """
+
+    def __init__(self, home: Path | None = None):
+        self.home = Path(home).expanduser() if home is not None else default_home()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.path = self.home / DB_NAME
+        self._migrate()
+
+    # --- folders ------------------------------------------------------------------------------------
+
+    @property
+    def submissions_dir(self) -> Path:
+        return self.home / "submissions"
+
+    @property
+    def results_dir(self) -> Path:
+        return self.home / "results"
+
+    @property
+    def features_dir(self) -> Path:
+        return self.home / "features"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    # --- connections --------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: no implicit transactions; every operation says BEGIN itself.
+        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        connection.row_factory = sqlite3.Row
+        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        connection.execute("PRAGMA foreign_keys = ON")
+        return connection
+
+    @contextmanager
+    def transaction(self, immediate: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction on a fresh connection: committed on success, rolled back on any error.
+
+        ``immediate`` takes the write lock up front, so a read-then-write (a claim) cannot interleave
+        with another writer's; readers use ``immediate=False``.
+        """
+        connection = self._connect()
+        try:
+            connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            try:
+                yield connection
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        finally:
+            connection.close()
+
+    def _migrate(self) -> None:
+        connection = self._connect()
+        try:
+            # WAL lets the app read while a worker writes; the mode is stored in the file itself.
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                row = connection.execute("SELECT version FROM schema_version").fetchone()
+                done = row["version"] if row else 0
+                if row is None:
+                    connection.execute("INSERT INTO schema_version (version) VALUES (0)")
+                if done > len(MIGRATIONS):
+                    raise RuntimeError(
+                        f"{self.path}: schema version {done} is newer than this idbench knows ({len(MIGRATIONS)}); upgrade idbench"
+                    )
+                for number in range(done, len(MIGRATIONS)):
+                    # executescript would COMMIT our transaction; run the statements one by one instead.
+                    for statement in _statements(MIGRATIONS[number]):
+                        connection.execute(statement)
+                    connection.execute("UPDATE schema_version SET version = ?", (number + 1,))
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        finally:
+            connection.close()
+
+    def schema_version(self) -> int:
+        with self.transaction(immediate=False) as db:
+            return db.execute("SELECT version FROM schema_version").fetchone()["version"]
+
+    # --- submissions --------------------------------------------------------------------------------
+
+    def add_submission(
+        self,
+        *,
+        benchmark: str,
+        benchmark_version: str,
+        data_dir: Path,
+        model_name: str,
+        metadata: dict,
+        content_hash: str,
+        stored_path: Path,
+        submitter: str | None = None,
+    ) -> tuple[int, int, bool]:
+        """Insert a submission and its first PENDING job; returns ``(submission_id, job_id, duplicate)``.
+
+        A submission whose content hash is already stored is not inserted again: its id and latest
+        job come back with ``duplicate=True``. Checking and inserting in one IMMEDIATE transaction
+        means two simultaneous submits of the same files queue one job.
+        """
+        with self.transaction() as db:
+            existing = _duplicate(db, content_hash)
+            if existing is not None:
+                return existing[0], existing[1], True
+            now = time.time()
+            cursor = db.execute(
+                "INSERT INTO submissions (benchmark, benchmark_version, data_dir, model_name, metadata_json,"
+                " content_hash, stored_path, submitter, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    benchmark,
+                    benchmark_version,
+                    str(data_dir),
+                    model_name,
+                    json.dumps(metadata, sort_keys=True),
+                    content_hash,
+                    str(stored_path),
+                    submitter,
+                    now,
+                ),
+            )
+            submission_id = cursor.lastrowid
+            job_id = insert_job(db, submission_id, now)
+            return submission_id, job_id, False
+
+    def find_duplicate(self, content_hash: str) -> tuple[int, int] | None:
+        """``(submission_id, latest job_id)`` of the stored submission with this content hash, or None."""
+        with self.transaction(immediate=False) as db:
+            return _duplicate(db, content_hash)
+
+    def submission(self, submission_id: int) -> dict[str, Any]:
+        """One submission as a plain dict (``metadata`` decoded); KeyError names a missing id."""
+        with self.transaction(immediate=False) as db:
+            row = db.execute("SELECT * FROM submissions WHERE id = ?", (submission_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no submission with id {submission_id}")
+        out = dict(row)
+        out["metadata"] = json.loads(out.pop("metadata_json"))
+        return out
+
+    # --- jobs ---------------------------------------------------------------------------------------
+
+    def add_job(self, submission_id: int) -> int:
+        """Queue a new PENDING job for an existing submission (a rescore); returns its id."""
+        with self.transaction() as db:
+            return insert_job(db, submission_id, time.time())
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        """One job row as a plain dict; KeyError names a missing id."""
+        with self.transaction(immediate=False) as db:
+            row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no job with id {job_id}")
+        return dict(row)
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        """Every job with its submission's benchmark, model and submitter, oldest first."""
+        with self.transaction(immediate=False) as db:
+            rows = db.execute(
+                "SELECT jobs.*, submissions.benchmark, submissions.model_name, submissions.submitter,"
+                " submissions.content_hash FROM jobs JOIN submissions ON submissions.id = jobs.submission_id"
+                " ORDER BY jobs.id"
+            ).fetchall()
+        return [dict(row) for row in rows]
+
+    # --- results ------------------------------------------------------------------------------------
+
+    def results(self, submission_id: int | None = None, current_only: bool = False) -> list[dict[str, Any]]:
+        """Result rows (JSON columns decoded), oldest first; of one submission, or only current ones."""
+        query, params = "SELECT * FROM results WHERE 1", []
+        if submission_id is not None:
+            query += " AND submission_id = ?"
+            params.append(submission_id)
+        if current_only:
+            query += " AND current"
+        with self.transaction(immediate=False) as db:
+            rows = db.execute(query + " ORDER BY id", params).fetchall()
+        return [_decode_result(dict(row)) for row in rows]
+
+    def current_results(self, benchmark: str) -> pd.DataFrame:
+        """The current result of every scored submission of ``benchmark``: one row each, newest first.
+
+        Columns: the results row (``aggregates``, ``models``, ``not_run`` decoded to dicts) plus the
+        submission's ``model_name``, ``submitter``, ``metadata`` and ``content_hash``.
+        """
+        with self.transaction(immediate=False) as db:
+            rows = db.execute(
+                "SELECT results.*, submissions.model_name, submissions.submitter, submissions.metadata_json,"
+                " submissions.content_hash FROM results JOIN submissions ON submissions.id = results.submission_id"
+                " WHERE results.benchmark = ? AND results.current ORDER BY results.id DESC",
+                (benchmark,),
+            ).fetchall()
+        records = []
+        for row in rows:
+            record = _decode_result(dict(row))
+            record["metadata"] = json.loads(record.pop("metadata_json"))
+            records.append(record)
+        columns = [
+            "id", "submission_id", "job_id", "benchmark", "benchmark_version", "suite_version", "profile",
+            "plumbing", "models", "idbench_version", "aggregates", "not_run", "results_path", "created_at",
+            "current", "model_name", "submitter", "metadata", "content_hash",
+        ]  # fmt: skip
+        return pd.DataFrame(records, columns=columns)
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration script (no semicolons inside literals in our migrations)."""
+    lines = [line for line in script.splitlines() if not line.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def insert_job(db: sqlite3.Connection, submission_id: int, now: float) -> int:
+    """Insert a PENDING job inside an open transaction; its id."""
+    cursor = db.execute(
+        "INSERT INTO jobs (submission_id, state, attempts, created_at) VALUES (?, 'PENDING', 0, ?)",
+        (submission_id, now),
+    )
+    return cursor.lastrowid
+
+
+def _duplicate(db: sqlite3.Connection, content_hash: str) -> tuple[int, int] | None:
+    row = db.execute(
+        "SELECT submissions.id AS submission_id, MAX(jobs.id) AS job_id FROM submissions"
+        " JOIN jobs ON jobs.submission_id = submissions.id WHERE submissions.content_hash = ?"
+        " GROUP BY submissions.id",
+        (content_hash,),
+    ).fetchone()
+    return (row["submission_id"], row["job_id"]) if row else None
+
+
+def _decode_result(row: dict[str, Any]) -> dict[str, Any]:
+    for column in ("aggregates", "models", "not_run"):
+        row[column] = json.loads(row.pop(f"{column}_json"))
+    row["plumbing"] = bool(row["plumbing"])
+    row["current"] = bool(row["current"])
+    return row

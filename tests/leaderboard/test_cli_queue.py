@@ -1,0 +1,43 @@
+"""The leaderboard's command line: submit, worker --once, jobs, rescore --all, against $IDBENCH_HOME."""
+
+from __future__ import annotations
+
+import json
+
+from builders.build import build
+from evaluate_pkg.baselines import make_baseline
+from evaluate_pkg.data import load_benchmark_data
+from idbench.cli import main
+
+
+def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    data_dir = tmp_path / "home" / "benchmarks" / "identity-collapse"  # the default --data location
+    build("identity-collapse", out=data_dir)
+    make_baseline("collage", load_benchmark_data(data_dir), tmp_path / "collage", size=128)
+    broken = tmp_path / "broken"
+    make_baseline("clone", load_benchmark_data(data_dir), broken, size=128)
+    (broken / "images" / "05_s1.png").write_bytes(b"not an image")
+
+    assert main(["submit", str(tmp_path / "collage"), "--benchmark", "identity-collapse", "--model-name", "collage-test"]) == 0
+    assert "queued: submission 1, job 1" in capsys.readouterr().out
+    assert main(["submit", str(tmp_path / "collage"), "--benchmark", "identity-collapse", "--model-name", "collage-test"]) == 0
+    assert "already submitted" in capsys.readouterr().out
+    # a malformed submission: one message naming the id and file, nothing queued
+    assert main(["submit", str(broken), "--benchmark", "identity-collapse"]) == 2
+    err = capsys.readouterr().err
+    assert "05" in err and "05_s1.png" in err
+
+    assert main(["worker", "--once", "--profile", "tiny"]) == 0
+    assert "worker finished 1 job(s)" in capsys.readouterr().out
+    assert main(["jobs", "--json"]) == 0
+    (job,) = json.loads(capsys.readouterr().out)
+    assert job["state"] == "FINISHED" and job["model"] == "collage-test"
+
+    assert main(["rescore", "--all"]) == 0
+    assert "queued 1 rescoring job(s)" in capsys.readouterr().out
+    assert main(["worker", "--once", "--profile", "tiny"]) == 0
+    capsys.readouterr()
+    assert main(["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("FINISHED") == 2 and "collage-test" in out

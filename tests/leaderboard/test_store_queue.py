@@ -1,0 +1,207 @@
+"""The results store, the submissions queue and the worker: submit, claim, lease expiry, rescore."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from builders.build import build
+from evaluate_pkg.baselines import make_baseline
+from evaluate_pkg.context import ScoreOptions
+from evaluate_pkg.data import load_benchmark_data
+from evaluate_pkg.runner import SUITE_VERSION, score_submission
+from evaluate_pkg.submission import SubmissionError
+from leaderboard.queue import claim, finish, jobs_table, rescore_all, submit
+from leaderboard.store import LeaseLostError, Store
+from leaderboard.worker import run_worker
+
+TINY = ScoreOptions(profile="tiny", metrics=("clip_t",))
+
+
+@pytest.fixture(scope="module")
+def collapse(tmp_path_factory):
+    """A built identity-collapse benchmark and its collage baseline (small images: quick to score)."""
+    root = tmp_path_factory.mktemp("collapse")
+    build("identity-collapse", out=root / "data")
+    data = load_benchmark_data(root / "data")
+    make_baseline("collage", data, root / "collage", size=128)
+    return root
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch) -> Store:
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    return Store()
+
+
+def test_store_lives_under_idbench_home_in_wal_mode(store, tmp_path):
+    assert store.home == tmp_path / "home" and store.path.is_file()
+    assert store.schema_version() == 1
+    Store()  # opening again migrates nothing
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"schema_version", "submissions", "jobs", "results"} <= tables
+
+
+def test_submit_stores_files_and_queues_pending(store, collapse):
+    result = submit(store, collapse / "collage", collapse / "data", submitter="alice")
+    assert not result.duplicate
+    [row] = jobs_table(store)
+    assert row["job"] == result.job_id and row["state"] == "PENDING" and row["model"] == "baseline-collage"
+    assert row["submitter"] == "alice" and row["attempts"] == 0
+    submission = store.submission(result.submission_id)
+    stored = Path(submission["stored_path"])
+    assert stored == store.submissions_dir / submission["content_hash"] and len(submission["content_hash"]) == 64
+    assert (stored / "submission.json").is_file() and (stored / "manifest.csv").is_file()
+    manifest = pd.read_csv(stored / "manifest.csv", dtype=str)
+    assert len(manifest) == len(pd.read_csv(collapse / "collage" / "manifest.csv"))
+    assert all((stored / file).is_file() for file in manifest["file"])
+    assert submission["benchmark"] == "identity-collapse" and len(submission["benchmark_version"]) == 32
+    assert not any(p.name.startswith(".") for p in store.submissions_dir.iterdir())  # no staging left
+
+
+def test_invalid_submission_stores_and_queues_nothing(store, collapse, tmp_path):
+    broken = shutil.copytree(collapse / "collage", tmp_path / "broken")
+    first = sorted((broken / "images").iterdir())[0]
+    first.unlink()
+    with pytest.raises(SubmissionError) as error:
+        submit(store, broken, collapse / "data")
+    assert any(first.name in str(p) for p in error.value.problems)
+    assert jobs_table(store) == []
+    assert not store.submissions_dir.exists() or not any(store.submissions_dir.iterdir())
+
+
+def test_duplicate_is_recognised_also_as_a_zip_but_not_under_another_model(store, collapse, tmp_path):
+    first = submit(store, collapse / "collage", collapse / "data")
+    archive = shutil.make_archive(str(tmp_path / "collage"), "zip", collapse / "collage")
+    again = submit(store, Path(archive), collapse / "data")
+    assert again.duplicate and (again.submission_id, again.job_id) == (first.submission_id, first.job_id)
+    other = submit(store, collapse / "collage", collapse / "data", model_name="renamed")
+    assert not other.duplicate and other.submission_id != first.submission_id
+    assert json.loads((Path(store.submission(other.submission_id)["stored_path"]) / "submission.json").read_text())["model"] == "renamed"
+    assert len(jobs_table(store)) == 2
+
+
+def test_worker_once_scores_and_finishes(store, collapse):
+    result = submit(store, collapse / "collage", collapse / "data")
+    assert run_worker(store, once=True, options=TINY) == 1
+    [row] = jobs_table(store)
+    assert row["state"] == "FINISHED" and row["reason"] is None and row["attempts"] == 1
+    [res] = store.results(result.submission_id)
+    assert res["current"] and res["suite_version"] == SUITE_VERSION and res["profile"] == "tiny" and res["plumbing"]
+    assert "clip" in res["models"] and {"hub_id", "revision"} <= set(res["models"]["clip"])
+    assert res["benchmark_version"] == store.submission(result.submission_id)["benchmark_version"]
+    out = Path(res["results_path"])
+    assert out == store.results_dir / str(result.submission_id) / str(result.job_id)
+    assert (out / "results.parquet").is_file() and (out / "report.md").is_file()
+    assert res["aggregates"] == json.loads((out / "aggregates.json").read_text())["aggregates"]
+    assert any(store.features_dir.rglob("*"))  # the shared feature cache was used
+    board = store.current_results("identity-collapse")
+    assert list(board["model_name"]) == ["baseline-collage"] and board["current"].all()
+    assert run_worker(store, once=True, options=TINY) == 0  # drained
+
+
+def test_failing_job_ends_failed_with_a_reason(store, collapse, tmp_path):
+    data = shutil.copytree(collapse / "data", tmp_path / "data")
+    submit(store, collapse / "collage", data)
+    shutil.rmtree(data)  # the benchmark disappears between submit and scoring
+    assert run_worker(store, once=True, options=TINY) == 1
+    [row] = jobs_table(store)
+    assert row["state"] == "FAILED" and "BenchmarkDataError" in row["reason"] and "\n" not in row["reason"]
+    logs = list(store.logs_dir.glob("job-*.log"))
+    assert len(logs) == 1 and "Traceback" in logs[0].read_text()
+    assert store.results() == []
+
+
+def test_lease_expiry_reclaims_a_killed_workers_job(store, collapse, tmp_path):
+    result = submit(store, collapse / "collage", collapse / "data")
+    dead = claim(store, "killed-worker", lease_seconds=0.2)
+    assert dead is not None and dead.id == result.job_id
+    assert claim(store, "other", lease_seconds=60) is None  # leased: nobody else may take it
+    time.sleep(0.3)
+    assert run_worker(store, once=True, options=TINY, worker_id="rescuer") == 1
+    job = store.job(result.job_id)
+    assert job["state"] == "FINISHED" and job["attempts"] == 2 and job["lease_owner"] == "rescuer"
+    with pytest.raises(LeaseLostError):  # the "killed" worker waking up cannot record anything
+        finish(store, dead, {}, tmp_path)
+    [res] = store.results(result.submission_id)
+    clean = score_submission(collapse / "collage", collapse / "data", None, TINY, cache_dir=tmp_path / "clean", progress=False)
+    assert res["aggregates"] == json.loads(json.dumps(clean["aggregates"], sort_keys=True, default=str))
+
+
+def test_rescore_all_keeps_old_results_versioned(store, collapse):
+    result = submit(store, collapse / "collage", collapse / "data")
+    run_worker(store, once=True, options=TINY)
+    jobs = rescore_all(store)
+    assert len(jobs) == 1 and rescore_all(store) == []  # already queued: not twice
+    run_worker(store, once=True, options=TINY)
+    old, new = store.results(result.submission_id)
+    assert not old["current"] and new["current"] and new["job_id"] == jobs[0] and old["job_id"] == result.job_id
+    assert Path(old["results_path"]).is_dir() and Path(new["results_path"]).is_dir()
+    assert old["aggregates"] == new["aggregates"]  # same suite, same features: same numbers
+    assert len(store.current_results("identity-collapse")) == 1
+
+
+# --- concurrent workers --------------------------------------------------------------------------
+
+
+def _fake_scorer(job, out, options, cache_dir):
+    """Record who scored what (one appended line per scoring) and return a minimal summary."""
+    time.sleep(0.02)  # long enough for the workers to interleave
+    with open(Path(cache_dir).parent / "scored.log", "a") as handle:
+        handle.write(f"{job.id} {job.lease_owner}\n")
+    return {
+        "benchmark": job.benchmark,
+        "suite_version": "fake",
+        "profile": options.profile,
+        "plumbing": True,
+        "idbench_version": "0",
+        "models": {},
+        "aggregates": {"overall": {"score": {"mean": float(job.id)}}},
+        "not_run": {},
+    }
+
+
+def _worker_process(home: str, barrier) -> None:
+    barrier.wait(timeout=120)  # start together, so that the claims really race
+    run_worker(Store(Path(home)), once=True, options=TINY, scorer=_fake_scorer)
+
+
+def test_concurrent_workers_never_claim_twice_and_lose_nothing(store):
+    for k in range(20):
+        store.add_submission(
+            benchmark="identity-collapse",
+            benchmark_version="v",
+            data_dir=Path("/nowhere"),
+            model_name=f"model-{k}",
+            metadata={"model": f"model-{k}"},
+            content_hash=f"{k:064x}",
+            stored_path=Path("/nowhere"),
+        )
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(4)
+    processes = [context.Process(target=_worker_process, args=(str(store.home), barrier)) for _ in range(4)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=180)
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    assert [process.exitcode for process in processes] == [0, 0, 0, 0]
+    lines = (store.home / "scored.log").read_text().split()
+    scored = [int(job_id) for job_id in lines[0::2]]
+    assert sorted(scored) == list(range(1, 21))  # each job scored exactly once, none lost
+    table = jobs_table(store)
+    assert all(row["state"] == "FINISHED" and row["attempts"] == 1 for row in table)
+    assert len({row["job"] for row in table}) == 20
+    assert len(store.results()) == 20 and len(store.current_results("identity-collapse")) == 20
+    assert len(set(lines[1::2])) > 1  # the work really was shared
