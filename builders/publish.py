@@ -103,6 +103,9 @@ def publish(
     return files
 
 
+EVAL_YAML = "eval.yaml"
+
+
 def plan_upload(folder: Path) -> list[str]:
     """Validate a built folder and list, sorted, the repo paths a publish uploads.
 
@@ -131,7 +134,10 @@ def plan_upload(folder: Path) -> list[str]:
     for path in shards:
         if _GLOB_CHARS & set(path):
             raise PublishError(f"{folder / path}: file names must not contain any of {''.join(sorted(_GLOB_CHARS))}")
-    return sorted({CARD, BUILD_INFO, *shards})
+    # eval.yaml (the Hub's task declarations for its Eval Results) is uploaded when the folder has one:
+    # `idbench publish --eval-yaml` writes it; the Hub validates it on push, so it is opt-in.
+    extras = {EVAL_YAML} if (folder / EVAL_YAML).is_file() else set()
+    return sorted({CARD, BUILD_INFO, *shards, *extras})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -27,7 +27,17 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    from builders.publish import publish
+    from builders.publish import EVAL_YAML, publish
+
+    if args.eval_yaml:
+        import json
+
+        from builders.benchmarks import get_benchmark
+        from leaderboard.hub import dump_yaml, eval_yaml
+
+        info = json.loads((args.folder / "build_info.json").read_text()) if (args.folder / "build_info.json").is_file() else {}
+        if "benchmark" in info:
+            (args.folder / EVAL_YAML).write_text(dump_yaml(eval_yaml(get_benchmark(info["benchmark"]))))
 
     files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
     verb = "would upload" if args.dry_run else "uploaded"
@@ -85,12 +95,24 @@ def _cmd_score(args: argparse.Namespace) -> int:
         args.submission, args.data, args.out, options,
         cache_dir=args.cache_dir, overwrite=args.overwrite, accelerator=accelerator,
     )
+    if args.hub_eval_results and (accelerator is None or accelerator.is_main_process):
+        from builders.benchmarks import get_benchmark
+        from leaderboard.hub import write_eval_results
+
+        if not args.dataset_id:
+            raise ScoringErrorForCli("--hub-eval-results needs --dataset-id ORG/NAME (the benchmark's Hub repo)")
+        path = write_eval_results(summary, get_benchmark(summary["benchmark"]), args.hub_eval_results, args.dataset_id)
+        print(f"wrote {path} (commit it to the model's Hub repo)")
     if accelerator is None or accelerator.is_main_process:
         from evaluate_pkg.report import format_summary
 
         print(format_summary(summary))
         print(f"results in {args.out} (results.parquet, aggregates.json, report.md)")
     return 0
+
+
+class ScoringErrorForCli(ValueError):
+    pass
 
 
 def _accelerator_if_launched(device: str):
@@ -189,6 +211,18 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sync(args: argparse.Namespace) -> int:
+    from leaderboard.hub import sync
+    from leaderboard.store import Store
+
+    operations = sync(Store(), args.requests_repo, args.results_repo, dry_run=args.dry_run, echo=lambda _: None)
+    verb = "would push" if args.dry_run else "pushed"
+    print(f"{verb} {len(operations)} file(s):")
+    for operation in operations:
+        print(f"  {operation}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from idbench.demo import run_demo
 
@@ -246,6 +280,8 @@ def make_parser() -> argparse.ArgumentParser:
     publish.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repo")
     publish.add_argument("--private", action="store_true", help="create the repo as private")
     publish.add_argument("--dry-run", action="store_true", help="list what would be uploaded; no network")
+    publish.add_argument("--eval-yaml", action="store_true",
+                         help="also declare the benchmark's tasks for the Hub's Eval Results (eval.yaml)")
     publish.set_defaults(func=_cmd_publish)
 
     template = commands.add_parser(
@@ -290,6 +326,9 @@ def make_parser() -> argparse.ArgumentParser:
     score.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE or ~/.cache/idbench/features)")
     score.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
     score.add_argument("--overwrite", action="store_true")
+    score.add_argument("--hub-eval-results", type=Path, metavar="DIR",
+                       help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile only)")
+    score.add_argument("--dataset-id", help="the benchmark's Hub dataset repo, for --hub-eval-results")
     score.set_defaults(func=_cmd_score)
 
     baseline = commands.add_parser(
@@ -343,6 +382,17 @@ def make_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--benchmark", choices=BENCHMARK_NAMES, help="only this benchmark")
     rescore.set_defaults(func=_cmd_rescore)
 
+    sync_parser = commands.add_parser(
+        "sync",
+        help="push the local leaderboard's requests and results to Hugging Face dataset repos",
+        description="One commit per repo, as the Hugging Face leaderboard template does; plumbing-check "
+        "results and submitters' names are never pushed. The token comes from `hf auth login` or HF_TOKEN.",
+    )
+    sync_parser.add_argument("--requests-repo", required=True, help="ORG/NAME dataset repo for submission records")
+    sync_parser.add_argument("--results-repo", required=True, help="ORG/NAME dataset repo for results")
+    sync_parser.add_argument("--dry-run", action="store_true", help="list what would be pushed; no network")
+    sync_parser.set_defaults(func=_cmd_sync)
+
     models = commands.add_parser("models", help="list the model profiles, or make the tiny random models ahead")
     models.add_argument("action", choices=("list", "make-tiny"))
     models.add_argument("--models-dir", type=Path)
@@ -366,13 +416,16 @@ def main(argv: list[str] | None = None) -> int:
     from builders.write import OutputExistsError
 
     user_errors: tuple[type[Exception], ...] = (SourceError, OutputExistsError, PublishError)
-    if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore"):
+    user_errors += (ScoringErrorForCli,)
+    if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore", "sync"):
         from evaluate_pkg.data import BenchmarkDataError
         from evaluate_pkg.models.base import ModelNotAvailableError
         from evaluate_pkg.runner import ScoringError
         from evaluate_pkg.submission import SubmissionError
 
-        user_errors += (BenchmarkDataError, ModelNotAvailableError, ScoringError, SubmissionError)
+        from leaderboard.hub import HubExportError
+
+        user_errors += (BenchmarkDataError, ModelNotAvailableError, ScoringError, SubmissionError, HubExportError)
     try:
         return args.func(args)
     except user_errors as err:

@@ -10,6 +10,7 @@ reason, the traceback going to ``home/logs/job-<id>-attempt-<n>.log``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -20,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from evaluate_pkg.context import ScoreOptions
+from evaluate_pkg.context import Models, ScoreOptions
 from evaluate_pkg.runner import score_submission
 from leaderboard.queue import benchmark_version, claim, fail, finish, heartbeat, release
 from leaderboard.store import Job, LeaseLostError, Store
@@ -35,13 +36,16 @@ MAX_REASON_CHARS = 300
 Scorer = Callable[[Job, Path, ScoreOptions, Path], dict[str, Any]]
 
 
-def score_job(job: Job, out: Path, options: ScoreOptions, cache_dir: Path) -> dict[str, Any]:
+def score_job(job: Job, out: Path, options: ScoreOptions, cache_dir: Path, models: Models | None = None) -> dict[str, Any]:
     """The default scorer: the stored submission against its benchmark folder.
 
     ``overwrite``: a worker killed after writing its outputs but before recording them leaves a
-    complete folder (outputs are moved into place whole); the retry replaces it.
+    complete folder (outputs are moved into place whole); the retry replaces it. ``models``: loaded
+    models shared across the jobs of one worker.
     """
-    return score_submission(job.stored_path, job.data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=False)
+    return score_submission(
+        job.stored_path, job.data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=False, models=models
+    )
 
 
 def default_worker_id() -> str:
@@ -70,6 +74,8 @@ def run_worker(
     """
     options = options or ScoreOptions(profile="paper")
     worker_id = worker_id or default_worker_id()
+    if scorer is score_job:  # load each model once per worker, not once per job
+        scorer = functools.partial(score_job, models=Models(options))
     done = 0
     while True:
         job = claim(store, worker_id, lease_seconds)

@@ -41,3 +41,23 @@ def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys):
     assert main(["jobs"]) == 0
     out = capsys.readouterr().out
     assert out.count("FINISHED") == 2 and "collage-test" in out
+
+
+def test_hub_commands_offline(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    data_dir = tmp_path / "data"
+    build("identity-collapse", out=data_dir)
+    # publish --eval-yaml --dry-run: the task declarations join the upload list, no network
+    assert main(["publish", str(data_dir), "--repo-id", "org/identity-collapse", "--dry-run", "--eval-yaml"]) == 0
+    assert "  eval.yaml" in capsys.readouterr().out
+    # a tiny-profile score must never become a model's published Eval Result
+    make_baseline("collage", load_benchmark_data(data_dir), tmp_path / "collage", size=128)
+    code = main(["score", str(tmp_path / "collage"), "--data", str(data_dir), "--out", str(tmp_path / "out"),
+                 "--profile", "tiny", "--metrics", "clip_t", "--hub-eval-results", str(tmp_path / "model-repo"),
+                 "--dataset-id", "org/identity-collapse"])
+    assert code == 2
+    assert "plumbing" in capsys.readouterr().err.lower()
+    assert not (tmp_path / "model-repo" / ".eval_results").exists()
+    # sync --dry-run on an empty store plans nothing and reaches no network
+    assert main(["sync", "--requests-repo", "org/requests", "--results-repo", "org/results", "--dry-run"]) == 0
+    assert "would push 0 file(s)" in capsys.readouterr().out

@@ -1,0 +1,271 @@
+"""The Hub side of the leaderboard: eval.yaml, .eval_results files and the requests/results sync.
+
+Nothing here reaches the network: sync runs either as a dry run with sockets disabled or against a
+fake api object that records its calls.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from huggingface_hub import CommitOperationAdd, parse_eval_result_entries
+
+from builders.benchmarks import get_benchmark
+from leaderboard import hub
+from leaderboard.queue import claim, finish
+from leaderboard.store import Store
+
+COLLAPSE = get_benchmark("identity-collapse")
+COGCANVAS = get_benchmark("cogcanvas")
+CHARIS = get_benchmark("charis")
+DATASET = "idbench/identity-collapse"
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+SECRET = "hf_ThisIsNotARealTokenButMustNeverBePrinted"
+
+
+def _stats(mean: float) -> dict[str, Any]:
+    return {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n": 45, "n_nan": 0}
+
+
+def collapse_summary(profile: str = "standard", plumbing: bool = False) -> dict[str, Any]:
+    """A scoring summary shaped like evaluate_pkg.runner.summarize's, for identity-collapse."""
+    overall = {"clip_t": _stats(0.25), "dino_sim": _stats(0.5), "scr@0.5": _stats(0.3), "scr@0.4": _stats(0.2)}
+    sizes = {str(n): {"dino_sim": _stats(0.5 - n / 100), "scr@0.5": _stats(n / 100), "clip_t": _stats(0.2)} for n in (2, 4, 6, 8, 10)}
+    return {
+        "benchmark": "identity-collapse",
+        "submission": {"model": "my-model"},
+        "profile": profile,
+        "plumbing": plumbing,
+        "suite_version": "s1",
+        "idbench_version": "0.1.0",
+        "aggregates": {
+            "overall": overall,
+            "breakdowns": {"n_subjects": sizes, "scene": {"neutral": {"dino_sim": _stats(0.9)}}},
+        },
+        "not_run": {},
+    }
+
+
+# --- eval.yaml ---------------------------------------------------------------------------------------
+
+
+def test_eval_yaml_declares_a_task_per_headline_metric_and_group_size():
+    data = hub.eval_yaml(COLLAPSE)
+    assert list(data) == ["name", "description", "evaluation_framework", "tasks"]
+    assert data["name"] == COLLAPSE.title and data["evaluation_framework"] == "idbench"
+    ids = [task["id"] for task in data["tasks"]]
+    expected = []
+    for metric in ("dino_sim", "scr_at_0.5", "clip_t"):  # COLLAPSE.ranking, id-safe
+        expected += [metric] + [f"{metric}-n_subjects-{n}" for n in (2, 4, 6, 8, 10)]
+    assert ids == expected and len(set(ids)) == len(ids)
+    assert all(task == {"id": task["id"], "config": "prompts", "split": "test"} for task in data["tasks"])
+    # Round-trips as plain YAML, in our order.
+    assert yaml.safe_load(hub.dump_yaml(data)) == data
+
+
+def test_eval_yaml_group_sizes_come_from_the_benchmark_and_are_absent_without_one():
+    cog = [task["id"] for task in hub.eval_yaml(COGCANVAS)["tasks"]]
+    assert "id_sim" in cog and "id_sim-n_persons-5" in cog and "id_sim-n_persons-6" not in cog
+    assert len(cog) == len(COGCANVAS.ranking) * (1 + 4)
+    assert [task["id"] for task in hub.eval_yaml(CHARIS)["tasks"]] == ["charis_score", "dino_sim", "clip_i"]
+
+
+# --- .eval_results -----------------------------------------------------------------------------------
+
+
+def test_entries_one_per_headline_metric_and_group_size_with_raw_values():
+    source = {"url": "https://huggingface.co/spaces/idbench/leaderboard", "name": "idbench leaderboard", "user": "idbench"}
+    entries = hub.eval_results_entries(collapse_summary(), COLLAPSE, DATASET, REVISION, source)
+    declared = {task["id"] for task in hub.eval_yaml(COLLAPSE)["tasks"]}
+    ids = [e["dataset"]["task_id"] for e in entries]
+    assert len(ids) == len(set(ids)) == 3 * 6 and set(ids) == declared  # every declared task, nothing else
+    assert all(e["dataset"] == {"id": DATASET, "task_id": e["dataset"]["task_id"], "revision": REVISION} for e in entries)
+    by_id = {e["dataset"]["task_id"]: e for e in entries}
+    assert by_id["dino_sim"]["value"] == 0.5  # raw, not x100
+    assert by_id["dino_sim-n_subjects-4"]["value"] == pytest.approx(0.46)
+    assert by_id["scr_at_0.5-n_subjects-10"]["value"] == pytest.approx(0.1)
+    assert "lower is better" in by_id["scr_at_0.5"]["notes"] and "lower is better" not in by_id["dino_sim"]["notes"]
+    assert "profile standard" in by_id["dino_sim"]["notes"]
+    assert by_id["clip_t"]["source"] == source
+    assert "date" not in by_id["clip_t"]  # deterministic by default: the Hub uses the commit time
+    # Group sizes sort numerically, after the overall entry of each metric.
+    assert ids[:6] == ["dino_sim"] + [f"dino_sim-n_subjects-{n}" for n in (2, 4, 6, 8, 10)]
+    # huggingface_hub parses them back.
+    parsed = parse_eval_result_entries(entries)
+    assert parsed[0].dataset_id == DATASET and parsed[0].task_id == "dino_sim" and parsed[0].source_user == "idbench"
+
+
+def test_metrics_the_run_did_not_compute_are_left_out():
+    summary = collapse_summary()
+    del summary["aggregates"]["overall"]["clip_t"]
+    for cell in summary["aggregates"]["breakdowns"]["n_subjects"].values():
+        del cell["clip_t"]
+    summary["aggregates"]["overall"]["dino_sim"]["mean"] = None  # all NaN
+    ids = [e["dataset"]["task_id"] for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)]
+    assert "clip_t" not in ids and "dino_sim" not in ids and "dino_sim-n_subjects-2" in ids
+    assert all("revision" not in e["dataset"] for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None))
+
+
+@pytest.mark.parametrize("profile, plumbing", [("tiny", True), ("tiny", False), ("standard", True)])
+def test_plumbing_summaries_are_refused(tmp_path, profile, plumbing):
+    with pytest.raises(hub.HubExportError, match="plumbing"):
+        hub.write_eval_results(collapse_summary(profile, plumbing), COLLAPSE, tmp_path, DATASET)
+    assert not (tmp_path / ".eval_results").exists()
+    summary = collapse_summary()
+    del summary["plumbing"]
+    with pytest.raises(hub.HubExportError, match="plumbing"):
+        hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)
+
+
+def test_bad_inputs_are_refused_with_a_reason():
+    with pytest.raises(hub.HubExportError, match="cogcanvas"):
+        hub.eval_results_entries(collapse_summary(), COGCANVAS, DATASET, None, None)
+    with pytest.raises(hub.HubExportError, match="dataset repo id"):
+        hub.eval_results_entries(collapse_summary(), COLLAPSE, "not a repo id", None, None)
+    with pytest.raises(hub.HubExportError, match="source_url"):
+        hub.eval_results_entries(collapse_summary(), COLLAPSE, DATASET, None, {"name": "no url"})
+    summary = collapse_summary()
+    summary["aggregates"]["breakdowns"]["n_subjects"]["12"] = {"dino_sim": _stats(0.1)}
+    with pytest.raises(hub.HubExportError, match="does not declare"):
+        hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)
+
+
+def test_written_file_round_trips_and_is_deterministic(tmp_path):
+    path = hub.write_eval_results(collapse_summary(), COLLAPSE, tmp_path / "repo", DATASET, REVISION, date="2025-01-15")
+    assert path == tmp_path / "repo" / ".eval_results" / "identity-collapse.yaml"
+    loaded = yaml.safe_load(path.read_text())
+    assert loaded == hub.eval_results_entries(collapse_summary(), COLLAPSE, DATASET, REVISION, None, date="2025-01-15")
+    assert loaded[0]["date"] == "2025-01-15"
+    first = path.read_bytes()
+    hub.write_eval_results(collapse_summary(), COLLAPSE, tmp_path / "repo", DATASET, REVISION, date="2025-01-15")
+    assert path.read_bytes() == first
+
+
+# --- sync --------------------------------------------------------------------------------------------
+
+
+class FakeApi:
+    """Records what sync asks of HfApi; has a token so sync does not look for the user's login."""
+
+    token = SECRET
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def create_repo(self, repo_id: str, **kwargs: Any) -> None:
+        self.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
+
+    def create_commit(self, **kwargs: Any) -> None:
+        self.calls.append(("create_commit", kwargs))
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    """Three identity-collapse submissions: one scored for real, one scored with tiny, one still pending."""
+    store = Store(tmp_path / "home")
+    for k, (model, profile) in enumerate((("org/real-model", "standard"), ("tiny-model", "tiny"), ("queued", None))):
+        store.add_submission(
+            benchmark="identity-collapse",
+            benchmark_version="v1",
+            data_dir=Path("/nowhere"),
+            model_name=model,
+            metadata={"model": model, "contact": "secret@example.org"},
+            content_hash=str(k + 1) * 64,
+            stored_path=Path("/nowhere"),
+            submitter="alice",
+        )
+        if profile is None:
+            continue
+        job = claim(store, "w", 60)
+        out = tmp_path / "results" / str(job.id)
+        out.mkdir(parents=True)
+        pd.DataFrame({"prompt_id": ["01"], "seed": [0], "metric": ["dino_sim"], "value": [0.5]}).to_parquet(out / "results.parquet")
+        finish(store, job, collapse_summary(profile, plumbing=profile == "tiny"), out)
+    return store
+
+
+def _no_network(monkeypatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a dry run must not touch the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+REAL = "identity-collapse/org__real-model"
+EXPECTED = [
+    ("idbench/requests", f"{REAL}/{'1' * 12}.json"),
+    ("idbench/requests", f"identity-collapse/queued/{'3' * 12}.json"),
+    ("idbench/requests", f"identity-collapse/tiny-model/{'2' * 12}.json"),
+    ("idbench/results", f"{REAL}/{'1' * 12}/aggregates.json"),
+    ("idbench/results", f"{REAL}/{'1' * 12}/results.parquet"),
+]
+
+
+def test_dry_run_lists_the_repo_paths_without_network_or_token(store, monkeypatch, capsys):
+    _no_network(monkeypatch)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    printed: list[str] = []
+    operations = hub.sync(store, "idbench/requests", "idbench/results", dry_run=True, echo=printed.append)
+    assert [(op.repo_id, op.path_in_repo) for op in operations] == EXPECTED
+    assert printed == [f"{repo}: {path}" for repo, path in EXPECTED]
+    assert not any("tiny" in op.path_in_repo for op in operations if op.repo_id == "idbench/results")
+    # The default echo is print.
+    hub.sync(store, "idbench/requests", "idbench/results", dry_run=True)
+    assert capsys.readouterr().out.splitlines() == printed
+
+
+def test_request_and_result_records_hold_metadata_only(store):
+    operations = {op.path_in_repo: op for op in hub.sync_plan(store, "idbench/requests", "idbench/results")}
+    request = json.loads(operations[EXPECTED[0][1]].data)
+    assert set(request) == {"model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at"}
+    assert request["model"] == "org/real-model" and request["state"] == "FINISHED"
+    assert json.loads(operations[EXPECTED[1][1]].data)["state"] == "PENDING"
+    result = json.loads(operations[EXPECTED[3][1]].data)
+    assert result["aggregates"]["overall"]["dino_sim"]["mean"] == 0.5 and result["profile"] == "standard"
+    assert result["samples"] == EXPECTED[4][1]
+    assert operations[EXPECTED[4][1]].local_path.name == "results.parquet"
+    everything = b"".join(op.data for op in operations.values() if op.data is not None)
+    assert b"alice" not in everything and b"secret@example.org" not in everything
+
+
+def test_sync_makes_one_commit_per_repo_with_the_planned_files(store, capsys):
+    api = FakeApi()
+    operations = hub.sync(store, "idbench/requests", "idbench/results", api=api)
+    commits = [kwargs for name, kwargs in api.calls if name == "create_commit"]
+    assert [c["repo_id"] for c in commits] == ["idbench/requests", "idbench/results"]
+    for commit in commits:
+        assert commit["repo_type"] == "dataset"
+        assert all(isinstance(op, CommitOperationAdd) for op in commit["operations"])
+        paths = [op.path_in_repo for op in commit["operations"]]
+        assert paths == [path for repo, path in EXPECTED if repo == commit["repo_id"]]
+    assert [(op.repo_id, op.path_in_repo) for op in operations] == EXPECTED
+    repos = [kwargs for name, kwargs in api.calls if name == "create_repo"]
+    assert all(r["exist_ok"] and r["repo_type"] == "dataset" for r in repos)
+    # The token is used by the client, never echoed.
+    captured = capsys.readouterr()
+    assert SECRET not in captured.out + captured.err
+    assert SECRET not in repr(api.calls)
+
+
+def test_sync_without_token_says_how_to_log_in(store, monkeypatch, capsys):
+    class NoTokenApi(FakeApi):
+        token = None
+
+    monkeypatch.setattr(hub, "get_token", lambda: None)
+    api = NoTokenApi()
+    with pytest.raises(hub.HubExportError, match="hf auth login"):
+        hub.sync(store, "idbench/requests", "idbench/results", api=api)
+    assert api.calls == []
+
+
+def test_invalid_repo_ids_are_refused(store):
+    with pytest.raises(hub.HubExportError, match="repo id"):
+        hub.sync_plan(store, "not a repo", "idbench/results")
