@@ -223,6 +223,12 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from leaderboard.app import serve
+
+    return serve(port=args.port, headless=not args.browser)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from idbench.demo import run_demo
 
@@ -381,6 +387,16 @@ def make_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--all", action="store_true", required=True, help="every submission with results")
     rescore.add_argument("--benchmark", choices=BENCHMARK_NAMES, help="only this benchmark")
     rescore.set_defaults(func=_cmd_rescore)
+
+    serve_parser = commands.add_parser(
+        "serve",
+        help="open the Streamlit leaderboard over the local store ($IDBENCH_HOME)",
+        description="One page per benchmark (ranked table, filters, CSV, plots), a model page, a submit page, "
+        "the queue's status and an about page. Plumbing-check rows are hidden unless asked for.",
+    )
+    serve_parser.add_argument("--port", type=int, default=8501)
+    serve_parser.add_argument("--browser", action="store_true", help="also open a browser window")
+    serve_parser.set_defaults(func=_cmd_serve)
 
     sync_parser = commands.add_parser(
         "sync",

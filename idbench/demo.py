@@ -3,14 +3,16 @@
 1. build CHARIS, CogCanvas and Identity Collapse from the shipped samples and read every config back
    with ``datasets.load_dataset`` (the round trip a user makes from the Hub);
 2. make the five model-free baseline submissions for each (collage, swap, impostor, clone, background);
-3. score them with the ``tiny`` profile (random weights of the papers' architectures, and the real dlib
-   face model) and print a ranked table per benchmark.
+3. submit them to the local leaderboard ($IDBENCH_HOME), let one worker score them with the ``tiny``
+   profile (random weights of the papers' architectures, and the real dlib face model), and print a
+   ranked table per benchmark from the leaderboard's store.
 
 Everything scored here is a plumbing check, and every table says so.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -20,10 +22,12 @@ import datasets
 from builders.benchmarks import BENCHMARKS, get_benchmark
 from builders.build import build, format_report
 from evaluate_pkg.baselines import BASELINES, make_baseline
-from evaluate_pkg.context import Models, ScoreOptions
+from evaluate_pkg.context import ScoreOptions
 from evaluate_pkg.data import load_benchmark_data
 from evaluate_pkg.report import display_value, ranking_metric
-from evaluate_pkg.runner import score_submission
+from leaderboard.queue import submit
+from leaderboard.store import Store
+from leaderboard.worker import run_worker
 
 # The size the demo's baselines are drawn at. At 256 px most pasted faces are too small for dlib's HOG
 # detector, and its CNN fallback costs ~2.5 s an image on a CPU; at 512 HOG finds them (~0.1 s).
@@ -80,24 +84,35 @@ def run_demo(out: Path, baselines: tuple[str, ...] = BASELINES) -> None:
             prompts = load_built(folder, "prompts", cache_dir)
             print(f"  example prompt: {prompts[0]['prompt']}\n")
 
-        options = ScoreOptions(profile="tiny", models_dir=str(out / "models"))
-        models = Models(options)  # loaded once, shared by the 15 runs
-        tables = []
+        # Through the leaderboard's own path: submit (validate, store, queue), then one worker drains
+        # the queue. A rerun recognises the same baselines and does not score them again.
+        store = Store()
         for name in BENCHMARKS:
-            data = load_benchmark_data(root / name, cache_dir=cache_dir)
-            summaries = {}
+            # The leaderboard scores against its own copy of each benchmark (the app's submit page too).
+            served = store.home / "benchmarks" / name
+            shutil.copytree(root / name, served, dirs_exist_ok=True)
+            data = load_benchmark_data(served, cache_dir=cache_dir)
             for baseline in baselines:
                 submission = out / "baselines" / name / baseline
                 make_baseline(baseline, data, submission, size=DEMO_IMAGE_SIZE, overwrite=True)
-                started = time.perf_counter()
-                summaries[baseline] = score_submission(
-                    submission, data, out / "results" / name / baseline, options,
-                    cache_dir=out / "features", overwrite=True, progress=False, models=models,
-                )
-                print(f"scored {name} / {baseline}: {len(data.required_pairs)} images in "
-                      f"{time.perf_counter() - started:.1f} s", flush=True)
+                submit(store, submission, served, model_name=f"baseline-{baseline}", submitter="idbench demo")
+        started = time.perf_counter()
+        options = ScoreOptions(profile="tiny", models_dir=str(out / "models"))
+        done = run_worker(store, once=True, options=options)
+        print(f"scored {done} queued submission(s) in {time.perf_counter() - started:.1f} s "
+              f"(leaderboard store: {store.home})")
+        tables = []
+        for name in BENCHMARKS:
+            current = store.current_results(name)
+            summaries = {
+                row.model_name.removeprefix("baseline-"): {"aggregates": row.aggregates, "not_run": row.not_run}
+                for row in current.itertuples()
+                if row.model_name.removeprefix("baseline-") in baselines
+            }
             tables.append(ranked_table(name, summaries))
     print()
     print("\n\n".join(tables))
-    print(f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/, "
-          f"results (results.parquet, aggregates.json, report.md) in {out / 'results'}/.")
+    print(f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/; "
+          f"scores in the local leaderboard at {store.home} (`idbench jobs` lists them).")
+    print("Open the leaderboard:  .venv/bin/idbench serve   (then http://localhost:8501; tick "
+          "'show plumbing-check rows' to see these baselines)")

@@ -14,7 +14,9 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 import tempfile  # noqa: E402
 
 _SESSION_CACHE = tempfile.mkdtemp(prefix="idbench-tests-")
-for _variable, _sub in (("IDBENCH_MODELS", "models"), ("IDBENCH_CACHE", "features"), ("IDBENCH_DATASETS_CACHE", "datasets")):
+for _variable, _sub in (
+    ("IDBENCH_MODELS", "models"), ("IDBENCH_CACHE", "features"), ("IDBENCH_DATASETS_CACHE", "datasets"), ("IDBENCH_HOME", "home")
+):
     os.environ.setdefault(_variable, os.path.join(_SESSION_CACHE, _sub))
 
 from pathlib import Path  # noqa: E402

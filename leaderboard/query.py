@@ -1,0 +1,309 @@
+"""Pure pandas views of the results store for the leaderboard app (testable without Streamlit).
+
+Every function takes the DataFrame of :meth:`leaderboard.store.Store.current_results` (one row per
+current result, ``aggregates`` decoded) and the benchmark's :class:`~builders.spec.BenchmarkSpec`, and
+returns a plain DataFrame. Values stay raw (a cosine stays a cosine) everywhere except
+:func:`display_table`, which applies each metric's display convention for showing and downloading.
+
+Aggregates look like (see :func:`evaluate_pkg.report.aggregate`)::
+
+    {"overall": {metric: {mean, ci_low, ci_high, n, n_nan}},
+     "breakdowns": {"n_subjects": {"2": {metric: {...}}}, "n_subjects x scene": {"2 x neutral": {...}}}}
+
+Example::
+
+    df = Store().current_results("identity-collapse")
+    table = ranked_table(df, spec, metric="dino_sim", filters={"n_subjects": "4", "scene": "occlusion"})
+    shown = display_table(table, spec)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import pandas as pd
+
+from builders.spec import BenchmarkSpec, MetricSpec
+from leaderboard.store import Store
+
+PLUMBING_MARK = "plumbing"
+INCOMPLETE_MARK = "incomplete suite"
+# The breakdown axis that counts subjects in a prompt, per benchmark (the x axis of "metric vs N").
+GROUP_SIZE_AXES = ("n_subjects", "n_persons")
+ID_COLUMNS = ("rank", "model", "submitter", "profile", "marks", "submission")
+CI_LOW, CI_HIGH = " ci_low", " ci_high"  # suffixes of a metric's CI columns
+
+
+# --- small helpers -------------------------------------------------------------------------------
+
+
+def store_version(store: Store) -> tuple[int, int]:
+    """A cache key that changes whenever results change: (number of result rows, highest result id).
+
+    Results are insert-only (a rescore inserts a new row and flips ``current`` in the same
+    transaction), so any change to what :meth:`Store.current_results` returns raises the max id.
+    """
+    with store.transaction(immediate=False) as db:
+        count, top = db.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM results").fetchone()
+    return int(count), int(top)
+
+
+def metric_specs(spec: BenchmarkSpec) -> dict[str, MetricSpec]:
+    """The benchmark's metric suite by name, in suite order."""
+    return {m.name: m for m in spec.metric_suite}
+
+
+def available_metrics(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
+    """Suite metrics that at least one result computed, in suite order (the whole suite if none did)."""
+    computed = {m for aggregates in results.get("aggregates", []) for m in aggregates.get("overall", {})}
+    names = [m.name for m in spec.metric_suite if m.name in computed]
+    return names or [m.name for m in spec.metric_suite]
+
+
+def default_metric(results: pd.DataFrame, spec: BenchmarkSpec) -> str:
+    """The first of the spec's ranking metrics that some result computed, else the first available."""
+    available = available_metrics(results, spec)
+    return next((m for m in spec.ranking if m in available), available[0])
+
+
+def filter_axes(spec: BenchmarkSpec) -> list[str]:
+    """Every axis the benchmark breaks results down by (``n_subjects``, ``scene``, ``type``...), in order."""
+    axes: list[str] = []
+    for breakdown in spec.breakdowns:
+        axes += [axis for axis in breakdown if axis not in axes]
+    return axes
+
+
+def _sort_key(value: str) -> tuple[int, float, str]:
+    # Group sizes are labels like "10": sort them as numbers, so "10" comes after "8".
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def filter_options(results: pd.DataFrame, spec: BenchmarkSpec) -> dict[str, list[str]]:
+    """The values each axis takes in the stored breakdowns (labels as stored, e.g. ``"4"``), sorted."""
+    options: dict[str, set[str]] = {axis: set() for axis in filter_axes(spec)}
+    for aggregates in results.get("aggregates", []):
+        for breakdown in spec.breakdowns:
+            for label in aggregates.get("breakdowns", {}).get(" x ".join(breakdown), {}):
+                for axis, value in zip(breakdown, label.split(" x ")):
+                    options[axis].add(value)
+    return {axis: sorted(values, key=_sort_key) for axis, values in options.items()}
+
+
+def breakdown_cell(spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """``(breakdown name, cell label)`` selected by ``filters`` (axis -> value, None = all); None = overall.
+
+    The set axes must be exactly one breakdown of the spec: ``{"n_subjects": 4, "scene": "occlusion"}``
+    -> ``("n_subjects x scene", "4 x occlusion")``. Another combination raises ValueError, since no
+    stored aggregate answers it.
+    """
+    chosen = {axis: value for axis, value in (filters or {}).items() if value is not None}
+    if not chosen:
+        return None
+    for breakdown in spec.breakdowns:
+        if set(breakdown) == set(chosen):
+            return " x ".join(breakdown), " x ".join(str(chosen[axis]) for axis in breakdown)
+    raise ValueError(f"{spec.name}: no breakdown by {' x '.join(chosen)}; known: {[' x '.join(b) for b in spec.breakdowns]}")
+
+
+def marks(row: Mapping[str, Any], spec: BenchmarkSpec) -> str:
+    """What a reader must know before comparing this row: a plumbing check, metrics not run."""
+    out = [PLUMBING_MARK] if row.get("plumbing") else []
+    overall = (row.get("aggregates") or {}).get("overall", {})
+    if row.get("not_run") or any(m.name not in overall for m in spec.metric_suite):
+        out.append(INCOMPLETE_MARK)
+    return ", ".join(out)
+
+
+def model_labels(results: pd.DataFrame) -> pd.Series:
+    """A unique label per row for plots: the model name, plus ``#<submission>`` where names repeat."""
+    names = results["model_name"].astype(str)
+    repeated = names.duplicated(keep=False)
+    return names.where(~repeated, names + " #" + results["submission_id"].astype(str))
+
+
+def _visible(results: pd.DataFrame, include_plumbing: bool) -> pd.DataFrame:
+    if include_plumbing or results.empty:
+        return results
+    return results[~results["plumbing"].astype(bool)]
+
+
+def _stats(aggregates: Mapping[str, Any], cell: tuple[str, str] | None) -> dict[str, Any]:
+    """The ``{metric: {mean, ci_low, ...}}`` of the overall aggregates or of one breakdown cell."""
+    if cell is None:
+        return aggregates.get("overall", {})
+    return aggregates.get("breakdowns", {}).get(cell[0], {}).get(cell[1], {})
+
+
+def _num(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+# --- the ranked table ----------------------------------------------------------------------------
+
+
+def ranked_table(
+    results: pd.DataFrame,
+    spec: BenchmarkSpec,
+    *,
+    metric: str | None = None,
+    filters: Mapping[str, Any] | None = None,
+    include_plumbing: bool = False,
+) -> pd.DataFrame:
+    """One row per current result, best first by ``metric`` (default: the spec's ranking metric).
+
+    Columns: ``rank, model, submitter, profile, marks, submission``, then for each metric the suite
+    computed (``metric`` first) its raw mean and ``"<metric> ci_low"`` / ``"<metric> ci_high"``, taken
+    from the overall aggregates or, when ``filters`` set axes, from the matching breakdown cell (NaN
+    where a result lacks that cell). Sorting respects the metric's ``higher_is_better``; NaN last.
+    Plumbing-check rows are left out unless ``include_plumbing`` (and always marked).
+    """
+    metric = metric or default_metric(results, spec)
+    specs = metric_specs(spec)
+    if metric not in specs:
+        raise ValueError(f"{spec.name}: unknown metric {metric!r}; known: {list(specs)}")
+    cell = breakdown_cell(spec, filters)
+    metrics = [metric] + [m for m in available_metrics(results, spec) if m != metric]
+    columns = list(ID_COLUMNS) + [c for m in metrics for c in (m, m + CI_LOW, m + CI_HIGH)]
+    rows = []
+    for _, row in _visible(results, include_plumbing).iterrows():
+        stats = _stats(row["aggregates"], cell)
+        record: dict[str, Any] = {
+            "model": row["model_name"],
+            "submitter": row["submitter"] if isinstance(row["submitter"], str) else "",
+            "profile": row["profile"],
+            "marks": marks(row, spec),
+            "submission": int(row["submission_id"]),
+        }
+        for m in metrics:
+            s = stats.get(m) or {}
+            record[m], record[m + CI_LOW], record[m + CI_HIGH] = _num(s.get("mean")), _num(s.get("ci_low")), _num(s.get("ci_high"))
+        rows.append(record)
+    table = pd.DataFrame(rows, columns=columns)
+    if table.empty:
+        return table
+    # Ties keep submission order (stable sort on a table sorted by submission id), so the order is reproducible.
+    table = table.sort_values("submission", kind="stable")
+    table = table.sort_values(metric, ascending=not specs[metric].higher_is_better, na_position="last", kind="stable")
+    table["rank"] = range(1, len(table) + 1)
+    return table.reset_index(drop=True)
+
+
+def _scale(display: str) -> tuple[float, int, str]:
+    """(factor, decimals, column suffix) of a display convention."""
+    if display == "x100":
+        return 100.0, 2, " (x100)"
+    if display == "percent":
+        return 100.0, 2, " (%)"
+    return 1.0, 4, ""
+
+
+def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
+    """The table as shown and downloaded: each metric column scaled by its display convention.
+
+    ``x100`` and ``percent`` metrics are multiplied by 100 and their column renamed (``"id_sim (x100)"``,
+    ``"scr@0.5 (%)"``) so a reader of the CSV knows the unit; values are rounded as
+    :func:`evaluate_pkg.report.display_value` rounds them (4 decimals raw, 2 scaled). Numbers stay
+    numbers, so the app's table sorts numerically.
+    """
+    shown = table.copy()
+    renames = {}
+    for m in metric_specs(spec).values():
+        factor, decimals, suffix = _scale(m.display)
+        for column in (m.name, m.name + CI_LOW, m.name + CI_HIGH):
+            if column in shown.columns:
+                shown[column] = (shown[column].astype(float) * factor).round(decimals)
+                renames[column] = m.name + suffix + column[len(m.name):]
+    return shown.rename(columns=renames)
+
+
+# --- plots' data ---------------------------------------------------------------------------------
+
+
+def group_size_axis(spec: BenchmarkSpec) -> str | None:
+    """The single-axis breakdown that counts subjects (``n_subjects``, ``n_persons``), if the spec has one."""
+    return next((b[0] for b in spec.breakdowns if len(b) == 1 and b[0] in GROUP_SIZE_AXES), None)
+
+
+def metric_vs_group_size(
+    results: pd.DataFrame, spec: BenchmarkSpec, metric: str, *, include_plumbing: bool = False
+) -> pd.DataFrame:
+    """Long table ``model, group_size, mean, ci_low, ci_high``: the metric per subject count, per model.
+
+    Empty when the benchmark has no group-size breakdown (CHARIS). ``group_size`` is an int, sorted.
+    """
+    axis = group_size_axis(spec)
+    columns = ["model", "group_size", "mean", "ci_low", "ci_high"]
+    visible = _visible(results, include_plumbing)
+    if axis is None or visible.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for label, (_, row) in zip(model_labels(visible), visible.iterrows()):
+        for size, stats in row["aggregates"].get("breakdowns", {}).get(axis, {}).items():
+            s = stats.get(metric)
+            if s is not None:
+                rows.append((label, int(size), _num(s["mean"]), _num(s["ci_low"]), _num(s["ci_high"])))
+    out = pd.DataFrame(rows, columns=columns)
+    return out.sort_values(["model", "group_size"], kind="stable").reset_index(drop=True)
+
+
+def type_style_matrix(
+    results: pd.DataFrame, spec: BenchmarkSpec, metric: str, *, include_plumbing: bool = False
+) -> pd.DataFrame:
+    """Models x ``"type x style"`` cells of the metric's mean (CHARIS): rows models, columns cells.
+
+    Empty when the benchmark has no ``type x style`` breakdown. Columns are sorted by label.
+    """
+    name = "type x style"
+    visible = _visible(results, include_plumbing)
+    if ("type", "style") not in spec.breakdowns or visible.empty:
+        return pd.DataFrame()
+    matrix = {}
+    for label, (_, row) in zip(model_labels(visible), visible.iterrows()):
+        cells = row["aggregates"].get("breakdowns", {}).get(name, {})
+        matrix[label] = {cell: _num((stats.get(metric) or {}).get("mean")) for cell, stats in cells.items()}
+    out = pd.DataFrame.from_dict(matrix, orient="index")
+    return out.reindex(columns=sorted(out.columns))
+
+
+def radar_axes(results: pd.DataFrame, spec: BenchmarkSpec, *, include_plumbing: bool = False) -> pd.DataFrame:
+    """Models x metrics, every axis oriented so that outward is better (the stress test's Figure 5).
+
+    A lower-is-better metric (a collapse rate) becomes ``"1 - <metric>"``; values stay raw otherwise.
+    Only metrics every shown model computed are kept, so each polygon has all its corners.
+    """
+    visible = _visible(results, include_plumbing)
+    if visible.empty:
+        return pd.DataFrame()
+    data = {}
+    for label, (_, row) in zip(model_labels(visible), visible.iterrows()):
+        overall = row["aggregates"].get("overall", {})
+        values = {}
+        for m in spec.metric_suite:
+            mean = (overall.get(m.name) or {}).get("mean")
+            if mean is not None:
+                values[m.name if m.higher_is_better else f"1 - {m.name}"] = mean if m.higher_is_better else 1 - mean
+        data[label] = values
+    out = pd.DataFrame.from_dict(data, orient="index")
+    return out.dropna(axis=1, how="any")
+
+
+def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, pd.DataFrame]:
+    """One result's per-axis breakdowns: ``{breakdown name: table cells x metrics (raw means)}``."""
+    out = {}
+    for breakdown in spec.breakdowns:
+        name = " x ".join(breakdown)
+        cells = (row.get("aggregates") or {}).get("breakdowns", {}).get(name, {})
+        table = pd.DataFrame.from_dict(
+            {cell: {m: _num(s.get("mean")) for m, s in stats.items()} for cell, stats in cells.items()}, orient="index"
+        )
+        if not table.empty:
+            table = table.loc[sorted(table.index, key=lambda label: [_sort_key(v) for v in label.split(" x ")])]
+            table = table[[m.name for m in spec.metric_suite if m.name in table.columns]]
+            table.index.name = name
+        out[name] = table
+    return out

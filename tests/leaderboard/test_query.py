@@ -1,0 +1,208 @@
+"""The leaderboard's pure query functions, against a real store and against hand-made rows.
+
+The store fixture scores three identity-collapse baselines with the tiny profile (quick; every row is
+a plumbing check), then marks one result as a real run so the plumbing filter has something to hide.
+Means are checked against a pandas groupby over each result's own ``results.parquet``.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from builders.benchmarks import get_benchmark
+from builders.build import build
+from evaluate_pkg.baselines import make_baseline
+from evaluate_pkg.context import ScoreOptions
+from evaluate_pkg.data import load_benchmark_data
+from leaderboard import query
+from leaderboard.queue import submit
+from leaderboard.store import Store
+from leaderboard.worker import run_worker
+
+BENCHMARK = "identity-collapse"
+SPEC = get_benchmark(BENCHMARK)
+BASELINES = ("collage", "clone", "swap")
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory) -> tuple[Store, pd.DataFrame]:
+    """A store with three scored baselines; submission 1's result is marked as a real (non-plumbing) run."""
+    root = tmp_path_factory.mktemp("query")
+    data_dir = root / "home" / "benchmarks" / BENCHMARK
+    build(BENCHMARK, out=data_dir)
+    data = load_benchmark_data(data_dir)
+    store = Store(root / "home")
+    for name in BASELINES:
+        make_baseline(name, data, root / name, size=128)
+        submit(store, root / name, data_dir, submitter="tester")
+    run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("clip_t", "dino_sim")))
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 1")
+    prompts = data.prompts.to_pandas()[["prompt_id", "n_subjects", "scene"]]
+    return store, prompts
+
+
+def _parquet_means(results: pd.DataFrame, prompts: pd.DataFrame, metric: str, **cell) -> dict[int, float]:
+    """Independently: each submission's mean of ``metric`` over image-level rows in the given cell."""
+    out = {}
+    for _, row in results.iterrows():
+        values = pd.read_parquet(Path(row["results_path"]) / "results.parquet")
+        values = values[(values["subject"] == "") & (values["metric"] == metric)].merge(prompts, on="prompt_id")
+        for axis, value in cell.items():
+            values = values[values[axis] == value]
+        out[int(row["submission_id"])] = float(values["value"].mean())
+    return out
+
+
+def test_store_version_changes_with_results(filled, tmp_path):
+    store, _ = filled
+    assert query.store_version(store) == (3, 3)
+    assert query.store_version(Store(tmp_path / "empty")) == (0, 0)
+
+
+def test_overall_and_filtered_means_match_the_parquet(filled):
+    store, prompts = filled
+    results = store.current_results(BENCHMARK)
+    for cell, filters in [
+        ({}, {}),
+        ({"n_subjects": 4}, {"n_subjects": "4", "scene": None}),
+        ({"scene": "occlusion"}, {"scene": "occlusion"}),
+        ({"n_subjects": 4, "scene": "occlusion"}, {"n_subjects": 4, "scene": "occlusion"}),
+    ]:
+        table = query.ranked_table(results, SPEC, metric="dino_sim", filters=filters, include_plumbing=True)
+        expected = _parquet_means(results, prompts, "dino_sim", **cell)
+        got = dict(zip(table["submission"], table["dino_sim"]))
+        assert got == pytest.approx(expected, abs=1e-6), filters
+        assert (table["dino_sim ci_low"] <= table["dino_sim"]).all() and (table["dino_sim"] <= table["dino_sim ci_high"]).all()
+    # the 4-subject occlusion cell differs from the overall mean: the filter really changes the table
+    overall = query.ranked_table(results, SPEC, include_plumbing=True)
+    cell = query.ranked_table(results, SPEC, filters={"n_subjects": "4", "scene": "occlusion"}, include_plumbing=True)
+    assert not overall["dino_sim"].reset_index(drop=True).equals(cell["dino_sim"].reset_index(drop=True))
+
+
+def test_ranked_table_columns_sorting_and_plumbing(filled):
+    store, _ = filled
+    results = store.current_results(BENCHMARK)
+    shown = query.ranked_table(results, SPEC)  # default metric: the spec's first computed ranking metric
+    assert list(shown["submission"]) == [1]  # plumbing rows left out by default
+    assert shown.loc[0, "marks"] == "incomplete suite"  # only clip_t and dino_sim were run
+    every = query.ranked_table(results, SPEC, include_plumbing=True)
+    assert list(every.columns[:8]) == [*query.ID_COLUMNS, "dino_sim", "dino_sim ci_low"]
+    assert list(every["rank"]) == [1, 2, 3] and set(every["submitter"]) == {"tester"}
+    assert every["dino_sim"].is_monotonic_decreasing  # higher is better: best first
+    assert (every.set_index("submission").loc[[2, 3], "marks"] == "plumbing, incomplete suite").all()
+    by_clip = query.ranked_table(results, SPEC, metric="clip_t", include_plumbing=True)
+    assert list(by_clip.columns[6:9]) == ["clip_t", "clip_t ci_low", "clip_t ci_high"]
+    assert by_clip["clip_t"].is_monotonic_decreasing
+
+
+def test_filter_options_and_cells(filled):
+    store, _ = filled
+    results = store.current_results(BENCHMARK)
+    assert query.filter_options(results, SPEC) == {
+        "n_subjects": ["2", "4", "6", "8", "10"],
+        "scene": ["interaction", "neutral", "occlusion"],
+    }
+    assert query.breakdown_cell(SPEC, {"n_subjects": None, "scene": None}) is None
+    assert query.breakdown_cell(SPEC, {"scene": "neutral", "n_subjects": 6}) == ("n_subjects x scene", "6 x neutral")
+    with pytest.raises(ValueError, match="no breakdown by type"):
+        query.breakdown_cell(SPEC, {"type": "human"})
+
+
+def test_metric_vs_group_size_matches_the_parquet(filled):
+    store, prompts = filled
+    results = store.current_results(BENCHMARK)
+    long = query.metric_vs_group_size(results, SPEC, "dino_sim", include_plumbing=True)
+    assert list(long.columns) == ["model", "group_size", "mean", "ci_low", "ci_high"] and len(long) == 3 * 5
+    labels = dict(zip(results["submission_id"], results["model_name"]))
+    for size in (2, 10):
+        expected = _parquet_means(results, prompts, "dino_sim", n_subjects=size)
+        got = long[long["group_size"] == size].set_index("model")["mean"]
+        assert {sid: got[labels[sid]] for sid in expected} == pytest.approx(expected, abs=1e-6)
+    assert list(query.metric_vs_group_size(results, SPEC, "dino_sim")["model"].unique()) == ["baseline-collage"]
+
+
+def test_breakdown_tables_and_radar(filled):
+    store, _ = filled
+    results = store.current_results(BENCHMARK)
+    tables = query.breakdown_tables(results.iloc[0].to_dict(), SPEC)
+    assert list(tables) == ["n_subjects", "scene", "n_subjects x scene"]
+    assert list(tables["n_subjects"].index) == ["2", "4", "6", "8", "10"]
+    assert list(tables["n_subjects"].columns) == ["clip_t", "dino_sim"] and len(tables["n_subjects x scene"]) == 15
+    radar = query.radar_axes(results, SPEC, include_plumbing=True)
+    assert radar.shape == (3, 2) and set(radar.columns) == {"clip_t", "dino_sim"}
+
+
+# --- hand-made rows: lower-is-better sorting, display conventions, CHARIS matrix ------------------
+
+
+def _row(submission: int, overall: dict, plumbing: bool = False, breakdowns: dict | None = None, model: str | None = None) -> dict:
+    stats = lambda mean: {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n": 10, "n_nan": 0}  # noqa: E731
+    return {
+        "submission_id": submission,
+        "model_name": model or f"m{submission}",
+        "submitter": None,
+        "profile": "tiny" if plumbing else "full",
+        "plumbing": plumbing,
+        "not_run": {},
+        "aggregates": {
+            "overall": {m: stats(v) for m, v in overall.items()},
+            "breakdowns": {
+                name: {cell: {m: stats(v) for m, v in values.items()} for cell, values in cells.items()}
+                for name, cells in (breakdowns or {}).items()
+            },
+        },
+    }
+
+
+def test_lower_is_better_sorts_ascending_and_nan_last():
+    full = {m.name: 0.5 for m in SPEC.metric_suite}
+    rows = [
+        _row(1, {**full, "scr@0.5": 0.9}),
+        _row(2, {**full, "scr@0.5": 0.2}),
+        _row(3, {**full, "scr@0.5": 0.5}),
+        _row(4, {k: v for k, v in full.items() if k != "scr@0.5"}),
+    ]
+    table = query.ranked_table(pd.DataFrame(rows), SPEC, metric="scr@0.5")
+    assert list(table["submission"]) == [2, 3, 1, 4] and math.isnan(table.loc[3, "scr@0.5"])
+    assert list(table["marks"]) == ["", "", "", "incomplete suite"]
+    shown = query.display_table(table, SPEC)
+    assert "scr@0.5 (%)" in shown.columns and "scr@0.5 (%) ci_low" in shown.columns and "dino_sim" in shown.columns
+    assert shown.loc[0, "scr@0.5 (%)"] == 20.0 and shown.loc[0, "scr@0.5 (%) ci_high"] == 21.0
+    assert shown.loc[0, "dino_sim"] == 0.5  # raw metrics are not scaled
+    with pytest.raises(ValueError, match="unknown metric"):
+        query.ranked_table(pd.DataFrame(rows), SPEC, metric="nope")
+
+
+def test_x100_display_and_missing_cell_is_nan():
+    cog = get_benchmark("cogcanvas")
+    rows = [
+        _row(1, {"id_sim": 0.41234}, breakdowns={"n_persons": {"2": {"id_sim": 0.3}}}),
+        _row(2, {"id_sim": 0.5}, breakdowns={"n_persons": {"3": {"id_sim": 0.6}}}),
+    ]
+    table = query.ranked_table(pd.DataFrame(rows), cog, metric="id_sim", filters={"n_persons": "2"})
+    assert list(table["submission"]) == [1, 2] and math.isnan(table.loc[1, "id_sim"])
+    shown = query.display_table(query.ranked_table(pd.DataFrame(rows), cog), cog)
+    assert list(shown["id_sim (x100)"]) == [50.0, 41.23]
+    long = query.metric_vs_group_size(pd.DataFrame(rows), cog, "id_sim")
+    assert list(zip(long["model"], long["group_size"], long["mean"])) == [("m1", 2, 0.3), ("m2", 3, 0.6)]
+
+
+def test_type_style_matrix_for_charis_and_duplicate_names():
+    charis = get_benchmark("charis")
+    cells = {"human x photo": {"dino_sim": 0.7}, "animal x cartoon": {"dino_sim": 0.4}}
+    rows = [
+        _row(1, {"dino_sim": 0.6}, breakdowns={"type x style": cells}, model="same"),
+        _row(2, {"dino_sim": 0.5}, breakdowns={"type x style": {"human x photo": {"dino_sim": 0.1}}}, model="same"),
+        _row(3, {"dino_sim": 0.9}, plumbing=True, breakdowns={"type x style": cells}),
+    ]
+    matrix = query.type_style_matrix(pd.DataFrame(rows), charis, "dino_sim")
+    assert list(matrix.index) == ["same #1", "same #2"] and list(matrix.columns) == ["animal x cartoon", "human x photo"]
+    assert matrix.loc["same #1", "human x photo"] == 0.7 and math.isnan(matrix.loc["same #2", "animal x cartoon"])
+    assert query.metric_vs_group_size(pd.DataFrame(rows), charis, "dino_sim").empty  # CHARIS has no group size
+    assert query.type_style_matrix(pd.DataFrame(rows), SPEC, "dino_sim").empty
