@@ -46,20 +46,28 @@ def test_existing_output_needs_overwrite(tmp_path, capsys):
     assert main(args + ["--overwrite"]) == 0
 
 
-def test_demo_builds_scores_and_ranks(tmp_path, capsys):
+def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypatch):
     # Two of the five baselines keep the test quick; the README's command runs all five.
     from idbench.demo import run_demo
+    from leaderboard.store import Store
 
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
     run_demo(tmp_path, baselines=("collage", "swap"))
     out = capsys.readouterr().out
+    store = Store()
     for name, title in (("charis", "CHARIS"), ("cogcanvas", "CogCanvas"), ("identity-collapse", "Identity Collapse")):
         assert (tmp_path / "datasets" / name / "README.md").is_file()
         assert f"load_dataset('{tmp_path / 'datasets' / name}', 'prompts')" in out
         assert f"{title}: baselines ranked by" in out
-        for baseline in ("collage", "swap"):
-            assert (tmp_path / "results" / name / baseline / "aggregates.json").is_file()
+        current = store.current_results(name)
+        assert sorted(current["model_name"]) == ["baseline-collage", "baseline-swap"]
+        assert current["plumbing"].all() and (current["profile"] == "tiny").all()
     assert out.count("PLUMBING CHECK") == 3
     assert "not run: charis_score" in out and "not run: attr_vqa" in out
+    assert "idbench serve" in out
+    # a second run recognises the same submissions and scores nothing again
+    run_demo(tmp_path, baselines=("collage", "swap"))
+    assert "scored 0 queued submission(s)" in capsys.readouterr().out
 
 
 def test_template_validate_and_baseline_commands(tmp_path, capsys):
