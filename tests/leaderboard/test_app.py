@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import re
 import shutil
-import sqlite3
 import zipfile
 from pathlib import Path
 
@@ -19,16 +18,13 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from builders.benchmarks import get_benchmark
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.context import ScoreOptions
-from evaluate_pkg.data import load_benchmark_data
 from leaderboard import query
 from leaderboard.app import APP_PATH
 from leaderboard.app.render import plain
 from leaderboard.queue import jobs_table, submit
 from leaderboard.store import Store
-from leaderboard.worker import run_worker
+
+from filled_store import fill_store
 
 BENCHMARK = "identity-collapse"
 TIMEOUT = 60  # seconds per script run; the first import of matplotlib and the store can be slow
@@ -37,19 +33,7 @@ TIMEOUT = 60  # seconds per script run; the first import of matplotlib and the s
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory) -> Path:
     """``$IDBENCH_HOME`` with the built benchmark and three scored baselines (the root holds the baselines)."""
-    root = tmp_path_factory.mktemp("app")
-    home = root / "home"
-    data_dir = home / "benchmarks" / BENCHMARK  # where the app (like `idbench submit`) looks for it
-    build(BENCHMARK, out=data_dir)
-    data = load_benchmark_data(data_dir)
-    store = Store(home)
-    for name in ("collage", "clone", "swap"):
-        make_baseline(name, data, root / name, size=128)
-        submit(store, root / name, data_dir)
-    run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("clip_t", "dino_sim")))
-    with sqlite3.connect(store.path) as db:
-        db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 1")
-    return home
+    return fill_store(tmp_path_factory.mktemp("app"))
 
 
 @pytest.fixture

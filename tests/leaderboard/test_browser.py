@@ -16,7 +16,6 @@ import io
 import os
 import re
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,15 +26,12 @@ from pathlib import Path
 import pytest
 
 from builders.benchmarks import get_benchmark
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.context import ScoreOptions
-from evaluate_pkg.data import load_benchmark_data
 from leaderboard import query
 from leaderboard.app import APP_PATH
 from leaderboard.queue import jobs_table, submit
 from leaderboard.store import Store
-from leaderboard.worker import run_worker
+
+from filled_store import fill_store
 
 BENCHMARK = "identity-collapse"
 CHROMIUM = Path(os.environ.get("IDBENCH_CHROMIUM", "/usr/bin/chromium"))
@@ -73,19 +69,7 @@ def sync_api():
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory) -> Path:
     """``$IDBENCH_HOME`` with the built benchmark and three scored baselines (the root holds the baselines)."""
-    root = tmp_path_factory.mktemp("browser")
-    home = root / "home"
-    data_dir = home / "benchmarks" / BENCHMARK
-    build(BENCHMARK, out=data_dir)
-    data = load_benchmark_data(data_dir)
-    store = Store(home)
-    for name in ("collage", "clone", "swap"):
-        make_baseline(name, data, root / name, size=128)
-        submit(store, root / name, data_dir)
-    run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("clip_t", "dino_sim")))
-    with sqlite3.connect(store.path) as db:
-        db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 1")
-    return home
+    return fill_store(tmp_path_factory.mktemp("browser"))
 
 
 def _free_port() -> int:

@@ -1,0 +1,36 @@
+"""A leaderboard home with the identity-collapse sample and three scored baselines, for app tests."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from builders.build import build
+from evaluate_pkg.baselines import make_baseline
+from evaluate_pkg.context import ScoreOptions
+from evaluate_pkg.data import load_benchmark_data
+from leaderboard.queue import submit
+from leaderboard.store import Store
+from leaderboard.worker import run_worker
+
+BENCHMARK = "identity-collapse"
+
+
+def fill_store(root: Path) -> Path:
+    """``root/home`` as ``$IDBENCH_HOME``: the built benchmark and collage, clone, swap scored (tiny).
+
+    Submission 1 (the collage) is then marked as not a plumbing check, so that the default view,
+    which hides plumbing rows, has one row to show.
+    """
+    home = root / "home"
+    data_dir = home / "benchmarks" / BENCHMARK  # where the app (like `idbench submit`) looks for it
+    build(BENCHMARK, out=data_dir)
+    data = load_benchmark_data(data_dir)
+    store = Store(home)
+    for name in ("collage", "clone", "swap"):
+        make_baseline(name, data, root / name, size=128)
+        submit(store, root / name, data_dir)
+    run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("clip_t", "dino_sim")))
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 1")
+    return home
