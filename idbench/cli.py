@@ -108,6 +108,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
         print(format_summary(summary))
         print(f"results in {args.out} (results.parquet, aggregates.json, report.md)")
+    if accelerator is not None:
+        # Leave the process group together and cleanly: a collective thread still alive at
+        # interpreter exit makes torch abort the process (seen with gloo).
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
     return 0
 
 

@@ -30,8 +30,26 @@ SCRIPT = textwrap.dedent(
     with open(sys.argv[2] + f".rank{{accelerator.process_index}}.json", "w") as handle:
         json.dump({{"features": out, "encoded_here": encoder.images_seen,
                    "world": accelerator.num_processes, "backend": str(accelerator.distributed_type)}}, handle)
+    # leave the process group cleanly: gloo threads alive at interpreter exit abort the process
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
     """
 )
+
+
+def free_port() -> int:
+    """A port nobody listens on now: a fixed one can still be in TIME_WAIT from an earlier run."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch(command: list[str], env: dict) -> None:
+    """Run a launcher command; on failure show what the processes printed."""
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
 
 
 def run(tmp_path: Path, processes: int) -> list[dict]:
@@ -43,9 +61,9 @@ def run(tmp_path: Path, processes: int) -> list[dict]:
     else:
         command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "--main_process_port", "29533", str(script), str(cache), str(out)]
+                   "--main_process_port", str(free_port()), str(script), str(cache), str(out)]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    subprocess.run(command, check=True, env=env, capture_output=True, timeout=300)
+    launch(command, env)
     return [json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in range(processes)]
 
 
@@ -79,10 +97,10 @@ def test_idbench_score_under_accelerate_equals_one_process(tmp_path):
               "--cache-dir", str(tmp_path / "cache-one")]
     launched = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                 "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                "--main_process_port", "29534", "-m", "idbench.cli", *arguments, "--out", str(tmp_path / "two"),
+                "--main_process_port", str(free_port()), "-m", "idbench.cli", *arguments, "--out", str(tmp_path / "two"),
                 "--cache-dir", str(tmp_path / "cache-two")]
     for command in (single, launched):
-        subprocess.run(command, check=True, env=env, capture_output=True, timeout=600, cwd=ROOT)
+        launch(command, env)
     one = pd.read_parquet(tmp_path / "one" / "results.parquet")
     two = pd.read_parquet(tmp_path / "two" / "results.parquet")
     pd.testing.assert_frame_equal(one, two)
