@@ -54,6 +54,15 @@ class MetricSpec:
     higher_is_better: bool = True
     display: str = "raw"  # "raw" | "x100" | "percent"
     judged: bool = False  # needs a vision-language judge rather than an encoder
+    # What a submission must hold for it: "generation" (the images) or "retrieval" (a ranking of
+    # references, an auxiliary task). A leaderboard row is complete when every generation metric ran.
+    task: str = "generation"
+
+    def __post_init__(self) -> None:
+        if self.display not in ("raw", "x100", "percent"):
+            raise ValueError(f"metric {self.name}: display {self.display!r} is not raw, x100 or percent")
+        if self.task not in ("generation", "retrieval"):
+            raise ValueError(f"metric {self.name}: task {self.task!r} is not generation or retrieval")
 
 
 @dataclass(frozen=True)

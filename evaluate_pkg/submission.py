@@ -75,7 +75,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Iterator, NoReturn
+from typing import Any, Iterable, Iterator, Mapping, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -95,6 +95,7 @@ PARQUET_COLUMNS = ("prompt_id", "seed", "image")
 METADATA_FIELDS: dict[str, tuple[type, str]] = {
     "benchmark": (str, "the benchmark's name"),
     "model": (str, "the model's name"),
+    "family": (str, "the model family the leaderboard groups by (e.g. 'FLUX.1 Kontext', 'OmniGen'), or empty"),
     "link": (str, "a link to the paper, code or weights (http(s), or empty)"),
     "license": (str, "the license of the generated images"),
     "generation": (dict, "generation settings (steps, guidance, resolution, sampler, ...)"),
@@ -102,6 +103,8 @@ METADATA_FIELDS: dict[str, tuple[type, str]] = {
     "idbench_version": (str, "the idbench version that wrote the template"),
 }
 REQUIRED_METADATA = ("benchmark", "model")
+# Free-text fields the leaderboard shows are bounded, so a page stays readable and a row stays small.
+MAX_TEXT_CHARS = {"model": 100, "family": 100, "link": 500, "license": 100, "notes": 2000}
 
 # Small text files are read whole; these bounds keep a hostile one from filling memory.
 MAX_METADATA_BYTES = 1024 * 1024
@@ -248,6 +251,7 @@ def template_metadata(data: BenchmarkData) -> dict:
     return {
         "benchmark": data.name,
         "model": "",
+        "family": "",
         "link": "",
         "license": "",
         "generation": {},
@@ -434,11 +438,27 @@ def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem]) -
     benchmark = metadata.get("benchmark")
     if isinstance(benchmark, str) and benchmark != data.name:
         problem(f"field 'benchmark' is {benchmark!r}, but the data is {data.name!r}")
-    link = metadata.get("link")
-    # The leaderboard renders the link: only web links, never javascript: or file: URLs.
-    if isinstance(link, str) and link and not re.match(r"https?://", link):
-        problem(f"field 'link' should be an http(s) URL or empty, found {link!r}")
+    problems.extend(Problem(None, None, METADATA_NAME, message) for message in metadata_text_problems(metadata))
     return metadata
+
+
+def metadata_text_problems(metadata: Mapping[str, Any]) -> list[str]:
+    """What is wrong with the free-text fields of ``metadata`` (lengths, the link's scheme); [] if fine.
+
+    Shared by the validator and by the leaderboard, which lets a submitter override the model name,
+    family and link: the same limits hold wherever the text comes from.
+    """
+    out = []
+    for key, limit in MAX_TEXT_CHARS.items():
+        value = metadata.get(key)
+        if isinstance(value, str) and len(value) > limit:
+            out.append(f"field {key!r} is {len(value)} characters long, over the limit of {limit}")
+    link = metadata.get("link")
+    # The leaderboard shows the link: only web links, never javascript: or file: URLs.
+    if isinstance(link, str) and link and not re.fullmatch(r"https?://[^\s<>\"']+", link):
+        problem = f"field 'link' should be an http(s) URL without spaces or quotes, or empty; found {link!r}"
+        out.append(problem)
+    return out
 
 
 def _read_manifest(manifest: Path, folder: Path, problems: list[Problem]) -> list[_Row] | None:

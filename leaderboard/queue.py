@@ -28,12 +28,41 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evaluate_pkg.data import content_cache_dir, load_benchmark_data
-from evaluate_pkg.submission import MANIFEST_COLUMNS, MANIFEST_NAME, METADATA_NAME, Entry, validate_submission
-from leaderboard.store import Job, LeaseLostError, Store, insert_job, iso
+from evaluate_pkg.submission import (
+    MANIFEST_COLUMNS,
+    MANIFEST_NAME,
+    METADATA_NAME,
+    Entry,
+    Problem,
+    SubmissionError,
+    metadata_text_problems,
+    validate_submission,
+)
+from leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
 
 # A job whose lease ran out this many times (its worker killed each time: out of memory, say) is not
 # handed out again but marked FAILED, so one poisonous submission cannot occupy workers forever.
 MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``max_submissions`` new submissions per submitter in any ``window_s`` seconds."""
+
+    max_submissions: int
+    window_s: float
+
+    @classmethod
+    def parse(cls, text: str) -> "RateLimit":
+        """``"5/86400"`` -> 5 per day; ValueError names a malformed value (it comes from the environment)."""
+        try:
+            count, window = text.split("/")
+            limit = cls(int(count), float(window))
+        except ValueError:
+            raise ValueError(f"rate limit {text!r}: expected COUNT/SECONDS, e.g. 5/86400") from None
+        if limit.max_submissions < 1 or limit.window_s <= 0:
+            raise ValueError(f"rate limit {text!r}: COUNT and SECONDS must be positive")
+        return limit
 
 
 @dataclass(frozen=True)
@@ -69,6 +98,10 @@ def submit(
     data_dir: Path,
     model_name: str | None = None,
     submitter: str | None = None,
+    *,
+    family: str | None = None,
+    link: str | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> SubmitResult:
     """Validate a submission against the benchmark in ``data_dir``, store its files and queue a job.
 
@@ -78,17 +111,28 @@ def submit(
     under ``home/submissions/<content_hash>/`` as a manifest folder, whatever format they came in (a
     zip is stored extracted, parquet images as files). The same files and model submitted again are
     recognised: the existing ids come back with ``duplicate=True`` and nothing is queued.
+
+    ``family`` and ``link`` override those fields of ``submission.json`` the same way, under the same
+    limits (:func:`~evaluate_pkg.submission.metadata_text_problems`). With ``rate_limit`` (the app
+    sets one; the maintainer's CLI does not), a submitter over the limit gets :class:`RateLimitError`
+    before the files are even read; a duplicate does not count against it.
     """
+    if rate_limit is not None:
+        _check_rate(store, submitter, rate_limit)
+    overrides = {key: value.strip() for key, value in (("family", family), ("link", link)) if value is not None and value.strip()}
     data_dir = Path(data_dir).resolve()
     data = load_benchmark_data(data_dir)
     version = benchmark_version(data_dir)
     with validate_submission(Path(submission_path), data) as submission:
         name = (model_name or "").strip() or submission.model
+        metadata = dict(submission.metadata, **overrides, model=name)
+        problems = metadata_text_problems(metadata)
+        if problems:
+            raise SubmissionError([Problem(None, None, "model metadata", message) for message in problems])
         digest = submission_hash(data.name, name, submission.entries)
         existing = store.find_duplicate(digest)
         if existing is not None:
             return SubmitResult(existing[0], existing[1], duplicate=True)
-        metadata = dict(submission.metadata, model=name)
         stored = _store_files(store.submissions_dir, digest, metadata, submission.entries)
     submission_id, job_id, duplicate = store.add_submission(
         benchmark=data.name,
@@ -99,8 +143,18 @@ def submit(
         content_hash=digest,
         stored_path=stored,
         submitter=submitter,
+        rate_limit=None if rate_limit is None else (rate_limit.max_submissions, rate_limit.window_s),
     )
     return SubmitResult(submission_id, job_id, duplicate)
+
+
+def _check_rate(store: Store, submitter: str | None, limit: RateLimit) -> None:
+    """Raise :class:`RateLimitError` when ``submitter`` (anonymous counts as one submitter) is over ``limit``."""
+    recent = store.count_recent_submissions(submitter, time.time() - limit.window_s)
+    if recent >= limit.max_submissions:
+        who = f"submitter {submitter!r}" if submitter else "anonymous submitters"
+        hours = limit.window_s / 3600
+        raise RateLimitError(f"{who} made {recent} submissions in the last {hours:g} h; the limit is {limit.max_submissions}")
 
 
 def _store_files(root: Path, digest: str, metadata: dict, entries: tuple[Entry, ...]) -> Path:
@@ -269,6 +323,7 @@ def rescore_all(store: Store, benchmark: str | None = None) -> list[int]:
     query = (
         "SELECT DISTINCT submission_id FROM results WHERE current"
         " AND submission_id NOT IN (SELECT submission_id FROM jobs WHERE state IN ('PENDING', 'RUNNING'))"
+        " AND submission_id NOT IN (SELECT id FROM submissions WHERE withdrawn_at IS NOT NULL)"
     )
     params: tuple = ()
     if benchmark is not None:
@@ -278,6 +333,21 @@ def rescore_all(store: Store, benchmark: str | None = None) -> list[int]:
     with store.transaction() as db:
         ids = [row[0] for row in db.execute(query + " ORDER BY submission_id", params).fetchall()]
         return [insert_job(db, submission_id, now) for submission_id in ids]
+
+
+def rescore(store: Store, submission_id: int) -> int | None:
+    """Queue a new job for one submission (an admin action); its id, or None if one is already queued.
+
+    A withdrawn submission is refused with ValueError; KeyError names a missing id.
+    """
+    submission = store.submission(submission_id)
+    if submission["withdrawn_at"] is not None:
+        raise ValueError(f"submission {submission_id} was withdrawn; it is not rescored")
+    with store.transaction() as db:
+        busy = db.execute(
+            "SELECT 1 FROM jobs WHERE submission_id = ? AND state IN ('PENDING', 'RUNNING')", (submission_id,)
+        ).fetchone()
+        return None if busy else insert_job(db, submission_id, time.time())
 
 
 def jobs_table(store: Store) -> list[dict[str, Any]]:
@@ -295,6 +365,7 @@ def jobs_table(store: Store) -> list[dict[str, Any]]:
             "created": iso(row["created_at"]),
             "started": iso(row["started_at"]),
             "finished": iso(row["finished_at"]),
+            "withdrawn": iso(row["withdrawn_at"]),
         }
         for row in store.list_jobs()
     ]

@@ -86,6 +86,13 @@ MIGRATIONS: tuple[str, ...] = (
     -- at most one current result per submission, whatever the interleaving of workers
     CREATE UNIQUE INDEX results_one_current ON results (submission_id) WHERE current;
     """,
+    # 2: an admin can withdraw a submission. Nothing is deleted (files, jobs and results stay, for an
+    # audit or an undo); a withdrawn submission leaves the rankings and is not rescored.
+    """
+    ALTER TABLE submissions ADD COLUMN withdrawn_at REAL;
+    ALTER TABLE submissions ADD COLUMN withdrawn_reason TEXT;
+    CREATE INDEX submissions_by_submitter ON submissions (submitter, created_at);
+    """,
 )
 
 
@@ -117,6 +124,10 @@ class Job:
     data_dir: Path
     stored_path: Path
     model_name: str
+
+
+class RateLimitError(ValueError):
+    """A submitter reached the submission rate limit; nothing was stored or queued."""
 
 
 class LeaseLostError(RuntimeError):
@@ -231,18 +242,28 @@ class Store:
         content_hash: str,
         stored_path: Path,
         submitter: str | None = None,
+        rate_limit: tuple[int, float] | None = None,
     ) -> tuple[int, int, bool]:
         """Insert a submission and its first PENDING job; returns ``(submission_id, job_id, duplicate)``.
 
         A submission whose content hash is already stored is not inserted again: its id and latest
         job come back with ``duplicate=True``. Checking and inserting in one IMMEDIATE transaction
-        means two simultaneous submits of the same files queue one job.
+        means two simultaneous submits of the same files queue one job. ``rate_limit`` ``(count,
+        seconds)`` is checked in the same transaction (the submitter's earlier submissions in the
+        window), so parallel uploads cannot slip past it; over the limit raises ``RateLimitError``.
         """
         with self.transaction() as db:
             existing = _duplicate(db, content_hash)
             if existing is not None:
                 return existing[0], existing[1], True
             now = time.time()
+            if rate_limit is not None:
+                count, window = rate_limit
+                (recent,) = db.execute(
+                    "SELECT COUNT(*) FROM submissions WHERE submitter IS ? AND created_at >= ?", (submitter, now - window)
+                ).fetchone()
+                if recent >= count:
+                    raise RateLimitError(f"{recent} submissions in the last {window / 3600:g} h; the limit is {count}")
             cursor = db.execute(
                 "INSERT INTO submissions (benchmark, benchmark_version, data_dir, model_name, metadata_json,"
                 " content_hash, stored_path, submitter, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -261,6 +282,33 @@ class Store:
             submission_id = cursor.lastrowid
             job_id = insert_job(db, submission_id, now)
             return submission_id, job_id, False
+
+    def count_recent_submissions(self, submitter: str | None, since: float) -> int:
+        """How many submissions ``submitter`` made at or after epoch time ``since`` (for the rate limit)."""
+        with self.transaction(immediate=False) as db:
+            row = db.execute(
+                "SELECT COUNT(*) FROM submissions WHERE submitter IS ? AND created_at >= ?", (submitter, since)
+            ).fetchone()
+        return int(row[0])
+
+    def withdraw(self, submission_id: int, reason: str) -> None:
+        """Take a submission off the rankings (an admin action); its files, jobs and results are kept.
+
+        Its PENDING jobs are failed with the reason, so no worker scores it any more. KeyError names a
+        missing id; withdrawing twice keeps the first time and reason.
+        """
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM submissions WHERE id = ?", (submission_id,)).fetchone() is None:
+                raise KeyError(f"no submission with id {submission_id}")
+            now = time.time()
+            db.execute(
+                "UPDATE submissions SET withdrawn_at = ?, withdrawn_reason = ? WHERE id = ? AND withdrawn_at IS NULL",
+                (now, reason, submission_id),
+            )
+            db.execute(
+                "UPDATE jobs SET state = 'FAILED', reason = ?, finished_at = ? WHERE submission_id = ? AND state = 'PENDING'",
+                (f"withdrawn: {reason}", now, submission_id),
+            )
 
     def find_duplicate(self, content_hash: str) -> tuple[int, int] | None:
         """``(submission_id, latest job_id)`` of the stored submission with this content hash, or None."""
@@ -297,7 +345,7 @@ class Store:
         with self.transaction(immediate=False) as db:
             rows = db.execute(
                 "SELECT jobs.*, submissions.benchmark, submissions.model_name, submissions.submitter,"
-                " submissions.content_hash FROM jobs JOIN submissions ON submissions.id = jobs.submission_id"
+                " submissions.content_hash, submissions.withdrawn_at FROM jobs JOIN submissions ON submissions.id = jobs.submission_id"
                 " ORDER BY jobs.id"
             ).fetchall()
         return [dict(row) for row in rows]
@@ -326,7 +374,8 @@ class Store:
             rows = db.execute(
                 "SELECT results.*, submissions.model_name, submissions.submitter, submissions.metadata_json,"
                 " submissions.content_hash FROM results JOIN submissions ON submissions.id = results.submission_id"
-                " WHERE results.benchmark = ? AND results.current ORDER BY results.id DESC",
+                " WHERE results.benchmark = ? AND results.current AND submissions.withdrawn_at IS NULL"
+                " ORDER BY results.id DESC",
                 (benchmark,),
             ).fetchall()
         records = []

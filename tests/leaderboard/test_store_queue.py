@@ -19,7 +19,7 @@ from evaluate_pkg.data import load_benchmark_data
 from evaluate_pkg.runner import SUITE_VERSION, score_submission
 from evaluate_pkg.submission import SubmissionError
 from leaderboard.queue import claim, finish, jobs_table, rescore_all, submit
-from leaderboard.store import LeaseLostError, Store
+from leaderboard.store import MIGRATIONS, LeaseLostError, Store
 from leaderboard.worker import run_worker
 
 TINY = ScoreOptions(profile="tiny", metrics=("clip_t",))
@@ -43,7 +43,7 @@ def store(tmp_path, monkeypatch) -> Store:
 
 def test_store_lives_under_idbench_home_in_wal_mode(store, tmp_path):
     assert store.home == tmp_path / "home" and store.path.is_file()
-    assert store.schema_version() == 1
+    assert store.schema_version() == len(MIGRATIONS) == 2
     Store()  # opening again migrates nothing
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
