@@ -165,12 +165,21 @@ def _leaderboard_data_dir(benchmark: str, data: Path | None) -> Path:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from evaluate_pkg.hub_submission import fetch_submission, is_hub_ref
     from leaderboard.queue import submit
     from leaderboard.store import Store
 
     data_dir = _leaderboard_data_dir(args.benchmark, args.data)
     _load_data(data_dir, args.benchmark)
-    result = submit(Store(), args.submission, data_dir, model_name=args.model_name, submitter=args.submitter)
+    options = dict(model_name=args.model_name, submitter=args.submitter, family=args.family, link=args.link)
+    if is_hub_ref(args.submission):
+        with tempfile.TemporaryDirectory(prefix="idbench-hub-") as folder:
+            fetched = fetch_submission(args.submission, Path(folder) / "submission")
+            result = submit(Store(), fetched, data_dir, **options)
+    else:
+        result = submit(Store(), Path(args.submission), data_dir, **options)
     if result.duplicate:
         print(f"already submitted: submission {result.submission_id} (job {result.job_id}); not queued again")
     else:
@@ -207,10 +216,26 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_rescore(args: argparse.Namespace) -> int:
-    from leaderboard.queue import rescore_all
+def _cmd_withdraw(args: argparse.Namespace) -> int:
     from leaderboard.store import Store
 
+    Store().withdraw(args.submission_id, args.reason)
+    print(f"withdrew submission {args.submission_id}; its files and results are kept, off the rankings")
+    return 0
+
+
+def _cmd_rescore(args: argparse.Namespace) -> int:
+    from leaderboard.queue import rescore, rescore_all
+    from leaderboard.store import Store
+
+    if args.submission is not None:
+        try:
+            job = rescore(Store(), args.submission)
+        except ValueError as error:  # a withdrawn submission
+            print(f"idbench rescore: error: {error}", file=sys.stderr)
+            return 2
+        print(f"queued job {job} for submission {args.submission}" if job else f"submission {args.submission} already has a job queued")
+        return 0
     jobs = rescore_all(Store(), benchmark=args.benchmark)
     print(f"queued {len(jobs)} rescoring job(s); earlier results stay, marked not current")
     return 0
@@ -362,12 +387,24 @@ def make_parser() -> argparse.ArgumentParser:
         "a content-addressed path and creates a PENDING job. The same files for the same model are "
         "recognised and not queued again.",
     )
-    submit.add_argument("submission", type=Path)
+    submit.add_argument(
+        "submission", help="a manifest folder, a parquet folder, a .zip, or a Hub dataset repo as hf://datasets/OWNER/NAME[@REVISION]"
+    )
     submit.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
     submit.add_argument("--data", type=Path, help="built benchmark folder (default: $IDBENCH_HOME/benchmarks/<benchmark>)")
     submit.add_argument("--model-name", help="overrides the model name of submission.json")
     submit.add_argument("--submitter", help="who submits (shown on the leaderboard)")
+    submit.add_argument("--family", help="overrides the model family of submission.json (the leaderboard filters by it)")
+    submit.add_argument("--link", help="overrides the link of submission.json (an http(s) URL to the paper, code or weights)")
     submit.set_defaults(func=_cmd_submit)
+
+    withdraw = commands.add_parser(
+        "withdraw",
+        help="take a submission off the leaderboard (an admin action); its files, jobs and results are kept",
+    )
+    withdraw.add_argument("submission_id", type=int)
+    withdraw.add_argument("--reason", required=True, help="shown on the status page")
+    withdraw.set_defaults(func=_cmd_withdraw)
 
     worker = commands.add_parser(
         "worker",
@@ -389,8 +426,10 @@ def make_parser() -> argparse.ArgumentParser:
     rescore = commands.add_parser(
         "rescore", help="queue every scored submission again (after a metric-suite change); old results are kept"
     )
-    rescore.add_argument("--all", action="store_true", required=True, help="every submission with results")
-    rescore.add_argument("--benchmark", choices=BENCHMARK_NAMES, help="only this benchmark")
+    which = rescore.add_mutually_exclusive_group(required=True)
+    which.add_argument("--all", action="store_true", help="every submission with results")
+    which.add_argument("--submission", type=int, metavar="ID", help="one submission")
+    rescore.add_argument("--benchmark", choices=BENCHMARK_NAMES, help="with --all: only this benchmark")
     rescore.set_defaults(func=_cmd_rescore)
 
     serve_parser = commands.add_parser(
@@ -438,15 +477,18 @@ def main(argv: list[str] | None = None) -> int:
 
     user_errors: tuple[type[Exception], ...] = (SourceError, OutputExistsError, PublishError)
     user_errors += (ScoringErrorForCli,)
-    if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore", "sync"):
+    if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore", "sync", "withdraw"):
         from evaluate_pkg.data import BenchmarkDataError
         from evaluate_pkg.models.base import ModelNotAvailableError
         from evaluate_pkg.runner import ScoringError
         from evaluate_pkg.submission import SubmissionError
 
+        from evaluate_pkg.hub_submission import HubSubmissionError
         from leaderboard.hub import HubExportError
+        from leaderboard.store import RateLimitError, UnknownIdError
 
         user_errors += (BenchmarkDataError, ModelNotAvailableError, ScoringError, SubmissionError, HubExportError)
+        user_errors += (HubSubmissionError, RateLimitError, UnknownIdError)
     try:
         return args.func(args)
     except user_errors as err:

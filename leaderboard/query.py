@@ -31,7 +31,7 @@ PLUMBING_MARK = "plumbing"
 INCOMPLETE_MARK = "incomplete suite"
 # The breakdown axis that counts subjects in a prompt, per benchmark (the x axis of "metric vs N").
 GROUP_SIZE_AXES = ("n_subjects", "n_persons")
-ID_COLUMNS = ("rank", "model", "submitter", "profile", "marks", "submission")
+ID_COLUMNS = ("rank", "model", "family", "submitter", "profile", "marks", "submission")
 CI_LOW, CI_HIGH = " ci_low", " ci_high"  # suffixes of a metric's CI columns
 
 
@@ -110,13 +110,34 @@ def breakdown_cell(spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> tu
     raise ValueError(f"{spec.name}: no breakdown by {' x '.join(chosen)}; known: {[' x '.join(b) for b in spec.breakdowns]}")
 
 
+def missing_metrics(row: Mapping[str, Any], spec: BenchmarkSpec) -> list[str]:
+    """The suite's generation metrics this result has no value for (not run, or not computed).
+
+    Retrieval metrics score another kind of submission (a ranking of references), so a generation
+    submission is complete without them.
+    """
+    overall = (row.get("aggregates") or {}).get("overall", {})
+    return [m.name for m in spec.metric_suite if m.task == "generation" and m.name not in overall]
+
+
 def marks(row: Mapping[str, Any], spec: BenchmarkSpec) -> str:
     """What a reader must know before comparing this row: a plumbing check, metrics not run."""
     out = [PLUMBING_MARK] if row.get("plumbing") else []
-    overall = (row.get("aggregates") or {}).get("overall", {})
-    if row.get("not_run") or any(m.name not in overall for m in spec.metric_suite):
+    if missing_metrics(row, spec):
         out.append(INCOMPLETE_MARK)
     return ", ".join(out)
+
+
+def family_of(row: Mapping[str, Any]) -> str:
+    """The model family the submitter gave (``submission.json`` ``family``), "" when none."""
+    family = (row.get("metadata") or {}).get("family")
+    return family.strip() if isinstance(family, str) else ""
+
+
+def families(results: pd.DataFrame) -> list[str]:
+    """The model families present, sorted case-insensitively (rows without one are not listed)."""
+    found = {family_of(row) for _, row in results.iterrows()} - {""}
+    return sorted(found, key=str.casefold)
 
 
 def model_labels(results: pd.DataFrame) -> pd.Series:
@@ -126,10 +147,27 @@ def model_labels(results: pd.DataFrame) -> pd.Series:
     return names.where(~repeated, names + " #" + results["submission_id"].astype(str))
 
 
-def _visible(results: pd.DataFrame, include_plumbing: bool) -> pd.DataFrame:
-    if include_plumbing or results.empty:
+def visible_results(
+    results: pd.DataFrame,
+    include_plumbing: bool,
+    spec: BenchmarkSpec | None = None,
+    include_incomplete: bool = True,
+    family: str | None = None,
+) -> pd.DataFrame:
+    """The rows a view shows: plumbing checks and incomplete suites only when asked; one family or all.
+
+    The app filters once with this and hands the same rows to the table and to every plot.
+    """
+    if results.empty:
         return results
-    return results[~results["plumbing"].astype(bool)]
+    keep = pd.Series(True, index=results.index)
+    if not include_plumbing:
+        keep &= ~results["plumbing"].astype(bool)
+    if not include_incomplete and spec is not None:
+        keep &= [not missing_metrics(row, spec) for _, row in results.iterrows()]
+    if family is not None:
+        keep &= [family_of(row) == family for _, row in results.iterrows()]
+    return results[keep]
 
 
 def _stats(aggregates: Mapping[str, Any], cell: tuple[str, str] | None) -> dict[str, Any]:
@@ -153,6 +191,8 @@ def ranked_table(
     metric: str | None = None,
     filters: Mapping[str, Any] | None = None,
     include_plumbing: bool = False,
+    include_incomplete: bool = True,
+    family: str | None = None,
 ) -> pd.DataFrame:
     """One row per current result, best first by ``metric`` (default: the spec's ranking metric).
 
@@ -160,7 +200,8 @@ def ranked_table(
     computed (``metric`` first) its raw mean and ``"<metric> ci_low"`` / ``"<metric> ci_high"``, taken
     from the overall aggregates or, when ``filters`` set axes, from the matching breakdown cell (NaN
     where a result lacks that cell). Sorting respects the metric's ``higher_is_better``; NaN last.
-    Plumbing-check rows are left out unless ``include_plumbing`` (and always marked).
+    Plumbing-check rows are left out unless ``include_plumbing``, rows that lack a generation metric
+    unless ``include_incomplete`` (both always marked); ``family`` keeps one model family.
     """
     metric = metric or default_metric(results, spec)
     specs = metric_specs(spec)
@@ -170,10 +211,11 @@ def ranked_table(
     metrics = [metric] + [m for m in available_metrics(results, spec) if m != metric]
     columns = list(ID_COLUMNS) + [c for m in metrics for c in (m, m + CI_LOW, m + CI_HIGH)]
     rows = []
-    for _, row in _visible(results, include_plumbing).iterrows():
+    for _, row in visible_results(results, include_plumbing, spec, include_incomplete, family).iterrows():
         stats = _stats(row["aggregates"], cell)
         record: dict[str, Any] = {
             "model": row["model_name"],
+            "family": family_of(row),
             "submitter": row["submitter"] if isinstance(row["submitter"], str) else "",
             "profile": row["profile"],
             "marks": marks(row, spec),
@@ -238,7 +280,7 @@ def metric_vs_group_size(
     """
     axis = group_size_axis(spec)
     columns = ["model", "group_size", "mean", "ci_low", "ci_high"]
-    visible = _visible(results, include_plumbing)
+    visible = visible_results(results, include_plumbing)
     if axis is None or visible.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -259,7 +301,7 @@ def type_style_matrix(
     Empty when the benchmark has no ``type x style`` breakdown. Columns are sorted by label.
     """
     name = "type x style"
-    visible = _visible(results, include_plumbing)
+    visible = visible_results(results, include_plumbing)
     if ("type", "style") not in spec.breakdowns or visible.empty:
         return pd.DataFrame()
     matrix = {}
@@ -276,7 +318,7 @@ def radar_axes(results: pd.DataFrame, spec: BenchmarkSpec, *, include_plumbing: 
     A lower-is-better metric (a collapse rate) becomes ``"1 - <metric>"``; values stay raw otherwise.
     Only metrics every shown model computed are kept, so each polygon has all its corners.
     """
-    visible = _visible(results, include_plumbing)
+    visible = visible_results(results, include_plumbing)
     if visible.empty:
         return pd.DataFrame()
     data = {}

@@ -126,6 +126,13 @@ class Job:
     model_name: str
 
 
+class UnknownIdError(KeyError):
+    """No submission or job has the id asked for (the message names it)."""
+
+    def __str__(self) -> str:  # KeyError's own str() would wrap the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
 class RateLimitError(ValueError):
     """A submitter reached the submission rate limit; nothing was stored or queued."""
 
@@ -299,7 +306,7 @@ class Store:
         """
         with self.transaction() as db:
             if db.execute("SELECT 1 FROM submissions WHERE id = ?", (submission_id,)).fetchone() is None:
-                raise KeyError(f"no submission with id {submission_id}")
+                raise UnknownIdError(f"no submission with id {submission_id}")
             now = time.time()
             db.execute(
                 "UPDATE submissions SET withdrawn_at = ?, withdrawn_reason = ? WHERE id = ? AND withdrawn_at IS NULL",
@@ -320,7 +327,7 @@ class Store:
         with self.transaction(immediate=False) as db:
             row = db.execute("SELECT * FROM submissions WHERE id = ?", (submission_id,)).fetchone()
         if row is None:
-            raise KeyError(f"no submission with id {submission_id}")
+            raise UnknownIdError(f"no submission with id {submission_id}")
         out = dict(row)
         out["metadata"] = json.loads(out.pop("metadata_json"))
         return out
@@ -337,7 +344,7 @@ class Store:
         with self.transaction(immediate=False) as db:
             row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
-            raise KeyError(f"no job with id {job_id}")
+            raise UnknownIdError(f"no job with id {job_id}")
         return dict(row)
 
     def list_jobs(self) -> list[dict[str, Any]]:
