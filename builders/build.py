@@ -17,6 +17,7 @@ import datasets
 import idbench
 from builders.benchmarks import charis, cogcanvas, get_benchmark, identity_collapse
 from builders.card import render_card
+from builders.graphs import QUESTIONS_VERSION
 from builders.sampling.charis import sample_charis_prompts
 from builders.sampling.cogcanvas import sample_cogcanvas
 from builders.sampling.collapse import sample_collapse_prompts
@@ -31,10 +32,12 @@ SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 
 @dataclass
 class Recipe:
-    """What a benchmark's recipe returns: the tables and the report's breakdown counts."""
+    """What a benchmark's recipe returns: the tables, the report's breakdown counts, extra build info."""
 
     tables: dict[str, list[dict]]
     cells: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Recorded at the top level of build_info.json, e.g. the version of the question generator.
+    info: dict[str, object] = field(default_factory=dict)
 
 
 def sample_source(benchmark: str) -> Path:
@@ -192,7 +195,8 @@ def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: i
         "bindings by item size x interaction strength": count_by(persons, "size", "strength"),
         "questions by kind": count_by([q for p in prompts for q in p["questions"]], "kind"),
     }
-    return Recipe({"references": references, "prompts": prompts, "retrieval": retrieval}, cells), dropped
+    tables = {"references": references, "prompts": prompts, "retrieval": retrieval}
+    return Recipe(tables, cells, info={"questions_version": QUESTIONS_VERSION}), dropped
 
 
 # --- shared --------------------------------------------------------------------------------------
@@ -233,6 +237,7 @@ def build(
         },
         "cells": result.cells,
         "dropped_duplicates": dropped,
+        **result.info,
     }
     return write_benchmark(Path(out), spec, result.tables, info, render_card, overwrite=overwrite)
 

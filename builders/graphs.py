@@ -9,6 +9,9 @@ slots (``"A"``..``"E"``) and item entity ids:
 - the *position graph* holds one ``left_of`` edge per pair of layout neighbours (``A left_of B``: A
   stands directly to the left of B).
 
+The persons stand in one row, so the graphs can say left and right but not in front or behind; no
+question asks about depth.
+
 The questions of Attr-VQA are written from these graphs alone (plus the names of the items), so a
 scorer can always trace a question back to the edge it tests. Everything here is a pure function.
 
@@ -32,7 +35,20 @@ from builders.benchmarks.cogcanvas import (
 )
 
 LEFT_OF = POSITION_RELATIONS[0]
+# Only in questions, never in a position graph: "Is X to the right of Y?" tests the edge (X right_of Y),
+# which is the graph's (Y left_of X) read from the other side.
+RIGHT_OF = "right_of"
 BINDING, INTERACTION, POSITION = QUESTION_KINDS
+
+# The version of the question generator, recorded in every built CogCanvas dataset (build_info.json and
+# the card). Accuracies over different question sets are not comparable, so bump it whenever a change
+# here alters which questions a prompt gets, their wording, their order or their ids.
+#   1: per person a binding "yes" and a "no" about another person's item; a "yes" per person-person
+#      interaction; per left_of edge a "yes" and the reversed "no", all phrased "to the left of".
+#   2: a "no" interaction question per person-person interaction while a pair of persons without one
+#      remains (same interaction, another pair sharing a person, so an always-"yes" judge no longer
+#      scores 100 %); position questions alternate between "to the left of" and "to the right of".
+QUESTIONS_VERSION = 2
 
 # The kind of an interaction-graph edge (person -> item or person <-> person) is told by its relation
 # alone, which works because ITEM_INTERACTIONS and PERSON_INTERACTIONS share no key (tests/test_graphs.py).
@@ -49,7 +65,8 @@ class Question(TypedDict):
     kind: str  # "binding" | "interaction" | "position"
     question: str
     answer: str  # "yes" | "no"
-    # The edge the question tests; for a "no" question, the edge that does NOT hold.
+    # The edge the question tests; for a "no" question, the edge that does NOT hold. Position questions
+    # phrased "to the right of" carry a right_of edge (the position graph itself holds left_of only).
     source: str
     relation: str
     target: str
@@ -161,6 +178,49 @@ def _negative_binding_partner(index: int, layout: Sequence[str], bindings: Mappi
     return layout[min(others, key=rank)]
 
 
+def _pairs_without_interaction(layout: Sequence[str], person_edges: Sequence[Edge]) -> list[tuple[str, str]]:
+    """Every pair of persons (left one first) that no person <-> person edge links, left to right."""
+    linked = {frozenset((e["source"], e["target"])) for e in person_edges}
+    return [
+        (layout[i], layout[j])
+        for i in range(len(layout))
+        for j in range(i + 1, len(layout))
+        if frozenset((layout[i], layout[j])) not in linked
+    ]
+
+
+def _negative_interaction_pair(
+    interaction: Edge, layout: Sequence[str], free_pairs: Sequence[tuple[str, str]]
+) -> tuple[str, str] | None:
+    """Which pair the "no" question of a person <-> person ``interaction`` asks about, if any.
+
+    A pair without any interaction that shares one person with it: asking whether B hugs C when the
+    prompt has B hug A tests that the interaction is bound to the right partner, the way a binding "no"
+    tests the item. Among those the nearest pair (interactions leak mostly between neighbours), then the
+    leftmost. None when no such pair is left (always so with two persons).
+    """
+    ends = {interaction["source"], interaction["target"]}
+    candidates = [pair for pair in free_pairs if ends & set(pair)]
+    if not candidates:
+        return None
+
+    def rank(pair: tuple[str, str]) -> tuple[int, int]:
+        i, j = layout.index(pair[0]), layout.index(pair[1])
+        return (abs(j - i), min(i, j))
+
+    return min(candidates, key=rank)
+
+
+def _phrased_right(k: int, layout: Sequence[str]) -> bool:
+    """Whether the position questions of the ``k``-th neighbour pair say "right of" rather than "left of".
+
+    Pairs alternate, so a judge that leans towards one word cannot score by it; which word comes first
+    depends on whether the leftmost slot sorts after the rightmost, which the sampler's even cover of
+    all orderings makes a coin flip at every group size (a 2-person prompt has a single pair).
+    """
+    return (k + (layout[0] > layout[-1])) % 2 == 1
+
+
 def derive_questions(
     prompt_id: str,
     interaction_graph: Sequence[Edge],
@@ -175,10 +235,14 @@ def derive_questions(
 
     - binding: per person -> item edge a "yes", and a "no" about another person's item, with that
       person's interaction;
-    - interaction: per person <-> person edge a "yes";
-    - position: per ``left_of`` edge a "yes" and the reversed "no".
+    - interaction: per person <-> person edge a "yes", then a "no" asking the same interaction of a
+      pair that has none (see :func:`_negative_interaction_pair`; none once such pairs run out, so a
+      2-person prompt has only its "yes");
+    - position: per ``left_of`` edge a "yes" and the reversed "no", phrased "to the left of" or "to the
+      right of" (see :func:`_phrased_right`); a right-phrased question records a ``right_of`` edge.
 
-    Ids are ``f"{prompt_id}-q{k:02d}"`` with k counting from 1 in the order above.
+    Ids are ``f"{prompt_id}-q{k:02d}"`` with k counting from 1 in the order above. The rules here are
+    version :data:`QUESTIONS_VERSION`.
     """
     layout = layout_from_position_graph(position_graph)
     bindings = _item_bindings(interaction_graph)
@@ -199,17 +263,29 @@ def derive_questions(
         other = bindings[_negative_binding_partner(index, layout, bindings)]
         text = f"Is {where[slot]} {doing(other['source'])}?"
         drafts.append((BINDING, text, "no", edge(slot, other["relation"], other["target"])))
-    for e in interaction_graph:
-        if e["relation"] in PERSON_INTERACTIONS:
-            progressive = PERSON_INTERACTIONS[e["relation"]].progressive
-            text = f"Are {where[e['source']]} and {where[e['target']]} {progressive}?"
-            drafts.append((INTERACTION, text, "yes", edge(e["source"], e["relation"], e["target"])))
-    for e in position_graph:
+    person_edges = [e for e in interaction_graph if e["relation"] in PERSON_INTERACTIONS]
+    free_pairs = _pairs_without_interaction(layout, person_edges)
+    for e in person_edges:
+        progressive = PERSON_INTERACTIONS[e["relation"]].progressive
+        text = f"Are {where[e['source']]} and {where[e['target']]} {progressive}?"
+        drafts.append((INTERACTION, text, "yes", edge(e["source"], e["relation"], e["target"])))
+        pair = _negative_interaction_pair(e, layout, free_pairs)
+        if pair is not None:
+            free_pairs.remove(pair)
+            text = f"Are {where[pair[0]]} and {where[pair[1]]} {progressive}?"
+            drafts.append((INTERACTION, text, "no", edge(pair[0], e["relation"], pair[1])))
+    for k, e in enumerate(position_graph):
         left, right = e["source"], e["target"]
-        text = f"Is the person {doing(left)} to the left of the person {doing(right)}?"
-        drafts.append((POSITION, text, "yes", edge(left, LEFT_OF, right)))
-        reversed_text = f"Is the person {doing(right)} to the left of the person {doing(left)}?"
-        drafts.append((POSITION, reversed_text, "no", edge(right, LEFT_OF, left)))
+        if _phrased_right(k, layout):
+            text = f"Is the person {doing(right)} to the right of the person {doing(left)}?"
+            drafts.append((POSITION, text, "yes", edge(right, RIGHT_OF, left)))
+            reversed_text = f"Is the person {doing(left)} to the right of the person {doing(right)}?"
+            drafts.append((POSITION, reversed_text, "no", edge(left, RIGHT_OF, right)))
+        else:
+            text = f"Is the person {doing(left)} to the left of the person {doing(right)}?"
+            drafts.append((POSITION, text, "yes", edge(left, LEFT_OF, right)))
+            reversed_text = f"Is the person {doing(right)} to the left of the person {doing(left)}?"
+            drafts.append((POSITION, reversed_text, "no", edge(right, LEFT_OF, left)))
 
     return [
         {

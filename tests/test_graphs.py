@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from builders.benchmarks.cogcanvas import ITEM_INTERACTIONS, PERSON_INTERACTIONS
+from builders.build import build
 from builders.graphs import (
+    QUESTIONS_VERSION,
     derive_questions,
     edge,
     interaction_graph,
@@ -115,6 +119,14 @@ def test_questions_of_a_three_person_prompt():
             "yes",
             ("B", "holds_hands_with", "A"),
         ),
+        # Pairs without an interaction that share a person with B-A: A-C (neighbours) before B-C.
+        (
+            "interaction",
+            "Are the second person from the left and the person on the far right holding hands?",
+            "no",
+            ("A", "holds_hands_with", "C"),
+        ),
+        # Layout B..C: "B" sorts before "C", so the first pair says "left", the second "right".
         (
             "position",
             "Is the person wearing the red dress to the left of the person holding the coffee cup?",
@@ -129,15 +141,15 @@ def test_questions_of_a_three_person_prompt():
         ),
         (
             "position",
-            "Is the person holding the coffee cup to the left of the person standing beside the wooden chair?",
+            "Is the person standing beside the wooden chair to the right of the person holding the coffee cup?",
             "yes",
-            ("A", "left_of", "C"),
+            ("C", "right_of", "A"),
         ),
         (
             "position",
-            "Is the person standing beside the wooden chair to the left of the person holding the coffee cup?",
+            "Is the person holding the coffee cup to the right of the person standing beside the wooden chair?",
             "no",
-            ("C", "left_of", "A"),
+            ("A", "right_of", "C"),
         ),
     ]
     assert len(questions) == len(expected)
@@ -170,3 +182,82 @@ def test_questions_need_an_item_for_every_person():
     graph = interaction_graph(PERSONS[:2], [])
     with pytest.raises(ValueError, match="no item"):
         derive_questions("p", graph, position_graph(LAYOUT), ITEM_NAMES)
+
+
+# --- additions for question version 2: interaction "no" questions, "right of" phrasing, versioning ---
+
+
+def _asked(questions, kind):
+    return [(q["answer"], q["source"], q["relation"], q["target"], q["question"]) for q in questions if q["kind"] == kind]
+
+
+def test_two_persons_have_no_pair_left_for_an_interaction_no():
+    persons = [
+        {"slot": "A", "item_entity_id": "cup", "interaction": "hold"},
+        {"slot": "B", "item_entity_id": "chair", "interaction": "look_at"},
+    ]
+    graph = interaction_graph(persons, [edge("A", "hugs", "B")])
+    questions = derive_questions("p", graph, position_graph(["A", "B"]), ITEM_NAMES)
+    assert _asked(questions, "interaction") == [
+        ("yes", "A", "hugs", "B", "Are the person on the far left and the person on the far right hugging each other?"),
+    ]
+    # One pair, A left of B: "A" sorts before "B", so it is phrased with "left".
+    assert _asked(questions, "position") == [
+        ("yes", "A", "left_of", "B", "Is the person holding the coffee cup to the left of the person looking at the wooden chair?"),
+        ("no", "B", "left_of", "A", "Is the person looking at the wooden chair to the left of the person holding the coffee cup?"),
+    ]
+
+
+def test_a_reversed_two_person_row_is_phrased_with_right():
+    persons = [
+        {"slot": "A", "item_entity_id": "cup", "interaction": "hold"},
+        {"slot": "B", "item_entity_id": "chair", "interaction": "look_at"},
+    ]
+    # B stands left of A; "B" sorts after "A", so the single pair says "right".
+    questions = derive_questions("p", interaction_graph(persons, [edge("B", "faces", "A")]), position_graph(["B", "A"]), ITEM_NAMES)
+    assert _asked(questions, "position") == [
+        ("yes", "A", "right_of", "B", "Is the person holding the coffee cup to the right of the person looking at the wooden chair?"),
+        ("no", "B", "right_of", "A", "Is the person looking at the wooden chair to the right of the person holding the coffee cup?"),
+    ]
+
+
+def test_interaction_negatives_use_each_free_pair_once_and_stop_when_none_is_left():
+    # Four persons A B C D from left to right; A-B hug, B-C talk, C-D shake hands.
+    persons = [
+        {"slot": "A", "item_entity_id": "cup", "interaction": "hold"},
+        {"slot": "B", "item_entity_id": "dress", "interaction": "wear"},
+        {"slot": "C", "item_entity_id": "chair", "interaction": "stand_beside"},
+        {"slot": "D", "item_entity_id": "hat", "interaction": "wear"},
+    ]
+    names = {**ITEM_NAMES, "hat": "the straw hat"}
+    person_edges = [edge("A", "hugs", "B"), edge("B", "talks_to", "C"), edge("C", "shakes_hands_with", "D")]
+    questions = derive_questions("p", interaction_graph(persons, person_edges), position_graph(list("ABCD")), names)
+    got = [(answer, source, relation, target) for answer, source, relation, target, _ in _asked(questions, "interaction")]
+    # Free pairs: A-C, A-D, B-D. A-B's no: A-C (distance 2, leftmost); B-C's no: B-D (A-C is used);
+    # C-D's no: A-D, the last free pair sharing a person with it.
+    assert got == [
+        ("yes", "A", "hugs", "B"),
+        ("no", "A", "hugs", "C"),
+        ("yes", "B", "talks_to", "C"),
+        ("no", "B", "talks_to", "D"),
+        ("yes", "C", "shakes_hands_with", "D"),
+        ("no", "A", "shakes_hands_with", "D"),
+    ]
+    # Pairs alternate left, right, left ("A" sorts before "D").
+    relations = [relation for answer, _, relation, _, _ in _asked(questions, "position") if answer == "yes"]
+    assert relations == ["left_of", "right_of", "left_of"]
+    # Every "no" interaction names a pair that does not interact in the graph.
+    linked = {frozenset((e["source"], e["target"])) for e in person_edges}
+    assert all(
+        frozenset((source, target)) not in linked
+        for answer, source, _, target in got
+        if answer == "no"
+    )
+
+
+def test_questions_version_is_recorded_in_build_info_and_card(tmp_path):
+    info = build("cogcanvas", out=tmp_path / "out", n_prompts=4)
+    assert info["questions_version"] == QUESTIONS_VERSION >= 2
+    assert json.loads((tmp_path / "out" / "build_info.json").read_text())["questions_version"] == QUESTIONS_VERSION
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert f"version {QUESTIONS_VERSION} of idbench's question generator" in card

@@ -284,6 +284,11 @@ def test_questions_agree_with_layout_and_bindings(large):
         questions = prompt["questions"]
         assert [q["question_id"] for q in questions] == [f"{pid}-q{k:02d}" for k in range(1, len(questions) + 1)]
         kinds = Counter((q["kind"], q["answer"]) for q in questions)
+        # An interaction "no" per interaction while a pair without one (sharing a person) is left.
+        free_pairs = n * (n - 1) // 2 - len(person_edges)
+        interaction_no = kinds[("interaction", "no")]
+        assert interaction_no <= min(len(person_edges), free_pairs)
+        assert (interaction_no == 0) == (n == 2)
         assert kinds == Counter(
             {
                 ("binding", "yes"): n,
@@ -291,6 +296,7 @@ def test_questions_agree_with_layout_and_bindings(large):
                 ("position", "yes"): n - 1,
                 ("position", "no"): n - 1,
                 **({("interaction", "yes"): len(person_edges)} if person_edges else {}),
+                **({("interaction", "no"): interaction_no} if interaction_no else {}),
             }
         )
         for q in questions:
@@ -306,20 +312,26 @@ def test_questions_agree_with_layout_and_bindings(large):
                     owner = [s for s, b in binding_of.items() if b[1] == target]
                     assert owner and owner[0] != source and binding_of[owner[0]][0] == relation
             elif q["kind"] == "interaction":
-                assert (source, relation, target) in person_edges and q["answer"] == "yes"
+                if q["answer"] == "yes":
+                    assert (source, relation, target) in person_edges
+                else:  # a pair, left one first, with no interaction at all, asked about a used relation
+                    assert layout.index(source) < layout.index(target)
+                    assert not {(a, b) for a, _, b in person_edges} & {(source, target), (target, source)}
+                    assert relation in {r for _, r, _ in person_edges}
                 assert PLACES[n][layout.index(source)] in q["question"]
                 assert PLACES[n][layout.index(target)] in q["question"]
             else:
-                assert q["kind"] == "position" and relation == "left_of"
-                directly_left = layout.index(target) - layout.index(source) == 1
-                assert directly_left == (q["answer"] == "yes")
+                assert q["kind"] == "position" and relation in ("left_of", "right_of")
+                step = 1 if relation == "left_of" else -1  # source stands directly left (right) of target
+                assert (layout.index(target) - layout.index(source) == step) == (q["answer"] == "yes")
                 assert abs(layout.index(target) - layout.index(source)) == 1
                 # Persons are named by what they do, so the text gives nothing away by slot or place.
                 doing = {
                     slot: f"{ITEM_INTERACTIONS[interaction].progressive} {item_name[item]}"
                     for slot, (interaction, item) in binding_of.items()
                 }
-                assert q["question"] == f"Is the person {doing[source]} to the left of the person {doing[target]}?"
+                side = "left" if relation == "left_of" else "right"
+                assert q["question"] == f"Is the person {doing[source]} to the {side} of the person {doing[target]}?"
 
 
 def test_prompt_text_grounds_every_slot_in_layout_order(large):
@@ -484,3 +496,17 @@ def test_items_the_sampler_cannot_bind_are_errors():
         sample_cogcanvas(rows + [twin], seed=0, n_prompts=5)
     with pytest.raises(ValueError, match="appears twice"):
         sample_cogcanvas(rows + [dict(item)], seed=0, n_prompts=5)
+
+
+def test_position_questions_use_both_sides_at_every_group_size(large):
+    # Added with question version 2: "left" and "right" phrasings both occur, for every N.
+    prompts, _ = large
+    sides = Counter(
+        (prompt["n_persons"], q["relation"])
+        for prompt in prompts
+        for q in prompt["questions"]
+        if q["kind"] == "position" and q["answer"] == "yes"
+    )
+    for n in sorted({p["n_persons"] for p in prompts}):
+        left, right = sides[(n, "left_of")], sides[(n, "right_of")]
+        assert left and right and 0.3 < left / (left + right) < 0.7, (n, left, right)
