@@ -1,0 +1,316 @@
+"""Attr-VQA / IGC (evaluate_pkg/judge/vqa.py) against a scripted in-process judge; every number by hand."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import jsonschema
+import pytest
+
+from builders.graphs import derive_questions, edge, interaction_graph, position_graph
+from evaluate_pkg.context import Result
+from evaluate_pkg.judge import vqa
+from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
+
+IMAGE_1 = b"\x89PNG fake image one"
+IMAGE_2 = b"\x89PNG fake image two"
+
+
+class ScriptedJudge:
+    """A judge that answers from a script: (request) -> JudgeAnswer; records every ask() call."""
+
+    model = "scripted-judge"
+
+    def __init__(self, script: Callable[[JudgeRequest], JudgeAnswer]):
+        self.script = script
+        self.calls: list[list[JudgeRequest]] = []
+
+    def ask(self, requests: Sequence[JudgeRequest]) -> list[JudgeAnswer]:
+        self.calls.append(list(requests))
+        return [self.script(r) for r in requests]
+
+
+def asked_ids(request: JudgeRequest) -> list[str]:
+    return list(request.schema["properties"]["answers"]["items"]["properties"]["question_id"]["enum"])
+
+
+def answer(pairs: dict[str, str] | list[tuple[str, str]]) -> JudgeAnswer:
+    items = pairs.items() if isinstance(pairs, dict) else pairs
+    return JudgeAnswer(value={"answers": [{"question_id": q, "answer": a} for q, a in items]}, raw="{}")
+
+
+def q(qid: str, kind: str, expected: str) -> vqa.VQAQuestion:
+    return vqa.VQAQuestion(qid, kind, f"Question {qid}?", expected)
+
+
+# Two persons (p1) and three persons (p2); expected answers alternate yes / no within each kind.
+P1 = vqa.VQAItem(
+    "p1", 0, IMAGE_1,
+    (
+        q("p1-q01", "binding", "yes"), q("p1-q02", "binding", "no"),
+        q("p1-q03", "binding", "yes"), q("p1-q04", "binding", "no"),
+        q("p1-q05", "interaction", "yes"),
+        q("p1-q06", "position", "yes"), q("p1-q07", "position", "no"),
+    ),
+    n_persons=2,
+)
+P2 = vqa.VQAItem(
+    "p2", 0, IMAGE_2,
+    (
+        q("p2-q01", "binding", "yes"), q("p2-q02", "binding", "no"),
+        q("p2-q03", "interaction", "yes"), q("p2-q04", "interaction", "no"),
+        q("p2-q05", "position", "yes"), q("p2-q06", "position", "no"),
+    ),
+    n_persons=3,
+)
+
+# What the judge says. p1: q01 right, q02 wrong, q03 right, q04 missing, q05 right, q06 "Yes " (right,
+# case and space forgiven), q07 "maybe" (invalid). p2: the whole request fails except in
+# test_failed_request; in the main script p2 answers q01 right, q02 right, q03 wrong, q04 right,
+# q05 wrong, q06 answered twice with yes and no (conflict).
+P1_SAYS = [("p1-q01", "yes"), ("p1-q02", "yes"), ("p1-q03", "yes"), ("p1-q05", "yes"), ("p1-q06", "Yes "), ("p1-q07", "maybe")]
+P2_SAYS = [("p2-q01", "yes"), ("p2-q02", "no"), ("p2-q03", "no"), ("p2-q04", "no"), ("p2-q05", "no"),
+           ("p2-q06", "yes"), ("p2-q06", "no")]
+
+
+def by_image(request: JudgeRequest) -> JudgeAnswer:
+    said = P1_SAYS if request.images == (IMAGE_1,) else P2_SAYS
+    wanted = set(asked_ids(request))
+    return answer([(qid, a) for qid, a in said if qid in wanted])
+
+
+def values(results: list[Result]) -> dict[tuple[str, str], float]:
+    return {(r.prompt_id, r.metric): r.value for r in results}
+
+
+def test_one_request_per_image_in_one_ask_call():
+    judge = ScriptedJudge(by_image)
+    run = vqa.score_images(judge, [P1, P2])
+    assert len(judge.calls) == 1 and len(judge.calls[0]) == 2
+    first = judge.calls[0][0]
+    assert first.task == vqa.TASK and first.images == (IMAGE_1,)
+    assert asked_ids(first) == [x.question_id for x in P1.questions]
+    assert len(run.answers) == 2 and run.judge_model == "scripted-judge"
+
+
+def test_per_question_mode_asks_each_question_alone_still_in_one_call():
+    judge = ScriptedJudge(by_image)
+    run = vqa.score_images(judge, [P1, P2], per_question=True)
+    assert len(judge.calls) == 1 and len(judge.calls[0]) == len(P1.questions) + len(P2.questions)
+    assert all(len(asked_ids(r)) == 1 for r in judge.calls[0])
+    # Same answers, same scores as one request per image.
+    assert values(run.results) == values(vqa.score_images(ScriptedJudge(by_image), [P1, P2]).results)
+    assert run.summary()["requests_per_image"] == "one per question"
+
+
+def test_outcomes_per_question():
+    run = vqa.score_images(ScriptedJudge(by_image), [P1, P2])
+    got = {o.question_id: (o.status, o.failure) for o in run.outcomes}
+    assert got == {
+        "p1-q01": ("correct", None), "p1-q02": ("incorrect", None), "p1-q03": ("correct", None),
+        "p1-q04": ("failed", vqa.FAIL_MISSING), "p1-q05": ("correct", None), "p1-q06": ("correct", None),
+        "p1-q07": ("failed", vqa.FAIL_INVALID),
+        "p2-q01": ("correct", None), "p2-q02": ("correct", None), "p2-q03": ("incorrect", None),
+        "p2-q04": ("correct", None), "p2-q05": ("incorrect", None), "p2-q06": ("failed", vqa.FAIL_CONFLICT),
+    }
+
+
+def test_per_sample_accuracies_by_hand():
+    run = vqa.score_images(ScriptedJudge(by_image), [P1, P2])
+    got = values(run.results)
+    # p1 answered: binding q01 ok, q02 wrong, q03 ok (q04 failed) -> 2/3; interaction q05 ok -> 1/1;
+    # position q06 ok (q07 failed) -> 1/1. All: 4 correct of 5 answered. IGC: 2 of 2.
+    assert got[("p1", "attr_vqa")] == pytest.approx(4 / 5)
+    assert got[("p1", "igc")] == pytest.approx(1.0)
+    assert got[("p1", "attr_vqa.binding")] == pytest.approx(2 / 3)
+    assert got[("p1", "attr_vqa.interaction")] == pytest.approx(1.0)
+    assert got[("p1", "attr_vqa.position")] == pytest.approx(1.0)
+    assert got[("p1", "attr_vqa.failure_rate")] == pytest.approx(2 / 7)
+    # p2: binding 2/2; interaction q03 wrong, q04 ok -> 1/2; position q05 wrong (q06 failed) -> 0/1.
+    # All: 3 of 5. IGC: 1 of 3.
+    assert got[("p2", "attr_vqa")] == pytest.approx(3 / 5)
+    assert got[("p2", "igc")] == pytest.approx(1 / 3)
+    assert got[("p2", "attr_vqa.binding")] == pytest.approx(1.0)
+    assert got[("p2", "attr_vqa.interaction")] == pytest.approx(1 / 2)
+    assert got[("p2", "attr_vqa.position")] == pytest.approx(0.0)
+    assert got[("p2", "attr_vqa.failure_rate")] == pytest.approx(1 / 6)
+    assert {r.seed for r in run.results} == {0} and {r.subject for r in run.results} == {""}
+    assert len(run.results) == 2 * 6
+
+
+def test_pooled_summary_by_hand():
+    summary = vqa.score_images(ScriptedJudge(by_image), [P1, P2]).summary(questions_version=2)
+    assert summary["questions_version"] == 2 and summary["judge_model"] == "scripted-judge"
+    assert summary["questions"] == 13 and summary["images"] == 2 and summary["requests"] == 2
+    # Pooled over both images: 7 correct, 3 incorrect, 3 failed.
+    assert summary["metrics"]["attr_vqa"] == {
+        "asked": 13, "answered": 10, "correct": 7, "incorrect": 3, "failed": 3,
+        "accuracy": pytest.approx(0.7), "failure_rate": pytest.approx(3 / 13),
+    }
+    # IGC pooled: p1 q05, q06 ok (q07 failed); p2 q03 wrong, q04 ok, q05 wrong (q06 failed) -> 3 of 5.
+    assert summary["metrics"]["igc"]["accuracy"] == pytest.approx(3 / 5)
+    assert summary["metrics"]["igc"]["failed"] == 2
+    assert summary["by_kind"]["binding"]["accuracy"] == pytest.approx(4 / 5)
+    assert summary["by_n_persons"]["2"]["attr_vqa"]["accuracy"] == pytest.approx(4 / 5)
+    assert summary["by_n_persons"]["3"]["igc"]["accuracy"] == pytest.approx(1 / 3)
+    assert summary["failures"] == {
+        "count": 3,
+        "rate": pytest.approx(3 / 13),
+        "by_reason": {vqa.FAIL_CONFLICT: 1, vqa.FAIL_INVALID: 1, vqa.FAIL_MISSING: 1},
+    }
+
+
+def test_a_failed_request_is_a_failure_never_a_wrong_answer():
+    def script(request: JudgeRequest) -> JudgeAnswer:
+        if request.images == (IMAGE_2,):
+            return JudgeAnswer(error="could not parse the reply as JSON", raw="Sure! yes yes no", attempts=3)
+        return by_image(request)
+
+    run = vqa.score_images(ScriptedJudge(script), [P1, P2])
+    got = values(run.results)
+    # p2 has no usable answer: every accuracy is undefined (NaN), not 0, and all its questions failed.
+    for metric in vqa.METRIC_KINDS:
+        assert math.isnan(got[("p2", metric)])
+    assert got[("p2", "attr_vqa.failure_rate")] == 1.0
+    assert got[("p1", "attr_vqa")] == pytest.approx(4 / 5)  # p1 unaffected
+    summary = run.summary()
+    assert summary["failed_requests"] == 1
+    assert summary["failures"]["by_reason"][vqa.FAIL_JUDGE] == 6
+    # Pooled accuracy is over answered questions only: p1's 4 of 5.
+    assert summary["metrics"]["attr_vqa"]["accuracy"] == pytest.approx(4 / 5)
+    assert summary["metrics"]["attr_vqa"]["failure_rate"] == pytest.approx((2 + 6) / 13)
+    assert all(o.detail and "could not parse" in o.detail for o in run.outcomes if o.prompt_id == "p2")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, "yes", [], {"answer": []}, {"answers": "yes"}],
+)
+def test_a_malformed_value_fails_every_question(value):
+    parsed = vqa.parse_answers(JudgeAnswer(value=value), ["a", "b"])
+    assert {k: (p.given, p.failure) for k, p in parsed.items()} == {
+        "a": (None, vqa.FAIL_MALFORMED),
+        "b": (None, vqa.FAIL_MALFORMED),
+    }
+
+
+def test_parse_ignores_unasked_ids_and_tolerates_repeats_that_agree():
+    value = {"answers": [
+        {"question_id": "a", "answer": "YES"},
+        {"question_id": "a", "answer": "yes"},
+        {"question_id": "zzz", "answer": "no"},  # not asked
+        "not an object",
+        {"question_id": "b", "answer": True},  # not a word
+    ]}
+    parsed = vqa.parse_answers(JudgeAnswer(value=value), ["a", "b", "c"])
+    assert parsed["a"] == vqa.ParsedAnswer("yes")
+    assert parsed["b"].failure == vqa.FAIL_INVALID
+    assert parsed["c"].failure == vqa.FAIL_MISSING
+
+
+def test_schema_demands_exactly_the_asked_ids():
+    schema = vqa.answer_schema(["p1-q01", "p1-q02"])
+    jsonschema.validate({"answers": [{"question_id": "p1-q02", "answer": "no"}, {"question_id": "p1-q01", "answer": "yes"}]}, schema)
+    for bad in (
+        {"answers": [{"question_id": "p1-q01", "answer": "yes"}]},  # one id missing
+        {"answers": [{"question_id": "p1-q01", "answer": "yes"}, {"question_id": "p1-q03", "answer": "no"}]},  # unasked
+        {"answers": [{"question_id": "p1-q01", "answer": "maybe"}, {"question_id": "p1-q02", "answer": "no"}]},
+        {"answers": [{"question_id": "p1-q01", "answer": "yes", "why": "."}, {"question_id": "p1-q02", "answer": "no"}]},
+        {"answers": [], "note": "extra"},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    # A schema cannot forbid the same id twice in place of another; the parser catches it: missing.
+    twice = {"answers": [{"question_id": "p1-q01", "answer": "yes"}, {"question_id": "p1-q01", "answer": "yes"}]}
+    jsonschema.validate(twice, schema)
+    parsed = vqa.parse_answers(JudgeAnswer(value=twice), ["p1-q01", "p1-q02"])
+    assert parsed["p1-q01"].given == "yes" and parsed["p1-q02"].failure == vqa.FAIL_MISSING
+
+
+def test_a_missing_id_is_a_failure_of_that_question_only():
+    def script(request: JudgeRequest) -> JudgeAnswer:  # answers everything right but drops one id
+        truth = {x.question_id: x.answer for x in P2.questions}
+        return answer({qid: truth[qid] for qid in asked_ids(request) if qid != "p2-q03"})
+
+    run = vqa.score_images(ScriptedJudge(script), [P2])
+    got = values(run.results)
+    assert got[("p2", "attr_vqa")] == 1.0 and got[("p2", "attr_vqa.failure_rate")] == pytest.approx(1 / 6)
+    assert got[("p2", "attr_vqa.interaction")] == 1.0  # q04 alone, answered right
+    assert [o.question_id for o in run.outcomes if o.status == "failed"] == ["p2-q03"]
+
+
+def test_requests_never_leak_the_expected_answers():
+    (plan,) = vqa.build_requests([P1])
+    for x in P1.questions:
+        assert f"- {x.question_id}: {x.question}" in plan.request.prompt
+    assert plan.request.system == vqa.SYSTEM and plan.question_ids == tuple(x.question_id for x in P1.questions)
+    # The ids and texts are the only per-question content: nothing says which answer is expected.
+    lines = [line for line in plan.request.prompt.splitlines() if line.startswith("- ")]
+    assert lines == [f"- {x.question_id}: {x.question}" for x in P1.questions]
+
+
+def test_items_from_built_prompt_rows():
+    # A prompt row as the builder writes it (questions from hand-made graphs).
+    persons = [
+        {"slot": "A", "item_entity_id": "cup", "interaction": "hold"},
+        {"slot": "B", "item_entity_id": "chair", "interaction": "look_at"},
+    ]
+    graph = interaction_graph(persons, [edge("A", "hugs", "B")])
+    questions = derive_questions("cc-1", graph, position_graph(["A", "B"]), {"cup": "the cup", "chair": "the chair"})
+    prompts = {"cc-1": {"prompt_id": "cc-1", "n_persons": 2, "questions": questions}}
+    (item,) = vqa.vqa_items(prompts, {("cc-1", 0): IMAGE_1})
+    assert item.n_persons == 2 and [x.kind for x in item.questions] == ["binding"] * 4 + ["interaction"] + ["position"] * 2
+
+    # A judge that always says "yes" gets the "yes" questions right and the "no" ones wrong.
+    always_yes = ScriptedJudge(lambda r: answer({qid: "yes" for qid in asked_ids(r)}))
+    got = values(vqa.score_images(always_yes, [item]).results)
+    assert got[("cc-1", "attr_vqa.binding")] == 0.5 and got[("cc-1", "attr_vqa.position")] == 0.5
+    assert got[("cc-1", "attr_vqa")] == pytest.approx(4 / 7)
+
+
+@pytest.mark.parametrize(
+    ("prompts", "images", "message"),
+    [
+        ({}, {("nope", 0): IMAGE_1}, "no such prompt"),
+        ({"p": {"n_persons": 2, "questions": []}}, {("p", 0): IMAGE_1}, "no questions"),
+        (
+            {"p": {"n_persons": 2, "questions": [{"question_id": "x", "kind": "colour", "question": "?", "answer": "yes"}]}},
+            {("p", 0): IMAGE_1},
+            "kind 'colour'",
+        ),
+        (
+            {"p": {"n_persons": 2, "questions": [{"question_id": "x", "kind": "binding", "question": "?", "answer": "Y"}]}},
+            {("p", 0): IMAGE_1},
+            "not yes/no",
+        ),
+        (
+            {"p": {"n_persons": 2, "questions": [{"question_id": "x", "kind": "binding", "question": "?", "answer": "yes"}] * 2}},
+            {("p", 0): IMAGE_1},
+            "repeated: x",
+        ),
+    ],
+)
+def test_bad_items_are_named(prompts, images, message):
+    with pytest.raises(vqa.VQAInputError, match=message):
+        vqa.vqa_items(prompts, images)
+
+
+def test_the_same_image_twice_is_refused():
+    with pytest.raises(vqa.VQAInputError, match="p1 seed 0: the same image is listed twice"):
+        vqa.build_requests([P1, P1])
+
+
+def test_a_judge_returning_too_few_answers_is_an_error():
+    class Short(ScriptedJudge):
+        def ask(self, requests):
+            return super().ask(requests)[:-1]
+
+    with pytest.raises(ValueError, match="1 answers for 2 requests"):
+        vqa.score_images(Short(by_image), [P1, P2])
+
+
+def test_no_items_asks_nothing():
+    judge = ScriptedJudge(by_image)
+    run = vqa.score_images(judge, [])
+    assert judge.calls == [] and run.results == [] and run.summary()["questions"] == 0
