@@ -1,0 +1,702 @@
+"""The VLM judge client: any OpenAI-compatible chat-completions server (vLLM, SGLang, a hosted API).
+
+:class:`OpenAIJudge` satisfies the :class:`~evaluate_pkg.judge.types.Judge` contract. What it takes
+care of, so that the judged metrics only build questions and read answers:
+
+- **Throughput.** Requests go out concurrently, at most ``concurrency`` at a time (a judge server
+  batches concurrent sequences; more than it can batch only queues). Identical deterministic requests
+  in one batch are sent once, and answers already in the :class:`~evaluate_pkg.judge.cache.AnswerCache`
+  are not sent at all.
+- **Images.** Decoded with the scorer's own loader (:func:`evaluate_pkg.images.normalize_image`:
+  upright, transparency composited on white, the same size limits), downscaled so the longer side is
+  at most ``max_image_side``, and sent as JPEG (quality 90) data URLs. Transparency is flattened on
+  white rather than sent as PNG alpha, so the judge sees the pixels the encoders see, and a server's own
+  RGB conversion cannot turn transparent areas black.
+- **Structured answers.** Each request carries its JSON schema; the server is asked to follow it
+  (``response_format`` of type ``json_schema``, in OpenAI's strict mode when the schema meets its
+  rules) when it can. With ``structured="auto"``, a server that
+  rejects that with HTTP 400 before it has ever accepted it is asked again in plain text, with the
+  schema spelled out in the prompt, and the judge remembers the choice. Every reply is parsed by a
+  strict parser (one JSON object, optionally in a ```json fence, nothing else) and validated against
+  the schema.
+- **Failures are answers.** Transport errors, timeouts, HTTP 429 and 5xx, unparsable and
+  schema-invalid replies are retried with capped, jittered exponential backoff (the SDK's own retries
+  are off so that every attempt is counted); what still fails becomes a :class:`JudgeAnswer` with
+  ``error`` set, counted in :attr:`OpenAIJudge.stats`, never an exception and never a score.
+- **Budgets and cost.** Optional caps on requests sent and tokens used; past them the remaining
+  requests fail with ``"budget exhausted"``. With prices set, a running cost estimate.
+- **The API key** is read from the environment variable that ``JudgeConfig.api_key_env`` names. It is
+  not a field of the config, and never appears in a repr, a log line, an error, an answer or the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import io
+import json
+import logging
+import os
+import random
+import re
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from PIL import Image
+
+from evaluate_pkg.images import ImageError, normalize_image
+from evaluate_pkg.judge.cache import AnswerCache, CachedAnswer, answer_key, image_hash
+from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
+
+if TYPE_CHECKING:  # the SDK is the optional ``vlm`` extra: imported only when a judge actually calls it
+    import openai
+
+logger = logging.getLogger(__name__)
+
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
+BUDGET_EXHAUSTED = "budget exhausted"
+JPEG_QUALITY = 90
+# Part of every cache key: changing how images are prepared changes the question the model is asked.
+IMAGE_ENCODING = "normalize_image/lanczos/jpeg-q90/v1"
+# Told to the model whenever the server does not enforce the schema itself.
+SCHEMA_INSTRUCTION = "\n\nReply with one JSON object, and nothing else, that matches this JSON Schema:\n"
+# Statuses worth retrying: the server is overloaded, restarting or timed out, not rejecting the request.
+_RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+_PREPARED_IMAGES_KEPT = 512  # references recur across many prompts: keep their prepared form a while
+_NO_KEY_PLACEHOLDER = "EMPTY"  # what a keyless local server (vLLM without --api-key) is sent
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Where the judge is and how to ask it. Holds no secret: the API key stays in the environment.
+
+    ``concurrency`` is the number of requests in flight; set it near the server's maximum number of
+    concurrent sequences (vLLM ``--max-num-seqs``), since more only queue there. ``backoff_s`` is the
+    first retry's delay; each further retry doubles it, up to ``backoff_cap_s``, with jitter so that
+    many failed requests do not come back at once. ``structured`` is how the schema is enforced:
+    ``"json_schema"`` (the server constrains decoding), ``"json_object"`` (any JSON object; the
+    schema is in the prompt), ``"none"`` (plain text; schema in the prompt) or ``"auto"`` (try
+    ``json_schema``, fall back to ``"none"`` if the server rejects it).
+    """
+
+    base_url: str
+    model: str
+    api_key_env: str = "IDBENCH_JUDGE_API_KEY"
+    max_image_side: int = 768
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    concurrency: int = 8
+    max_retries: int = 4
+    timeout_s: float = 120.0
+    backoff_s: float = 1.0
+    backoff_cap_s: float = 30.0
+    request_budget: int | None = None
+    token_budget: int | None = None
+    price_per_million_input: float | None = None
+    price_per_million_output: float | None = None
+    structured: str = "auto"
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.base_url:
+            problems.append("base_url is empty")
+        if not self.model:
+            problems.append("model is empty")
+        if self.structured not in STRUCTURED_MODES:
+            problems.append(f"structured={self.structured!r} is not one of {', '.join(STRUCTURED_MODES)}")
+        for name in ("max_image_side", "max_tokens", "concurrency"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1")
+        for name in ("max_retries", "timeout_s", "backoff_s", "backoff_cap_s", "temperature"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must not be negative")
+        for name in ("request_budget", "token_budget", "price_per_million_input", "price_per_million_output"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                problems.append(f"{name} must not be negative")
+        if problems:
+            raise ValueError("invalid judge configuration: " + "; ".join(problems))
+
+    @classmethod
+    def from_env(cls, url: str | None = None, model: str | None = None, **overrides: Any) -> JudgeConfig:
+        """``url`` / ``model`` if given (the CLI's ``--judge-url`` / ``--judge-model``), else
+        ``$IDBENCH_JUDGE_URL`` / ``$IDBENCH_JUDGE_MODEL``; any other field from ``overrides``.
+
+        The key is not read here: the judge reads it from ``$<api_key_env>`` when it is built.
+        """
+        base_url = url or os.environ.get("IDBENCH_JUDGE_URL", "")
+        name = model or os.environ.get("IDBENCH_JUDGE_MODEL", "")
+        missing = [what for what, value in (("--judge-url or $IDBENCH_JUDGE_URL", base_url),
+                                            ("--judge-model or $IDBENCH_JUDGE_MODEL", name)) if not value]
+        if missing:
+            raise ValueError(f"no judge configured: set {' and '.join(missing)} (e.g. http://localhost:8000/v1)")
+        unknown = set(overrides) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"unknown judge settings: {', '.join(sorted(unknown))}")
+        return cls(base_url=base_url, model=name, **overrides)
+
+    @property
+    def deterministic(self) -> bool:
+        """Temperature 0: the only setting whose answers are cached and deduplicated."""
+        return self.temperature == 0
+
+
+class _Secret:
+    """A string that never shows itself: its repr and str are a placeholder."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None):
+        self._value = value or None
+
+    def reveal(self) -> str | None:
+        return self._value
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every occurrence of the secret replaced (for error messages from elsewhere)."""
+        return text.replace(self._value, "***") if self._value else text
+
+    def __repr__(self) -> str:
+        return "<secret>" if self._value else "<none>"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a secret is not pickled")
+
+
+@dataclass
+class TaskStats:
+    """The counters of one task (question family)."""
+
+    answers: int = 0
+    cache_hits: int = 0
+    requests_sent: int = 0
+    failures: int = 0
+
+
+@dataclass
+class JudgeStats:
+    """What the judge did, over every :meth:`OpenAIJudge.ask` so far: for the metrics' reports.
+
+    ``requests_sent`` counts HTTP requests (every attempt, so retries too); ``answers`` counts answers
+    returned, of which ``cache_hits`` came from the cache, ``deduplicated`` were copies of an identical
+    request in the same batch, and ``failures`` carry an error. ``estimated_cost`` is None unless a
+    price is configured.
+    """
+
+    answers: int = 0
+    requests_sent: int = 0
+    cache_hits: int = 0
+    deduplicated: int = 0
+    failures: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated_cost: float | None = None
+    by_task: dict[str, TaskStats] = field(default_factory=dict)
+
+    @property
+    def failure_rate(self) -> float:
+        """Failed answers over all answers (0 when nothing was asked)."""
+        return self.failures / self.answers if self.answers else 0.0
+
+    def task(self, name: str) -> TaskStats:
+        return self.by_task.setdefault(name, TaskStats())
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready counters (``failure_rate`` included)."""
+        out = asdict(self)
+        out["failure_rate"] = self.failure_rate
+        return out
+
+
+def parse_json_answer(text: str) -> dict[str, Any]:
+    """The one JSON object in ``text``, which may be wrapped in a ```json fence and nothing else.
+
+    Strict on purpose: prose around the object, several objects, or a non-object value mean the
+    model did not answer the question as asked, and a lenient extraction would turn such replies
+    into scores. ``NaN`` and ``Infinity`` are refused (not JSON). Raises ``ValueError``.
+    """
+    body = text.strip()
+    fenced = re.fullmatch(r"```(?:json)?[ \t]*\n(.*?)\n?[ \t]*```", body, flags=re.DOTALL | re.IGNORECASE)
+    if fenced:
+        body = fenced.group(1).strip()
+
+    def refuse_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        value = json.loads(body, parse_constant=refuse_constant)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not a JSON object ({err.msg} at char {err.pos})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def prepare_image(data: bytes, max_side: int) -> str:
+    """``data`` as a JPEG data URL, the longer side at most ``max_side`` (raises ``ImageError``)."""
+    image = normalize_image(data, where="judge image")
+    width, height = image.size
+    scale = max_side / max(width, height)
+    if scale < 1:
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        image = image.resize(size, Image.Resampling.LANCZOS)
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=JPEG_QUALITY)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _schema_name(task: str) -> str:
+    """A ``response_format`` name from the task: letters, digits, ``_`` and ``-``, at most 64."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", task)[:64] or "answer"
+
+
+def strict_compatible(schema: Any) -> bool:
+    """Whether ``schema`` meets OpenAI strict mode's object rules: every object closed and fully required.
+
+    Strict mode makes OpenAI guarantee the schema; asking for it with a schema that breaks its rules
+    is an HTTP 400, so it is asked for only when the rules hold (vLLM and SGLang enforce the schema
+    either way).
+    """
+    if isinstance(schema, Mapping):
+        properties = schema.get("properties")
+        if schema.get("type") == "object" or properties is not None:
+            properties = properties or {}
+            if schema.get("additionalProperties") is not False or set(schema.get("required", ())) != set(properties):
+                return False
+        children = list((properties or {}).values()) if isinstance(properties, Mapping) else []
+        for name in ("items", "anyOf", "oneOf", "allOf", "$defs", "definitions"):
+            value = schema.get(name)
+            if isinstance(value, Mapping) and name in ("$defs", "definitions"):
+                children += list(value.values())
+            elif isinstance(value, list):
+                children += value
+            elif value is not None:
+                children.append(value)
+        return all(strict_compatible(child) for child in children)
+    return True
+
+
+class _Validators:
+    """One compiled JSON-schema validator per distinct schema (schemas repeat across many requests)."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, schema: Mapping[str, Any]) -> Any:
+        """The validator of ``schema``; a malformed schema raises ``ValueError`` (a bug in the metric)."""
+        import jsonschema
+
+        text = json.dumps(schema, sort_keys=True)
+        with self._lock:
+            validator = self._compiled.get(text)
+            if validator is None:
+                cls = jsonschema.validators.validator_for(schema)
+                try:
+                    cls.check_schema(schema)
+                except jsonschema.SchemaError as err:
+                    raise ValueError(f"invalid JSON schema in a judge request: {err.message}") from None
+                validator = self._compiled[text] = cls(schema)
+        return validator
+
+
+def schema_problem(validator: Any, value: Any) -> str | None:
+    """The most relevant reason ``value`` fails the schema, or None if it is valid."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "(root)"
+    return f"{where}: {error.message}"
+
+
+class OpenAIJudge:
+    """A :class:`~evaluate_pkg.judge.types.Judge` backed by an OpenAI-compatible server.
+
+    Example::
+
+        judge = OpenAIJudge(JudgeConfig.from_env(), cache=AnswerCache(default_cache_path()))
+        answers = judge.ask(requests)          # one JudgeAnswer per request, in order
+        print(judge.stats.failure_rate)
+
+    ``api_key`` overrides the environment variable (for programmatic use); without either, a keyless
+    local server is assumed. One judge may serve several :meth:`ask` calls in a row; its statistics,
+    budgets and structured-output choice carry over between them.
+    """
+
+    def __init__(self, config: JudgeConfig, cache: AnswerCache | None = None, *, api_key: str | None = None):
+        self.config = config
+        self.cache = cache
+        self._key = _Secret(api_key if api_key is not None else os.environ.get(config.api_key_env))
+        self.stats = JudgeStats()
+        self._lock = threading.Lock()  # stats, mode: ask() may run its loop in a worker thread
+        self._mode = "json_schema" if config.structured == "auto" else config.structured
+        self._mode_settled = config.structured != "auto"  # auto: settled once json_schema has worked
+        self._validators = _Validators()
+        self._prepared: OrderedDict[str, str] = OrderedDict()
+        self._budget_logged = False
+
+    @property
+    def model(self) -> str:
+        return self.config.model
+
+    def __repr__(self) -> str:
+        return (f"OpenAIJudge(model={self.config.model!r}, base_url={self.config.base_url!r}, "
+                f"structured={self._mode!r}, cache={self.cache!r})")
+
+    # --- the contract -----------------------------------------------------------------------------
+
+    def ask(self, requests: Sequence[JudgeRequest]) -> list[JudgeAnswer]:
+        """One answer per request, in order (see :meth:`ask_async`). Usable inside a running loop too."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.ask_async(requests))
+        # Called from async code (a notebook, say): asyncio.run would refuse, so use a loop of our own.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self.ask_async(requests)).result()
+
+    async def ask_async(self, requests: Sequence[JudgeRequest]) -> list[JudgeAnswer]:
+        """Answer every request: from the cache, else from the server, at most ``concurrency`` at a time.
+
+        A request that cannot be answered gets a :class:`JudgeAnswer` with ``error`` set. Only a
+        malformed schema raises (``ValueError``), before anything is sent: that is a bug in the metric.
+        """
+        requests = list(requests)
+        for request in requests:
+            self._validators.get(request.schema)
+        hashes = [tuple(image_hash(data) for data in request.images) for request in requests]
+        answers: list[JudgeAnswer | None] = [None] * len(requests)
+
+        # Identical deterministic requests are asked once; the others each on their own.
+        groups: dict[str, list[int]] = {}
+        if self.config.deterministic:
+            modes = self._cache_modes()
+            keys = [[self._key_of(r, h, mode) for mode in modes] for r, h in zip(requests, hashes)]
+            found = self._lookup([k for ks in keys for k in ks])
+            for i, candidates in enumerate(keys):
+                hit = next((found[k] for k in candidates if k in found), None)
+                if hit is not None:
+                    answers[i] = JudgeAnswer(value=hit.value, raw=hit.raw, cached=True)
+                else:
+                    groups.setdefault(candidates[0], []).append(i)
+        else:
+            groups = {str(i): [i] for i in range(len(requests))}
+
+        if groups:
+            async with self._client() as client:
+                slots = asyncio.Semaphore(self.config.concurrency)
+
+                async def answer_group(indices: list[int]) -> None:
+                    first = indices[0]
+                    async with slots:
+                        answer = await self._ask_one(client, requests[first], hashes[first])
+                    for i in indices:
+                        answers[i] = answer
+
+                await asyncio.gather(*(answer_group(indices) for indices in groups.values()))
+
+        done = [answer for answer in answers if answer is not None]
+        if len(done) != len(requests):  # every path above fills its slot; this guards the bookkeeping
+            raise RuntimeError("judge: an answer went missing")
+        self._count_answers(requests, done, deduplicated=sum(len(g) - 1 for g in groups.values()))
+        if requests:
+            failed = sum(not answer.ok for answer in done)
+            logger.info("judge %s: %d answers, %d from cache, %d failed; %d requests sent so far",
+                        self.config.model, len(done), sum(a.cached for a in done), failed, self.stats.requests_sent)
+        return done
+
+    # --- one request --------------------------------------------------------------------------------
+
+    async def _ask_one(self, client: openai.AsyncOpenAI, request: JudgeRequest, hashes: tuple[str, ...]) -> JudgeAnswer:
+        """Send one request until it yields a schema-valid answer, retries run out, or the budget does."""
+        import openai
+
+        try:
+            image_urls = await asyncio.to_thread(self._prepare_images, request.images, hashes)
+        except ImageError as err:
+            return self._failure(request, f"unusable image: {err.reason}", attempts=0)
+
+        mode = self._mode
+        attempts, retries, fell_back = 0, 0, False
+        while True:
+            if self._budget_exhausted():
+                return self._failure(request, BUDGET_EXHAUSTED, attempts)
+            attempts += 1
+            self._count_sent(request.task)
+            retry_after: float | None = None
+            raw: str | None = None
+            try:
+                response = await client.chat.completions.create(**self._create_args(request, mode, image_urls))
+            except openai.BadRequestError as err:
+                if mode == "json_schema" and not self._mode_settled and not fell_back:
+                    fell_back = True
+                    mode = self._fall_back(err)
+                    continue
+                return self._failure(request, f"HTTP 400: {self._describe(err)}", attempts)
+            except openai.APIStatusError as err:
+                if err.status_code not in _RETRY_STATUSES:
+                    return self._failure(request, f"HTTP {err.status_code}: {self._describe(err)}", attempts)
+                error = f"HTTP {err.status_code}: {self._describe(err)}"
+                retry_after = _retry_after(err.response.headers)
+            except openai.APITimeoutError:
+                error = f"timed out after {self.config.timeout_s:g} s"
+            except openai.APIConnectionError as err:
+                error = f"connection error: {self._describe(err)}"
+            else:
+                usage = self._count_usage(response)
+                raw, value, error = self._read_reply(response, request.schema)
+                if error is None:
+                    if mode == "json_schema" and not self._mode_settled:
+                        with self._lock:
+                            self._mode_settled = True
+                    if self.cache is not None and self.config.deterministic:
+                        await self._store(request, hashes, mode, raw or "", value)
+                    return JudgeAnswer(value=value, raw=raw, attempts=attempts, usage=usage)
+
+            if retries >= self.config.max_retries:
+                return self._failure(request, f"{error} (after {attempts} attempts)", attempts, raw=raw)
+            retries += 1
+            self._count_retry()
+            delay = self._backoff(retries, retry_after)
+            logger.debug("judge %s: %s; retry %d of %d in %.2f s", request.task, error, retries,
+                         self.config.max_retries, delay)
+            await asyncio.sleep(delay)
+
+    def _lookup(self, keys: list[str]) -> dict[str, CachedAnswer]:
+        """The cached answers among ``keys``; an unreadable cache means asking again, not failing."""
+        if self.cache is None:
+            return {}
+        try:
+            return self.cache.get_many(keys)
+        except sqlite3.Error as err:
+            logger.warning("judge %s: could not read the answer cache (%s); asking the server", self.config.model, err)
+            return {}
+
+    async def _store(self, request: JudgeRequest, hashes: tuple[str, ...], mode: str, raw: str, value: Any) -> None:
+        """Cache a usable answer; a cache that cannot be written costs a rerun, not this answer."""
+        key = self._key_of(request, hashes, mode)
+        try:
+            await asyncio.to_thread(
+                self.cache.put, key, model=self.config.model, task=request.task, raw=raw, value=value
+            )
+        except sqlite3.Error as err:
+            logger.warning("judge %s: could not cache an answer (%s)", self.config.model, err)
+
+    def _create_args(self, request: JudgeRequest, mode: str, image_urls: list[str]) -> dict[str, Any]:
+        """The chat-completions arguments: system text, then the prompt followed by its images."""
+        text = request.prompt
+        if mode != "json_schema":
+            text += SCHEMA_INSTRUCTION + json.dumps(request.schema, sort_keys=True)
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        content += [{"type": "image_url", "image_url": {"url": url}} for url in image_urls]
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.append({"role": "user", "content": content})
+        args: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": self.config.temperature,
+            "max_completion_tokens": self.config.max_tokens,
+        }
+        if mode == "json_schema":
+            args["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": _schema_name(request.task),
+                    "schema": dict(request.schema),
+                    "strict": strict_compatible(request.schema),
+                },
+            }
+        elif mode == "json_object":
+            args["response_format"] = {"type": "json_object"}
+        return args
+
+    def _read_reply(self, response: Any, schema: Mapping[str, Any]) -> tuple[str | None, Any, str | None]:
+        """(raw text, parsed value, error): the error is None only for a schema-valid JSON object."""
+        try:
+            choice = response.choices[0]
+            raw = choice.message.content
+        except (AttributeError, IndexError, TypeError):  # the SDK does not validate replies; a broken one lands here
+            return None, None, "malformed reply (no choices[0].message.content)"
+        if raw is None:
+            return None, None, "empty reply (no content)"
+        if raw is None:
+            return None, None, "empty reply (no content)"
+        try:
+            value = parse_json_answer(raw)
+        except ValueError as err:
+            cut = f" (the reply hit max_tokens={self.config.max_tokens})" if choice.finish_reason == "length" else ""
+            return raw, None, f"invalid JSON: {err}{cut}"
+        problem = schema_problem(self._validators.get(schema), value)
+        if problem is not None:
+            return raw, None, f"answer does not match the schema: {problem}"
+        return raw, value, None
+
+    def _fall_back(self, err: Exception) -> str:
+        """The server refused ``json_schema``: use plain text from now on (logged once)."""
+        with self._lock:
+            switching = self._mode == "json_schema"
+            self._mode = "none"
+        if switching:
+            logger.warning("judge %s: the server rejected response_format json_schema (%s); asking for "
+                           "plain JSON text with the schema in the prompt from now on",
+                           self.config.model, self._describe(err))
+        return "none"
+
+    def _failure(self, request: JudgeRequest, error: str, attempts: int, raw: str | None = None) -> JudgeAnswer:
+        if error != BUDGET_EXHAUSTED:
+            logger.warning("judge %s: %s: %s", self.config.model, request.task, error)
+        else:
+            with self._lock:
+                first, self._budget_logged = not self._budget_logged, True
+            if first:
+                logger.warning("judge %s: budget exhausted; the remaining requests fail unsent", self.config.model)
+        return JudgeAnswer(raw=raw, error=error, attempts=attempts)
+
+    def _describe(self, err: Exception) -> str:
+        """An SDK error as one short line, with the key scrubbed in case a server echoed it."""
+        message = getattr(err, "message", None) or str(err) or type(err).__name__
+        message = " ".join(message.split())
+        return self._key.scrub(message[:300])
+
+    def _backoff(self, retry: int, retry_after: float | None) -> float:
+        """Exponential in the retry number, capped, with jitter; at least a server's Retry-After (capped)."""
+        cap = self.config.backoff_cap_s
+        delay = min(cap, self.config.backoff_s * 2 ** (retry - 1)) * random.uniform(0.5, 1.0)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, cap))
+        return delay
+
+    # --- images, keys, client ---------------------------------------------------------------------
+
+    def _prepare_images(self, images: Sequence[bytes], hashes: Sequence[str]) -> list[str]:
+        """Data URLs of the images, reusing recent ones (a reference recurs across many requests)."""
+        urls = []
+        for data, digest in zip(images, hashes):
+            with self._lock:
+                url = self._prepared.get(digest)
+                if url is not None:
+                    self._prepared.move_to_end(digest)
+            if url is None:
+                url = prepare_image(data, self.config.max_image_side)
+                with self._lock:
+                    self._prepared[digest] = url
+                    while len(self._prepared) > _PREPARED_IMAGES_KEPT:
+                        self._prepared.popitem(last=False)
+            urls.append(url)
+        return urls
+
+    def _cache_modes(self) -> list[str]:
+        """The structured modes an answer may be cached under, the current one first.
+
+        Under ``auto`` a rerun has not yet learnt whether the server takes ``json_schema``, so both of
+        its possible modes are looked up.
+        """
+        if self.config.structured != "auto":
+            return [self._mode]
+        return [self._mode] + [mode for mode in ("json_schema", "none") if mode != self._mode]
+
+    def _key_of(self, request: JudgeRequest, hashes: Sequence[str], mode: str) -> str:
+        return answer_key(
+            model=self.config.model,
+            system=request.system,
+            prompt=request.prompt,
+            schema=request.schema,
+            image_hashes=hashes,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            structured=mode,
+            # How images are prepared matters only when there are images.
+            image_settings=f"{IMAGE_ENCODING}/max-side-{self.config.max_image_side}" if hashes else "",
+        )
+
+    def _client(self) -> openai.AsyncOpenAI:
+        """A fresh SDK client (bound to the running loop), with the SDK's own retries off."""
+        try:
+            import openai
+        except ImportError:
+            raise ImportError("the VLM judge needs the openai package: pip install 'idbench[vlm]'") from None
+
+        return openai.AsyncOpenAI(
+            base_url=self.config.base_url,
+            api_key=self._key.reveal() or _NO_KEY_PLACEHOLDER,
+            max_retries=0,
+            timeout=self.config.timeout_s,
+        )
+
+    # --- accounting -------------------------------------------------------------------------------
+
+    def _budget_exhausted(self) -> bool:
+        config, stats = self.config, self.stats
+        with self._lock:
+            if config.request_budget is not None and stats.requests_sent >= config.request_budget:
+                return True
+            used = stats.prompt_tokens + stats.completion_tokens
+            return config.token_budget is not None and used >= config.token_budget
+
+    def _count_sent(self, task: str) -> None:
+        with self._lock:
+            self.stats.requests_sent += 1
+            self.stats.task(task).requests_sent += 1
+
+    def _count_retry(self) -> None:
+        with self._lock:
+            self.stats.retries += 1
+
+    def _count_usage(self, response: Any) -> dict[str, int]:
+        usage = getattr(response, "usage", None)
+        if usage is None:
+            return {}
+        counts = {
+            "prompt_tokens": int(usage.prompt_tokens or 0),
+            "completion_tokens": int(usage.completion_tokens or 0),
+        }
+        config = self.config
+        with self._lock:
+            stats = self.stats
+            stats.prompt_tokens += counts["prompt_tokens"]
+            stats.completion_tokens += counts["completion_tokens"]
+            if config.price_per_million_input is not None or config.price_per_million_output is not None:
+                stats.estimated_cost = (stats.prompt_tokens * (config.price_per_million_input or 0.0)
+                                        + stats.completion_tokens * (config.price_per_million_output or 0.0)) / 1e6
+        return counts
+
+    def _count_answers(
+        self, requests: Sequence[JudgeRequest], answers: Sequence[JudgeAnswer], deduplicated: int
+    ) -> None:
+        with self._lock:
+            stats = self.stats
+            stats.deduplicated += deduplicated
+            for request, answer in zip(requests, answers):
+                task = stats.task(request.task)
+                stats.answers += 1
+                task.answers += 1
+                if answer.cached:
+                    stats.cache_hits += 1
+                    task.cache_hits += 1
+                if not answer.ok:
+                    stats.failures += 1
+                    task.failures += 1
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """The delay a 429/503 asks for, in seconds (``retry-after-ms`` or numeric ``retry-after``)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) / scale)
+            except ValueError:
+                return None  # an HTTP date: the capped exponential backoff is enough
+    return None
