@@ -164,9 +164,9 @@ def visible_results(
     if not include_plumbing:
         keep &= ~results["plumbing"].astype(bool)
     if not include_incomplete and spec is not None:
-        keep &= [not missing_metrics(row, spec) for _, row in results.iterrows()]
+        keep &= pd.Series([not missing_metrics(row, spec) for _, row in results.iterrows()], index=results.index)
     if family is not None:
-        keep &= [family_of(row) == family for _, row in results.iterrows()]
+        keep &= pd.Series([family_of(row) == family for _, row in results.iterrows()], index=results.index)
     return results[keep]
 
 
@@ -242,6 +242,11 @@ def _scale(display: str) -> tuple[float, int, str]:
     if display == "percent":
         return 100.0, 2, " (%)"
     return 1.0, 4, ""
+
+
+def display_name(spec: BenchmarkSpec, metric: str) -> str:
+    """The column name :func:`display_table` gives ``metric`` (``"dino_sim (x100)"``, ``"scr@0.5 (%)"``)."""
+    return metric + _scale(metric_specs(spec)[metric].display)[2]
 
 
 def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 
@@ -65,3 +66,25 @@ def make_collapse_source(folder: Path, n: int, first_seed: int = 0) -> Path:
 def fresh_cache(tmp_path_factory) -> str:
     """A datasets cache of its own: load_dataset can serve stale data for a rewritten local folder."""
     return str(tmp_path_factory.mktemp("hf-cache"))
+
+
+# --- a dataset repo in the Hugging Face cache, as a download leaves it ---------------------------
+
+HUB_REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+
+def place_dataset_in_hub_cache(cache: Path, repo_id: str, source: Path) -> Path:
+    """``source`` (recursively) as huggingface_hub stores a download of dataset ``repo_id`` at HUB_REVISION."""
+    repo = cache / ("datasets--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / HUB_REVISION
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    for file in sorted(p for p in source.rglob("*") if p.is_file()):
+        data = file.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = snapshot / file.relative_to(source)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(HUB_REVISION)
+    return snapshot

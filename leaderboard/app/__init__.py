@@ -20,6 +20,7 @@ def serve(port: int = 8501, headless: bool = True) -> int:
         sys.executable, "-m", "streamlit", "run", str(APP_PATH),
         "--server.port", str(int(port)),
         "--server.headless", "true" if headless else "false",
+        "--client.toolbarMode", "viewer",  # no "Deploy" or developer menu for the leaderboard's readers
     ]  # fmt: skip
     try:
         return subprocess.call(command)

@@ -1,7 +1,9 @@
 """Entry script of the leaderboard app (``streamlit run leaderboard/app/main.py``): the navigation.
 
-One page per benchmark, then the model, submit, status and about pages. Each page is a file under
-``views/`` (file pages, so ``AppTest.switch_page`` can reach them in tests).
+An overview (the default page, served at ``/``), one page per benchmark, then the model, submit,
+status and about pages. Each page is a file under ``views/`` (file pages, so ``AppTest.switch_page``
+can reach them in tests). The overview is a page of its own because Streamlit serves the default page
+at ``/`` only and ignores its ``url_path``: a benchmark as the default would have no URL of its own.
 """
 
 from __future__ import annotations
@@ -11,16 +13,15 @@ from pathlib import Path
 import streamlit as st
 
 from builders.benchmarks import BENCHMARKS
+from leaderboard.app.render import ORDER, PAGE_FILES
 
 HERE = Path(__file__).resolve().parent
-# Benchmark pages in a fixed order: the stress test first (it is the default page).
-BENCHMARK_PAGES = {"identity-collapse": "identity_collapse.py", "cogcanvas": "cogcanvas.py", "charis": "charis.py"}
 
 st.set_page_config(page_title="idbench leaderboard", layout="wide")
 pages = {
     "Benchmarks": [
-        st.Page(HERE / "views" / file, title=BENCHMARKS[name].title, url_path=name.replace("-", "_"), default=i == 0)
-        for i, (name, file) in enumerate(BENCHMARK_PAGES.items())
+        st.Page(HERE / "views" / "overview.py", title="Overview", default=True),
+        *(st.Page(HERE / "views" / PAGE_FILES[name], title=BENCHMARKS[name].title, url_path=name.replace("-", "_")) for name in ORDER),
     ],
     "Leaderboard": [
         st.Page(HERE / "views" / "model.py", title="Model", url_path="model"),

@@ -9,6 +9,8 @@ strings or ``st.json``: never as HTML, and never as Markdown, where a link or im
 
 from __future__ import annotations
 
+import hmac
+import os
 import re
 import shutil
 import tempfile
@@ -26,18 +28,26 @@ import streamlit as st
 
 from builders.benchmarks import BENCHMARKS, get_benchmark
 from builders.spec import BenchmarkSpec
-from evaluate_pkg.data import BenchmarkDataError
-from evaluate_pkg.submission import SubmissionError
-from leaderboard import query
-from leaderboard.queue import jobs_table, submit
-from leaderboard.store import Store
+from evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
+from evaluate_pkg.hub_submission import HubSubmissionError, fetch_submission
+from evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
+from leaderboard import query, samples
+from leaderboard.queue import RateLimit, jobs_table, rescore, submit
+from leaderboard.store import RateLimitError, Store, UnknownIdError
 
-MAX_UPLOAD_MB = 512  # per submission zip; Streamlit refuses larger uploads before our code sees them
-MAX_MODEL_NAME = 100
+MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger uploads before our code sees them
 MAX_SUBMITTER = 100
+MAX_REASON = 200
+# New submissions per submitter (anonymous ones share one allowance) through the app: COUNT/SECONDS.
+RATE_LIMIT_ENV, DEFAULT_RATE_LIMIT = "IDBENCH_SUBMIT_RATE_LIMIT", "5/86400"
+# Withdrawing and rescoring from the app need this token; with it unset the app offers neither.
+ADMIN_TOKEN_ENV = "IDBENCH_ADMIN_TOKEN"
+SAMPLES_PER_SIDE = 3  # best and worst images on the model page
+GENERATION_PX, REFERENCE_PX = 256, 128
 ALL = "all"  # the filter choice that means "no filter on this axis"
 # Benchmarks in the order pages and pickers list them: the stress test first (the default page).
 ORDER = tuple(sorted(BENCHMARKS, key=lambda name: (name != "identity-collapse", name)))
+PAGE_FILES = {name: name.replace("-", "_") + ".py" for name in BENCHMARKS}  # views/<file> of each benchmark
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
@@ -105,15 +115,29 @@ def benchmark_page(benchmark: str) -> None:
     for column, (axis, values) in zip(columns, options.items()):
         choice = column.selectbox(axis, [ALL, *values], key=f"{benchmark}-filter-{axis}")
         filters[axis] = None if choice == ALL else choice
-    plumbing = st.checkbox(
+    families = query.families(results)
+    family = None
+    if families:
+        choice = st.selectbox("model family", [ALL, *families], key=f"{benchmark}-family")
+        family = None if choice == ALL else choice
+    left, right = st.columns(2)
+    plumbing = left.checkbox(
         "show plumbing-check rows",
         value=False,
         key=f"{benchmark}-plumbing",
         help="Rows scored with the tiny profile (random weights): they check the pipeline, not the model.",
     )
+    incomplete = right.checkbox(
+        "show incomplete-suite rows",
+        value=False,
+        key=f"{benchmark}-incomplete",
+        help="Rows that lack a metric of the suite (a judged metric with no judge configured, say): "
+        "their ranking is not comparable on every axis.",
+    )
+    view = dict(include_plumbing=plumbing, include_incomplete=incomplete, family=family)
 
     try:
-        table = query.ranked_table(results, spec, metric=metric, filters=filters, include_plumbing=plumbing)
+        table = query.ranked_table(results, spec, metric=metric, filters=filters, **view)
     except ValueError as error:  # a combination of filters no breakdown answers (e.g. type alone for a 2-axis-only spec)
         st.warning(plain(str(error)))
         return
@@ -129,14 +153,23 @@ def benchmark_page(benchmark: str) -> None:
         key=f"{benchmark}-csv",
     )
     if table.empty:
-        hidden = int(results["plumbing"].astype(bool).sum())
-        st.info(f"No rows to show; {hidden} plumbing-check row(s) hidden." if hidden else "No rows to show.")
+        st.info(_hidden_note(results, spec, family))
         return
-    _plots(results, spec, metric, plumbing)
+    _plots(query.visible_results(results, plumbing, spec, incomplete, family), spec, metric)
 
 
-def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str, plumbing: bool) -> None:
-    """The benchmark's figures, each from the same rows as the table (plumbing included or not)."""
+def _hidden_note(results: pd.DataFrame, spec: BenchmarkSpec, family: str | None) -> str:
+    """Why the table is empty: how many rows each switch hides (a reader should not think nothing was scored)."""
+    rows = query.visible_results(results, True, spec, True, family)
+    plumbing = int(rows["plumbing"].astype(bool).sum())
+    incomplete = sum(bool(query.missing_metrics(row, spec)) for _, row in rows.iterrows())
+    parts = [f"{plumbing} plumbing-check row(s)"] * bool(plumbing) + [f"{incomplete} incomplete-suite row(s)"] * bool(incomplete)
+    return f"No rows to show; hidden: {', '.join(parts)}." if parts else "No rows to show."
+
+
+def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
+    """The benchmark's figures, each from the rows the table shows (``results`` is already filtered)."""
+    plumbing = True  # the rows were filtered by the caller
     by_size = query.metric_vs_group_size(results, spec, metric, include_plumbing=plumbing)
     if not by_size.empty:
         st.subheader(f"{metric} vs number of subjects")
@@ -206,8 +239,14 @@ def _show(fig: plt.Figure) -> None:
 # --- model page ----------------------------------------------------------------------------------
 
 
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _benchmark_data(folder: str) -> BenchmarkData:
+    # The built benchmark of a result, read once per server (its content never changes under one path).
+    return load_benchmark_data(Path(folder))
+
+
 def model_page() -> None:
-    """One scored submission: its metadata and encoders as text, and every breakdown table."""
+    """One scored submission: metadata and encoders as text, every breakdown, best and worst samples."""
     st.title("Model")
     benchmark = st.selectbox("Benchmark", list(ORDER), format_func=lambda n: BENCHMARKS[n].title, key="model-benchmark")
     spec = get_benchmark(benchmark)
@@ -220,11 +259,16 @@ def model_page() -> None:
     row = results[results["submission_id"] == submission].iloc[0].to_dict()
     marks = query.marks(row, spec)
     if marks:
-        st.warning(f"Marked: {marks}")
+        missing = query.missing_metrics(row, spec)
+        st.warning(f"Marked: {marks}" + (f" (no value for: {', '.join(missing)})" if missing else ""))
     st.subheader("Metadata")
+    metadata = row["metadata"]
     # st.text: the submitter wrote these; they must not render as Markdown or HTML.
-    st.text(f"model: {row['model_name']}\nsubmitter: {row['submitter'] or ''}\nprofile: {row['profile']}")
-    st.json(row["metadata"], expanded=False)
+    st.text(
+        f"model: {row['model_name']}\nfamily: {query.family_of(row)}\nsubmitter: {row['submitter'] or ''}\n"
+        f"profile: {row['profile']}\nlink: {metadata.get('link') or ''}"
+    )
+    st.json(metadata, expanded=False)
     st.text(
         f"benchmark version: {row['benchmark_version']}\nsuite version: {row['suite_version']}\n"
         f"idbench version: {row['idbench_version']}"
@@ -239,40 +283,107 @@ def model_page() -> None:
         if not table.empty:
             st.subheader(f"By {name}")
             st.dataframe(table.reset_index(), hide_index=True)
+    _sample_grid(row, spec)
+
+
+def _sample_grid(row: dict, spec: BenchmarkSpec) -> None:
+    """Best and worst generated images by one metric, each beside its prompt's references (and judge evidence)."""
+    s = store()
+    submission = s.submission(int(row["submission_id"]))
+    computed = [m for m in query.available_metrics(pd.DataFrame([row]), spec) if m in row["aggregates"].get("overall", {})]
+    if not computed:
+        return
+    st.subheader("Best and worst samples")
+    metric = st.selectbox("by metric", computed, index=computed.index(query.default_metric(pd.DataFrame([row]), spec)), key="model-sample-metric")
+    scores = samples.sample_scores(Path(row["results_path"]), metric)
+    if scores.empty:
+        st.info(f"No per-sample values of {metric} in this result.")
+        return
+    try:
+        data = _benchmark_data(submission["data_dir"])
+    except BenchmarkDataError as error:
+        st.warning(plain(f"The benchmark this was scored against is not available here: {error}"))
+        return
+    best, worst = samples.extremes(scores, query.metric_specs(spec)[metric].higher_is_better, SAMPLES_PER_SIDE)
+    for title, chosen in (("Best", best), ("Worst", worst)):
+        if chosen.empty:
+            continue
+        st.markdown(f"**{title}**")
+        for sample in chosen.itertuples():
+            _sample_row(data, Path(submission["stored_path"]), Path(row["results_path"]), sample, metric)
+
+
+def _sample_row(data: BenchmarkData, stored: Path, result_dir: Path, sample, metric: str) -> None:
+    prompt = data.prompt_rows[sample.prompt_id]
+    refs = samples.reference_ids(data, sample.prompt_id)
+    # Fixed widths: the generation larger than its references, whatever the images' own sizes.
+    columns = st.columns([2] + [1] * max(len(refs), 1))
+    columns[0].image(str(samples.generation_file(stored, sample.prompt_id, sample.seed)), caption=f"generated (seed {sample.seed})", width=GENERATION_PX)
+    for column, ref in zip(columns[1:], refs):
+        column.image(data.references[ref]["image"], caption=f"reference {ref}", width=REFERENCE_PX)
+    st.text(f"{sample.prompt_id} seed {sample.seed}: {metric} = {sample.value:.4f}\n{prompt.get('prompt', '')}")
+    found = samples.evidence(result_dir, sample.prompt_id, sample.seed)
+    if found:
+        with st.expander("judge evidence"):
+            st.json(found)
 
 
 # --- submit page ---------------------------------------------------------------------------------
 
 
+def rate_limit() -> RateLimit:
+    """The app's per-submitter limit from ``$IDBENCH_SUBMIT_RATE_LIMIT`` (COUNT/SECONDS)."""
+    return RateLimit.parse(os.environ.get(RATE_LIMIT_ENV) or DEFAULT_RATE_LIMIT)
+
+
 def submit_page() -> None:
-    """Upload a zip, validate it through :func:`leaderboard.queue.submit`, show the job id or the problems."""
+    """Upload a zip or name a Hub dataset repo; validate through :func:`leaderboard.queue.submit`; job id or problems."""
     st.title("Submit")
     benchmark = st.selectbox("Benchmark", list(ORDER), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark")
     upload = st.file_uploader(
         "Submission (.zip of manifest.csv, submission.json and images)", type=["zip"], max_upload_size=MAX_UPLOAD_MB, key="submit-file"
     )
-    model_name = st.text_input("Model name (empty: the one in submission.json)", max_chars=MAX_MODEL_NAME, key="submit-model")
+    repo = st.text_input("... or a Hugging Face dataset repo (owner/name or owner/name@revision)", max_chars=200, key="submit-repo")
+    model_name = st.text_input("Model name (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["model"], key="submit-model")
+    family = st.text_input("Model family (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["family"], key="submit-family")
+    link = st.text_input("Link to the paper, code or weights (http(s))", max_chars=MAX_TEXT_CHARS["link"], key="submit-link")
     submitter = st.text_input("Submitter (optional)", max_chars=MAX_SUBMITTER, key="submit-submitter")
     if not st.button("Submit", key="submit-button"):
         return
-    if upload is None:
-        st.error("Choose a .zip file first.")
+    if (upload is None) == (not repo.strip()):
+        st.error("Choose a .zip file or give a dataset repo id (one of the two).")
         return
-    if upload.size > MAX_UPLOAD_MB * 1024 * 1024:  # Streamlit enforces this too; belt and braces
+    if upload is not None and upload.size > MAX_UPLOAD_MB * 1024 * 1024:  # Streamlit enforces this too; belt and braces
         st.error(f"The file is larger than {MAX_UPLOAD_MB} MB.")
         return
     s = store()
+    shown_name = upload.name if upload is not None else repo.strip()
     with tempfile.TemporaryDirectory(prefix="idbench-upload-") as folder:
-        path = Path(folder) / "submission.zip"
-        with path.open("wb") as handle:
-            shutil.copyfileobj(upload, handle)
         try:
-            result = submit(s, path, data_dir(s, benchmark), model_name=model_name.strip() or None, submitter=submitter.strip() or None)
+            if upload is not None:
+                path = Path(folder) / "submission.zip"
+                with path.open("wb") as handle:
+                    shutil.copyfileobj(upload, handle)
+            else:
+                path = fetch_submission(repo, Path(folder) / "submission", max_bytes=MAX_UPLOAD_MB * 1024 * 1024)
+            result = submit(
+                s,
+                path,
+                data_dir(s, benchmark),
+                model_name=model_name.strip() or None,
+                submitter=submitter.strip() or None,
+                family=family,
+                link=link,
+                rate_limit=rate_limit(),
+            )
         except SubmissionError as error:
             # One st.error per problem, as plain text; the temporary path means nothing to the submitter.
             st.error(f"The submission was not queued: {len(error.problems)} problem(s).")
             for problem in error.problems:
-                st.error(plain(str(problem).replace(str(path), upload.name)))
+                st.error(plain(str(problem).replace(str(path), shown_name)))
+            return
+        except (HubSubmissionError, RateLimitError) as error:
+            st.error(plain(f"The submission was not queued: {error}"))
             return
         except BenchmarkDataError as error:
             st.error(plain(f"This server cannot score {benchmark} submissions: {error}"))
@@ -296,6 +407,64 @@ def status_page() -> None:
     counts = jobs["state"].value_counts()
     st.text("  ".join(f"{state}: {int(counts.get(state, 0))}" for state in ("PENDING", "RUNNING", "FINISHED", "FAILED")))
     st.dataframe(jobs.iloc[::-1], hide_index=True)  # newest first
+    _admin(sorted(set(jobs["submission"])))
+
+
+def is_admin(token: str) -> bool:
+    """True when ``token`` equals ``$IDBENCH_ADMIN_TOKEN`` (compared in constant time); never without one set."""
+    expected = os.environ.get(ADMIN_TOKEN_ENV) or ""
+    return bool(expected) and hmac.compare_digest(token.encode("utf-8"), expected.encode("utf-8"))
+
+
+def _admin(submission_ids: list[int]) -> None:
+    """Withdraw or rescore a submission, for whoever holds the admin token."""
+    with st.expander("Admin"):
+        if not os.environ.get(ADMIN_TOKEN_ENV):
+            st.text(f"Admin actions are off: the server has no {ADMIN_TOKEN_ENV} set.")
+            return
+        token = st.text_input("Admin token", type="password", key="admin-token")
+        submission = st.selectbox("Submission", submission_ids, key="admin-submission")
+        reason = st.text_input("Reason (shown on this page)", max_chars=MAX_REASON, key="admin-reason")
+        withdraw, again = st.columns(2)
+        action = "withdraw" if withdraw.button("Withdraw", key="admin-withdraw") else None
+        action = "rescore" if again.button("Rescore", key="admin-rescore") else action
+        if action is None:
+            return
+        if not is_admin(token):
+            st.error("Wrong admin token; nothing was changed.")
+            return
+        try:
+            if action == "withdraw":
+                if not reason.strip():
+                    st.error("Give a reason for withdrawing.")
+                    return
+                store().withdraw(int(submission), reason.strip())
+                st.success(f"Withdrew submission {submission}; its files and results are kept.")
+            else:
+                job = rescore(store(), int(submission))
+                st.success(f"Queued job {job} for submission {submission}." if job else "A job is already queued for it.")
+        except (UnknownIdError, ValueError) as error:
+            st.error(plain(str(error)))
+
+
+def overview_page() -> None:
+    """The landing page: each benchmark's leader and how many submissions it ranks, with a link to it."""
+    st.title("idbench leaderboard")
+    st.caption("Identity preservation in reference-guided and multi-subject image generation.")
+    for name in ORDER:
+        spec = get_benchmark(name)
+        results = current_results(name)
+        st.subheader(spec.title)
+        st.text(spec.summary)
+        table = pd.DataFrame() if results.empty else query.ranked_table(results, spec, include_plumbing=False, include_incomplete=False)
+        if table.empty:
+            why = " (all are plumbing checks or incomplete suites)" if len(results) else ""
+            st.text(f"{len(results)} scored submission(s); none in the default ranking yet{why}.")
+        else:
+            top = query.display_table(table.head(3), spec)
+            st.text(f"Top of {len(table)} ranked submission(s):")
+            st.dataframe(top[["rank", "model", "family", query.display_name(spec, query.default_metric(results, spec))]], hide_index=True)
+        st.page_link(f"views/{PAGE_FILES[name]}", label=f"Open {spec.title}")
 
 
 def about_page() -> None:

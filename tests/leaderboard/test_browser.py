@@ -29,7 +29,9 @@ from builders.benchmarks import get_benchmark
 from leaderboard import query
 from leaderboard.app import APP_PATH
 from leaderboard.queue import jobs_table, submit
+from evaluate_pkg.context import ScoreOptions
 from leaderboard.store import Store
+from leaderboard.worker import run_worker
 
 from filled_store import fill_store
 
@@ -87,7 +89,7 @@ def server(sync_api, filled, tmp_path_factory):
     command = [
         sys.executable, "-m", "streamlit", "run", str(APP_PATH),
         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+        "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer", "--server.fileWatcherType", "none",
     ]  # fmt: skip
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -193,35 +195,44 @@ def _type(page, expect, label: str, text: str) -> None:
 
 def test_navigation_between_benchmark_pages(page, server, sync_api):
     expect = sync_api.expect
-    page.goto(server)  # the default page is the stress test
-    _title(page, "Identity Collapse", expect)
+    page.goto(server)  # the default page is the overview, with each benchmark's leaders
+    _title(page, "idbench leaderboard", expect)
     expect(page.get_by_test_id("stDataFrame")).to_be_visible()
     assert _rows(page)[0][1] == "baseline-collage"
-    _screenshot(page, "identity-collapse")
+    _screenshot(page, "overview")
 
     nav = page.get_by_test_id("stSidebarNav")
-    for link, path in (("CogCanvas", "/cogcanvas"), ("CHARIS", "/charis"), ("Identity Collapse", "/")):
+    for link, path in (("Identity Collapse", "/identity_collapse"), ("CogCanvas", "/cogcanvas"), ("CHARIS", "/charis"), ("Overview", "/")):
         nav.get_by_role("link", name=link, exact=True).click()
-        _title(page, link, expect)
-        expect(page).to_have_url(re.compile(re.escape(server + path) + "$"))  # the default page lives at /
-        if link == "Identity Collapse":
+        _title(page, "idbench leaderboard" if link == "Overview" else link, expect)
+        expect(page).to_have_url(re.compile(re.escape(server + path) + "$"))
+        if link in ("Identity Collapse", "Overview"):
             expect(page.get_by_test_id("stDataFrame")).to_be_visible()
         else:  # nothing scored for these in this store
             expect(page.get_by_text("No scored submissions yet.")).to_be_visible()
             _screenshot(page, link.lower())
-    # Each page also opens by its own URL. The default page is served at "/" (Streamlit ignores its
-    # url_path: "/identity_collapse" answers with a "Page not found" dialog over the default page).
-    for path, title in (("/", "Identity Collapse"), ("/cogcanvas", "CogCanvas"), ("/charis", "CHARIS"), ("/submit", "Submit")):
+    # Each page also opens by its own URL, with no "Page not found" dialog.
+    pages = (("/", "idbench leaderboard"), ("/identity_collapse", "Identity Collapse"), ("/cogcanvas", "CogCanvas"),
+             ("/charis", "CHARIS"), ("/submit", "Submit"), ("/model", "Model"))  # fmt: skip
+    for path, title in pages:
         page.goto(server + path)
         _title(page, title, expect)
         _idle(page, expect)
-        expect(page.get_by_role("dialog")).to_have_count(0)  # no "Page not found"
+        expect(page.get_by_role("dialog")).to_have_count(0)
     assert not page.get_by_test_id("stException").count()
+    # The model page ends with the best and worst samples: generated image beside its references.
+    page.goto(server + "/model")
+    expect(page.get_by_role("heading", name="Best and worst samples")).to_be_visible()
+    expect(page.get_by_test_id("stImage").first).to_be_visible()
+    _idle(page, expect)
+    assert page.get_by_test_id("stImage").count() >= 6 * 3  # 6 samples, each with its generation and >= 2 references
+    page.get_by_role("heading", name="Best and worst samples").scroll_into_view_if_needed()
+    _screenshot(page, "model-samples")
 
 
 def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     expect = sync_api.expect
-    page.goto(server + "/")
+    page.goto(server + "/identity_collapse")
     _title(page, "Identity Collapse", expect)
     expect(page.get_by_test_id("stDataFrame")).to_be_visible()
     _idle(page, expect)
@@ -291,3 +302,16 @@ def test_submit_page_queues_a_valid_zip(page, server, filled, sync_api):
     [job] = [j for j in jobs if j["job"] == job_id]
     assert job["state"] == "PENDING" and job["model"] == "browser model"
     assert not page.get_by_test_id("stAlertContentError").count()
+
+    # A worker scores it (tiny weights: a plumbing check); it then appears ranked once plumbing rows are shown.
+    assert run_worker(Store(filled), once=True, options=ScoreOptions(profile="tiny")) == 1
+    page.goto(server + "/identity_collapse")
+    _title(page, "Identity Collapse", expect)
+    page.get_by_text("show plumbing-check rows").click()
+    expect(page.get_by_test_id("stDataFrame").locator("table tbody tr")).to_have_count(4)
+    _idle(page, expect)
+    models = [row[1] for row in _rows(page)]
+    assert "browser model" in models
+    _screenshot(page, "identity-collapse-after-submit")
+    shown = [row for row in _rows(page) if row[1] == "browser model"][0]
+    assert "plumbing" in " ".join(shown)

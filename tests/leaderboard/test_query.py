@@ -92,12 +92,12 @@ def test_ranked_table_columns_sorting_and_plumbing(filled):
     assert list(shown["submission"]) == [1]  # plumbing rows left out by default
     assert shown.loc[0, "marks"] == "incomplete suite"  # only clip_t and dino_sim were run
     every = query.ranked_table(results, SPEC, include_plumbing=True)
-    assert list(every.columns[:8]) == [*query.ID_COLUMNS, "dino_sim", "dino_sim ci_low"]
+    assert list(every.columns[:9]) == [*query.ID_COLUMNS, "dino_sim", "dino_sim ci_low"]
     assert list(every["rank"]) == [1, 2, 3] and set(every["submitter"]) == {"tester"}
     assert every["dino_sim"].is_monotonic_decreasing  # higher is better: best first
     assert (every.set_index("submission").loc[[2, 3], "marks"] == "plumbing, incomplete suite").all()
     by_clip = query.ranked_table(results, SPEC, metric="clip_t", include_plumbing=True)
-    assert list(by_clip.columns[6:9]) == ["clip_t", "clip_t ci_low", "clip_t ci_high"]
+    assert list(by_clip.columns[7:10]) == ["clip_t", "clip_t ci_low", "clip_t ci_high"]
     assert by_clip["clip_t"].is_monotonic_decreasing
 
 
@@ -206,3 +206,83 @@ def test_type_style_matrix_for_charis_and_duplicate_names():
     assert matrix.loc["same #1", "human x photo"] == 0.7 and math.isnan(matrix.loc["same #2", "animal x cartoon"])
     assert query.metric_vs_group_size(pd.DataFrame(rows), charis, "dino_sim").empty  # CHARIS has no group size
     assert query.type_style_matrix(pd.DataFrame(rows), SPEC, "dino_sim").empty
+
+
+# --- completeness, families, samples -------------------------------------------------------------
+
+
+def _result_row(overall: dict, **extra) -> dict:
+    return {"plumbing": False, "aggregates": {"overall": overall}, "metadata": {}, **extra}
+
+
+def test_retrieval_metrics_do_not_make_a_generation_row_incomplete():
+    spec = get_benchmark("cogcanvas")
+    generation = [m.name for m in spec.metric_suite if m.task == "generation"]
+    assert "attr_vqa" in generation and not any(name.startswith("retrieval") for name in generation)
+    complete = _result_row({name: {"mean": 0.5} for name in generation})
+    assert query.missing_metrics(complete, spec) == [] and query.marks(complete, spec) == ""
+    without_judge = _result_row({name: {"mean": 0.5} for name in generation if not name.startswith(("attr_vqa", "igc"))})
+    assert set(query.missing_metrics(without_judge, spec)) == {m for m in generation if m.startswith(("attr_vqa", "igc"))}
+    assert query.marks(without_judge, spec) == "incomplete suite"
+
+
+def test_family_view(filled):
+    store, _ = filled
+    results = store.current_results(BENCHMARK).copy()
+    results["metadata"] = [{"family": "Collages"} if s == 1 else {} for s in results["submission_id"]]
+    assert query.families(results) == ["Collages"]
+    table = query.ranked_table(results, SPEC, include_plumbing=True, family="Collages")
+    assert table["submission"].tolist() == [1] and table["family"].tolist() == ["Collages"]
+    assert query.ranked_table(results, SPEC, include_plumbing=True, family="Other").empty
+    # Incomplete rows (only clip_t and dino_sim ran here) disappear when asked to.
+    assert query.ranked_table(results, SPEC, include_plumbing=True, include_incomplete=False).empty
+
+
+def test_sample_extremes_and_their_images(filled):
+    from leaderboard import samples
+
+    store, _ = filled
+    row = store.current_results(BENCHMARK).set_index("submission_id").loc[1]
+    values = pd.read_parquet(Path(row["results_path"]) / "results.parquet")
+    # Independently: per image, the mean over its rows of dino_sim (one per subject, or one for the image).
+    per_image = {}
+    for record in values[values["metric"] == "dino_sim"].itertuples():
+        per_image.setdefault((record.prompt_id, record.seed), []).append(record.value)
+    expected = {key: sum(v) / len(v) for key, v in per_image.items()}
+    scores = samples.sample_scores(Path(row["results_path"]), "dino_sim")
+    assert {(r.prompt_id, r.seed): pytest.approx(r.value) for r in scores.itertuples()} == expected
+    best, worst = samples.extremes(scores, higher_is_better=True, k=3)
+    ranked = sorted(expected.items(), key=lambda item: -item[1])
+    assert best["value"].tolist() == pytest.approx([v for _, v in ranked[:3]])
+    assert worst["value"].tolist() == pytest.approx([v for _, v in ranked[::-1][:3]])
+    submission = store.submission(1)
+    data = load_benchmark_data(Path(submission["data_dir"]))
+    pick = best.iloc[0]
+    image = samples.generation_file(Path(submission["stored_path"]), pick["prompt_id"], int(pick["seed"]))
+    assert image.is_file() and image.parent.parent == Path(submission["stored_path"])
+    assert samples.reference_ids(data, pick["prompt_id"]) == list(data.prompt_rows[pick["prompt_id"]]["subject_ids"])
+    assert samples.evidence(Path(row["results_path"]), pick["prompt_id"], int(pick["seed"])) == {}
+    with pytest.raises(KeyError, match="no image for prompt 'nope'"):
+        samples.generation_file(Path(submission["stored_path"]), "nope", 0)
+
+
+def test_extremes_never_show_an_image_twice():
+    from leaderboard import samples
+
+    scores = pd.DataFrame({"prompt_id": ["a", "b", "c"], "seed": [0, 0, 0], "value": [0.3, 0.9, 0.1]})
+    best, worst = samples.extremes(scores, higher_is_better=False, k=2)  # lower is better: 0.1 first
+    assert best["prompt_id"].tolist() == ["c", "a"] and worst["prompt_id"].tolist() == ["b"]
+
+
+def test_reference_ids_of_a_cogcanvas_prompt():
+    from types import SimpleNamespace
+
+    from leaderboard import samples
+
+    prompt = {
+        "prompt_id": "p",
+        "persons": [{"ref_id": "ann", "item_ref_id": "hat"}, {"ref_id": "bob", "item_ref_id": None}],
+        "background_ref_id": "beach",
+    }
+    data = SimpleNamespace(prompt_rows={"p": prompt})
+    assert samples.reference_ids(data, "p") == ["ann", "bob", "hat", "beach"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
 from pathlib import Path
 
@@ -15,24 +13,7 @@ from evaluate_pkg.data import load_benchmark_data
 from evaluate_pkg.hub_submission import HubSubmissionError, RepoRef, fetch_submission, is_hub_ref, parse_repo_ref
 from evaluate_pkg.submission import validate_submission
 
-REVISION = "0123456789abcdef0123456789abcdef01234567"
-
-
-def place_dataset_in_hub_cache(cache: Path, repo_id: str, source: Path) -> Path:
-    """``source`` (recursively) as huggingface_hub stores a download of dataset ``repo_id`` at REVISION."""
-    repo = cache / ("datasets--" + repo_id.replace("/", "--"))
-    snapshot = repo / "snapshots" / REVISION
-    (repo / "blobs").mkdir(parents=True, exist_ok=True)
-    for file in sorted(p for p in source.rglob("*") if p.is_file()):
-        data = file.read_bytes()
-        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.write_bytes(data)
-        link = snapshot / file.relative_to(source)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    (repo / "refs").mkdir(exist_ok=True)
-    (repo / "refs" / "main").write_text(REVISION)
-    return snapshot
+from conftest import HUB_REVISION as REVISION, place_dataset_in_hub_cache
 
 
 @pytest.fixture
