@@ -22,6 +22,8 @@ from evaluate_pkg.submission import Submission
 
 # Per-sample result: the raw value of one metric for one (prompt, seed[, subject]).
 RESULT_COLUMNS = ("prompt_id", "seed", "metric", "subject", "value")
+# The role a judged metric lists in a suite's METRICS: not an encoder of the registry but the VLM judge.
+JUDGE_ROLE = "judge"
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class ScoreOptions:
     batch_size: int = 32
     num_workers: int = 0
     models_dir: str | None = None
+    # The VLM judge for the judged metrics: a JudgeConfig (the runner builds the client and its answer
+    # cache) or any object with the Judge protocol (tests, notebooks). None: judged metrics are not run.
+    judge: Any = None
 
 
 class Models:
@@ -95,6 +100,9 @@ class Context:
     options: ScoreOptions
     progress: Callable[[str, int], Callable[[int], None]] = lambda stage, total: (lambda n: None)
     notes: dict[str, Any] = field(default_factory=dict)
+    judge: Any = None  # a Judge, when judged metrics are computed
+    # (prompt_id, seed, metric, JSON-ready dict): why a judge decided what it did, for the model page.
+    evidence: list[tuple[str, int, str, dict]] = field(default_factory=list)
 
     # --- inputs by content hash ---------------------------------------------------------------------
 
@@ -104,6 +112,10 @@ class Context:
 
     def generation_loaders(self) -> dict[str, Callable[[], bytes]]:
         return {e.content_hash: e.data for e in self.submission.entries}
+
+    def generation_bytes(self) -> dict[tuple[str, int], bytes]:
+        """(prompt_id, seed) -> the generated image's bytes, for the judge (which sends encoded images)."""
+        return {(e.prompt_id, e.seed): e.data() for e in self.submission.entries}
 
     def reference_key(self, reference_id: str) -> str:
         return content_hash(self.data.reference_bytes[reference_id])

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 import idbench
-from evaluate_pkg.context import Context, Models, Result, ScoreOptions
+from evaluate_pkg.context import JUDGE_ROLE, Context, Models, Result, ScoreOptions
 from evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from evaluate_pkg.features import FeatureStore
 from evaluate_pkg.models.registry import profile_is_plumbing
@@ -42,16 +42,65 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("IDBENCH_CACHE", Path.home() / ".cache" / "idbench" / "features"))
 
 
-def select_metrics(data: BenchmarkData, requested: tuple[str, ...] | None) -> tuple[list[str], dict[str, str]]:
-    """The metrics to compute and those of the suite that will show as not run (with the reason)."""
+NO_JUDGE = "needs a VLM judge; none was configured (pass --judge-url and --judge-model, or set IDBENCH_JUDGE_URL and IDBENCH_JUDGE_MODEL)"
+EVIDENCE_FILE = "judge_evidence.parquet"
+
+
+def select_metrics(
+    data: BenchmarkData, requested: tuple[str, ...] | None, judge: Any = None
+) -> tuple[list[str], dict[str, str]]:
+    """The metrics to compute and those of the suite that will show as not run (with the reason).
+
+    A judged metric (one whose roles include the judge) is not run, with that reason, when no judge
+    is configured: the rest of the suite is scored all the same.
+    """
     suite = suite_for(data.name)
     known = list(suite.METRICS) + list(suite.NOT_RUN)
-    if requested is None:
-        return list(suite.METRICS), dict(suite.NOT_RUN)
-    unknown = [m for m in requested if m not in known]
+    unknown = [m for m in requested or () if m not in known]
     if unknown:
         raise ScoringError(f"unknown metric(s) {', '.join(unknown)} for {data.name}; known: {', '.join(known)}")
-    return [m for m in requested if m in suite.METRICS], {m: suite.NOT_RUN[m] for m in requested if m in suite.NOT_RUN}
+    wanted = list(known) if requested is None else list(requested)
+    metrics, not_run = [], {}
+    for m in wanted:
+        if m in suite.NOT_RUN:
+            not_run[m] = suite.NOT_RUN[m]
+        elif JUDGE_ROLE in suite.METRICS[m] and judge is None:
+            not_run[m] = NO_JUDGE
+        else:
+            metrics.append(m)
+    return metrics, not_run
+
+
+def make_judge(judge: Any, cache_dir: Path) -> Any:
+    """A ready judge: ``judge`` itself if it answers ``ask``, else an OpenAIJudge for the JudgeConfig.
+
+    Its answers are cached in ``cache_dir/judge/answers.sqlite3`` next to the features, so a rerun of
+    an unchanged submission sends no request.
+    """
+    if judge is None or hasattr(judge, "ask"):
+        return judge
+    from evaluate_pkg.judge import AnswerCache, OpenAIJudge
+
+    return OpenAIJudge(judge, cache=AnswerCache(Path(cache_dir) / "judge" / "answers.sqlite3"))
+
+
+def judge_summary(judge: Any) -> dict[str, Any] | None:
+    """The judge as recorded with the results: model, endpoint (no credentials), settings, statistics."""
+    if judge is None:
+        return None
+    out: dict[str, Any] = {"model": judge.model}
+    config = getattr(judge, "config", None)
+    if config is not None:
+        from urllib.parse import urlsplit, urlunsplit
+
+        url = urlsplit(config.base_url)
+        host = url.hostname or ""
+        out["base_url"] = urlunsplit((url.scheme, host + (f":{url.port}" if url.port else ""), url.path, "", ""))
+        out["settings"] = {k: getattr(config, k) for k in ("temperature", "max_tokens", "max_image_side", "structured", "concurrency")}
+    stats = getattr(judge, "stats", None)
+    if stats is not None and hasattr(stats, "as_dict"):
+        out["stats"] = stats.as_dict()
+    return out
 
 
 def _progress_factory(enabled: bool):
@@ -92,20 +141,22 @@ def score_submission(
     """
     options = options or ScoreOptions()
     data = data if isinstance(data, BenchmarkData) else load_benchmark_data(data)
-    metrics, not_run = select_metrics(data, options.metrics)
+    metrics, not_run = select_metrics(data, options.metrics, options.judge)
     is_main = accelerator is None or accelerator.is_main_process
     if out is not None and Path(out).exists() and not overwrite:
         raise ScoringError(f"{out} already exists; pass --overwrite to replace it")
     models = models if models is not None else Models(options)
     suite = suite_for(data.name)
-    models.preload({role for metric in metrics for role in suite.METRICS[metric]})  # fail before any work
+    models.preload({role for metric in metrics for role in suite.METRICS[metric]} - {JUDGE_ROLE})  # fail before any work
+    cache_dir = Path(cache_dir or default_cache_dir())
+    judge = make_judge(options.judge, cache_dir) if any(JUDGE_ROLE in suite.METRICS[m] for m in metrics) else None
     with validate_submission(Path(submission_path), data) as submission:
-        store = FeatureStore(cache_dir or default_cache_dir(), accelerator=accelerator)
-        context = Context(data, submission, store, models, options, progress=_progress_factory(progress and is_main))
+        store = FeatureStore(cache_dir, accelerator=accelerator)
+        context = Context(data, submission, store, models, options, progress=_progress_factory(progress and is_main), judge=judge)
         results = suite_for(data.name).score(context, set(metrics))
         summary = summarize(data, submission.metadata, results, context, not_run)
         if out is not None and is_main:
-            write_outputs(Path(out), data, results, summary)
+            write_outputs(Path(out), data, results, summary, context.evidence)
     return summary
 
 
@@ -130,7 +181,7 @@ def _roles_of(data: BenchmarkData, context: Context) -> set[str]:
     """The model roles the computed metrics need (a shared Models object may hold others)."""
     suite = suite_for(data.name)
     computed = context.options.metrics or tuple(suite.METRICS)
-    return {role for metric in computed if metric in suite.METRICS for role in suite.METRICS[metric]}
+    return {role for metric in computed if metric in suite.METRICS for role in suite.METRICS[metric]} - {JUDGE_ROLE}
 
 
 def summarize(data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict) -> dict[str, Any]:
@@ -148,14 +199,25 @@ def summarize(data: BenchmarkData, metadata: dict, results: list[Result], contex
         "not_run": not_run,
         "notes": context.notes,
         "features": {"cached": context.store.stats.cached, "computed": context.store.stats.computed},
+        "judge": judge_summary(context.judge),
     }
 
 
-def write_outputs(out: Path, data: BenchmarkData, results: list[Result], summary: dict[str, Any]) -> None:
+def evidence_frame(evidence: list[tuple[str, int, str, dict]]) -> pd.DataFrame:
+    """One row per (prompt_id, seed, metric) with the judge's evidence as a JSON string."""
+    rows = [(p, int(s), m, json.dumps(e, sort_keys=True, default=str)) for p, s, m, e in evidence]
+    return pd.DataFrame(rows, columns=["prompt_id", "seed", "metric", "evidence"])
+
+
+def write_outputs(
+    out: Path, data: BenchmarkData, results: list[Result], summary: dict[str, Any], evidence: list | None = None
+) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.scoring-", dir=out.parent))
     try:
         results_frame(data, summary["submission"], results, summary["profile"]).to_parquet(staging / "results.parquet", index=False)
+        if evidence:
+            evidence_frame(evidence).to_parquet(staging / EVIDENCE_FILE, index=False)
         (staging / "aggregates.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
         write_report(staging, summary, data.spec)
         if out.exists():

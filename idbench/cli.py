@@ -90,6 +90,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         num_workers=args.num_workers,
         models_dir=str(args.models_dir) if args.models_dir else None,
+        judge=_judge_config(args),
     )
     summary = score_submission(
         args.submission, args.data, args.out, options,
@@ -118,6 +119,32 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 class ScoringErrorForCli(ValueError):
     pass
+
+
+def _judge_config(args: argparse.Namespace):
+    """The judge from --judge-url/--judge-model or $IDBENCH_JUDGE_URL/$IDBENCH_JUDGE_MODEL; None if neither.
+
+    Half a configuration (a URL without a model) is an error, not a quiet "not run".
+    """
+    import os
+
+    if not (args.judge_url or args.judge_model or os.environ.get("IDBENCH_JUDGE_URL") or os.environ.get("IDBENCH_JUDGE_MODEL")):
+        return None
+    from evaluate_pkg.judge import JudgeConfig
+
+    try:
+        return JudgeConfig.from_env(args.judge_url, args.judge_model, concurrency=args.judge_concurrency)
+    except (TypeError, ValueError) as error:
+        raise ScoringErrorForCli(str(error)) from None
+
+
+def _add_judge_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "judge", "the VLM judge of the judged metrics (CHARIS score, Attr-VQA); without one they are reported as not run"
+    )
+    group.add_argument("--judge-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $IDBENCH_JUDGE_URL)")
+    group.add_argument("--judge-model", help="the served model's name (default: $IDBENCH_JUDGE_MODEL); the key comes from $IDBENCH_JUDGE_API_KEY")
+    group.add_argument("--judge-concurrency", type=int, default=8, help="requests in flight at once (default: %(default)s)")
 
 
 def _accelerator_if_launched(device: str):
@@ -192,7 +219,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from leaderboard.store import Store
     from leaderboard.worker import run_worker
 
-    options = ScoreOptions(profile=args.profile, device=args.device, batch_size=args.batch_size)
+    options = ScoreOptions(profile=args.profile, device=args.device, batch_size=args.batch_size, judge=_judge_config(args))
     done = run_worker(Store(), once=args.once, lease_seconds=args.lease_seconds, options=options)
     print(f"worker finished {done} job(s)")
     return 0
@@ -213,6 +240,21 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     for row in rows:
         reason = f"  {row['reason']}" if row.get("reason") else ""
         print(f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {row['model']}{reason}")
+    return 0
+
+
+def _cmd_alignment(args: argparse.Namespace) -> int:
+    from evaluate_pkg.alignment import read_prompts, read_ratings, read_scores, run_study
+
+    prompts = args.prompts or args.ratings
+    result = run_study(
+        read_ratings(args.ratings), read_scores(args.results), read_prompts(prompts), args.out,
+        metrics=args.metrics, n_boot=args.n_boot, seed=args.seed, overwrite=args.overwrite,
+    )  # fmt: skip
+    print(result.table1.to_string(index=False))
+    for note in result.notes:
+        print(f"note: {note}")
+    print(f"tables, plot and report in {args.out}")
     return 0
 
 
@@ -365,6 +407,7 @@ def make_parser() -> argparse.ArgumentParser:
     score.add_argument("--hub-eval-results", type=Path, metavar="DIR",
                        help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile only)")
     score.add_argument("--dataset-id", help="the benchmark's Hub dataset repo, for --hub-eval-results")
+    _add_judge_arguments(score)
     score.set_defaults(func=_cmd_score)
 
     baseline = commands.add_parser(
@@ -398,6 +441,23 @@ def make_parser() -> argparse.ArgumentParser:
     submit.add_argument("--link", help="overrides the link of submission.json (an http(s) URL to the paper, code or weights)")
     submit.set_defaults(func=_cmd_submit)
 
+    alignment = commands.add_parser(
+        "alignment",
+        help="correlate metrics with human ratings (the CHARIS study's Tables 1-3)",
+        description="Pearson r between each metric and the mean human rating per model, per type x style and "
+        "across models, the human-human agreement, and mean scores per model, with bootstrap CIs; "
+        "written as CSV, Markdown and a plot. See docs/alignment.md.",
+    )
+    alignment.add_argument("--ratings", type=Path, required=True, help="human_ratings.csv, or a built CHARIS folder with that config")
+    alignment.add_argument("--prompts", type=Path, help="a built CHARIS folder or a prompt_id,type,style CSV (default: --ratings)")
+    alignment.add_argument("--results", type=Path, nargs="+", required=True, help="results.parquet files or `idbench score` folders, one per model")
+    alignment.add_argument("--out", type=Path, required=True)
+    alignment.add_argument("--metrics", nargs="+", help="metrics to correlate (default: every metric in the results)")
+    alignment.add_argument("--n-boot", type=int, default=1000)
+    alignment.add_argument("--seed", type=int, default=0)
+    alignment.add_argument("--overwrite", action="store_true")
+    alignment.set_defaults(func=_cmd_alignment)
+
     withdraw = commands.add_parser(
         "withdraw",
         help="take a submission off the leaderboard (an admin action); its files, jobs and results are kept",
@@ -417,6 +477,7 @@ def make_parser() -> argparse.ArgumentParser:
     worker.add_argument("--device", default="cpu")
     worker.add_argument("--batch-size", type=int, default=32)
     worker.add_argument("--lease-seconds", type=float, default=600)
+    _add_judge_arguments(worker)
     worker.set_defaults(func=_cmd_worker)
 
     jobs = commands.add_parser("jobs", help="list submissions with their job states and failure reasons")
@@ -477,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
 
     user_errors: tuple[type[Exception], ...] = (SourceError, OutputExistsError, PublishError)
     user_errors += (ScoringErrorForCli,)
-    if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore", "sync", "withdraw"):
+    if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore", "sync", "withdraw", "alignment"):
         from evaluate_pkg.data import BenchmarkDataError
         from evaluate_pkg.models.base import ModelNotAvailableError
         from evaluate_pkg.runner import ScoringError
@@ -488,7 +549,9 @@ def main(argv: list[str] | None = None) -> int:
         from leaderboard.store import RateLimitError, UnknownIdError
 
         user_errors += (BenchmarkDataError, ModelNotAvailableError, ScoringError, SubmissionError, HubExportError)
-        user_errors += (HubSubmissionError, RateLimitError, UnknownIdError)
+        from evaluate_pkg.alignment import AlignmentError
+
+        user_errors += (HubSubmissionError, RateLimitError, UnknownIdError, AlignmentError)
     try:
         return args.func(args)
     except user_errors as err:

@@ -25,10 +25,10 @@ from typing import Any
 import pandas as pd
 
 from evaluate_pkg.data import BenchmarkData
+from evaluate_pkg.runner import EVIDENCE_FILE  # prompt_id, seed, metric, evidence (a JSON string)
 from evaluate_pkg.submission import MANIFEST_NAME
 
 RESULTS_FILE = "results.parquet"
-EVIDENCE_FILE = "judge_evidence.parquet"  # prompt_id, seed, metric, evidence (a JSON string)
 
 
 def sample_scores(result_dir: Path, metric: str) -> pd.DataFrame:

@@ -111,6 +111,11 @@ SPEC = BenchmarkSpec(
             "the VLM judge's category mapped to exact=1, near_exact=2/3, partial=1/3, mismatch=0",
             judged=True,
         ),
+        MetricSpec(
+            "holistic_score",
+            "a single-question judge baseline (DreamBench++ style): identity preserved, rated 0-4, divided by 4",
+            judged=True,
+        ),
         MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)"),
         MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)"),
     ),

@@ -1,22 +1,63 @@
-"""CHARIS (paper 000): the embedding baselines CLIP-I and DINOv2 here; the VLM judge is its own stage."""
+"""CHARIS (paper 000): the EKB-driven judge's category score, a holistic judge, and the embedding baselines.
+
+``charis_score`` and ``holistic_score`` need the VLM judge (:mod:`evaluate_pkg.judge.charis`,
+:mod:`evaluate_pkg.judge.holistic`); without one they are reported as not run. A pair the judge could
+not settle has a NaN score (and ``<metric>.failure_rate`` 1 for that image), never a made-up value.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from evaluate_pkg import functional as F
-from evaluate_pkg.context import Context, Result
+from evaluate_pkg.context import JUDGE_ROLE, Context, Result
 
 METRICS: dict[str, tuple[str, ...]] = {
+    "charis_score": (JUDGE_ROLE,),
+    "holistic_score": (JUDGE_ROLE,),
     "clip_i": ("clip",),
     "dino_sim": ("dinov2",),
 }
-NOT_RUN: dict[str, str] = {
-    "charis_score": "needs the hierarchical VLM judge (EKB-driven), which the scoring engine does not run yet",
-}
+NOT_RUN: dict[str, str] = {}
+NAN = float("nan")
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
+    results = _judged(ctx, metrics) if metrics & {"charis_score", "holistic_score"} else []
+    return results + _embeddings(ctx, metrics)
+
+
+def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
+    """The judged scores of every image, with their failure rates, evidence and run notes."""
+    from evaluate_pkg.judge.charis import evaluate_pairs, pair_from_rows, summarize
+    from evaluate_pkg.judge.holistic import evaluate_holistic, summarize_holistic
+
+    prompts, subjects = ctx.data.prompt_rows, ctx.data.references
+    references = ctx.data.reference_bytes
+    pairs = [
+        pair_from_rows(prompts[p], seed, references[prompts[p]["subject_id"]], image, subject_name=subjects[prompts[p]["subject_id"]]["name"])
+        for (p, seed), image in ctx.generation_bytes().items()
+    ]
+    results: list[Result] = []
+    if "charis_score" in metrics:
+        verdicts = evaluate_pairs(ctx.judge, pairs)
+        for v in verdicts:
+            results.append(Result(v.prompt_id, v.seed, "charis_score", NAN if v.score is None else float(v.score)))
+            results.append(Result(v.prompt_id, v.seed, "charis_score.failure_rate", float(v.failure is not None)))
+            record = {"category": v.category, "failure": v.failure, "requests": v.requests, **v.evidence}
+            ctx.evidence.append((v.prompt_id, v.seed, "charis_score", record))
+        ctx.notes["charis_judge"] = summarize(verdicts)
+    if "holistic_score" in metrics:
+        ratings = evaluate_holistic(ctx.judge, pairs)
+        for r in ratings:
+            results.append(Result(r.prompt_id, r.seed, "holistic_score", NAN if r.score is None else float(r.score)))
+            results.append(Result(r.prompt_id, r.seed, "holistic_score.failure_rate", float(r.failure is not None)))
+            ctx.evidence.append((r.prompt_id, r.seed, "holistic_score", {"rating": r.rating, "reasoning": r.reasoning, "failure": r.failure}))
+        ctx.notes["holistic_judge"] = summarize_holistic(ratings)
+    return results
+
+
+def _embeddings(ctx: Context, metrics: set[str]) -> list[Result]:
     prompts, results = ctx.data.prompt_rows, []
     generations = ctx.generation_keys()
     subject_ids = sorted({p["subject_id"] for p in prompts.values()})

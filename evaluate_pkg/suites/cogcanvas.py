@@ -1,7 +1,8 @@
-"""CogCanvas (paper 001): ID-Sim, DINO-Sim on item crops, CLIP-T, BG-Sim, aesthetics, person count.
+"""CogCanvas (paper 001): ID-Sim, DINO-Sim on item crops, CLIP-T, BG-Sim, aesthetics, person count,
+and, with a VLM judge, Attr-VQA and interaction-graph consistency over the built yes/no questions.
 
-Attr-VQA needs the MLLM judge (a later stage); the retrieval task scores rankings of references, not
-generations, so neither is computed from a generation submission here.
+The retrieval task scores rankings of references, not generations, so it is not computed from a
+generation submission here.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from evaluate_pkg import functional as F
-from evaluate_pkg.context import Context, Result, crop_bytes
+from evaluate_pkg.context import JUDGE_ROLE, Context, Result, crop_bytes
 from evaluate_pkg.images import content_hash
 
 PERSON_QUERY = "a person"
@@ -22,15 +23,48 @@ METRICS: dict[str, tuple[str, ...]] = {
     "bg_sim": ("detector", "segmenter", "dinov3"),
     "aesthetic": ("clip", "aesthetic"),
     "count_accuracy": ("detector",),
+    "attr_vqa": (JUDGE_ROLE,),
+    "igc": (JUDGE_ROLE,),
 }
 NOT_RUN: dict[str, str] = {
-    "attr_vqa": "needs the MLLM judge over the graph questions, which the scoring engine does not run yet",
     "retrieval_p@k": "scores a ranking of references (the retrieval task), not generated images",
     "retrieval_r@k": "scores a ranking of references (the retrieval task), not generated images",
 }
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
+    results = _vqa(ctx, metrics) if metrics & {"attr_vqa", "igc"} else []
+    return results + _encoders(ctx, metrics)
+
+
+def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
+    """Attr-VQA and IGC per image (one judge request per image), failure rates, evidence, run notes.
+
+    The judge answers all of an image's questions at once, so both metrics come from the same answers;
+    an unrequested one of the two is dropped from the results.
+    """
+    from evaluate_pkg.judge.vqa import METRIC_KINDS, score_images, tally, vqa_items
+
+    run = score_images(ctx.judge, vqa_items(ctx.data.prompt_rows, ctx.generation_bytes()))
+    dropped = {"attr_vqa", "igc"} - metrics
+    results = [r for r in run.results if r.metric.split(".")[0] not in dropped]
+    by_image: dict[tuple[str, int], list] = {}
+    for outcome in run.outcomes:
+        by_image.setdefault((outcome.prompt_id, outcome.seed), []).append(outcome)
+    for (prompt_id, seed), outcomes in by_image.items():
+        if "igc" in metrics:  # the failure rate over IGC's own questions, next to its score
+            rate = tally(outcomes, METRIC_KINDS["igc"]).failure_rate
+            results.append(Result(prompt_id, seed, "igc.failure_rate", float(rate)))
+        answered = [
+            {"question": o.question_id, "kind": o.kind, "expected": o.expected, "given": o.given, "failure": o.failure}
+            for o in outcomes
+        ]
+        ctx.evidence.append((prompt_id, seed, "attr_vqa", {"questions": answered}))
+    ctx.notes["attr_vqa"] = run.summary(ctx.data.build_info.get("questions_version"))
+    return results
+
+
+def _encoders(ctx: Context, metrics: set[str]) -> list[Result]:
     prompts, results = ctx.data.prompt_rows, []
     generations = ctx.generation_keys()
     gen_loaders = ctx.generation_loaders()

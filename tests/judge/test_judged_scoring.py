@@ -1,0 +1,213 @@
+"""`idbench score --judge-url ...` end to end: the real client against the local scripted server.
+
+The server answers every request with a value built from the request's own JSON schema, so it plays
+a judge that follows instructions: CHARIS stage 1 sees the reference's type and style (read from
+the prompt) and every attribute in both images; stage 2 marks a deterministic third of the features
+as changed in shape; the holistic judge rates 3 of 4; Attr-VQA answers "yes" to every question.
+Expected values are computed here from those rules, not read back from the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from builders.build import build
+from evaluate_pkg.baselines import make_baseline
+from evaluate_pkg.data import load_benchmark_data
+from evaluate_pkg.runner import NO_JUDGE, select_metrics
+from idbench.cli import main
+from openai_server import ScriptedServer, answer, malformed, user_text
+
+SECRET = "sk-idbench-test-9f8e7d6c5b4a"
+
+
+def _changed(feature: str) -> bool:
+    """The scripted judge's rule: a feature is changed when the first byte of its name's sha256 is 0 mod 3."""
+    return hashlib.sha256(feature.encode()).digest()[0] % 3 == 0
+
+
+def _value(schema: dict, prompt: str, name: str = "") -> object:
+    """An answer matching ``schema``, chosen the way the docstring of this module says."""
+    if schema.get("type") == "object":
+        props = schema.get("properties", {})
+        if "answers" in props:  # Attr-VQA: "yes" to each asked id, once
+            ids = props["answers"]["items"]["properties"]["question_id"]["enum"]
+            return {"answers": [{"question_id": i, "answer": "yes"} for i in ids]}
+        if "changed" in props:  # one CHARIS feature
+            changed = _changed(name)
+            return {
+                "observation": "scripted",
+                "in_reference": True,
+                "in_generated": True,
+                "changed": changed,
+                "transformations": [],
+                "harmful_changes": ["shape"] if changed else [],
+            }
+        return {key: _value(sub, prompt, key) for key, sub in props.items()}
+    if schema.get("type") == "array":
+        return []
+    if schema.get("type") == "boolean":
+        return True
+    if schema.get("type") == "integer":
+        return 3
+    if "enum" in schema:
+        found = re.search(r'type "([a-z_]+)" in "([a-z_0-9]+)" style', prompt)
+        wanted = {"generated_type": found and found.group(1), "generated_style": found and found.group(2)}.get(name)
+        return wanted if wanted in schema["enum"] else schema["enum"][0]
+    return "scripted"
+
+
+def follow_schema(body: dict):
+    schema = body["response_format"]["json_schema"]["schema"]
+    if "holistic" in body["response_format"]["json_schema"]["name"] and BROKEN_HOLISTIC:
+        return malformed()
+    return answer(_value(schema, user_text(body)))
+
+
+BROKEN_HOLISTIC = False
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("judged")
+    for name in ("charis", "cogcanvas"):
+        build(name, out=root / name)
+        make_baseline("collage" if name == "cogcanvas" else "clone", load_benchmark_data(root / name), root / f"{name}-sub", size=64)
+    return root
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setenv("IDBENCH_JUDGE_API_KEY", SECRET)
+    with ScriptedServer(follow_schema) as s:
+        yield s
+
+
+def _score(built: Path, benchmark: str, metrics: str, out: Path, url: str, cache: Path) -> dict:
+    code = main([
+        "score", str(built / f"{benchmark}-sub"), "--data", str(built / benchmark), "--out", str(out),
+        "--profile", "tiny", "--metrics", metrics, "--cache-dir", str(cache),
+        "--judge-url", url, "--judge-model", "scripted-vlm", "--judge-concurrency", "16",
+    ])  # fmt: skip
+    assert code == 0
+    return json.loads((out / "aggregates.json").read_text())
+
+
+def _expected_charis_scores(data) -> dict[str, float]:
+    """Per prompt, the category score the scripted answers lead to under ekb/data/rules.yaml."""
+    from ekb import load_ekb
+
+    ekb = load_ekb()
+    values = {c.name: c.score for c in ekb.categories.values()}
+    out = {}
+    for prompt_id, row in data.prompt_rows.items():
+        levels: dict[str, list[bool]] = {}
+        for feature in ekb.features_for(row["type"], row["style"]):
+            levels.setdefault(ekb.level_of(feature.name), []).append(_changed(feature.name))
+        shares = {level: sum(flags) / len(flags) for level, flags in levels.items()}
+        # The rules, in order (rules.yaml): exact, near_exact (secondary <= 1/4), partial (core <= 1/2), mismatch.
+        if not any(shares.values()):
+            category = "exact"
+        elif shares.get("decisive", 0) == 0 and shares.get("core", 0) == 0 and shares.get("secondary", 0) <= 0.25:
+            category = "near_exact"
+        elif shares.get("decisive", 0) == 0 and shares.get("core", 0) <= 0.5:
+            category = "partial"
+        else:
+            category = "mismatch"
+        out[prompt_id] = values[category]
+    return out
+
+
+def test_charis_judged_end_to_end_and_cached(built, server, tmp_path):
+    summary = _score(built, "charis", "charis_score,holistic_score", tmp_path / "out", server.base_url, tmp_path / "cache")
+    data = load_benchmark_data(built / "charis")
+    results = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    scores = results[results["metric"] == "charis_score"].set_index("prompt_id")["value"].to_dict()
+    assert scores == pytest.approx(_expected_charis_scores(data))
+    assert set(results[results["metric"] == "holistic_score"]["value"]) == {0.75}
+    overall = summary["aggregates"]["overall"]
+    assert overall["charis_score.failure_rate"]["mean"] == 0 and overall["holistic_score.failure_rate"]["mean"] == 0
+    assert summary["not_run"] == {} and summary["judge"]["model"] == "scripted-vlm"
+    # Evidence per pair: the category and which features changed how.
+    evidence = pd.read_parquet(tmp_path / "out" / "judge_evidence.parquet")
+    first = json.loads(evidence[(evidence["metric"] == "charis_score")].iloc[0]["evidence"])
+    assert first["category"] in {"exact", "near_exact", "partial", "mismatch"}
+    assert all(f["status"] == ("changed" if _changed(name) else "unchanged") for name, f in first["features"].items())
+    # Requests: per pair 1 + visible attributes (CHARIS) + 1 (holistic); nothing more.
+    sent = len(server.requests)
+    from ekb import load_ekb
+
+    ekb = load_ekb()
+    expected = sum(2 + len(ekb.attributes_for(r["type"], r["style"])) for r in data.prompt_rows.values())
+    assert sent == expected == summary["judge"]["stats"]["requests_sent"]
+    # A rerun of the unchanged submission asks nothing: every answer comes from the cache.
+    again = _score(built, "charis", "charis_score,holistic_score", tmp_path / "again", server.base_url, tmp_path / "cache")
+    assert len(server.requests) == sent and again["judge"]["stats"]["cache_hits"] == expected
+    assert pd.read_parquet(tmp_path / "again" / "results.parquet")["value"].tolist() == results["value"].tolist()
+    # The key was sent to the server and written nowhere.
+    assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in server.requests[:3])
+    for file in [*(tmp_path / "out").iterdir(), *(tmp_path / "cache").rglob("*")]:
+        if file.is_file():
+            assert SECRET.encode() not in file.read_bytes(), file
+
+
+def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
+    from evaluate_pkg.context import ScoreOptions
+    from evaluate_pkg.judge import JudgeConfig
+    from evaluate_pkg.runner import score_submission
+
+    global BROKEN_HOLISTIC
+    judge = JudgeConfig(base_url=server.base_url, model="scripted-vlm", max_retries=1, backoff_s=0.001, concurrency=16)
+    options = ScoreOptions(profile="tiny", metrics=("holistic_score",), judge=judge)
+    BROKEN_HOLISTIC = True  # every holistic answer is malformed JSON, retried once, then a failure
+    try:
+        summary = score_submission(built / "charis-sub", built / "charis", tmp_path / "out", options, cache_dir=tmp_path / "cache", progress=False)
+    finally:
+        BROKEN_HOLISTIC = False
+    results = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    holistic = results[results["metric"] == "holistic_score"]["value"]
+    assert len(holistic) == 29 * 7 and holistic.isna().all()  # no zeros, no guesses
+    overall = summary["aggregates"]["overall"]
+    assert overall["holistic_score.failure_rate"]["mean"] == 1.0 and overall["holistic_score"]["mean"] is None
+    stats = summary["judge"]["stats"]
+    assert stats["failures"] == len(holistic) and stats["requests_sent"] == 2 * len(holistic)  # each tried twice
+    # Failures are not cached: with the judge mended, a rerun asks again and scores.
+    summary = score_submission(built / "charis-sub", built / "charis", tmp_path / "mended", options, cache_dir=tmp_path / "cache", progress=False)
+    assert summary["aggregates"]["overall"]["holistic_score"]["mean"] == 0.75
+
+
+def test_cogcanvas_attr_vqa_end_to_end(built, server, tmp_path):
+    summary = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "out", server.base_url, tmp_path / "cache")
+    data = load_benchmark_data(built / "cogcanvas")
+    results = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    # Answering "yes" to everything: per image, accuracy = share of questions whose answer is "yes".
+    for metric, kinds in (("attr_vqa", {"binding", "interaction", "position"}), ("igc", {"interaction", "position"})):
+        got = results[results["metric"] == metric].set_index("prompt_id")["value"].to_dict()
+        for prompt_id, row in data.prompt_rows.items():
+            asked = [q for q in row["questions"] if q["kind"] in kinds]
+            assert got[prompt_id] == pytest.approx(sum(q["answer"] == "yes" for q in asked) / len(asked))
+    overall = summary["aggregates"]["overall"]
+    assert overall["attr_vqa.failure_rate"]["mean"] == 0 and overall["igc.failure_rate"]["mean"] == 0
+    assert len(server.requests) == len(data.prompt_rows)  # one request per image
+    assert summary["notes"]["attr_vqa"]["questions_version"] == data.build_info["questions_version"]
+
+
+def test_without_a_judge_the_judged_metrics_are_not_run(built):
+    metrics, not_run = select_metrics(load_benchmark_data(built / "charis"), None, judge=None)
+    assert "charis_score" not in metrics and not_run["charis_score"] == NO_JUDGE
+    assert {"clip_i", "dino_sim"} <= set(metrics)
+    metrics, not_run = select_metrics(load_benchmark_data(built / "cogcanvas"), ("attr_vqa", "clip_t"), judge=None)
+    assert metrics == ["clip_t"] and set(not_run) == {"attr_vqa"}
+
+
+def test_half_a_judge_configuration_is_an_error(built, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("IDBENCH_JUDGE_MODEL", raising=False)
+    code = main(["score", str(built / "charis-sub"), "--data", str(built / "charis"), "--out", str(tmp_path / "o"),
+                 "--profile", "tiny", "--judge-url", "http://127.0.0.1:9/v1"])  # fmt: skip
+    assert code == 2 and "--judge-model" in capsys.readouterr().err and not (tmp_path / "o").exists()
