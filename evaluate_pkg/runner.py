@@ -71,17 +71,19 @@ def select_metrics(
     return metrics, not_run
 
 
-def make_judge(judge: Any, cache_dir: Path) -> Any:
+def make_judge(judge: Any, cache_dir: Path | None) -> Any:
     """A ready judge: ``judge`` itself if it answers ``ask``, else an OpenAIJudge for the JudgeConfig.
 
-    Its answers are cached in ``cache_dir/judge/answers.sqlite3`` next to the features, so a rerun of
-    an unchanged submission sends no request.
+    Its answers are cached in ``cache_dir/judge/answers.sqlite3`` next to the features when a cache
+    folder is given (``--cache-dir``, the leaderboard's), else in the default judge cache
+    (``$IDBENCH_CACHE/judge``), so a rerun of an unchanged submission sends no request.
     """
     if judge is None or hasattr(judge, "ask"):
         return judge
-    from evaluate_pkg.judge import AnswerCache, OpenAIJudge
+    from evaluate_pkg.judge import AnswerCache, OpenAIJudge, default_cache_path
 
-    return OpenAIJudge(judge, cache=AnswerCache(Path(cache_dir) / "judge" / "answers.sqlite3"))
+    path = Path(cache_dir) / "judge" / "answers.sqlite3" if cache_dir is not None else default_cache_path()
+    return OpenAIJudge(judge, cache=AnswerCache(path))
 
 
 def judge_summary(judge: Any) -> dict[str, Any] | None:
@@ -141,15 +143,18 @@ def score_submission(
     """
     options = options or ScoreOptions()
     data = data if isinstance(data, BenchmarkData) else load_benchmark_data(data)
-    metrics, not_run = select_metrics(data, options.metrics, options.judge)
     is_main = accelerator is None or accelerator.is_main_process
+    # Under accelerate only the main process asks the judge (the others would send the same requests);
+    # judged metrics use no collective, so the processes still meet at the same feature gathers.
+    metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None)
     if out is not None and Path(out).exists() and not overwrite:
         raise ScoringError(f"{out} already exists; pass --overwrite to replace it")
     models = models if models is not None else Models(options)
     suite = suite_for(data.name)
     models.preload({role for metric in metrics for role in suite.METRICS[metric]} - {JUDGE_ROLE})  # fail before any work
+    judged = any(JUDGE_ROLE in suite.METRICS[m] for m in metrics)
+    judge = make_judge(options.judge, Path(cache_dir) if cache_dir else None) if judged else None
     cache_dir = Path(cache_dir or default_cache_dir())
-    judge = make_judge(options.judge, cache_dir) if any(JUDGE_ROLE in suite.METRICS[m] for m in metrics) else None
     with validate_submission(Path(submission_path), data) as submission:
         store = FeatureStore(cache_dir, accelerator=accelerator)
         context = Context(data, submission, store, models, options, progress=_progress_factory(progress and is_main), judge=judge)

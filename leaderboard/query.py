@@ -33,20 +33,26 @@ INCOMPLETE_MARK = "incomplete suite"
 GROUP_SIZE_AXES = ("n_subjects", "n_persons")
 ID_COLUMNS = ("rank", "model", "family", "submitter", "profile", "marks", "submission")
 CI_LOW, CI_HIGH = " ci_low", " ci_high"  # suffixes of a metric's CI columns
+# Suffix of a judged metric's failure-rate column: the share of images the judge could not settle,
+# shown next to the score so a high score from a judge that mostly failed is not taken at face value.
+FAILURES = " judge failures"
 
 
 # --- small helpers -------------------------------------------------------------------------------
 
 
-def store_version(store: Store) -> tuple[int, int]:
-    """A cache key that changes whenever results change: (number of result rows, highest result id).
+def store_version(store: Store) -> tuple[int, int, int]:
+    """A cache key that changes whenever the ranked results change: (result rows, highest result id,
+    withdrawn submissions).
 
     Results are insert-only (a rescore inserts a new row and flips ``current`` in the same
-    transaction), so any change to what :meth:`Store.current_results` returns raises the max id.
+    transaction), so any new result raises the max id; withdrawing a submission (the one other change
+    to what :meth:`Store.current_results` returns) raises the withdrawn count.
     """
     with store.transaction(immediate=False) as db:
         count, top = db.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM results").fetchone()
-    return int(count), int(top)
+        (withdrawn,) = db.execute("SELECT COUNT(*) FROM submissions WHERE withdrawn_at IS NOT NULL").fetchone()
+    return int(count), int(top), int(withdrawn)
 
 
 def metric_specs(spec: BenchmarkSpec) -> dict[str, MetricSpec]:
@@ -209,7 +215,7 @@ def ranked_table(
         raise ValueError(f"{spec.name}: unknown metric {metric!r}; known: {list(specs)}")
     cell = breakdown_cell(spec, filters)
     metrics = [metric] + [m for m in available_metrics(results, spec) if m != metric]
-    columns = list(ID_COLUMNS) + [c for m in metrics for c in (m, m + CI_LOW, m + CI_HIGH)]
+    columns = list(ID_COLUMNS) + [c for m in metrics for c in _metric_columns(m, specs)]
     rows = []
     for _, row in visible_results(results, include_plumbing, spec, include_incomplete, family).iterrows():
         stats = _stats(row["aggregates"], cell)
@@ -224,6 +230,8 @@ def ranked_table(
         for m in metrics:
             s = stats.get(m) or {}
             record[m], record[m + CI_LOW], record[m + CI_HIGH] = _num(s.get("mean")), _num(s.get("ci_low")), _num(s.get("ci_high"))
+            if specs[m].judged:
+                record[m + FAILURES] = _num((stats.get(f"{m}.failure_rate") or {}).get("mean"))
         rows.append(record)
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
@@ -233,6 +241,12 @@ def ranked_table(
     table = table.sort_values(metric, ascending=not specs[metric].higher_is_better, na_position="last", kind="stable")
     table["rank"] = range(1, len(table) + 1)
     return table.reset_index(drop=True)
+
+
+def _metric_columns(metric: str, specs: Mapping[str, MetricSpec]) -> tuple[str, ...]:
+    """A metric's columns in the ranked table: mean, CI, and for a judged metric its judge-failure rate."""
+    columns = (metric, metric + CI_LOW, metric + CI_HIGH)
+    return columns + ((metric + FAILURES,) if specs[metric].judged else ())
 
 
 def _scale(display: str) -> tuple[float, int, str]:
@@ -259,6 +273,9 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
     """
     shown = table.copy()
     renames = {}
+    for column in [c for c in shown.columns if c.endswith(FAILURES)]:  # a share of images: shown in percent
+        shown[column] = (shown[column].astype(float) * 100).round(2)
+        renames[column] = column + " (%)"
     for m in metric_specs(spec).values():
         factor, decimals, suffix = _scale(m.display)
         for column in (m.name, m.name + CI_LOW, m.name + CI_HIGH):

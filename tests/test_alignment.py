@@ -379,3 +379,13 @@ def test_readers_take_a_built_charis_folder_and_score_runs(tmp_path, fresh_cache
     (tmp_path / "bad.csv").write_text("model,prompt_id,annotator,category\nuno,p1,u1,superb\n")
     with pytest.raises(al.AlignmentError, match=r"bad.csv, row 1: category 'superb'"):
         al.rating_values(al.read_ratings(tmp_path / "bad.csv"))
+
+    # The same study through the CLI: --prompts defaults to the built folder given as --ratings.
+    from idbench.cli import main
+
+    out = tmp_path / "study"
+    args = ["alignment", "--ratings", str(built), "--results", *map(str, runs), "--out", str(out), "--n-boot", "20"]
+    assert main(args) == 0
+    table1 = pd.read_csv(out / "table1_per_model.csv")
+    assert table1.set_index("model").loc["dsd", "charis_score r"] == pytest.approx(r_of("dsd"))
+    assert main(args) == 2  # the folder exists: refused, kept

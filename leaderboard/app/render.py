@@ -71,7 +71,7 @@ def store() -> Store:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _current_results(home: str, benchmark: str, version: tuple[int, int]) -> pd.DataFrame:
+def _current_results(home: str, benchmark: str, version: tuple[int, int, int]) -> pd.DataFrame:
     # ``version`` is only part of the cache key: a new result changes it and misses the cache.
     return Store(Path(home)).current_results(benchmark)
 

@@ -61,8 +61,15 @@ def _parquet_means(results: pd.DataFrame, prompts: pd.DataFrame, metric: str, **
 
 def test_store_version_changes_with_results(filled, tmp_path):
     store, _ = filled
-    assert query.store_version(store) == (3, 3)
-    assert query.store_version(Store(tmp_path / "empty")) == (0, 0)
+    assert query.store_version(store) == (3, 3, 0)
+    assert query.store_version(Store(tmp_path / "empty")) == (0, 0, 0)
+    # Withdrawing changes what is ranked without adding a result: the key must change too.
+    (tmp_path / "copy").mkdir()
+    with sqlite3.connect(store.path) as source, sqlite3.connect(tmp_path / "copy" / store.path.name) as target:
+        source.backup(target)  # a consistent copy, WAL content included
+    copy = Store(tmp_path / "copy")
+    copy.withdraw(2, "test")
+    assert query.store_version(copy) == (3, 3, 1)
 
 
 def test_overall_and_filtered_means_match_the_parquet(filled):
@@ -286,3 +293,23 @@ def test_reference_ids_of_a_cogcanvas_prompt():
     }
     data = SimpleNamespace(prompt_rows={"p": prompt})
     assert samples.reference_ids(data, "p") == ["ann", "bob", "hat", "beach"]
+
+
+def test_judged_metrics_carry_their_failure_rate():
+    spec = get_benchmark("charis")
+    row = {
+        "submission_id": 7, "model_name": "m", "submitter": "", "profile": "paper", "plumbing": False, "metadata": {},
+        "aggregates": {"overall": {
+            "charis_score": {"mean": 0.6, "ci_low": 0.5, "ci_high": 0.7},
+            "charis_score.failure_rate": {"mean": 0.125},
+            "clip_i": {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9},
+        }},
+    }  # fmt: skip
+    table = query.ranked_table(pd.DataFrame([row]), spec, include_plumbing=True)
+    columns = list(table.columns)
+    at = columns.index("charis_score")
+    assert columns[at:at + 4] == ["charis_score", "charis_score ci_low", "charis_score ci_high", "charis_score judge failures"]
+    assert table.loc[0, "charis_score judge failures"] == 0.125
+    assert "clip_i judge failures" not in columns  # an encoder metric has no judge to fail
+    shown = query.display_table(table, spec)
+    assert shown.loc[0, "charis_score judge failures (%)"] == 12.5
