@@ -8,6 +8,7 @@ dedup and writing are shared.
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,6 +26,8 @@ from builders.sources import Source, SourceError, SourceImage, read_source
 from builders.spec import BenchmarkSpec
 from builders.write import count_by, write_benchmark
 from curation.dedup import DEFAULT_MAX_DISTANCE, find_duplicates
+from curation.pipeline import CurateOptions, Curation, curate_charis_prompts, curate_cogcanvas_prompts
+from curation.pipeline import curate_cogcanvas_references, curate_images
 from ekb import load_ekb
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
@@ -68,7 +71,11 @@ def dedupe(images: list[SourceImage], id_column: str, max_distance: int) -> tupl
 # --- identity-collapse ---------------------------------------------------------------------------
 
 
-def _collapse(source: Source, seed: int, n_prompts: int | None, max_distance: int) -> tuple[Recipe, list[dict]]:
+def _name(image: SourceImage) -> str:
+    return image.values.get("name") or ""
+
+
+def _collapse(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None) -> tuple[Recipe, list[dict]]:
     if n_prompts is not None:
         raise SourceError(
             "identity-collapse has a fixed grid of 75 prompts (5 subject levels x 3 scenes x 5); drop --prompts"
@@ -79,6 +86,8 @@ def _collapse(source: Source, seed: int, n_prompts: int | None, max_distance: in
         for n, i in enumerate(source.images, start=1)
     ]
     images, dropped = dedupe(images, "subject_id", max_distance)
+    if run is not None:
+        images = curate_images(images, lambda i: i.values["subject_id"], _name, run)
     subjects = [reference_row(i, identity_collapse.SUBJECTS) for i in images]
     try:
         prompts = sample_collapse_prompts(subjects, seed)
@@ -97,13 +106,17 @@ RATINGS_FILE = "human_ratings.csv"
 RATINGS_COLUMNS = tuple(charis.HUMAN_RATINGS)
 
 
-def _charis(source: Source, seed: int, n_prompts: int | None, max_distance: int) -> tuple[Recipe, list[dict]]:
+def _charis(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None) -> tuple[Recipe, list[dict]]:
     images, dropped = dedupe(list(source.images), "subject_id", max_distance)
+    if run is not None:
+        images = curate_images(images, lambda i: i.values["subject_id"], _name, run)
     subjects = [reference_row(i, charis.SUBJECTS) for i in images]
     try:
         prompts = sample_charis_prompts(subjects, load_ekb(), seed, n_prompts)
     except ValueError as err:
         raise SourceError(f"{source.manifest}: {err}") from None
+    if run is not None:
+        prompts = curate_charis_prompts(subjects, prompts, run)
     tables = {"subjects": subjects, "prompts": prompts}
     ratings = read_human_ratings(source.root / RATINGS_FILE, {p["prompt_id"] for p in prompts})
     if ratings is not None:
@@ -156,12 +169,14 @@ _KIND_FIELDS = {
 }
 
 
-def check_cogcanvas_row(image: SourceImage, manifest: Path) -> None:
-    """Per-kind metadata: required where it applies, empty where it does not."""
+_REQUIRED = {"person": _PERSON_FIELDS, "object": _ITEM_FIELDS, "fashion": _ITEM_FIELDS, "background": _BACKGROUND_FIELDS}
+
+
+def check_cogcanvas_row(image: SourceImage, manifest: Path, require: bool = True) -> None:
+    """Per-kind metadata: required where it applies (unless a judge will fill it), empty where it does not."""
     values, where = image.values, f"{manifest}, row {image.row}"
     kind = values["kind"]
-    required = {"person": _PERSON_FIELDS, "object": _ITEM_FIELDS, "fashion": _ITEM_FIELDS, "background": _BACKGROUND_FIELDS}
-    for column in required[kind]:
+    for column in _REQUIRED[kind] if require else ():
         if not values[column]:
             raise SourceError(f"{where}: a {kind} row needs {column!r}")
     for other_kind, columns in _KIND_FIELDS.items():
@@ -170,10 +185,12 @@ def check_cogcanvas_row(image: SourceImage, manifest: Path) -> None:
                 raise SourceError(f"{where}: column {column!r} applies to {other_kind} rows, not to a {kind} row")
 
 
-def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: int) -> tuple[Recipe, list[dict]]:
+def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None) -> tuple[Recipe, list[dict]]:
+    # With a judge, empty metadata is allowed here: the MLLM fills it, and it is checked again after.
+    fills = run is not None and run.options.judge is not None
     entity_kind: dict[str, tuple[str, int]] = {}
     for image in source.images:
-        check_cogcanvas_row(image, source.manifest)
+        check_cogcanvas_row(image, source.manifest, require=not fills)
         entity, kind = image.values["entity_id"], image.values["kind"]
         first = entity_kind.setdefault(entity, (kind, image.row))
         if first[0] != kind:
@@ -181,12 +198,27 @@ def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: i
                 f"{source.manifest}, row {image.row}: entity {entity!r} is a {kind} here but a {first[0]} in row {first[1]}"
             )
     images, dropped = dedupe(list(source.images), "ref_id", max_distance)
+    if run is not None:
+        images = curate_images(images, lambda i: i.values["ref_id"], lambda i: f"{_name(i)}: {i.values.get('description') or ''}", run)
     references = [reference_row(i, cogcanvas.REFERENCES) for i in images]
+    if run is not None:
+        references = curate_cogcanvas_references(references, run)
+        if fills:
+            rows = {i.values["ref_id"]: i.row for i in images}
+            for r in references:
+                missing = [c for c in _REQUIRED[r["kind"]] if not r[c]]
+                if missing:
+                    raise SourceError(
+                        f"{source.manifest}, row {rows[r['ref_id']]}: {r['ref_id']} still lacks {', '.join(missing)} after "
+                        "metadata extraction (see curation/metadata.json); fill it in the manifest"
+                    )
     pool = [{**r, "file": i.values["file"]} for r, i in zip(references, images)]
     try:
         prompts, retrieval = sample_cogcanvas(pool, seed, n_prompts)
     except ValueError as err:
         raise SourceError(f"{source.manifest}: {err}") from None
+    if run is not None:
+        prompts = curate_cogcanvas_prompts(prompts, references, run)
     persons = [{"size": p["item_size"], "strength": p["interaction_strength"]} for q in prompts for p in q["persons"]]
     cells = {
         "references by kind": count_by(references, "kind"),
@@ -217,13 +249,23 @@ def build(
     n_prompts: int | None = None,
     overwrite: bool = False,
     max_distance: int = DEFAULT_MAX_DISTANCE,
+    curate: CurateOptions | None = None,
 ) -> dict:
-    """Build ``benchmark`` from ``source`` (default: the shipped samples) into ``out``; returns build_info."""
+    """Build ``benchmark`` from ``source`` (default: the shipped samples) into ``out``; returns build_info.
+
+    ``curate`` runs the model stages of :mod:`curation.pipeline` (embedding dedup, quality filter,
+    and with a judge the MLLM stages); their audit goes to ``out/curation/`` and ``build_info``.
+    """
     spec: BenchmarkSpec = get_benchmark(benchmark)
     unique, recipe = RECIPES[spec.name]
     sample_build = source is None
     source_data = read_source(spec, sample_source(spec.name) if sample_build else Path(source), unique)
-    result, dropped = recipe(source_data, seed, n_prompts, max_distance)
+    if curate is not None and Path(out).exists() and not overwrite:  # refuse before the (slow) model stages
+        from builders.write import OutputExistsError
+
+        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
+    run = Curation(curate) if curate is not None else None
+    result, dropped = recipe(source_data, seed, n_prompts, max_distance, run)
     info = {
         "benchmark": spec.name,
         "idbench_version": idbench.__version__,
@@ -237,9 +279,11 @@ def build(
         },
         "cells": result.cells,
         "dropped_duplicates": dropped,
+        "curation": run.log.stages if run is not None else "not run (build without --curate)",
         **result.info,
     }
-    return write_benchmark(Path(out), spec, result.tables, info, render_card, overwrite=overwrite)
+    extra = run.log.write if run is not None else None
+    return write_benchmark(Path(out), spec, result.tables, info, render_card, overwrite=overwrite, extra=extra)
 
 
 def format_report(info: dict) -> str:
@@ -251,4 +295,10 @@ def format_report(info: dict) -> str:
         lines.append(f"  {title}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     for d in info["dropped_duplicates"]:
         lines.append(f"  dropped {d['id']}: duplicate of {d['duplicate_of']} (pHash distance {d['distance']})")
+    curation = info.get("curation")
+    if isinstance(curation, dict):
+        lines.append("  curation (audit files in curation/):")
+        for stage, summary in curation.items():
+            text = summary if isinstance(summary, str) else json.dumps(summary, default=str)
+            lines.append(f"    {stage}: {text[:300]}")
     return "\n".join(lines)

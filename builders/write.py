@@ -73,8 +73,13 @@ def write_benchmark(
     render_card: Callable[[BenchmarkSpec, dict], str],
     overwrite: bool = False,
     max_shard_bytes: int = MAX_SHARD_BYTES,
+    extra: Callable[[Path], None] | None = None,
 ) -> dict:
-    """Write ``tables`` (config name -> rows) atomically into ``out``; returns the completed build_info."""
+    """Write ``tables`` (config name -> rows) atomically into ``out``; returns the completed build_info.
+
+    ``extra`` writes more files into the staging folder (the curation audit), so they appear with
+    the rest or not at all.
+    """
     out = Path(out)
     if out.exists() and not overwrite:
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
@@ -88,6 +93,8 @@ def write_benchmark(
             info["configs"][name] = {"rows": len(rows), "shards": shards}
         (staging / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         (staging / "README.md").write_text(render_card(spec, info))
+        if extra is not None:
+            extra(staging)
         move_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -13,6 +13,19 @@ DEFAULT_DEMO_OUT = Path("idbench-output")
 def _cmd_build(args: argparse.Namespace) -> int:
     from builders.build import build, format_report
 
+    curate = None
+    if args.curate or args.reviewed_prompts:
+        from curation.pipeline import CurateOptions
+
+        curate = CurateOptions(
+            profile=args.profile,
+            device=args.device,
+            judge=_judge_config(args),
+            dedup_threshold=args.dedup_threshold,
+            reviewed_prompts=args.reviewed_prompts,
+            image_stages=args.curate,
+            quality=_quality_thresholds(args.quality_thresholds),
+        )
     info = build(
         args.benchmark,
         out=args.out,
@@ -20,10 +33,29 @@ def _cmd_build(args: argparse.Namespace) -> int:
         seed=args.seed,
         n_prompts=args.prompts,
         overwrite=args.overwrite,
+        curate=curate,
     )
     print(format_report(info))
     print(f"written to {args.out}")
     return 0
+
+
+def _quality_thresholds(path: Path | None):
+    """QualityThresholds from a JSON file; a malformed file or an unknown key is one error naming the file."""
+    if path is None:
+        return None
+    import json
+
+    from builders.sources import SourceError
+    from curation.quality import QualityThresholds
+
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(values, dict):
+            raise ValueError("expected a JSON object")
+        return QualityThresholds.from_mapping(values, where=str(path))
+    except (OSError, ValueError, TypeError) as error:
+        raise SourceError(f"{path}: {error}") from None
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
@@ -138,10 +170,11 @@ def _judge_config(args: argparse.Namespace):
         raise ScoringErrorForCli(str(error)) from None
 
 
-def _add_judge_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "judge", "the VLM judge of the judged metrics (CHARIS score, Attr-VQA); without one they are reported as not run"
-    )
+def _add_judge_arguments(
+    parser: argparse.ArgumentParser,
+    what: str = "the VLM judge of the judged metrics (CHARIS score, Attr-VQA); without one they are reported as not run",
+) -> None:
+    group = parser.add_argument_group("judge", what)
     group.add_argument("--judge-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $IDBENCH_JUDGE_URL)")
     group.add_argument("--judge-model", help="the served model's name (default: $IDBENCH_JUDGE_MODEL); the key comes from $IDBENCH_JUDGE_API_KEY")
     group.add_argument("--judge-concurrency", type=int, default=8, help="requests in flight at once (default: %(default)s)")
@@ -346,6 +379,17 @@ def make_parser() -> argparse.ArgumentParser:
         "identity-collapse is a fixed grid of 75)",
     )
     build.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    curate = build.add_argument_group(
+        "curation", "model stages between the source and the sampler (see docs/curation.md); audit files go to OUT/curation/"
+    )
+    curate.add_argument("--curate", action="store_true", help="embedding dedup and quality filter; with a judge also the MLLM stages")
+    curate.add_argument("--profile", choices=("paper", "tiny"), default="paper", help="encoders of the image stages (tiny: a plumbing check)")
+    curate.add_argument("--device", default="cpu")
+    curate.add_argument("--dedup-threshold", type=float, help="DINOv2 cosine at which two images are near duplicates")
+    curate.add_argument("--reviewed-prompts", type=Path, help="charis: take the prompts of this reviewed export (review.csv)")
+    curate.add_argument("--quality-thresholds", type=Path, metavar="JSON",
+                        help="a JSON object of quality thresholds (min_side, min_blur, min_aesthetic, ...; null turns a check off)")
+    _add_judge_arguments(build, "the MLLM of the curation stages (metadata, prompt writing and checking); without one they are skipped, and the report says so")
     build.set_defaults(func=_cmd_build)
 
     publish = commands.add_parser(

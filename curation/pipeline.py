@@ -1,0 +1,251 @@
+"""The model stages of a build (``idbench build ... --curate``), between the source and the sampler.
+
+The builders call these with the rows they already validated and pHash-deduplicated:
+
+1. :func:`curate_images` (every benchmark): embedding near-duplicates (DINOv2 through the feature
+   store), then the two-stage quality filter (cheap checks, then aesthetics and relevance to the
+   entity's name); needs the encoders of ``options.profile``.
+2. :func:`curate_cogcanvas_references`: MLLM metadata for every reference (filling what the manifest
+   left empty; the manifest wins) and the demographic audit of the identity pool.
+3. :func:`curate_cogcanvas_prompts`: the MLLM writes each sampled prompt and a verifier checks it;
+   prompts that never pass keep their template text, flagged in the audit.
+4. :func:`curate_charis_prompts`: the VLM proposes 5-6-axis prompts per subject (a review export is
+   written for people); or the prompts of a reviewed export are taken as they are.
+
+Stages 2-4 need a judge. Without one they are skipped, and the build report and ``build_info.json``
+say so, stage by stage: nothing is silently left out. Every stage's audit (what was removed and why,
+what was filled, which prompts were rewritten) is written into the build's ``curation/`` folder.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+NO_JUDGE = "skipped: no judge configured (pass --judge-url and --judge-model, or set IDBENCH_JUDGE_URL and IDBENCH_JUDGE_MODEL)"
+AUDIT_DIR = "curation"  # inside the built benchmark folder
+
+
+@dataclass
+class CurateOptions:
+    """How the model stages run. ``judge``: a JudgeConfig, a ready Judge, or None (MLLM stages skipped)."""
+
+    profile: str = "paper"
+    device: str = "cpu"
+    judge: Any = None
+    cache_dir: Path | None = None
+    dedup_threshold: float | None = None  # None: curation.embedding_dedup's default
+    quality: Any = None  # a curation.quality.QualityThresholds; None: its defaults
+    max_attempts: int = 3
+    reviewed_prompts: Path | None = None  # CHARIS: take the prompts of this reviewed export instead
+    image_stages: bool = True  # False: only the prompt stages (e.g. importing a reviewed export)
+
+
+@dataclass
+class CurationLog:
+    """What the stages did: a JSON-ready summary per stage (for build_info) and audit files to write."""
+
+    stages: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # path inside curation/ -> text
+    writers: list[Callable[[Path], None]] = field(default_factory=list)  # write into curation/ (thumbnails...)
+
+    def write(self, folder: Path) -> None:
+        """Write every audit file under ``folder/curation`` (called on the build's staging folder)."""
+        root = Path(folder) / AUDIT_DIR
+        root.mkdir(parents=True, exist_ok=True)
+        for name, text in self.files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text, encoding="utf-8")
+        for writer in self.writers:
+            writer(root)
+
+
+class Curation:
+    """One build's curation: the options, the log, and the judge and models, made on first use and
+    shared by every stage of the build. The builders pass it to each stage function."""
+
+    def __init__(self, options: CurateOptions):
+        self.options = options
+        self.log = CurationLog()
+        self._judge: Any = None
+        self._models: Any = None
+
+    @property
+    def judge(self) -> Any:
+        if self._judge is None and self.options.judge is not None:
+            from evaluate_pkg.runner import make_judge
+
+            self._judge = make_judge(self.options.judge, self.options.cache_dir)
+        return self._judge
+
+    @property
+    def models(self) -> Any:
+        if self._models is None:
+            from curation.embedding_dedup import load_models
+
+            self._models = load_models(self.options.profile, device=self.options.device)
+        return self._models
+
+
+def _judge_stats(judge: Any) -> dict[str, Any] | None:
+    stats = getattr(judge, "stats", None)
+    return stats.as_dict() if stats is not None and hasattr(stats, "as_dict") else None
+
+
+# --- 1. images -------------------------------------------------------------------------------------
+
+
+def curate_images(
+    images: Sequence[Any],
+    id_of: Callable[[Any], str],
+    text_of: Callable[[Any], str],
+    run: Curation,
+) -> list[Any]:
+    """``images`` (SourceImage-like: ``.data``, ``.width``, ``.height``) without embedding duplicates
+    and without those the quality filter removes; both decisions are logged with their reasons."""
+    from curation.embedding_dedup import DEFAULT_THRESHOLD, find_near_duplicates, image_features
+    from curation.quality import QualityThresholds, filter_images
+
+    options, log = run.options, run.log
+    if not options.image_stages:
+        log.stages["images"] = "skipped (no --curate)"
+        return list(images)
+    by_id = {id_of(i): i for i in images}
+    data = {image_id: image.data for image_id, image in by_id.items()}
+    thresholds = options.quality or QualityThresholds()
+    quality = filter_images(
+        data,
+        {image_id: text_of(image) for image_id, image in by_id.items()},
+        thresholds,
+        profile=options.profile,
+        device=options.device,
+        cache_dir=options.cache_dir,
+        models=run.models,
+    )
+    audit = quality.to_dict()
+    log.stages["quality"] = {"counts": audit.get("counts"), "plumbing": quality.plumbing}
+    log.files["quality.json"] = json.dumps(audit, indent=2, ensure_ascii=False, default=str) + "\n"
+    log.files["quality.csv"] = quality.csv_text()
+    passed = [image_id for image_id in by_id if image_id in set(quality.kept)]
+
+    vectors = image_features(
+        {i: data[i] for i in passed}, "dinov2", options.profile, device=options.device, cache_dir=options.cache_dir, models=run.models
+    )
+    aesthetic, sizes = quality.aesthetic, quality.sizes
+    report = find_near_duplicates(
+        vectors,
+        options.dedup_threshold if options.dedup_threshold is not None else DEFAULT_THRESHOLD,
+        # keep rule: the better aesthetic score, then more pixels (when every kept image has a score)
+        quality={i: aesthetic[i] for i in passed} if all(i in aesthetic for i in passed) else None,
+        resolution={i: sizes.get(i, (by_id[i].width, by_id[i].height)) for i in passed},
+    )
+    from evaluate_pkg.models.registry import profile_is_plumbing
+
+    plumbing = profile_is_plumbing(options.profile)  # tiny random encoders: the decisions check the pipeline only
+    log.stages["embedding_dedup"] = {**report.to_dict()["counts"], "threshold": report.threshold, "profile": options.profile, "plumbing": plumbing}
+    log.files["embedding_dedup.json"] = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    log.files["embedding_dedup.csv"] = report.csv_text()
+    kept = set(report.kept)
+    return [by_id[i] for i in passed if i in kept]
+
+
+# --- 2. CogCanvas references -----------------------------------------------------------------------
+
+
+def curate_cogcanvas_references(rows: Sequence[Mapping[str, Any]], run: Curation) -> list[dict]:
+    """Reference rows with empty metadata filled by the MLLM (manifest values win); the identity audit.
+
+    Without a judge the rows come back unchanged and the stage is logged as skipped. The audit of the
+    identity pool runs either way (it needs no model).
+    """
+    from curation.metadata import demographic_balance, extract_metadata, merge_metadata, ref_inputs
+
+    out, log = [dict(r) for r in rows], run.log
+    judge = run.judge
+    if judge is None:
+        log.stages["metadata"] = NO_JUDGE
+    else:
+        report = extract_metadata(judge, ref_inputs(out))
+        merged = merge_metadata(out, report)
+        out = [dict(r) for r in merged.rows]
+        log.stages["metadata"] = {
+            "judge": judge.model,
+            "images": len(report.entries),
+            "failed": [{"ref_id": e.ref_id, "error": e.error} for e in report.failed],
+            "filled": len(merged.filled),
+            "conflicts": len(merged.conflicts),
+            "judge_stats": _judge_stats(judge),
+        }
+        log.files["metadata.json"] = json.dumps(
+            {"extracted": report.as_dict(), "conflicts": [c.__dict__ for c in merged.conflicts]}, indent=2, ensure_ascii=False, default=str
+        ) + "\n"
+    audit = demographic_balance(out)
+    log.stages["demographic_balance"] = {"flagged": [str(f) for f in audit.flagged]}
+    log.files["demographic_balance.csv"] = audit.table.to_csv(index=False)
+    log.files["demographic_balance.txt"] = audit.format() + "\n"
+    return out
+
+
+# --- 3. CogCanvas prompts --------------------------------------------------------------------------
+
+
+def curate_cogcanvas_prompts(
+    prompts: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, Any]], run: Curation
+) -> list[dict]:
+    """Prompts whose text the MLLM wrote and a verifier passed; others keep the template text (flagged)."""
+    from curation.prompt_synthesis import synthesize_prompts, tuple_from_record
+
+    judge, log = run.judge, run.log
+    if judge is None:
+        log.stages["prompt_synthesis"] = NO_JUDGE
+        return [dict(p) for p in prompts]
+    refs = {r["ref_id"]: r for r in references}
+    report = synthesize_prompts(judge, [tuple_from_record(p, refs) for p in prompts], resample=None, max_attempts=run.options.max_attempts)
+    summary = report.as_dict()
+    log.stages["prompt_synthesis"] = {
+        "judge": judge.model,
+        "prompts": len(prompts),
+        "accepted": len(report.accepted),
+        "given_up": [o.prompt_id for o in report.given_up],
+        "requests": {"writer": report.writer_requests, "verifier": report.verifier_requests, "ask_calls": report.ask_calls},
+    }
+    log.files["prompt_synthesis.json"] = json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n"
+    return [dict(p) for p in report.prompt_rows(on_give_up="template")]
+
+
+# --- 4. CHARIS prompts -----------------------------------------------------------------------------
+
+
+def curate_charis_prompts(
+    subjects: Sequence[Mapping[str, Any]], template_prompts: Sequence[Mapping[str, Any]], run: Curation
+) -> list[dict]:
+    """The prompts of a reviewed export, or VLM proposals (with a review export), or the templates."""
+    from curation.review import export_review, import_review
+
+    options, log = run.options, run.log
+    if options.reviewed_prompts is not None:
+        result = import_review(Path(options.reviewed_prompts))
+        log.stages["charis_prompts"] = {"source": "reviewed export", **{k: v for k, v in result.as_dict().items() if k != "proposals"}}
+        return [dict(p) for p in result.prompt_rows()]
+    judge = run.judge
+    if judge is None:
+        log.stages["charis_prompts"] = NO_JUDGE + "; the template prompts are used"
+        return [dict(p) for p in template_prompts]
+    from curation.charis_prompts import propose_charis_prompts, subject_inputs
+    from ekb import load_ekb
+
+    report = propose_charis_prompts(judge, subject_inputs(subjects), load_ekb(), max_attempts=options.max_attempts)
+    images = {s["subject_id"]: s["image"]["bytes"] for s in subjects}
+    log.stages["charis_prompts"] = {
+        "source": "VLM proposals",
+        "judge": judge.model,
+        "proposals": len(report.proposals),
+        "incomplete_subjects": [s.subject_id for s in report.incomplete],
+        "requests": report.requests,
+        "ask_calls": report.ask_calls,
+    }
+    log.files["charis_proposals.json"] = json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+    log.writers.append(lambda root: export_review(report.proposals, images, root / "review"))
+    return [dict(p) for p in report.prompt_rows()]

@@ -1,0 +1,171 @@
+"""``idbench build ... --curate``: the model stages wired into the builders, end to end.
+
+Encoders are the tiny random ones (a plumbing check of the image stages: their decisions mean nothing
+here, so permissive thresholds keep every sample); the MLLM is an in-process scripted judge that
+answers each curation task the way a cooperative model would. What is asserted is the wiring: the
+stages run in order, fill what the manifest left empty (and only that), replace prompt text, write
+their audit files into the build and record themselves in build_info; without a judge they are
+skipped, and the report says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from builders.build import build, format_report
+from builders.sources import SourceError
+from conftest import SAMPLES
+from curation.pipeline import NO_JUDGE, CurateOptions
+from curation.quality import QualityThresholds
+from evaluate_pkg.judge import JudgeAnswer
+
+# Keep every sample image: the tiny encoders' aesthetics and similarities are noise.
+PERMISSIVE = QualityThresholds(min_side=16, min_blur=0.0, min_pixel_std=0.0, max_aspect_ratio=10, min_aesthetic=None, min_relevance=None)
+PHRASES = {
+    "pose": "leaping in the air",
+    "expression": "with a wide grin",
+    "viewpoint": "seen from above",
+    "occlusion": "half hidden behind a fence",
+    "lighting": "under neon light",
+    "background": "on a windy beach",
+}
+
+
+class CurationJudge:
+    """Answers the curation tasks: fixed metadata, writer texts naming every slot and item, verifiers that pass."""
+
+    model = "scripted-mllm"
+
+    def __init__(self):
+        self.tasks: list[str] = []
+
+    def ask(self, requests):
+        self.tasks += [r.task for r in requests]
+        return [JudgeAnswer(value=self.answer(r), attempts=1) for r in requests]
+
+    def answer(self, request):
+        task, schema = request.task, request.schema["properties"]
+        if task == "curation.metadata.identity":
+            return {"age_group": schema["age_group"]["enum"][0], "gender": schema["gender"]["enum"][0],
+                    "ethnicity": schema["ethnicity"]["enum"][0], "apparel": ["a coat"]}  # fmt: skip
+        if task == "curation.metadata.item":
+            return {"size_category": schema["size_category"]["enum"][0], "interactions": ["hold"]}
+        if task == "curation.metadata.background":
+            return {"scene_type": next(v for v in schema["scene_type"]["enum"] if v != "landmark"), "landmark": None}
+        if task == "curation.cogcanvas.write":
+            rules = request.prompt.split("Rules:")[1]
+            slots = re.findall(r'"(person [A-E])"', rules.split("; name the items")[0])
+            items = re.findall(r'"([^"]+)"', rules.split("name the items exactly as")[1].split("; state")[0])
+            return {"prompt": f"Written: {', '.join(f'{s} with {i}' for s, i in zip(slots, items))}."}
+        if task == "curation.cogcanvas.verify":
+            return {"interaction_plausible": True, "layout_feasible": True, "scene_compatible": True, "faithful": True, "reasons": []}
+        if task == "curation.charis.propose":
+            combos = [list(c) for c in itertools.combinations(PHRASES, 5)] + [list(PHRASES)]  # 6 + 1 distinct
+            return {"proposals": [
+                {"prompt": "The subject " + ", ".join(PHRASES[a] for a in axes) + ".",
+                 "transformations": [{"axis": a, "phrase": PHRASES[a]} for a in axes]}
+                for axes in combos
+            ]}  # fmt: skip
+        raise AssertionError(f"unexpected task {task}")
+
+
+@pytest.fixture
+def cogcanvas_source(tmp_path) -> Path:
+    """The CogCanvas samples with one person's age group and one object's size left empty."""
+    folder = shutil.copytree(SAMPLES, tmp_path / "src")
+    with (folder / "cogcanvas.csv").open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    person = next(r for r in rows if r["kind"] == "person")
+    item = next(r for r in rows if r["kind"] == "object")
+    person["age_group"], item["size_category"] = "", ""
+    with (folder / "cogcanvas.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return folder
+
+
+def _options(judge=None, **kwargs) -> CurateOptions:
+    return CurateOptions(profile="tiny", judge=judge, quality=PERMISSIVE, dedup_threshold=0.99999, **kwargs)
+
+
+def test_cogcanvas_curated_build(cogcanvas_source, tmp_path, fresh_cache):
+    judge = CurationJudge()
+    info = build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curate=_options(judge))
+    stages = info["curation"]
+    assert list(stages) == ["quality", "embedding_dedup", "metadata", "demographic_balance", "prompt_synthesis"]
+    assert stages["embedding_dedup"]["plumbing"] is True  # tiny weights: labelled as a plumbing check
+    assert stages["metadata"]["filled"] >= 2 and stages["metadata"]["failed"] == []
+    assert stages["prompt_synthesis"]["accepted"] == info["configs"]["prompts"]["rows"]
+    # One metadata request per reference, then one writer and one verifier request per prompt.
+    refs, prompts = info["configs"]["references"]["rows"], info["configs"]["prompts"]["rows"]
+    assert judge.tasks.count("curation.cogcanvas.write") == prompts == judge.tasks.count("curation.cogcanvas.verify")
+    assert sum(t.startswith("curation.metadata.") for t in judge.tasks) == refs
+    import datasets
+
+    rows = datasets.load_dataset(str(tmp_path / "out"), "references", split="test", cache_dir=fresh_cache)
+    filled = [r for r in rows if r["kind"] == "person" and r["age_group"]]
+    assert len(filled) == sum(r["kind"] == "person" for r in rows)  # the blank was filled; nothing was left empty
+    written = datasets.load_dataset(str(tmp_path / "out"), "prompts", split="test", cache_dir=fresh_cache)
+    assert all(p["prompt"].startswith("Written: person") for p in written)
+    audit = tmp_path / "out" / "curation"
+    for name in ("quality.json", "quality.csv", "embedding_dedup.json", "embedding_dedup.csv", "metadata.json",
+                 "demographic_balance.csv", "prompt_synthesis.json"):  # fmt: skip
+        assert (audit / name).is_file(), name
+    assert "curation (audit files in curation/)" in format_report(info)
+
+
+def test_without_a_judge_the_mllm_stages_are_skipped_and_said_so(cogcanvas_source, tmp_path):
+    # The blanks cannot be filled without a judge: the manifest check names the row.
+    with pytest.raises(SourceError, match=r"cogcanvas.csv, row \d+: a person row needs 'age_group'"):
+        build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curate=_options())
+    assert not (tmp_path / "out").exists()
+    info = build("cogcanvas", out=tmp_path / "out", curate=_options())  # the complete sample manifest
+    assert info["curation"]["metadata"] == NO_JUDGE and info["curation"]["prompt_synthesis"] == NO_JUDGE
+    report = format_report(info)
+    assert "metadata: skipped: no judge configured" in report and "prompt_synthesis: skipped" in report
+
+
+def test_a_failed_metadata_answer_stops_the_build_naming_the_row(cogcanvas_source, tmp_path):
+    class Broken(CurationJudge):
+        def ask(self, requests):
+            return [JudgeAnswer(error="HTTP 500") if r.task == "curation.metadata.identity" else JudgeAnswer(value=self.answer(r))
+                    for r in requests]  # fmt: skip
+
+    with pytest.raises(SourceError, match=r"row \d+: .* still lacks age_group after metadata extraction"):
+        build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curate=_options(Broken()))
+    assert not (tmp_path / "out").exists()
+
+
+def test_charis_proposals_then_a_reviewed_export(tmp_path):
+    judge = CurationJudge()
+    info = build("charis", out=tmp_path / "out", curate=_options(judge))
+    stages = info["curation"]
+    assert stages["charis_prompts"]["source"] == "VLM proposals" and stages["charis_prompts"]["incomplete_subjects"] == []
+    subjects = info["configs"]["subjects"]["rows"]
+    assert info["configs"]["prompts"]["rows"] == 7 * subjects
+    review = tmp_path / "out" / "curation" / "review"
+    assert (review / "review.csv").is_file() and any((review / "thumbnails").iterdir())
+
+    # A person edits one prompt of the export; the build takes the reviewed prompts as they are.
+    with (review / "review.csv").open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    rows[0]["prompt"] = rows[0]["prompt"].replace("The subject", "The very same subject")
+    edited = tmp_path / "edited.csv"
+    with edited.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    shutil.copy(review / "baseline.jsonl", tmp_path / "baseline.jsonl")
+    again = build("charis", out=tmp_path / "again", curate=CurateOptions(reviewed_prompts=edited, image_stages=False))
+    assert again["curation"]["charis_prompts"]["source"] == "reviewed export"
+    assert again["configs"]["prompts"]["rows"] == info["configs"]["prompts"]["rows"]
+    build_info = json.loads((tmp_path / "again" / "build_info.json").read_text())
+    assert build_info["curation"]["images"] == "skipped (no --curate)"
