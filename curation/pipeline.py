@@ -105,7 +105,7 @@ def curate_images(
 ) -> list[Any]:
     """``images`` (SourceImage-like: ``.data``, ``.width``, ``.height``) without embedding duplicates
     and without those the quality filter removes; both decisions are logged with their reasons."""
-    from curation.embedding_dedup import DEFAULT_THRESHOLD, find_near_duplicates, image_features
+    from curation.embedding_dedup import DEFAULT_THRESHOLD, feature_source, find_near_duplicates, image_features
     from curation.quality import QualityThresholds, filter_images
 
     options, log = run.options, run.log
@@ -140,6 +140,7 @@ def curate_images(
         # keep rule: the better aesthetic score, then more pixels (when every kept image has a score)
         quality={i: aesthetic[i] for i in passed} if all(i in aesthetic for i in passed) else None,
         resolution={i: sizes.get(i, (by_id[i].width, by_id[i].height)) for i in passed},
+        features=feature_source(run.models),
     )
     from evaluate_pkg.models.registry import profile_is_plumbing
 

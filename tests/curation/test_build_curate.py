@@ -169,3 +169,45 @@ def test_charis_proposals_then_a_reviewed_export(tmp_path):
     assert again["configs"]["prompts"]["rows"] == info["configs"]["prompts"]["rows"]
     build_info = json.loads((tmp_path / "again" / "build_info.json").read_text())
     assert build_info["curation"]["images"] == "skipped (no --curate)"
+
+
+def test_cli_curated_build_through_the_real_client(tmp_path, monkeypatch):
+    """`idbench build cogcanvas --curate --judge-url ...` against the local chat-completions server."""
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judge"))
+    from openai_server import ScriptedServer, answer, user_text
+
+    from idbench.cli import main
+
+    scripted = CurationJudge()
+    tasks = {name.replace(".", "_"): name for name in (
+        "curation.metadata.identity", "curation.metadata.item", "curation.metadata.background",
+        "curation.cogcanvas.write", "curation.cogcanvas.verify")}  # fmt: skip
+
+    def reply(body):
+        response = body["response_format"]["json_schema"]
+        request = SimpleNamespace(task=tasks[response["name"]], prompt=user_text(body), schema=response["schema"])
+        return answer(scripted.answer(request))
+
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text(json.dumps({"min_side": 16, "min_blur": 0, "min_pixel_std": 0, "min_aesthetic": None, "min_relevance": None}))
+    with ScriptedServer(reply) as server:
+        code = main([
+            "build", "cogcanvas", "--out", str(tmp_path / "out"), "--curate", "--profile", "tiny",
+            "--quality-thresholds", str(thresholds), "--dedup-threshold", "0.99999",
+            "--judge-url", server.base_url, "--judge-model", "scripted-mllm",
+        ])  # fmt: skip
+        sent = len(server.requests)
+    assert code == 0
+    info = json.loads((tmp_path / "out" / "build_info.json").read_text())
+    prompts, refs = info["configs"]["prompts"]["rows"], info["configs"]["references"]["rows"]
+    assert sent == refs + 2 * prompts  # one metadata request per reference; a writer and a verifier per prompt
+    assert info["curation"]["prompt_synthesis"]["accepted"] == prompts
+    assert (tmp_path / "out" / "curation" / "prompt_synthesis.json").is_file()
+    # A malformed thresholds file is one error naming it, and nothing is built.
+    thresholds.write_text('{"min_sid": 3}')
+    assert main(["build", "cogcanvas", "--out", str(tmp_path / "bad"), "--curate", "--profile", "tiny",
+                 "--quality-thresholds", str(thresholds)]) == 2  # fmt: skip
+    assert not (tmp_path / "bad").exists()
