@@ -115,4 +115,5 @@ def run_demo(out: Path, baselines: tuple[str, ...] = BASELINES) -> None:
     print(f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/; "
           f"scores in the local leaderboard at {store.home} (`idbench jobs` lists them).")
     print("Open the leaderboard:  .venv/bin/idbench serve   (then http://localhost:8501; tick "
-          "'show plumbing-check rows' to see these baselines)")
+          "'show plumbing-check rows' to see these baselines, and on CogCanvas and CHARIS also "
+          "'show incomplete-suite rows': their judged metrics need a VLM judge)")
