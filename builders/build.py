@@ -75,7 +75,7 @@ def _name(image: SourceImage) -> str:
     return image.values.get("name") or ""
 
 
-def _collapse(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None) -> tuple[Recipe, list[dict]]:
+def _collapse(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None = None) -> tuple[Recipe, list[dict]]:
     if n_prompts is not None:
         raise SourceError(
             "identity-collapse has a fixed grid of 75 prompts (5 subject levels x 3 scenes x 5); drop --prompts"
@@ -106,7 +106,7 @@ RATINGS_FILE = "human_ratings.csv"
 RATINGS_COLUMNS = tuple(charis.HUMAN_RATINGS)
 
 
-def _charis(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None) -> tuple[Recipe, list[dict]]:
+def _charis(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None = None) -> tuple[Recipe, list[dict]]:
     images, dropped = dedupe(list(source.images), "subject_id", max_distance)
     if run is not None:
         images = curate_images(images, lambda i: i.values["subject_id"], _name, run)
@@ -185,7 +185,7 @@ def check_cogcanvas_row(image: SourceImage, manifest: Path, require: bool = True
                 raise SourceError(f"{where}: column {column!r} applies to {other_kind} rows, not to a {kind} row")
 
 
-def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None) -> tuple[Recipe, list[dict]]:
+def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: int, run: Curation | None = None) -> tuple[Recipe, list[dict]]:
     # With a judge, empty metadata is allowed here: the MLLM fills it, and it is checked again after.
     fills = run is not None and run.options.judge is not None
     entity_kind: dict[str, tuple[str, int]] = {}
