@@ -20,7 +20,7 @@ from builders.benchmarks import charis, cogcanvas, get_benchmark, identity_colla
 from builders.card import render_card
 from builders.graphs import QUESTIONS_VERSION
 from builders.sampling.charis import sample_charis_prompts
-from builders.sampling.cogcanvas import sample_cogcanvas
+from builders.sampling.cogcanvas import prompt_resampler, sample_cogcanvas
 from builders.sampling.collapse import sample_collapse_prompts
 from builders.sources import Source, SourceError, SourceImage, read_source
 from builders.spec import BenchmarkSpec
@@ -218,7 +218,7 @@ def _cogcanvas(source: Source, seed: int, n_prompts: int | None, max_distance: i
     except ValueError as err:
         raise SourceError(f"{source.manifest}: {err}") from None
     if run is not None:
-        prompts = curate_cogcanvas_prompts(prompts, references, run)
+        prompts, retrieval = curate_cogcanvas_prompts(prompts, retrieval, references, prompt_resampler(pool, seed), run)
     persons = [{"size": p["item_size"], "strength": p["interaction_strength"]} for q in prompts for p in q["persons"]]
     cells = {
         "references by kind": count_by(references, "kind"),

@@ -193,27 +193,54 @@ def curate_cogcanvas_references(rows: Sequence[Mapping[str, Any]], run: Curation
 
 
 def curate_cogcanvas_prompts(
-    prompts: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, Any]], run: Curation
-) -> list[dict]:
-    """Prompts whose text the MLLM wrote and a verifier passed; others keep the template text (flagged)."""
+    prompts: Sequence[Mapping[str, Any]],
+    retrieval: Sequence[Mapping[str, Any]],
+    references: Sequence[Mapping[str, Any]],
+    resampler: Callable[[Mapping[str, Any], int], tuple[dict, list[dict]]] | None,
+    run: Curation,
+) -> tuple[list[dict], list[dict]]:
+    """Prompts whose text the MLLM wrote and a verifier passed, and the retrieval rows that go with them.
+
+    A tuple the verifier finds implausible (interaction, layout or scene) is drawn again through
+    ``resampler`` (:func:`builders.sampling.cogcanvas.prompt_resampler`); its retrieval rows are then
+    replaced by the new draw's. Prompts that never pass keep their (last) template text, flagged.
+    """
     from curation.prompt_synthesis import synthesize_prompts, tuple_from_record
 
     judge, log = run.judge, run.log
     if judge is None:
         log.stages["prompt_synthesis"] = NO_JUDGE
-        return [dict(p) for p in prompts]
+        return [dict(p) for p in prompts], [dict(r) for r in retrieval]
     refs = {r["ref_id"]: r for r in references}
-    report = synthesize_prompts(judge, [tuple_from_record(p, refs) for p in prompts], resample=None, max_attempts=run.options.max_attempts)
-    summary = report.as_dict()
+    attempts: dict[str, int] = {}
+    redrawn: dict[str, list[dict]] = {}  # prompt id -> retrieval rows of its latest draw
+
+    def resample(t: Any, reasons: Sequence[str]) -> Any:
+        attempts[t.prompt_id] = attempts.get(t.prompt_id, 0) + 1
+        prompt, rows = resampler(t.record, attempts[t.prompt_id])
+        redrawn[t.prompt_id] = rows
+        return tuple_from_record(prompt, refs)
+
+    report = synthesize_prompts(
+        judge,
+        [tuple_from_record(p, refs) for p in prompts],
+        resample=resample if resampler is not None else None,
+        max_attempts=run.options.max_attempts,
+    )
     log.stages["prompt_synthesis"] = {
         "judge": judge.model,
         "prompts": len(prompts),
         "accepted": len(report.accepted),
         "given_up": [o.prompt_id for o in report.given_up],
+        "redrawn": sorted(redrawn),
         "requests": {"writer": report.writer_requests, "verifier": report.verifier_requests, "ask_calls": report.ask_calls},
     }
-    log.files["prompt_synthesis.json"] = json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n"
-    return [dict(p) for p in report.prompt_rows(on_give_up="template")]
+    log.files["prompt_synthesis.json"] = json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+    rows = [dict(r) for r in retrieval if r["prompt_id"] not in redrawn]
+    rows += [dict(r) for prompt_id in sorted(redrawn) for r in redrawn[prompt_id]]
+    order = {p["prompt_id"]: k for k, p in enumerate(prompts)}
+    rows.sort(key=lambda r: order[r["prompt_id"]])  # stable: a prompt's rows keep their slot order
+    return [dict(p) for p in report.prompt_rows(on_give_up="template")], rows
 
 
 # --- 4. CHARIS prompts -----------------------------------------------------------------------------

@@ -372,6 +372,26 @@ def sample_cogcanvas(
     return prompts, retrieval
 
 
+def prompt_resampler(
+    references: Sequence[Mapping[str, Any]], seed: int
+) -> Callable[[Mapping[str, Any], int], tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """A function that draws one prompt again: ``(record, attempt) -> (prompt, retrieval rows)``.
+
+    The new draw keeps the prompt's id, group size and layout and picks persons, items, interactions,
+    person-person edges and background afresh, with the questions and retrieval rows derived from it.
+    The curation verifier uses it when a sampled tuple itself is implausible (no rewording fixes a
+    person "wearing" a bench). It is deterministic in (seed, prompt id, attempt); the usage balance of
+    the first pass is not extended to re-draws, which are few.
+    """
+    pool = _build_pool(sorted(references, key=lambda row: row["ref_id"]))
+
+    def resample(record: Mapping[str, Any], attempt: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        rng = random.Random(f"{seed}:{record['prompt_id']}:{attempt}")  # str seeds hash deterministically
+        return _sample_prompt(record["prompt_id"], int(record["n_persons"]), list(record["layout"]), pool, _Usage(), rng)
+
+    return resample
+
+
 def _sample_prompt(
     prompt_id: str,
     size: int,

@@ -211,3 +211,38 @@ def test_cli_curated_build_through_the_real_client(tmp_path, monkeypatch):
     assert main(["build", "cogcanvas", "--out", str(tmp_path / "bad"), "--curate", "--profile", "tiny",
                  "--quality-thresholds", str(thresholds)]) == 2  # fmt: skip
     assert not (tmp_path / "bad").exists()
+
+
+def test_an_implausible_tuple_is_drawn_again_with_its_retrieval_rows(tmp_path, fresh_cache):
+    """The verifier rejects the first tuple it sees as implausible: the builder draws that prompt again."""
+    import datasets
+
+    class Picky(CurationJudge):
+        rejected = False
+
+        def answer(self, request):
+            if request.task == "curation.cogcanvas.verify" and not self.rejected:
+                self.rejected = True
+                return {"interaction_plausible": False, "layout_feasible": True, "scene_compatible": True, "faithful": True,
+                        "reasons": ["person A cannot do that with this item"]}  # fmt: skip
+            return super().answer(request)
+
+    def load(folder: str, config: str):
+        return datasets.load_dataset(str(tmp_path / folder), config, split="test", cache_dir=fresh_cache)
+
+    plain = build("cogcanvas", out=tmp_path / "plain", curate=_options(CurationJudge()))
+    info = build("cogcanvas", out=tmp_path / "out", curate=_options(Picky()))
+    [redrawn] = info["curation"]["prompt_synthesis"]["redrawn"]
+    assert info["curation"]["prompt_synthesis"]["accepted"] == info["configs"]["prompts"]["rows"]
+    old = {p["prompt_id"]: p for p in load("plain", "prompts")}[redrawn]
+    new = {p["prompt_id"]: p for p in load("out", "prompts")}[redrawn]
+    assert new["n_persons"] == old["n_persons"] and new["layout"] == old["layout"]
+    drawn = lambda p: ([q["entity_id"] for q in p["persons"]], [q["item_entity_id"] for q in p["persons"]], p["background_ref_id"])  # noqa: E731
+    assert drawn(new) != drawn(old)
+    # Its retrieval rows follow the new draw; every other prompt's rows are as before.
+    rows = load("out", "retrieval")
+    mine = {r["slot"]: r["ground_truth_ref_id"] for r in rows if r["prompt_id"] == redrawn}
+    expected = {p["slot"]: p["ref_id"] for p in new["persons"]} | {f"{p['slot']}.item": p["item_ref_id"] for p in new["persons"]}
+    assert mine == expected | {"background": new["background_ref_id"]}
+    others = lambda table: [dict(r) for r in table if r["prompt_id"] != redrawn]  # noqa: E731
+    assert others(rows) == others(load("plain", "retrieval"))
