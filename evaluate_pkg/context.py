@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from PIL import Image
@@ -24,6 +24,9 @@ from evaluate_pkg.submission import Submission
 RESULT_COLUMNS = ("prompt_id", "seed", "metric", "subject", "value")
 # The role a judged metric lists in a suite's METRICS: not an encoder of the registry but the VLM judge.
 JUDGE_ROLE = "judge"
+# Images a judged metric sends per batch: each batch's requests run concurrently; only one batch of
+# images is in memory at a time.
+JUDGE_CHUNK = 512
 
 
 @dataclass(frozen=True)
@@ -113,9 +116,14 @@ class Context:
     def generation_loaders(self) -> dict[str, Callable[[], bytes]]:
         return {e.content_hash: e.data for e in self.submission.entries}
 
-    def generation_bytes(self) -> dict[tuple[str, int], bytes]:
-        """(prompt_id, seed) -> the generated image's bytes, for the judge (which sends encoded images)."""
-        return {(e.prompt_id, e.seed): e.data() for e in self.submission.entries}
+    def generation_bytes(self, chunk: int | None = None) -> Iterator[dict[tuple[str, int], bytes]]:
+        """(prompt_id, seed) -> the generated image's bytes, for the judge (which sends encoded images),
+        ``chunk`` images at a time (all at once when None), so a large submission is never in memory whole.
+        """
+        entries = list(self.submission.entries)
+        step = chunk or max(len(entries), 1)
+        for start in range(0, len(entries), step):
+            yield {(e.prompt_id, e.seed): e.data() for e in entries[start:start + step]}
 
     def reference_key(self, reference_id: str) -> str:
         return content_hash(self.data.reference_bytes[reference_id])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from evaluate_pkg import functional as F
-from evaluate_pkg.context import JUDGE_ROLE, Context, Result
+from evaluate_pkg.context import JUDGE_CHUNK, JUDGE_ROLE, Context, Result
 
 METRICS: dict[str, tuple[str, ...]] = {
     "charis_score": (JUDGE_ROLE,),
@@ -34,13 +34,18 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
 
     prompts, subjects = ctx.data.prompt_rows, ctx.data.references
     references = ctx.data.reference_bytes
-    pairs = [
-        pair_from_rows(prompts[p], seed, references[prompts[p]["subject_id"]], image, subject_name=subjects[prompts[p]["subject_id"]]["name"])
-        for (p, seed), image in ctx.generation_bytes().items()
-    ]
+    verdicts, ratings = [], []
+    for chunk in ctx.generation_bytes(JUDGE_CHUNK):
+        pairs = [
+            pair_from_rows(prompts[p], seed, references[prompts[p]["subject_id"]], image, subject_name=subjects[prompts[p]["subject_id"]]["name"])
+            for (p, seed), image in chunk.items()
+        ]
+        if "charis_score" in metrics:
+            verdicts += evaluate_pairs(ctx.judge, pairs)
+        if "holistic_score" in metrics:
+            ratings += evaluate_holistic(ctx.judge, pairs)
     results: list[Result] = []
     if "charis_score" in metrics:
-        verdicts = evaluate_pairs(ctx.judge, pairs)
         for v in verdicts:
             results.append(Result(v.prompt_id, v.seed, "charis_score", NAN if v.score is None else float(v.score)))
             results.append(Result(v.prompt_id, v.seed, "charis_score.failure_rate", float(v.failure is not None)))
@@ -48,7 +53,6 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
             ctx.evidence.append((v.prompt_id, v.seed, "charis_score", record))
         ctx.notes["charis_judge"] = summarize(verdicts)
     if "holistic_score" in metrics:
-        ratings = evaluate_holistic(ctx.judge, pairs)
         for r in ratings:
             results.append(Result(r.prompt_id, r.seed, "holistic_score", NAN if r.score is None else float(r.score)))
             results.append(Result(r.prompt_id, r.seed, "holistic_score.failure_rate", float(r.failure is not None)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from evaluate_pkg import functional as F
-from evaluate_pkg.context import JUDGE_ROLE, Context, Result, crop_bytes
+from evaluate_pkg.context import JUDGE_CHUNK, JUDGE_ROLE, Context, Result, crop_bytes
 from evaluate_pkg.images import content_hash
 
 PERSON_QUERY = "a person"
@@ -45,7 +45,12 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
     """
     from evaluate_pkg.judge.vqa import METRIC_KINDS, score_images, tally, vqa_items
 
-    run = score_images(ctx.judge, vqa_items(ctx.data.prompt_rows, ctx.generation_bytes()))
+    runs = [score_images(ctx.judge, vqa_items(ctx.data.prompt_rows, chunk)) for chunk in ctx.generation_bytes(JUDGE_CHUNK)]
+    run = runs[0]
+    for more in runs[1:]:  # one run's worth of results, outcomes and answers across the chunks
+        run.results += more.results
+        run.outcomes += more.outcomes
+        run.answers += more.answers
     dropped = {"attr_vqa", "igc"} - metrics
     results = [r for r in run.results if r.metric.split(".")[0] not in dropped]
     by_image: dict[tuple[str, int], list] = {}

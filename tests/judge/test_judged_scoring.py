@@ -211,3 +211,20 @@ def test_half_a_judge_configuration_is_an_error(built, tmp_path, capsys, monkeyp
     code = main(["score", str(built / "charis-sub"), "--data", str(built / "charis"), "--out", str(tmp_path / "o"),
                  "--profile", "tiny", "--judge-url", "http://127.0.0.1:9/v1"])  # fmt: skip
     assert code == 2 and "--judge-model" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_judged_metrics_run_in_chunks_with_the_same_results(built, server, tmp_path, monkeypatch):
+    import evaluate_pkg.suites.charis as charis_suite
+    import evaluate_pkg.suites.cogcanvas as cogcanvas_suite
+
+    whole = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "whole", server.base_url, tmp_path / "c1")
+    monkeypatch.setattr(cogcanvas_suite, "JUDGE_CHUNK", 10)  # 82 images: 9 chunks
+    monkeypatch.setattr(charis_suite, "JUDGE_CHUNK", 50)
+    chunked = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "chunked", server.base_url, tmp_path / "c2")
+    assert chunked["aggregates"] == whole["aggregates"]
+    assert chunked["notes"]["attr_vqa"]["requests"] == whole["notes"]["attr_vqa"]["requests"] == 82
+    a = pd.read_parquet(tmp_path / "whole" / "results.parquet").sort_values(["prompt_id", "metric"]).reset_index(drop=True)
+    b = pd.read_parquet(tmp_path / "chunked" / "results.parquet").sort_values(["prompt_id", "metric"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+    charis = _score(built, "charis", "charis_score", tmp_path / "charis", server.base_url, tmp_path / "c3")
+    assert charis["notes"]["charis_judge"]["pairs"] == 203 and charis["aggregates"]["overall"]["charis_score.failure_rate"]["mean"] == 0
