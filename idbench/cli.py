@@ -108,8 +108,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    import json
-
     from evaluate_pkg.context import ScoreOptions
     from evaluate_pkg.runner import score_submission
 

@@ -230,7 +230,7 @@ def test_an_implausible_tuple_is_drawn_again_with_its_retrieval_rows(tmp_path, f
     def load(folder: str, config: str):
         return datasets.load_dataset(str(tmp_path / folder), config, split="test", cache_dir=fresh_cache)
 
-    plain = build("cogcanvas", out=tmp_path / "plain", curate=_options(CurationJudge()))
+    build("cogcanvas", out=tmp_path / "plain", curate=_options(CurationJudge()))
     info = build("cogcanvas", out=tmp_path / "out", curate=_options(Picky()))
     [redrawn] = info["curation"]["prompt_synthesis"]["redrawn"]
     assert info["curation"]["prompt_synthesis"]["accepted"] == info["configs"]["prompts"]["rows"]

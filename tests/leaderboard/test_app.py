@@ -22,7 +22,7 @@ from builders.benchmarks import get_benchmark
 from leaderboard import query
 from leaderboard.app import APP_PATH
 from leaderboard.app.render import plain
-from leaderboard.queue import jobs_table, submit
+from leaderboard.queue import jobs_table
 from leaderboard.store import Store
 
 from filled_store import fill_store

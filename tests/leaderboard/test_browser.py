@@ -28,7 +28,7 @@ import pytest
 from builders.benchmarks import get_benchmark
 from leaderboard import query
 from leaderboard.app import APP_PATH
-from leaderboard.queue import jobs_table, submit
+from leaderboard.queue import jobs_table
 from evaluate_pkg.context import ScoreOptions
 from leaderboard.store import Store
 from leaderboard.worker import run_worker
