@@ -266,9 +266,7 @@ class Store:
             now = time.time()
             if rate_limit is not None:
                 count, window = rate_limit
-                (recent,) = db.execute(
-                    "SELECT COUNT(*) FROM submissions WHERE submitter IS ? AND created_at >= ?", (submitter, now - window)
-                ).fetchone()
+                recent = _recent_submissions(db, submitter, now - window)
                 if recent >= count:
                     raise RateLimitError(f"{recent} submissions in the last {window / 3600:g} h; the limit is {count}")
             cursor = db.execute(
@@ -293,10 +291,7 @@ class Store:
     def count_recent_submissions(self, submitter: str | None, since: float) -> int:
         """How many submissions ``submitter`` made at or after epoch time ``since`` (for the rate limit)."""
         with self.transaction(immediate=False) as db:
-            row = db.execute(
-                "SELECT COUNT(*) FROM submissions WHERE submitter IS ? AND created_at >= ?", (submitter, since)
-            ).fetchone()
-        return int(row[0])
+            return _recent_submissions(db, submitter, since)
 
     def withdraw(self, submission_id: int, reason: str) -> None:
         """Take a submission off the rankings (an admin action); its files, jobs and results are kept.
@@ -411,6 +406,12 @@ def insert_job(db: sqlite3.Connection, submission_id: int, now: float) -> int:
         (submission_id, now),
     )
     return cursor.lastrowid
+
+
+def _recent_submissions(db: sqlite3.Connection, submitter: str | None, since: float) -> int:
+    # "IS" rather than "=": anonymous submissions (NULL submitter) share one allowance.
+    (count,) = db.execute("SELECT COUNT(*) FROM submissions WHERE submitter IS ? AND created_at >= ?", (submitter, since)).fetchone()
+    return int(count)
 
 
 def _duplicate(db: sqlite3.Connection, content_hash: str) -> tuple[int, int] | None:

@@ -169,8 +169,8 @@ def _hidden_note(results: pd.DataFrame, spec: BenchmarkSpec, family: str | None)
 
 def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
     """The benchmark's figures, each from the rows the table shows (``results`` is already filtered)."""
-    plumbing = True  # the rows were filtered by the caller
-    by_size = query.metric_vs_group_size(results, spec, metric, include_plumbing=plumbing)
+    keep_all = True  # the caller already filtered the rows (plumbing, incomplete, family): plot them all
+    by_size = query.metric_vs_group_size(results, spec, metric, include_plumbing=keep_all)
     if not by_size.empty:
         st.subheader(f"{metric} vs number of subjects")
         fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -183,7 +183,7 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
         ax.legend(fontsize="small")
         _show(fig)
 
-    matrix = query.type_style_matrix(results, spec, metric, include_plumbing=plumbing)
+    matrix = query.type_style_matrix(results, spec, metric, include_plumbing=keep_all)
     if not matrix.empty:
         st.subheader(f"{metric} per subject type x style")
         fig, ax = plt.subplots(figsize=(1 + 0.8 * matrix.shape[1], 1 + 0.5 * matrix.shape[0]))
@@ -194,7 +194,7 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
         _show(fig)
 
     identity = next((m for m in spec.ranking if m != "clip_t"), None)
-    overall = query.ranked_table(results, spec, metric=metric, include_plumbing=plumbing)
+    overall = query.ranked_table(results, spec, metric=metric, include_plumbing=keep_all)
     if identity in overall.columns and "clip_t" in overall.columns:
         st.subheader(f"CLIP-T vs {identity}")
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -217,7 +217,7 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
         ax.legend(fontsize="small")
         _show(fig)
 
-    radar = query.radar_axes(results, spec, include_plumbing=plumbing)
+    radar = query.radar_axes(results, spec, include_plumbing=keep_all)
     if radar.shape[1] >= 3:
         st.subheader("Profile (outward is better)")
         angles = np.linspace(0, 2 * np.pi, radar.shape[1], endpoint=False)

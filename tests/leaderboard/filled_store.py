@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import sqlite3
+import zipfile
 from pathlib import Path
 
 from builders.build import build
@@ -36,3 +38,13 @@ def fill_store(root: Path) -> Path:
         db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 1")
         db.execute("UPDATE submissions SET metadata_json = json_set(metadata_json, '$.family', 'Collages') WHERE id = 1")
     return home
+
+
+def zip_folder(folder: Path) -> bytes:
+    """``folder``'s files as a zip archive (paths relative to it), as a submitter would upload them."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zf:
+        for file in sorted(folder.rglob("*")):
+            if file.is_file():
+                zf.write(file, file.relative_to(folder).as_posix())
+    return archive.getvalue()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import re
 import shutil
-import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +24,7 @@ from leaderboard.app.render import plain
 from leaderboard.queue import jobs_table
 from leaderboard.store import Store
 
-from filled_store import fill_store
+from filled_store import fill_store, zip_folder
 
 BENCHMARK = "identity-collapse"
 TIMEOUT = 60  # seconds per script run; the first import of matplotlib and the store can be slow
@@ -174,15 +173,11 @@ def test_alert_text_is_escaped_markdown():
 def test_submit_page_queues_a_valid_zip(filled, tmp_path, monkeypatch):
     home = tmp_path / "home"
     shutil.copytree(filled / "benchmarks", home / "benchmarks")
-    archive = io.BytesIO()
-    with zipfile.ZipFile(archive, "w") as zf:
-        for file in sorted((filled.parent / "collage").rglob("*")):
-            if file.is_file():
-                zf.write(file, file.relative_to(filled.parent / "collage").as_posix())
+    archive = zip_folder(filled.parent / "collage")
     monkeypatch.setenv("IDBENCH_HOME", str(home))
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
     at.switch_page("views/submit.py").run()
-    at.file_uploader(key="submit-file").upload("collage.zip", archive.getvalue(), "application/zip")
+    at.file_uploader(key="submit-file").upload("collage.zip", archive, "application/zip")
     at.text_input(key="submit-model").input("my model")
     at.button(key="submit-button").click().run()
     assert not at.exception and not at.error
@@ -207,15 +202,6 @@ def test_status_model_and_about_pages(app):
     assert len(app.code) == 3
 
 
-def _zip_of(folder: Path) -> bytes:
-    archive = io.BytesIO()
-    with zipfile.ZipFile(archive, "w") as zf:
-        for file in sorted(folder.rglob("*")):
-            if file.is_file():
-                zf.write(file, file.relative_to(folder).as_posix())
-    return archive.getvalue()
-
-
 def _submit(at: AppTest, **fields) -> AppTest:
     at.switch_page("views/submit.py").run()
     for key, value in fields.items():
@@ -228,7 +214,7 @@ def _submit(at: AppTest, **fields) -> AppTest:
 
 def test_submit_page_rate_limits_each_submitter(home_copy, filled, monkeypatch):
     monkeypatch.setenv("IDBENCH_SUBMIT_RATE_LIMIT", "1/3600")
-    baseline = _zip_of(filled.parent / "clone")
+    baseline = zip_folder(filled.parent / "clone")
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
     _submit(at, file=("a.zip", baseline, "application/zip"), model="first", submitter="carol", family="Clones")
     assert at.success and not at.error
@@ -243,7 +229,7 @@ def test_submit_page_rate_limits_each_submitter(home_copy, filled, monkeypatch):
 def test_submit_page_refuses_a_bad_link_and_queues_nothing(home_copy, filled):
     before = jobs_table(Store(home_copy))
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
-    _submit(at, file=("a.zip", _zip_of(filled.parent / "clone"), "application/zip"), model="x", link="javascript:alert(1)")
+    _submit(at, file=("a.zip", zip_folder(filled.parent / "clone"), "application/zip"), model="x", link="javascript:alert(1)")
     assert any("http" in e.value for e in at.error) and not at.success
     assert jobs_table(Store(home_copy)) == before
 

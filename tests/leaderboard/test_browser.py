@@ -12,7 +12,6 @@ Debian's ``/usr/bin/chromium`` is launched instead (override with ``IDBENCH_CHRO
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import socket
@@ -20,7 +19,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +31,7 @@ from evaluate_pkg.context import ScoreOptions
 from leaderboard.store import Store
 from leaderboard.worker import run_worker
 
-from filled_store import fill_store
+from filled_store import fill_store, zip_folder
 
 BENCHMARK = "identity-collapse"
 CHROMIUM = Path(os.environ.get("IDBENCH_CHROMIUM", "/usr/bin/chromium"))
@@ -259,15 +257,6 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     assert not page.get_by_test_id("stException").count()
 
 
-def _baseline_zip(folder: Path) -> bytes:
-    archive = io.BytesIO()
-    with zipfile.ZipFile(archive, "w") as zf:
-        for file in sorted(folder.rglob("*")):
-            if file.is_file():
-                zf.write(file, file.relative_to(folder).as_posix())
-    return archive.getvalue()
-
-
 def test_submit_page_rejects_a_malformed_zip(page, server, filled, sync_api):
     expect = sync_api.expect
     jobs_before = jobs_table(Store(filled))
@@ -290,7 +279,7 @@ def test_submit_page_queues_a_valid_zip(page, server, filled, sync_api):
     page.goto(server + "/submit")
     _title(page, "Submit", expect)
     # The collage baseline again, under a new model name: a new submission, not a duplicate.
-    _upload(page, expect, "collage.zip", _baseline_zip(filled.parent / "collage"))
+    _upload(page, expect, "collage.zip", zip_folder(filled.parent / "collage"))
     _type(page, expect, "Model name (empty: the one in submission.json)", "browser model")
     page.get_by_role("button", name="Submit", exact=True).click()
     success = page.get_by_test_id("stAlertContentSuccess")
