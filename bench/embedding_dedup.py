@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
-from curation.embedding_dedup import (  # noqa: E402
+from idbench.curation.embedding_dedup import (  # noqa: E402
     DEFAULT_NPROBE,
     find_near_duplicates,
     ivf_nlist,

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "judge"))
 
 from openai_server import ScriptedServer, answer  # noqa: E402
 
-from evaluate_pkg.judge import AnswerCache, JudgeConfig, JudgeRequest, OpenAIJudge  # noqa: E402
+from idbench.evaluate_pkg.judge import AnswerCache, JudgeConfig, JudgeRequest, OpenAIJudge  # noqa: E402
 
 SCHEMA = {
     "type": "object",

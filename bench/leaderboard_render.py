@@ -3,7 +3,7 @@
 Fills a temporary store with ``--models`` scored CogCanvas submissions over the paper's 1,361 prompts
 (group sizes 2-5 in the paper's proportions). Per-sample ``results.parquet`` files are synthesized with
 numpy (plausible values: a per-model quality, a drop with group size, noise; per-subject id_sim rows
-too), and their aggregates come from :func:`evaluate_pkg.report.aggregate`, so the overall means, CIs
+too), and their aggregates come from :func:`idbench.evaluate_pkg.report.aggregate`, so the overall means, CIs
 and ``n_persons`` breakdowns are the real computation. No image is scored.
 
 Then it times, over ``--repeats`` runs:
@@ -35,12 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from builders.benchmarks import get_benchmark  # noqa: E402
-from builders.benchmarks.cogcanvas import PAPER_GROUP_COUNTS, SLOTS  # noqa: E402
-from evaluate_pkg.report import aggregate  # noqa: E402
-from leaderboard import query  # noqa: E402
-from leaderboard.queue import claim, finish  # noqa: E402
-from leaderboard.store import Store  # noqa: E402
+from idbench.builders.benchmarks import get_benchmark  # noqa: E402
+from idbench.builders.benchmarks.cogcanvas import PAPER_GROUP_COUNTS, SLOTS  # noqa: E402
+from idbench.evaluate_pkg.report import aggregate  # noqa: E402
+from idbench.leaderboard import query  # noqa: E402
+from idbench.leaderboard.queue import claim, finish  # noqa: E402
+from idbench.leaderboard.store import Store  # noqa: E402
 
 BENCHMARK = "cogcanvas"
 TARGET_S = 1.0

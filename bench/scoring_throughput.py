@@ -33,14 +33,14 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from builders.benchmarks.identity_collapse import SCR_THRESHOLDS  # noqa: E402
-from builders.build import build  # noqa: E402
-from evaluate_pkg import functional as F  # noqa: E402
-from evaluate_pkg.data import load_benchmark_data  # noqa: E402
-from evaluate_pkg.features import FeatureStore  # noqa: E402
-from evaluate_pkg.images import normalize_image  # noqa: E402
-from evaluate_pkg.models import registry  # noqa: E402
-from evaluate_pkg.models.registry import load_model, resolve_profile  # noqa: E402
+from idbench.builders.benchmarks.identity_collapse import SCR_THRESHOLDS  # noqa: E402
+from idbench.builders.build import build  # noqa: E402
+from idbench.evaluate_pkg import functional as F  # noqa: E402
+from idbench.evaluate_pkg.data import load_benchmark_data  # noqa: E402
+from idbench.evaluate_pkg.features import FeatureStore  # noqa: E402
+from idbench.evaluate_pkg.images import normalize_image  # noqa: E402
+from idbench.evaluate_pkg.models import registry  # noqa: E402
+from idbench.evaluate_pkg.models.registry import load_model, resolve_profile  # noqa: E402
 
 
 def make_paper_sized(models_dir: Path) -> dict[str, str]:
@@ -49,8 +49,8 @@ def make_paper_sized(models_dir: Path) -> dict[str, str]:
 
     import transformers
 
-    from evaluate_pkg.models import clip as clip_module
-    from evaluate_pkg.models import dino as dino_module
+    from idbench.evaluate_pkg.models import clip as clip_module
+    from idbench.evaluate_pkg.models import dino as dino_module
 
     sizes = {
         "clip-vit-l-14-tiny": (

@@ -1,6 +1,6 @@
 """``idbench build``: source folder -> validated, deduplicated, sampled, written benchmark.
 
-One recipe per benchmark turns a validated :class:`~builders.sources.Source` into tables (config name ->
+One recipe per benchmark turns a validated :class:`~idbench.builders.sources.Source` into tables (config name ->
 rows matching the config's Features) plus the breakdown counts of the build report. Validation,
 dedup and writing are shared.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -16,21 +17,22 @@ from typing import Callable
 import datasets
 
 import idbench
-from builders.benchmarks import charis, cogcanvas, get_benchmark, identity_collapse
-from builders.card import render_card
-from builders.graphs import QUESTIONS_VERSION
-from builders.sampling.charis import sample_charis_prompts
-from builders.sampling.cogcanvas import prompt_resampler, sample_cogcanvas
-from builders.sampling.collapse import sample_collapse_prompts
-from builders.sources import Source, SourceError, SourceImage, read_source
-from builders.spec import BenchmarkSpec
-from builders.write import count_by, write_benchmark
-from curation.dedup import DEFAULT_MAX_DISTANCE, find_duplicates
-from curation.pipeline import CurateOptions, Curation, curate_charis_prompts, curate_cogcanvas_prompts
-from curation.pipeline import curate_cogcanvas_references, curate_images
-from ekb import load_ekb
+from idbench.builders.benchmarks import charis, cogcanvas, get_benchmark, identity_collapse
+from idbench.builders.card import render_card
+from idbench.builders.graphs import QUESTIONS_VERSION
+from idbench.builders.sampling.charis import sample_charis_prompts
+from idbench.builders.sampling.cogcanvas import prompt_resampler, sample_cogcanvas
+from idbench.builders.sampling.collapse import sample_collapse_prompts
+from idbench.builders.sources import Source, SourceError, SourceImage, read_source
+from idbench.builders.spec import BenchmarkSpec
+from idbench.builders.write import count_by, write_benchmark
+from idbench.curation.dedup import DEFAULT_MAX_DISTANCE, find_duplicates
+from idbench.curation.pipeline import CurateOptions, Curation, curate_charis_prompts, curate_cogcanvas_prompts
+from idbench.curation.pipeline import curate_cogcanvas_references, curate_images
+from idbench.ekb import load_ekb
 
-SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
+# The shipped samples are package data (idbench.samples), found the same way in a checkout and a wheel.
+SAMPLES_DIR = Path(str(resources.files("idbench.samples")))
 
 
 @dataclass
@@ -253,7 +255,7 @@ def build(
 ) -> dict:
     """Build ``benchmark`` from ``source`` (default: the shipped samples) into ``out``; returns build_info.
 
-    ``curate`` runs the model stages of :mod:`curation.pipeline` (embedding dedup, quality filter,
+    ``curate`` runs the model stages of :mod:`idbench.curation.pipeline` (embedding dedup, quality filter,
     and with a judge the MLLM stages); their audit goes to ``out/curation/`` and ``build_info``.
     """
     spec: BenchmarkSpec = get_benchmark(benchmark)
@@ -261,7 +263,7 @@ def build(
     sample_build = source is None
     source_data = read_source(spec, sample_source(spec.name) if sample_build else Path(source), unique)
     if curate is not None and Path(out).exists() and not overwrite:  # refuse before the (slow) model stages
-        from builders.write import OutputExistsError
+        from idbench.builders.write import OutputExistsError
 
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
     run = Curation(curate) if curate is not None else None

@@ -12,7 +12,7 @@ no dates, no paths of the machine that built it, so building twice gives the sam
 
 Example::
 
-    from builders.benchmarks import get_benchmark
+    from idbench.builders.benchmarks import get_benchmark
     text = render_card(get_benchmark("identity-collapse"), build_info)
     (out / "README.md").write_text(text, encoding="utf-8")
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,12 @@ import datasets
 import jinja2
 import yaml
 
-import cards
-from builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
-from builders.write import SPLIT
+from idbench import cards
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
+from idbench.builders.write import SPLIT
 
-# The templates ship as package data of `cards`, so they are found in a wheel install too.
-CARDS_DIR = Path(cards.__file__).resolve().parent
+# The templates ship as package data of `idbench.cards`, so they are found in a wheel install too.
+CARDS_DIR = Path(str(resources.files(cards)))
 BASE_TEMPLATE = "card.md.j2"
 DEFAULT_CONFIG = "prompts"  # what `load_dataset(repo)` opens when no config is named
 LICENSE_ANCHOR = "licenses"  # the anchor of the card's "## Licenses" heading

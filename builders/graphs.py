@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
-from builders.benchmarks.cogcanvas import (
+from idbench.builders.benchmarks.cogcanvas import (
     ITEM_INTERACTIONS,
     PERSON_INTERACTIONS,
     POSITION_RELATIONS,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from builders.spec import BenchmarkSpec, SourceColumn
+from idbench.builders.spec import BenchmarkSpec, SourceColumn
 
 MANIFEST_NAME = "manifest.csv"
 # A reference image larger than this is refused rather than decoded (decompression bombs).

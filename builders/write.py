@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping
 
 import datasets
 
-from builders.spec import BenchmarkSpec, ConfigSpec
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec
 
 SPLIT = "test"
 # Shards are cut by the bytes of their embedded images (the Hub's own uploads aim at ~500 MB).

@@ -1,8 +1,8 @@
 """CHARIS prompts proposed by a VLM from each reference image (paper 000, benchmark construction).
 
 The paper had GPT-4o look at every reference, pick out its attributes and propose prompts that each
-apply 5 or 6 of the 7 transformation axes at once; people then refined them (:mod:`curation.review`).
-The builder's template route (:mod:`builders.sampling.charis`) stays the offline default; this is the
+apply 5 or 6 of the 7 transformation axes at once; people then refined them (:mod:`idbench.curation.review`).
+The builder's template route (:mod:`idbench.builders.sampling.charis`) stays the offline default; this is the
 model route.
 
 Per subject, one request (the reference image, its type and style from the EKB, the seven axes with
@@ -37,10 +37,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from builders.benchmarks.charis import AXES_PER_PROMPT, PROMPTS_PER_SUBJECT, SIX_AXIS_SHARE
-from builders.sampling.charis import PROMPT_ID_PREFIX
-from ekb import EKB
-from evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
+from idbench.builders.benchmarks.charis import AXES_PER_PROMPT, PROMPTS_PER_SUBJECT, SIX_AXIS_SHARE
+from idbench.builders.sampling.charis import PROMPT_ID_PREFIX
+from idbench.ekb import EKB
+from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 TASK = "curation.charis.propose"
 

@@ -1,6 +1,6 @@
 """Near-duplicate detection on image embeddings (DINOv2 CLS by default), with an auditable report.
 
-The perceptual hash of :mod:`curation.dedup` catches re-encoded and resized copies; it misses crops,
+The perceptual hash of :mod:`idbench.curation.dedup` catches re-encoded and resized copies; it misses crops,
 flips, recolours and re-renders of one picture, which a self-supervised embedding still places close
 together. CogCanvas dedups its crawled references "using DINOv2 feature similarity"; this module is
 that step:
@@ -71,7 +71,7 @@ the threshold. ``chain_guard=False`` gives plain single linkage (one keeper per 
 then also flags removals whose direct similarity is below the threshold.
 
 Which member is kept: the highest ``quality`` score (e.g. the LAION aesthetic score from
-:mod:`curation.quality`), then the largest ``resolution`` (width x height), then the smallest id, so the
+:mod:`idbench.curation.quality`), then the largest ``resolution`` (width x height), then the smallest id, so the
 result never depends on input order.
 
 Similarities in the report: ``similarity`` is the direct cosine of the removed image and its kept
@@ -95,7 +95,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
-    from evaluate_pkg.context import Models
+    from idbench.evaluate_pkg.context import Models
 
 #: Pools at least this large use the index under ``index="auto"`` (when faiss is installed). Below
 #: it the exact search takes under a second (0.6 s at 10,000 x 768 on 2 cores; the index breaks even
@@ -136,7 +136,7 @@ IndexKind = Literal["auto", "exact", "ivf"]
 
 def default_cache_dir() -> Path:
     """The scorer's feature cache (``$IDBENCH_CACHE``): curation and scoring share encoded images."""
-    from evaluate_pkg.runner import default_cache_dir as scorer_cache
+    from idbench.evaluate_pkg.runner import default_cache_dir as scorer_cache
 
     return scorer_cache()
 
@@ -145,7 +145,7 @@ def load_models(profile: str = "paper", *, device: str = "cpu", models: "Models 
     """``models`` if given (a caller sharing loaded models), else the profile's models, loaded on use."""
     if models is not None:
         return models
-    from evaluate_pkg.context import Models, ScoreOptions
+    from idbench.evaluate_pkg.context import Models, ScoreOptions
 
     return Models(ScoreOptions(profile=profile, device=device))
 
@@ -174,8 +174,8 @@ def image_features(
         vectors = image_features({"cup_1": Path("cup_1.jpg").read_bytes(), ...}, profile="tiny")
         report = find_near_duplicates(vectors, threshold=0.9)
     """
-    from evaluate_pkg.features import FeatureStore
-    from evaluate_pkg.images import content_hash
+    from idbench.evaluate_pkg.features import FeatureStore
+    from idbench.evaluate_pkg.images import content_hash
 
     models = load_models(profile, device=device, models=models)
     hashes = {image_id: content_hash(data) for image_id, data in images.items()}
@@ -203,7 +203,7 @@ def feature_source(models: "Models", role: str = "dinov2") -> dict[str, Any]:
     Call it after :func:`image_features` has loaded the model; pass it as ``find_near_duplicates(...,
     features=...)``.
     """
-    from evaluate_pkg.models.registry import is_plumbing
+    from idbench.evaluate_pkg.models.registry import is_plumbing
 
     models[role]  # loaded on first use; a no-op when image_features already loaded it
     identity = models.used([role])[role]

@@ -4,7 +4,7 @@ The CogCanvas sampler conditions on per-reference metadata: which interactions a
 wearable item can be worn), how large it is (the size x interaction-strength diversity grid), what kind
 of scene a background is. The paper has an MLLM extract these fields for every reference, plus the
 demographic attributes of every identity, which feed the audit of the identity pool. This module does
-that through the project's judge layer (:mod:`evaluate_pkg.judge`), so the answers are schema-checked,
+that through the project's judge layer (:mod:`idbench.evaluate_pkg.judge`), so the answers are schema-checked,
 retried and cached like every other judged answer.
 
 Three steps, each usable on its own:
@@ -20,7 +20,7 @@ Three steps, each usable on its own:
 3. :func:`demographic_balance` counts the identity pool by gender, age group and ethnicity (and their
    pairs) and flags groups far below parity: the audit the paper ran before freezing its pool.
 
-The vocabularies are the builder's (:mod:`builders.benchmarks.cogcanvas`), so whatever is extracted is
+The vocabularies are the builder's (:mod:`idbench.builders.benchmarks.cogcanvas`), so whatever is extracted is
 something the sampler and the dataset schema accept. Ethnicity: the paper names the attribute but not
 its categories; the seven groups of the FairFace face-attribute dataset are used (plus ``unclear``),
 a common choice for perceived-ethnicity labels of face images.
@@ -43,8 +43,8 @@ from typing import Any
 
 import pandas as pd
 
-from builders.benchmarks.cogcanvas import AGE_GROUPS, ITEM_INTERACTIONS, ITEM_KINDS, KINDS, SCENE_TYPES, SIZE_CATEGORIES
-from evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
+from idbench.builders.benchmarks.cogcanvas import AGE_GROUPS, ITEM_INTERACTIONS, ITEM_KINDS, KINDS, SCENE_TYPES, SIZE_CATEGORIES
+from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 # --- vocabularies ---------------------------------------------------------------------------------
 

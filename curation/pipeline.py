@@ -75,7 +75,7 @@ class Curation:
     @property
     def judge(self) -> Any:
         if self._judge is None and self.options.judge is not None:
-            from evaluate_pkg.runner import make_judge
+            from idbench.evaluate_pkg.runner import make_judge
 
             self._judge = make_judge(self.options.judge, self.options.cache_dir)
         return self._judge
@@ -83,7 +83,7 @@ class Curation:
     @property
     def models(self) -> Any:
         if self._models is None:
-            from curation.embedding_dedup import load_models
+            from idbench.curation.embedding_dedup import load_models
 
             self._models = load_models(self.options.profile, device=self.options.device)
         return self._models
@@ -105,8 +105,8 @@ def curate_images(
 ) -> list[Any]:
     """``images`` (SourceImage-like: ``.data``, ``.width``, ``.height``) without embedding duplicates
     and without those the quality filter removes; both decisions are logged with their reasons."""
-    from curation.embedding_dedup import DEFAULT_THRESHOLD, feature_source, find_near_duplicates, image_features
-    from curation.quality import QualityThresholds, filter_images
+    from idbench.curation.embedding_dedup import DEFAULT_THRESHOLD, feature_source, find_near_duplicates, image_features
+    from idbench.curation.quality import QualityThresholds, filter_images
 
     options, log = run.options, run.log
     if not options.image_stages:
@@ -142,7 +142,7 @@ def curate_images(
         resolution={i: sizes.get(i, (by_id[i].width, by_id[i].height)) for i in passed},
         features=feature_source(run.models),
     )
-    from evaluate_pkg.models.registry import profile_is_plumbing
+    from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 
     plumbing = profile_is_plumbing(options.profile)  # tiny random encoders: the decisions check the pipeline only
     log.stages["embedding_dedup"] = {**report.to_dict()["counts"], "threshold": report.threshold, "profile": options.profile, "plumbing": plumbing}
@@ -161,7 +161,7 @@ def curate_cogcanvas_references(rows: Sequence[Mapping[str, Any]], run: Curation
     Without a judge the rows come back unchanged and the stage is logged as skipped. The audit of the
     identity pool runs either way (it needs no model).
     """
-    from curation.metadata import demographic_balance, extract_metadata, merge_metadata, ref_inputs
+    from idbench.curation.metadata import demographic_balance, extract_metadata, merge_metadata, ref_inputs
 
     out, log = [dict(r) for r in rows], run.log
     judge = run.judge
@@ -202,10 +202,10 @@ def curate_cogcanvas_prompts(
     """Prompts whose text the MLLM wrote and a verifier passed, and the retrieval rows that go with them.
 
     A tuple the verifier finds implausible (interaction, layout or scene) is drawn again through
-    ``resampler`` (:func:`builders.sampling.cogcanvas.prompt_resampler`); its retrieval rows are then
+    ``resampler`` (:func:`idbench.builders.sampling.cogcanvas.prompt_resampler`); its retrieval rows are then
     replaced by the new draw's. Prompts that never pass keep their (last) template text, flagged.
     """
-    from curation.prompt_synthesis import synthesize_prompts, tuple_from_record
+    from idbench.curation.prompt_synthesis import synthesize_prompts, tuple_from_record
 
     judge, log = run.judge, run.log
     if judge is None:
@@ -250,7 +250,7 @@ def curate_charis_prompts(
     subjects: Sequence[Mapping[str, Any]], template_prompts: Sequence[Mapping[str, Any]], run: Curation
 ) -> list[dict]:
     """The prompts of a reviewed export, or VLM proposals (with a review export), or the templates."""
-    from curation.review import export_review, import_review
+    from idbench.curation.review import export_review, import_review
 
     options, log = run.options, run.log
     if options.reviewed_prompts is not None:
@@ -261,8 +261,8 @@ def curate_charis_prompts(
     if judge is None:
         log.stages["charis_prompts"] = NO_JUDGE + "; the template prompts are used"
         return [dict(p) for p in template_prompts]
-    from curation.charis_prompts import propose_charis_prompts, subject_inputs
-    from ekb import load_ekb
+    from idbench.curation.charis_prompts import propose_charis_prompts, subject_inputs
+    from idbench.ekb import load_ekb
 
     report = propose_charis_prompts(judge, subject_inputs(subjects), load_ekb(), max_attempts=options.max_attempts)
     images = {s["subject_id"]: s["image"]["bytes"] for s in subjects}

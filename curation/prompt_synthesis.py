@@ -1,6 +1,6 @@
 """CogCanvas prompts written by an MLLM from sampled tuples, then verified (paper 001, section 3.3).
 
-The builder's sampler (:mod:`builders.sampling.cogcanvas`) decides *what* a prompt holds: who stands
+The builder's sampler (:mod:`idbench.builders.sampling.cogcanvas`) decides *what* a prompt holds: who stands
 where, which item each person is bound to and through which interaction, which background, which
 person-person interactions. Its template text is correct but stiff. The paper instead has an MLLM write
 the prompt from the sampled tuple and a second MLLM call verify it: (i) interaction plausibility (does
@@ -46,8 +46,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from builders.benchmarks.cogcanvas import ITEM_INTERACTIONS, PERSON_INTERACTIONS, SLOTS
-from evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
+from idbench.builders.benchmarks.cogcanvas import ITEM_INTERACTIONS, PERSON_INTERACTIONS, SLOTS
+from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 WRITER_TASK = "curation.cogcanvas.write"
 VERIFIER_TASK = "curation.cogcanvas.verify"

@@ -45,7 +45,7 @@ Stage 2 (models of the scoring profile, on the images that passed stage 1):
 Neither stage-2 threshold was calibrated in this environment (no real weights here); every measured
 value goes into the report, so a maintainer can see the margins and tune the builder config.
 
-Order with dedup: run :func:`filter_images` first and :func:`curation.embedding_dedup.find_near_duplicates`
+Order with dedup: run :func:`filter_images` first and :func:`idbench.curation.embedding_dedup.find_near_duplicates`
 on the kept ids, with ``quality=report.aesthetic`` and ``resolution=report.sizes``: a removed duplicate
 then always has a kept twin that passed the filter, and the keeper is the better-looking one.
 """
@@ -65,10 +65,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 from PIL import Image
 
-from curation.embedding_dedup import image_features, load_models, write_text_atomic
+from idbench.curation.embedding_dedup import image_features, load_models, write_text_atomic
 
 if TYPE_CHECKING:
-    from evaluate_pkg.context import Models
+    from idbench.evaluate_pkg.context import Models
 
 #: The shorter side (px) of the copy on which blur and pixel spread are measured.
 BLUR_SIDE = 256
@@ -255,7 +255,7 @@ class QualityReport:
 
 def measure_image(data: bytes, *, where: str) -> ImageMeasures:
     """Stage-1 measurements of one encoded image; an unreadable one raises ``ImageError`` naming ``where``."""
-    from evaluate_pkg.images import normalize_image
+    from idbench.evaluate_pkg.images import normalize_image
 
     image = normalize_image(data, where=where)
     width, height = image.size
@@ -312,7 +312,7 @@ def measure_images(images: Mapping[str, bytes], *, workers: int | None = None) -
 
     Threads suffice: Pillow's decoders and resampling and numpy release the GIL.
     """
-    from evaluate_pkg.images import ImageError
+    from idbench.evaluate_pkg.images import ImageError
 
     def one(item: tuple[str, bytes]) -> ImageMeasures | Exception:
         image_id, data = item
@@ -358,7 +358,7 @@ def aesthetic_scores(
     batch_size: int = 32,
 ) -> dict[str, float]:
     """id -> LAION aesthetic v2 score (CLIP ViT-L/14 embedding through the head, as the scorer does)."""
-    from evaluate_pkg.functional.aesthetic import aesthetic_score
+    from idbench.evaluate_pkg.functional.aesthetic import aesthetic_score
 
     models = load_models(profile, device=device, models=models)
     embeddings = image_features(images, "clip", profile, cache_dir=cache_dir, models=models, batch_size=batch_size)
@@ -383,9 +383,9 @@ def relevance_scores(
 
     The margin is None when every image has the same text (no other entity to compare with).
     """
-    from evaluate_pkg.features import FeatureStore
+    from idbench.evaluate_pkg.features import FeatureStore
 
-    from curation.embedding_dedup import default_cache_dir
+    from idbench.curation.embedding_dedup import default_cache_dir
 
     missing = [image_id for image_id in images if image_id not in texts]
     if missing:
@@ -452,7 +452,7 @@ def filter_images(
     plumbing = False
     ran_profile = None
     if survivors and (check_aesthetic or check_relevance):
-        from evaluate_pkg.models.registry import profile_is_plumbing
+        from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 
         models = load_models(profile, device=device, models=models)
         ran_profile = models.options.profile

@@ -43,10 +43,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from builders.benchmarks.charis import AXES_PER_PROMPT
-from curation.charis_prompts import APPROVED, HUMAN_REFINED, PROPOSED, REJECTED, STATUSES, CharisProposal
-from ekb import EKB, load_ekb
-from evaluate_pkg.images import ImageError, normalize_image
+from idbench.builders.benchmarks.charis import AXES_PER_PROMPT
+from idbench.curation.charis_prompts import APPROVED, HUMAN_REFINED, PROPOSED, REJECTED, STATUSES, CharisProposal
+from idbench.ekb import EKB, load_ekb
+from idbench.evaluate_pkg.images import ImageError, normalize_image
 
 REVIEW_CSV = "review.csv"
 REVIEW_JSONL = "review.jsonl"

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import functools
 from fractions import Fraction
+from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, NoReturn, Sequence
 
 import yaml
 
-from ekb.model import (
+from idbench.ekb.model import (
     EKB,
     Attribute,
     Category,
@@ -64,7 +65,8 @@ __all__ = [
     "load_ekb",
 ]
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+# Package data, found through importlib.resources so a wheel install reads the same files.
+DATA_DIR = Path(str(resources.files("idbench.ekb") / "data"))
 
 # The paper's transformation set X. Unlike types or styles, code depends on these names (prompts open
 # with the pose phrase; the style phrase must leave the subject's own style), so all seven must exist.

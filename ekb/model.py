@@ -3,7 +3,7 @@
 The EKB is the CHARIS hierarchy (paper 000) as data: subject types and styles, the attributes that
 identify a subject of each (type, style) cell, the features each attribute dictates, the seven
 transformation axes, the identity categories and the rules that turn counted feature changes into a
-category. :func:`ekb.load_ekb` builds these objects from ``ekb/data/*.yaml`` and validates them; nothing
+category. :func:`idbench.ekb.load_ekb` builds these objects from ``ekb/data/*.yaml`` and validates them; nothing
 here reads files.
 
 Mappings are read-only (``MappingProxyType``) because the packaged EKB is cached and shared by every

@@ -99,7 +99,7 @@ class StudyResult:
 def category_scores(ekb: Any = None) -> dict[str, float]:
     """Category -> normalised score, from the EKB (exact 1, near_exact 2/3, partial 1/3, mismatch 0)."""
     if ekb is None:
-        from ekb import load_ekb
+        from idbench.ekb import load_ekb
 
         ekb = load_ekb()
     return {name: float(category.score) for name, category in ekb.categories.items()}
@@ -199,7 +199,7 @@ def metric_items(scores: pd.DataFrame, metrics: Sequence[str] | None = None) -> 
         )
     present = list(dict.fromkeys(frame["metric"]))
     if metrics is None:
-        from builders.benchmarks.charis import SPEC
+        from idbench.builders.benchmarks.charis import SPEC
 
         chosen = [m.name for m in SPEC.metric_suite if m.name in present] or sorted(present)
     else:
@@ -461,7 +461,7 @@ def table3(items: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
 
 
 def _ekb_order() -> tuple[list[str], list[str]]:
-    from builders.benchmarks.charis import STYLES, TYPES
+    from idbench.builders.benchmarks.charis import STYLES, TYPES
 
     return list(TYPES), list(STYLES)
 
@@ -611,7 +611,7 @@ def write_study(result: StudyResult, out: Path, overwrite: bool = False) -> list
     Written into a temporary sibling folder and moved into place when complete; an existing ``out``
     is refused unless ``overwrite``, and then replaced only once the new one is whole.
     """
-    from builders.write import move_into_place
+    from idbench.builders.write import move_into_place
 
     out = Path(out)
     if out.exists() and not overwrite:

@@ -53,9 +53,9 @@ from typing import Callable, Sequence
 from PIL import Image, ImageOps
 
 import idbench
-from builders.benchmarks import charis, cogcanvas, identity_collapse
-from builders.write import OutputExistsError, move_into_place
-from evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
+from idbench.builders.benchmarks import charis, cogcanvas, identity_collapse
+from idbench.builders.write import OutputExistsError, move_into_place
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
 BASELINES = ("collage", "swap", "impostor", "clone", "background")
 

@@ -14,11 +14,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 from PIL import Image
 
-from evaluate_pkg.data import BenchmarkData
-from evaluate_pkg.features import Features, FeatureStore, condition_hash
-from evaluate_pkg.images import content_hash, normalize_image
-from evaluate_pkg.models.registry import get_card, load_model, resolve_profile
-from evaluate_pkg.submission import Submission
+from idbench.evaluate_pkg.data import BenchmarkData
+from idbench.evaluate_pkg.features import Features, FeatureStore, condition_hash
+from idbench.evaluate_pkg.images import content_hash, normalize_image
+from idbench.evaluate_pkg.models.registry import get_card, load_model, resolve_profile
+from idbench.evaluate_pkg.submission import Submission
 
 # Per-sample result: the raw value of one metric for one (prompt, seed[, subject]).
 RESULT_COLUMNS = ("prompt_id", "seed", "metric", "subject", "value")
@@ -70,7 +70,7 @@ class Models:
 
     def preload(self, roles: Iterable[str]) -> None:
         """Load every model of ``roles`` now; one error lists all that are missing, before any work."""
-        from evaluate_pkg.models.base import ModelNotAvailableError
+        from idbench.evaluate_pkg.models.base import ModelNotAvailableError
 
         missing = []
         for role in sorted(set(roles)):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import datasets
 
-from builders.benchmarks import get_benchmark
-from builders.spec import BenchmarkSpec
+from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.spec import BenchmarkSpec
 
 # Which table holds each benchmark's reference images, and the id column that prompts refer to.
 REFERENCE_TABLE = {"charis": "subjects", "cogcanvas": "references", "identity-collapse": "subjects"}

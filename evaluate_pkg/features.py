@@ -185,7 +185,7 @@ class FeatureStore:
     ) -> dict[str, Features]:
         """Features of ``encoder`` for every image; ``images`` maps content hash -> a bytes loader.
 
-        Decoding (``evaluate_pkg.images.normalize_image``) and the encoder's own preprocessing run in
+        Decoding (``idbench.evaluate_pkg.images.normalize_image``) and the encoder's own preprocessing run in
         ``num_workers`` DataLoader workers; ``encode_batch`` runs here, on the encoder's device.
         """
 
@@ -228,7 +228,7 @@ class _PreprocessedImages(Dataset):
         return len(self.keys)
 
     def __getitem__(self, index: int):
-        from evaluate_pkg.images import normalize_image
+        from idbench.evaluate_pkg.images import normalize_image
 
         image = normalize_image(self.loaders[index](), where=self.keys[index])
         return self.keys[index], self.preprocess(image)

@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from evaluate_pkg.submission import MAX_ZIP_BYTES, MAX_ZIP_MEMBERS
+from idbench.evaluate_pkg.submission import MAX_ZIP_BYTES, MAX_ZIP_MEMBERS
 
 HUB_PREFIX = "hf://datasets/"
 # What a submission may hold; anything else in the repo (scripts, notebooks, model files) is not fetched.

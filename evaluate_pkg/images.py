@@ -10,7 +10,7 @@ What normalising means here:
   plugins (EPS runs Ghostscript, for one) are never reached with untrusted bytes.
 - Size limits are checked on the header, before any pixel is decoded: more than ``MAX_IMAGE_BYTES``
   bytes or ``MAX_PIXELS`` pixels is refused, and so is anything Pillow itself calls a decompression
-  bomb. The limits are the builders' (``builders.sources``), so a reference the builder accepted is
+  bomb. The limits are the builders' (``idbench.builders.sources``), so a reference the builder accepted is
   never refused here.
 - The whole image is decoded, so a truncated or corrupt file fails here and not in an encoder.
 - The EXIF orientation is applied (a phone photo tagged "rotate 90" is scored upright).
@@ -33,7 +33,7 @@ import io
 import numpy as np
 from PIL import Image, ImageFile, ImageOps
 
-from builders.sources import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from idbench.builders.sources import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
 
 MAX_PIXELS = MAX_IMAGE_PIXELS
 

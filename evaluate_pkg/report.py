@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from builders.spec import BenchmarkSpec
-from evaluate_pkg.functional import bootstrap_ci
+from idbench.builders.spec import BenchmarkSpec
+from idbench.evaluate_pkg.functional import bootstrap_ci
 
 DISPLAY_NOTES = {
     "raw": "raw value",
@@ -67,7 +67,7 @@ def ranking_metric(spec: BenchmarkSpec, computed: set[str]) -> str | None:
 
 def format_summary(summary: dict[str, Any]) -> str:
     """A few lines for the terminal: every metric's mean and CI as displayed, plus what was not run."""
-    from builders.benchmarks import get_benchmark
+    from idbench.builders.benchmarks import get_benchmark
 
     spec = get_benchmark(summary["benchmark"])
     displays = {m.name: m.display for m in spec.metric_suite}

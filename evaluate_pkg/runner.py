@@ -23,13 +23,13 @@ from typing import Any
 import pandas as pd
 
 import idbench
-from evaluate_pkg.context import JUDGE_ROLE, Context, Models, Result, ScoreOptions
-from evaluate_pkg.data import BenchmarkData, load_benchmark_data
-from evaluate_pkg.features import FeatureStore
-from evaluate_pkg.models.registry import profile_is_plumbing
-from evaluate_pkg.report import aggregate, write_report
-from evaluate_pkg.submission import validate_submission
-from evaluate_pkg.suites import suite_for
+from idbench.evaluate_pkg.context import JUDGE_ROLE, Context, Models, Result, ScoreOptions
+from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
+from idbench.evaluate_pkg.features import FeatureStore
+from idbench.evaluate_pkg.models.registry import profile_is_plumbing
+from idbench.evaluate_pkg.report import aggregate, write_report
+from idbench.evaluate_pkg.submission import validate_submission
+from idbench.evaluate_pkg.suites import suite_for
 
 SUITE_VERSION = "0.1"
 
@@ -80,7 +80,7 @@ def make_judge(judge: Any, cache_dir: Path | None) -> Any:
     """
     if judge is None or hasattr(judge, "ask"):
         return judge
-    from evaluate_pkg.judge import AnswerCache, OpenAIJudge, default_cache_path
+    from idbench.evaluate_pkg.judge import AnswerCache, OpenAIJudge, default_cache_path
 
     path = Path(cache_dir) / "judge" / "answers.sqlite3" if cache_dir is not None else default_cache_path()
     return OpenAIJudge(judge, cache=AnswerCache(path))

@@ -46,7 +46,7 @@ Validation
 :func:`validate_submission` checks everything up front and raises one :class:`SubmissionError` that
 lists *every* problem found (a :class:`Problem` each, naming the prompt id, seed and file), so a user
 fixes all of them in one round. A submission that fails validation is not scored at all. Every image
-is decoded fully (with :func:`evaluate_pkg.images.normalize_image`), so a truncated file fails here and
+is decoded fully (with :func:`idbench.evaluate_pkg.images.normalize_image`), so a truncated file fails here and
 not halfway through scoring.
 
 The returned :class:`Submission` holds no decoded images and no image bytes, only one file per
@@ -82,9 +82,9 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 import idbench
-from builders.write import OutputExistsError, move_into_place
-from evaluate_pkg.data import BenchmarkData
-from evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
+from idbench.builders.write import OutputExistsError, move_into_place
+from idbench.evaluate_pkg.data import BenchmarkData
+from idbench.evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
 
 METADATA_NAME = "submission.json"
 MANIFEST_NAME = "manifest.csv"
@@ -177,7 +177,7 @@ class Entry:
         return data
 
     def load(self) -> Image.Image:
-        """The image, decoded and normalised to 8-bit RGB (see :mod:`evaluate_pkg.images`)."""
+        """The image, decoded and normalised to 8-bit RGB (see :mod:`idbench.evaluate_pkg.images`)."""
         return normalize_image(self.data(), where=f"prompt_id {self.prompt_id!r} seed {self.seed}, file {self.source}")
 
     def _error(self, message: str) -> SubmissionError:
@@ -264,7 +264,7 @@ def write_template(data: BenchmarkData, out: Path, overwrite: bool = False) -> P
     """Write an empty submission for ``data`` into ``out``: metadata to fill, a manifest of every pair.
 
     The folder is written next to ``out`` and renamed into place when complete; an existing ``out``
-    is refused (:class:`~builders.write.OutputExistsError`) unless ``overwrite``, and then replaced only
+    is refused (:class:`~idbench.builders.write.OutputExistsError`) unless ``overwrite``, and then replaced only
     once the new one is complete. Returns ``out``. Example::
 
         write_template(load_benchmark_data("data/identity-collapse"), Path("my-submission"))

@@ -11,11 +11,11 @@ DEFAULT_DEMO_OUT = Path("idbench-output")
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from builders.build import build, format_report
+    from idbench.builders.build import build, format_report
 
     curate = None
     if args.curate or args.reviewed_prompts:
-        from curation.pipeline import CurateOptions
+        from idbench.curation.pipeline import CurateOptions
 
         curate = CurateOptions(
             profile=args.profile,
@@ -46,8 +46,8 @@ def _quality_thresholds(path: Path | None):
         return None
     import json
 
-    from builders.sources import SourceError
-    from curation.quality import QualityThresholds
+    from idbench.builders.sources import SourceError
+    from idbench.curation.quality import QualityThresholds
 
     try:
         values = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -59,13 +59,13 @@ def _quality_thresholds(path: Path | None):
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    from builders.publish import EVAL_YAML, publish
+    from idbench.builders.publish import EVAL_YAML, publish
 
     if args.eval_yaml:
         import json
 
-        from builders.benchmarks import get_benchmark
-        from leaderboard.hub import dump_yaml, eval_yaml
+        from idbench.builders.benchmarks import get_benchmark
+        from idbench.leaderboard.hub import dump_yaml, eval_yaml
 
         info = json.loads((args.folder / "build_info.json").read_text()) if (args.folder / "build_info.json").is_file() else {}
         if "benchmark" in info:
@@ -80,7 +80,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 
 
 def _load_data(folder: Path, benchmark: str | None = None):
-    from evaluate_pkg.data import BenchmarkDataError, load_benchmark_data
+    from idbench.evaluate_pkg.data import BenchmarkDataError, load_benchmark_data
 
     data = load_benchmark_data(folder)
     if benchmark is not None and data.name != benchmark:
@@ -89,7 +89,7 @@ def _load_data(folder: Path, benchmark: str | None = None):
 
 
 def _cmd_template(args: argparse.Namespace) -> int:
-    from evaluate_pkg.submission import write_template
+    from idbench.evaluate_pkg.submission import write_template
 
     data = _load_data(args.data, args.benchmark)
     write_template(data, args.out, overwrite=args.overwrite)
@@ -99,7 +99,7 @@ def _cmd_template(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from evaluate_pkg.submission import validate_submission
+    from idbench.evaluate_pkg.submission import validate_submission
 
     data = _load_data(args.data)
     with validate_submission(args.submission, data) as submission:
@@ -108,8 +108,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from evaluate_pkg.context import ScoreOptions
-    from evaluate_pkg.runner import score_submission
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.runner import score_submission
 
     accelerator = _accelerator_if_launched(args.device)
     options = ScoreOptions(
@@ -127,15 +127,15 @@ def _cmd_score(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir, overwrite=args.overwrite, accelerator=accelerator,
     )
     if args.hub_eval_results and (accelerator is None or accelerator.is_main_process):
-        from builders.benchmarks import get_benchmark
-        from leaderboard.hub import write_eval_results
+        from idbench.builders.benchmarks import get_benchmark
+        from idbench.leaderboard.hub import write_eval_results
 
         if not args.dataset_id:
             raise ScoringErrorForCli("--hub-eval-results needs --dataset-id ORG/NAME (the benchmark's Hub repo)")
         path = write_eval_results(summary, get_benchmark(summary["benchmark"]), args.hub_eval_results, args.dataset_id)
         print(f"wrote {path} (commit it to the model's Hub repo)")
     if accelerator is None or accelerator.is_main_process:
-        from evaluate_pkg.report import format_summary
+        from idbench.evaluate_pkg.report import format_summary
 
         print(format_summary(summary))
         print(f"results in {args.out} (results.parquet, aggregates.json, report.md)")
@@ -160,7 +160,7 @@ def _judge_config(args: argparse.Namespace):
 
     if not (args.judge_url or args.judge_model or os.environ.get("IDBENCH_JUDGE_URL") or os.environ.get("IDBENCH_JUDGE_MODEL")):
         return None
-    from evaluate_pkg.judge import JudgeConfig
+    from idbench.evaluate_pkg.judge import JudgeConfig
 
     try:
         return JudgeConfig.from_env(args.judge_url, args.judge_model, concurrency=args.judge_concurrency)
@@ -190,7 +190,7 @@ def _accelerator_if_launched(device: str):
 
 
 def _cmd_baseline(args: argparse.Namespace) -> int:
-    from evaluate_pkg.baselines import make_baseline
+    from idbench.evaluate_pkg.baselines import make_baseline
 
     data = _load_data(args.data, args.benchmark)
     make_baseline(args.name, data, args.out, size=args.size, seed=args.seed, overwrite=args.overwrite)
@@ -199,7 +199,7 @@ def _cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from evaluate_pkg.models import registry
+    from idbench.evaluate_pkg.models import registry
 
     if args.action == "make-tiny":
         for path in registry.make_tiny(models_dir=args.models_dir):
@@ -217,7 +217,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 def _leaderboard_data_dir(benchmark: str, data: Path | None) -> Path:
     """The built benchmark a leaderboard scores against: --data, else $IDBENCH_HOME/benchmarks/<name>."""
-    from leaderboard.store import Store
+    from idbench.leaderboard.store import Store
 
     return data if data is not None else Store().home / "benchmarks" / benchmark
 
@@ -225,9 +225,9 @@ def _leaderboard_data_dir(benchmark: str, data: Path | None) -> Path:
 def _cmd_submit(args: argparse.Namespace) -> int:
     import tempfile
 
-    from evaluate_pkg.hub_submission import fetch_submission, is_hub_ref
-    from leaderboard.queue import submit
-    from leaderboard.store import Store
+    from idbench.evaluate_pkg.hub_submission import fetch_submission, is_hub_ref
+    from idbench.leaderboard.queue import submit
+    from idbench.leaderboard.store import Store
 
     data_dir = _leaderboard_data_dir(args.benchmark, args.data)
     _load_data(data_dir, args.benchmark)
@@ -246,9 +246,9 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from evaluate_pkg.context import ScoreOptions
-    from leaderboard.store import Store
-    from leaderboard.worker import run_worker
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.leaderboard.store import Store
+    from idbench.leaderboard.worker import run_worker
 
     options = ScoreOptions(profile=args.profile, device=args.device, batch_size=args.batch_size, judge=_judge_config(args))
     done = run_worker(Store(), once=args.once, lease_seconds=args.lease_seconds, options=options)
@@ -259,8 +259,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 def _cmd_jobs(args: argparse.Namespace) -> int:
     import json
 
-    from leaderboard.queue import jobs_table
-    from leaderboard.store import Store
+    from idbench.leaderboard.queue import jobs_table
+    from idbench.leaderboard.store import Store
 
     rows = jobs_table(Store())
     if args.json:
@@ -275,7 +275,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def _cmd_alignment(args: argparse.Namespace) -> int:
-    from evaluate_pkg.alignment import read_prompts, read_ratings, read_scores, run_study
+    from idbench.evaluate_pkg.alignment import read_prompts, read_ratings, read_scores, run_study
 
     prompts = args.prompts or args.ratings
     result = run_study(
@@ -290,7 +290,7 @@ def _cmd_alignment(args: argparse.Namespace) -> int:
 
 
 def _cmd_withdraw(args: argparse.Namespace) -> int:
-    from leaderboard.store import Store
+    from idbench.leaderboard.store import Store
 
     Store().withdraw(args.submission_id, args.reason)
     print(f"withdrew submission {args.submission_id}; its files and results are kept, off the rankings")
@@ -298,8 +298,8 @@ def _cmd_withdraw(args: argparse.Namespace) -> int:
 
 
 def _cmd_rescore(args: argparse.Namespace) -> int:
-    from leaderboard.queue import rescore, rescore_all
-    from leaderboard.store import Store
+    from idbench.leaderboard.queue import rescore, rescore_all
+    from idbench.leaderboard.store import Store
 
     if args.submission is not None:
         try:
@@ -315,8 +315,8 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
-    from leaderboard.hub import sync
-    from leaderboard.store import Store
+    from idbench.leaderboard.hub import sync
+    from idbench.leaderboard.store import Store
 
     operations = sync(Store(), args.requests_repo, args.results_repo, dry_run=args.dry_run, echo=lambda _: None)
     verb = "would push" if args.dry_run else "pushed"
@@ -327,7 +327,7 @@ def _cmd_sync(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from leaderboard.app import serve
+    from idbench.leaderboard.app import serve
 
     return serve(port=args.port, headless=not args.browser)
 
@@ -574,24 +574,24 @@ def main(argv: list[str] | None = None) -> int:
         import transformers
 
         transformers.utils.logging.disable_progress_bar()
-    from builders.publish import PublishError
-    from builders.sources import SourceError
-    from builders.write import OutputExistsError
+    from idbench.builders.publish import PublishError
+    from idbench.builders.sources import SourceError
+    from idbench.builders.write import OutputExistsError
 
     user_errors: tuple[type[Exception], ...] = (SourceError, OutputExistsError, PublishError)
     user_errors += (ScoringErrorForCli,)
     if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore", "sync", "withdraw", "alignment"):
-        from evaluate_pkg.data import BenchmarkDataError
-        from evaluate_pkg.models.base import ModelNotAvailableError
-        from evaluate_pkg.runner import ScoringError
-        from evaluate_pkg.submission import SubmissionError
+        from idbench.evaluate_pkg.data import BenchmarkDataError
+        from idbench.evaluate_pkg.models.base import ModelNotAvailableError
+        from idbench.evaluate_pkg.runner import ScoringError
+        from idbench.evaluate_pkg.submission import SubmissionError
 
-        from evaluate_pkg.hub_submission import HubSubmissionError
-        from leaderboard.hub import HubExportError
-        from leaderboard.store import RateLimitError, UnknownIdError
+        from idbench.evaluate_pkg.hub_submission import HubSubmissionError
+        from idbench.leaderboard.hub import HubExportError
+        from idbench.leaderboard.store import RateLimitError, UnknownIdError
 
         user_errors += (BenchmarkDataError, ModelNotAvailableError, ScoringError, SubmissionError, HubExportError)
-        from evaluate_pkg.alignment import AlignmentError
+        from idbench.evaluate_pkg.alignment import AlignmentError
 
         user_errors += (HubSubmissionError, RateLimitError, UnknownIdError, AlignmentError)
     try:

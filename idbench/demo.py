@@ -19,15 +19,15 @@ from pathlib import Path
 
 import datasets
 
-from builders.benchmarks import BENCHMARKS, get_benchmark
-from builders.build import build, format_report
-from evaluate_pkg.baselines import BASELINES, make_baseline
-from evaluate_pkg.context import ScoreOptions
-from evaluate_pkg.data import load_benchmark_data
-from evaluate_pkg.report import display_value, ranking_metric
-from leaderboard.queue import submit
-from leaderboard.store import Store
-from leaderboard.worker import run_worker
+from idbench.builders.benchmarks import BENCHMARKS, get_benchmark
+from idbench.builders.build import build, format_report
+from idbench.evaluate_pkg.baselines import BASELINES, make_baseline
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.report import display_value, ranking_metric
+from idbench.leaderboard.queue import submit
+from idbench.leaderboard.store import Store
+from idbench.leaderboard.worker import run_worker
 
 # The size the demo's baselines are drawn at. At 256 px most pasted faces are too small for dlib's HOG
 # detector, and its CNN fallback costs ~2.5 s an image on a CPU; at 512 HOG finds them (~0.1 s).

@@ -83,8 +83,8 @@ from huggingface_hub import CommitOperationAdd, EvalResultEntry, HfApi, constant
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from builders.spec import BenchmarkSpec
-from leaderboard.store import Store, iso
+from idbench.builders.spec import BenchmarkSpec
+from idbench.leaderboard.store import Store, iso
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def _declared_group_sizes(spec: BenchmarkSpec) -> tuple[int, ...]:
     """The group sizes a benchmark is built with, from its module's constants (empty without an axis)."""
     if group_size_axis(spec) is None:
         return ()
-    from builders.benchmarks import cogcanvas, identity_collapse  # imported late: only eval.yaml needs them
+    from idbench.builders.benchmarks import cogcanvas, identity_collapse  # imported late: only eval.yaml needs them
 
     sizes = {identity_collapse.NAME: identity_collapse.SUBJECT_LEVELS, cogcanvas.SPEC.name: cogcanvas.GROUP_SIZES}
     try:

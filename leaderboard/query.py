@@ -1,11 +1,11 @@
 """Pure pandas views of the results store for the leaderboard app (testable without Streamlit).
 
-Every function takes the DataFrame of :meth:`leaderboard.store.Store.current_results` (one row per
-current result, ``aggregates`` decoded) and the benchmark's :class:`~builders.spec.BenchmarkSpec`, and
+Every function takes the DataFrame of :meth:`idbench.leaderboard.store.Store.current_results` (one row per
+current result, ``aggregates`` decoded) and the benchmark's :class:`~idbench.builders.spec.BenchmarkSpec`, and
 returns a plain DataFrame. Values stay raw (a cosine stays a cosine) everywhere except
 :func:`display_table`, which applies each metric's display convention for showing and downloading.
 
-Aggregates look like (see :func:`evaluate_pkg.report.aggregate`)::
+Aggregates look like (see :func:`idbench.evaluate_pkg.report.aggregate`)::
 
     {"overall": {metric: {mean, ci_low, ci_high, n, n_nan}},
      "breakdowns": {"n_subjects": {"2": {metric: {...}}}, "n_subjects x scene": {"2 x neutral": {...}}}}
@@ -24,8 +24,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from builders.spec import BenchmarkSpec, MetricSpec
-from leaderboard.store import Store
+from idbench.builders.spec import BenchmarkSpec, MetricSpec
+from idbench.leaderboard.store import Store
 
 PLUMBING_MARK = "plumbing"
 INCOMPLETE_MARK = "incomplete suite"
@@ -268,7 +268,7 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
 
     ``x100`` and ``percent`` metrics are multiplied by 100 and their column renamed (``"id_sim (x100)"``,
     ``"scr@0.5 (%)"``) so a reader of the CSV knows the unit; values are rounded as
-    :func:`evaluate_pkg.report.display_value` rounds them (4 decimals raw, 2 scaled). Numbers stay
+    :func:`idbench.evaluate_pkg.report.display_value` rounds them (4 decimals raw, 2 scaled). Numbers stay
     numbers, so the app's table sorts numerically.
     """
     shown = table.copy()

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from evaluate_pkg.data import content_cache_dir, load_benchmark_data
-from evaluate_pkg.submission import (
+from idbench.evaluate_pkg.data import content_cache_dir, load_benchmark_data
+from idbench.evaluate_pkg.submission import (
     MANIFEST_COLUMNS,
     MANIFEST_NAME,
     METADATA_NAME,
@@ -38,7 +38,7 @@ from evaluate_pkg.submission import (
     metadata_text_problems,
     validate_submission,
 )
-from leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
+from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
 
 # A job whose lease ran out this many times (its worker killed each time: out of memory, say) is not
 # handed out again but marked FAILED, so one poisonous submission cannot occupy workers forever.
@@ -105,7 +105,7 @@ def submit(
 ) -> SubmitResult:
     """Validate a submission against the benchmark in ``data_dir``, store its files and queue a job.
 
-    Raises :class:`~evaluate_pkg.submission.SubmissionError` (every problem listed) before anything is
+    Raises :class:`~idbench.evaluate_pkg.submission.SubmissionError` (every problem listed) before anything is
     stored or queued. ``model_name`` overrides the ``model`` of ``submission.json`` (and is written
     into the stored copy, so the results carry the name the leaderboard shows). The files are stored
     under ``home/submissions/<content_hash>/`` as a manifest folder, whatever format they came in (a
@@ -113,7 +113,7 @@ def submit(
     recognised: the existing ids come back with ``duplicate=True`` and nothing is queued.
 
     ``family`` and ``link`` override those fields of ``submission.json`` the same way, under the same
-    limits (:func:`~evaluate_pkg.submission.metadata_text_problems`). With ``rate_limit`` (the app
+    limits (:func:`~idbench.evaluate_pkg.submission.metadata_text_problems`). With ``rate_limit`` (the app
     sets one; the maintainer's CLI does not), a submitter over the limit gets :class:`RateLimitError`
     before the files are even read; a duplicate does not count against it.
     """

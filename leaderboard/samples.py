@@ -24,9 +24,9 @@ from typing import Any
 
 import pandas as pd
 
-from evaluate_pkg.data import BenchmarkData
-from evaluate_pkg.runner import EVIDENCE_FILE  # prompt_id, seed, metric, evidence (a JSON string)
-from evaluate_pkg.submission import MANIFEST_NAME
+from idbench.evaluate_pkg.data import BenchmarkData
+from idbench.evaluate_pkg.runner import EVIDENCE_FILE  # prompt_id, seed, metric, evidence (a JSON string)
+from idbench.evaluate_pkg.submission import MANIFEST_NAME
 
 RESULTS_FILE = "results.parquet"
 
@@ -62,7 +62,7 @@ def extremes(scores: pd.DataFrame, higher_is_better: bool, k: int) -> tuple[pd.D
 def generation_file(stored_path: Path, prompt_id: str, seed: int) -> Path:
     """The stored image of ``(prompt_id, seed)``; KeyError names a pair the manifest lacks.
 
-    The stored manifest was written by :func:`leaderboard.queue.submit` (after validation), and its
+    The stored manifest was written by :func:`idbench.leaderboard.queue.submit` (after validation), and its
     file names are the images' content hashes inside the stored folder, so the path cannot escape it.
     """
     stored_path = Path(stored_path)

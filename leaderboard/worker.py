@@ -1,6 +1,6 @@
 """``idbench worker``: claim jobs, score them, record the outcome.
 
-Each job is scored with :func:`evaluate_pkg.runner.score_submission` into
+Each job is scored with :func:`idbench.evaluate_pkg.runner.score_submission` into
 ``home/results/<submission_id>/<job_id>/`` with the shared feature cache ``home/features``, so a job
 re-claimed after its worker died recomputes only the features that had not been cached yet. While
 a job runs, a heartbeat thread keeps extending its lease; a crash of the whole process stops the
@@ -21,10 +21,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from evaluate_pkg.context import Models, ScoreOptions
-from evaluate_pkg.runner import score_submission
-from leaderboard.queue import benchmark_version, claim, fail, finish, heartbeat, release
-from leaderboard.store import Job, LeaseLostError, Store
+from idbench.evaluate_pkg.context import Models, ScoreOptions
+from idbench.evaluate_pkg.runner import score_submission
+from idbench.leaderboard.queue import benchmark_version, claim, fail, finish, heartbeat, release
+from idbench.leaderboard.store import Job, LeaseLostError, Store
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from scipy.stats import pearsonr
 
-from evaluate_pkg import alignment as al
+from idbench.evaluate_pkg import alignment as al
 
 # The paper's normalised scores, written out here to check the EKB against them (the study reads the EKB).
 PAPER = {"exact": 1.0, "near_exact": 2 / 3, "partial": 1 / 3, "mismatch": 0.0}
@@ -343,7 +343,7 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 def test_readers_take_a_built_charis_folder_and_score_runs(tmp_path, fresh_cache):
-    from builders.build import build
+    from idbench.builders.build import build
     from conftest import SAMPLES, write_manifest
 
     source = tmp_path / "src"

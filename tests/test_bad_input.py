@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from builders.build import build
-from builders.sources import SourceError
-from builders.write import OutputExistsError
+from idbench.builders.build import build
+from idbench.builders.sources import SourceError
+from idbench.builders.write import OutputExistsError
 from conftest import COLLAPSE_HEADER, SAMPLES, make_collapse_source, noise_jpeg, write_manifest
 
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from builders import build as build_module
-from builders.benchmarks import BENCHMARKS
-from builders.sources import read_source
-from curation.dedup import DEFAULT_MAX_DISTANCE
+from idbench.builders import build as build_module
+from idbench.builders.benchmarks import BENCHMARKS
+from idbench.builders.sources import read_source
+from idbench.curation.dedup import DEFAULT_MAX_DISTANCE
 from conftest import SAMPLES
 
 RECIPES = {"charis": build_module._charis, "cogcanvas": build_module._cogcanvas, "identity-collapse": build_module._collapse}
@@ -96,8 +96,8 @@ def test_shards_are_cut_by_image_bytes(tmp_path, fresh_cache):
     spec = BENCHMARKS["identity-collapse"]
     source = read_source(spec, build_module.sample_source("identity-collapse"))
     recipe, _ = build_module._collapse(source, 0, None, DEFAULT_MAX_DISTANCE)
-    from builders.card import render_card
-    from builders.write import write_benchmark
+    from idbench.builders.card import render_card
+    from idbench.builders.write import write_benchmark
 
     info = write_benchmark(
         tmp_path / "sharded", spec, recipe.tables, {"benchmark": spec.name, "sample_build": True, "seed": 0,

@@ -17,8 +17,8 @@ import yaml
 from datasets import ClassLabel, Features, Image, List, Value
 from PIL import Image as PILImage
 
-from builders.card import card_metadata, describe_feature, render_card, size_category
-from builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
+from idbench.builders.card import card_metadata, describe_feature, render_card, size_category
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
 
 SAMPLE_WARNING = "Sample build: a plumbing check"
 
@@ -281,7 +281,7 @@ def test_datasets_loads_a_folder_through_the_card(tmp_path: Path):
 
 @pytest.mark.parametrize("name", ["charis", "cogcanvas", "identity-collapse"])
 def test_real_benchmarks_render(name):
-    from builders.benchmarks import get_benchmark
+    from idbench.builders.benchmarks import get_benchmark
 
     spec = get_benchmark(name)
     built = [c for c in spec.configs.values() if not c.optional]
@@ -316,7 +316,7 @@ def _run_card_snippets(card: str, folder: Path, repo: str, cache: str) -> dict:
 @pytest.mark.parametrize("name", ["charis", "cogcanvas", "identity-collapse"])
 def test_card_snippets_run_on_a_sample_build(name, tmp_path):
     """The loading and pairing code of each card runs on that benchmark's sample build."""
-    from builders.build import build
+    from idbench.builders.build import build
 
     folder = tmp_path / name
     build(name, out=folder)

@@ -49,7 +49,7 @@ def test_existing_output_needs_overwrite(tmp_path, capsys):
 def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypatch):
     # Two of the five baselines keep the test quick; the README's command runs all five.
     from idbench.demo import run_demo
-    from leaderboard.store import Store
+    from idbench.leaderboard.store import Store
 
     monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
     run_demo(tmp_path, baselines=("collage", "swap"))
@@ -71,7 +71,7 @@ def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypa
 
 
 def test_template_validate_and_baseline_commands(tmp_path, capsys):
-    from builders.build import build
+    from idbench.builders.build import build
 
     build("identity-collapse", out=tmp_path / "data")
     data = str(tmp_path / "data")

@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from ekb import DATA_DIR, EKBError, load_ekb
+from idbench.ekb import DATA_DIR, EKBError, load_ekb
 
 TYPES = ["human", "animal", "anthropomorphic", "animated_object"]
 STYLES = ["photorealistic", "cartoon", "vector"]

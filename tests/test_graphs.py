@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from builders.benchmarks.cogcanvas import ITEM_INTERACTIONS, PERSON_INTERACTIONS
-from builders.build import build
-from builders.graphs import (
+from idbench.builders.benchmarks.cogcanvas import ITEM_INTERACTIONS, PERSON_INTERACTIONS
+from idbench.builders.build import build
+from idbench.builders.graphs import (
     QUESTIONS_VERSION,
     derive_questions,
     edge,

@@ -7,8 +7,8 @@ import shutil
 import datasets
 import pytest
 
-from builders.build import build
-from builders.sources import SourceError
+from idbench.builders.build import build
+from idbench.builders.sources import SourceError
 from conftest import SAMPLES, write_manifest
 
 

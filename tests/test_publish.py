@@ -11,11 +11,11 @@ import pytest
 from datasets import Features, Image, List, Value
 from huggingface_hub import constants
 
-import builders.publish as publish_module
-from builders.card import render_card
-from builders.publish import PublishError, plan_upload, publish
+import idbench.builders.publish as publish_module
+from idbench.builders.card import render_card
+from idbench.builders.publish import PublishError, plan_upload, publish
 from idbench.cli import main as idbench_main
-from builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
 
 SECRET = "hf_NeverPrintThisToken1234567890"
 

@@ -8,9 +8,9 @@ from collections import Counter, defaultdict
 import pytest
 from datasets import Dataset
 
-from builders.benchmarks.charis import PROMPTS
-from builders.sampling.charis import sample_charis_prompts
-from ekb import load_ekb
+from idbench.builders.benchmarks.charis import PROMPTS
+from idbench.builders.sampling.charis import sample_charis_prompts
+from idbench.ekb import load_ekb
 
 TYPES = ["human", "animal", "anthropomorphic", "animated_object"]
 STYLES = ["photorealistic", "cartoon", "vector"]

@@ -14,7 +14,7 @@ from collections import Counter
 import datasets
 import pytest
 
-from builders.benchmarks.cogcanvas import (
+from idbench.builders.benchmarks.cogcanvas import (
     AGE_GROUPS,
     ITEM_INTERACTIONS,
     PERSON_INTERACTIONS,
@@ -23,7 +23,7 @@ from builders.benchmarks.cogcanvas import (
     SIZE_CATEGORIES,
     SLOTS,
 )
-from builders.sampling.cogcanvas import default_prompt_count, group_counts, sample_cogcanvas
+from idbench.builders.sampling.cogcanvas import default_prompt_count, group_counts, sample_cogcanvas
 
 COUNT_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 # How questions must name the person at each place of a row of N, written out by hand.

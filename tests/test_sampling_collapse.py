@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from builders.sampling.collapse import sample_collapse_prompts
+from idbench.builders.sampling.collapse import sample_collapse_prompts
 
 
 def pool(n: int) -> list[dict]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from builders.spec import BenchmarkSpec
+from idbench.builders.spec import BenchmarkSpec
 
 
 def _load() -> dict[str, BenchmarkSpec]:
-    from builders.benchmarks import charis, cogcanvas, identity_collapse
+    from idbench.builders.benchmarks import charis, cogcanvas, identity_collapse
 
     return {spec.name: spec for spec in (charis.SPEC, cogcanvas.SPEC, identity_collapse.SPEC)}
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datasets import Features, Image, List, Value
 
-from builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
-from ekb import load_ekb
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+from idbench.ekb import load_ekb
 
 _EKB = load_ekb()
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from datasets import Features, Image, List, Value
 
-from builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
 
 NAME = "cogcanvas"
 KINDS = ("person", "object", "fashion", "background")

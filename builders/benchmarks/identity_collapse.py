@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datasets import Features, Image, List, Value
 
-from builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
 
 NAME = "identity-collapse"
 SUBJECT_LEVELS = (2, 4, 6, 8, 10)

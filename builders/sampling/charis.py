@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 from typing import Mapping, Sequence
 
-from builders.benchmarks.charis import AXES_PER_PROMPT, PROMPTS_PER_SUBJECT, SIX_AXIS_SHARE
-from ekb import EKB
+from idbench.builders.benchmarks.charis import AXES_PER_PROMPT, PROMPTS_PER_SUBJECT, SIX_AXIS_SHARE
+from idbench.ekb import EKB
 
 SUBJECT_KEYS = ("subject_id", "name", "type", "style")
 PROMPT_ID_PREFIX = "charis-"

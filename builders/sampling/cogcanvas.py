@@ -3,7 +3,7 @@
 Each prompt (paper 001, section 3.3) holds N = 2..5 persons, each bound to one object or fashion item
 through an interaction the item affords, one background, an explicit left-to-right layout, and
 person-person interactions between layout neighbours. Its interaction and position graphs and the
-yes/no questions derived from them come from :mod:`builders.graphs`; the text is written from
+yes/no questions derived from them come from :mod:`idbench.builders.graphs`; the text is written from
 templates (no language model).
 
 How the choices are made, and why:
@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from builders.benchmarks.cogcanvas import (
+from idbench.builders.benchmarks.cogcanvas import (
     GROUP_SIZES,
     ITEM_INTERACTIONS,
     ITEM_KINDS,
@@ -45,7 +45,7 @@ from builders.benchmarks.cogcanvas import (
     SIZE_CATEGORIES,
     SLOTS,
 )
-from builders.graphs import Edge, derive_questions, edge, interaction_graph, neighbour_pairs, position_graph
+from idbench.builders.graphs import Edge, derive_questions, edge, interaction_graph, neighbour_pairs, position_graph
 
 T = TypeVar("T")
 
@@ -341,7 +341,7 @@ def sample_cogcanvas(
     ``n_prompts=None`` means :func:`default_prompt_count` of the number of person identities.
 
     Returns ``(prompts, retrieval)``: dicts with exactly the columns of ``PROMPTS`` and ``RETRIEVAL``
-    in :mod:`builders.benchmarks.cogcanvas`. Prompts are ordered by group size; ids are
+    in :mod:`idbench.builders.benchmarks.cogcanvas`. Prompts are ordered by group size; ids are
     ``cogcanvas-0001``.. zero-padded to the width of the prompt count. The same references (in any
     order) and seed give the same output.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Mapping, Sequence
 
-from builders.benchmarks.identity_collapse import PROMPTS_PER_CELL, SCENES, SEEDS, SUBJECT_LEVELS
+from idbench.builders.benchmarks.identity_collapse import PROMPTS_PER_CELL, SCENES, SEEDS, SUBJECT_LEVELS
 
 # One setting per prompt of a cell, so the 5 prompts of a cell differ in more than their subjects.
 SETTINGS = (

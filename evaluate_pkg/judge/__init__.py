@@ -1,8 +1,8 @@
 """The VLM judge layer: an OpenAI-compatible client with an answer cache, and the judged metrics."""
 
-from evaluate_pkg.judge.cache import AnswerCache, default_cache_path
-from evaluate_pkg.judge.client import JudgeConfig, JudgeStats, OpenAIJudge, TaskStats, parse_json_answer
-from evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
+from idbench.evaluate_pkg.judge.cache import AnswerCache, default_cache_path
+from idbench.evaluate_pkg.judge.client import JudgeConfig, JudgeStats, OpenAIJudge, TaskStats, parse_json_answer
+from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 __all__ = [
     "AnswerCache",

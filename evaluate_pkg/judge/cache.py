@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS answers (
 def default_cache_path() -> Path:
     """``$IDBENCH_CACHE/judge/answers.sqlite3``, else ``~/.cache/idbench/judge/answers.sqlite3``.
 
-    The same root as the feature cache (``evaluate_pkg.runner``), so one variable moves every cache
+    The same root as the feature cache (``idbench.evaluate_pkg.runner``), so one variable moves every cache
     of a run (the test suite points it at a temporary folder).
     """
     root = os.environ.get("IDBENCH_CACHE")

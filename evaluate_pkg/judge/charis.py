@@ -31,8 +31,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from ekb import EKB, load_ekb
-from evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
+from idbench.ekb import EKB, load_ekb
+from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 SUBJECT_TASK = "charis.subject"
 FEATURES_TASK = "charis.features"

@@ -1,13 +1,13 @@
 """The VLM judge client: any OpenAI-compatible chat-completions server (vLLM, SGLang, a hosted API).
 
-:class:`OpenAIJudge` satisfies the :class:`~evaluate_pkg.judge.types.Judge` contract. What it takes
+:class:`OpenAIJudge` satisfies the :class:`~idbench.evaluate_pkg.judge.types.Judge` contract. What it takes
 care of, so that the judged metrics only build questions and read answers:
 
 - **Throughput.** Requests go out concurrently, at most ``concurrency`` at a time (a judge server
   batches concurrent sequences; more than it can batch only queues). Identical deterministic requests
-  in one batch are sent once, and answers already in the :class:`~evaluate_pkg.judge.cache.AnswerCache`
+  in one batch are sent once, and answers already in the :class:`~idbench.evaluate_pkg.judge.cache.AnswerCache`
   are not sent at all.
-- **Images.** Decoded with the scorer's own loader (:func:`evaluate_pkg.images.normalize_image`:
+- **Images.** Decoded with the scorer's own loader (:func:`idbench.evaluate_pkg.images.normalize_image`:
   upright, transparency composited on white, the same size limits), downscaled so the longer side is
   at most ``max_image_side``, and sent as JPEG (quality 90) data URLs. Transparency is flattened on
   white rather than sent as PNG alpha, so the judge sees the pixels the encoders see, and a server's own
@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from evaluate_pkg.images import ImageError, normalize_image
-from evaluate_pkg.judge.cache import AnswerCache, CachedAnswer, answer_key, image_hash
-from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
+from idbench.evaluate_pkg.images import ImageError, normalize_image
+from idbench.evaluate_pkg.judge.cache import AnswerCache, CachedAnswer, answer_key, image_hash
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 if TYPE_CHECKING:  # the SDK is the optional ``vlm`` extra: imported only when a judge actually calls it
     import openai
@@ -320,7 +320,7 @@ def schema_problem(validator: Any, value: Any) -> str | None:
 
 
 class OpenAIJudge:
-    """A :class:`~evaluate_pkg.judge.types.Judge` backed by an OpenAI-compatible server.
+    """A :class:`~idbench.evaluate_pkg.judge.types.Judge` backed by an OpenAI-compatible server.
 
     Example::
 

@@ -1,6 +1,6 @@
 """A holistic identity judge, DreamBench++ style: one question per pair, a 0-4 rating, score = rating / 4.
 
-It is the baseline the CHARIS evaluator (:mod:`evaluate_pkg.judge.charis`) is compared against: the
+It is the baseline the CHARIS evaluator (:mod:`idbench.evaluate_pkg.judge.charis`) is compared against: the
 paper's point is that such a single, coarse question misses fine identity changes, so keeping it runnable
 on the same pairs, through the same judge and the same failure handling, makes that claim checkable.
 
@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from evaluate_pkg.judge.charis import AnswerError, answer_object
-from evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
+from idbench.evaluate_pkg.judge.charis import AnswerError, answer_object
+from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 HOLISTIC_TASK = "holistic.identity"
 MAX_RATING = 4
@@ -53,7 +53,7 @@ SCHEMA: dict[str, Any] = {
 
 
 class ImagePair(Protocol):
-    """What the holistic judge needs of a pair; :class:`evaluate_pkg.judge.charis.CharisPair` has it."""
+    """What the holistic judge needs of a pair; :class:`idbench.evaluate_pkg.judge.charis.CharisPair` has it."""
 
     prompt_id: str
     seed: int

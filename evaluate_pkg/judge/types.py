@@ -2,7 +2,7 @@
 
 A judged metric builds :class:`JudgeRequest` objects (prompt text, images, the JSON schema the answer
 must match) and hands a batch to anything that satisfies :class:`Judge`: the OpenAI-compatible client
-of :mod:`evaluate_pkg.judge.client`, or a scripted stand-in in the tests. It gets one
+of :mod:`idbench.evaluate_pkg.judge.client`, or a scripted stand-in in the tests. It gets one
 :class:`JudgeAnswer` per request back, in order. An answer either holds a parsed, schema-valid value
 or says why there is none; a failed answer is counted as a judge failure by the metric, never turned
 into a score.

@@ -1,7 +1,7 @@
 """Attr-VQA and Interaction Graph Consistency (CogCanvas, paper 001): yes/no questions asked of an MLLM.
 
 Every CogCanvas prompt carries yes/no questions written at build time from its interaction and
-position graphs (:mod:`builders.graphs`), each with its expected answer and a ``kind``:
+position graphs (:mod:`idbench.builders.graphs`), each with its expected answer and a ``kind``:
 
 - ``binding``: is the person at a given place doing the stated thing with the stated object or fashion
   item (and a "no" about another person's item);
@@ -50,9 +50,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from builders.benchmarks.cogcanvas import QUESTION_KINDS
-from evaluate_pkg.context import Result
-from evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
+from idbench.builders.benchmarks.cogcanvas import QUESTION_KINDS
+from idbench.evaluate_pkg.context import Result
+from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 TASK = "cogcanvas.vqa"
 ANSWERS = ("yes", "no")

@@ -1,4 +1,4 @@
-"""Thin ``evaluate`` modules over :mod:`evaluate_pkg.functional`, one folder per metric.
+"""Thin ``evaluate`` modules over :mod:`idbench.evaluate_pkg.functional`, one folder per metric.
 
 Each folder ``<name>/`` holds ``<name>.py`` (``evaluate`` requires the script to carry the folder's
 name) defining one ``evaluate.Metric`` whose ``_compute`` calls the functional twin and returns the

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluate_pkg.models import registry
-from evaluate_pkg.models.base import ModelCard
+from idbench.evaluate_pkg.models import registry
+from idbench.evaluate_pkg.models.base import ModelCard
 
 FILENAME = registry.AESTHETIC_FILE
 #: The Linear layers of the original nn.Sequential, by index, with their (out, in) shapes.

@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from evaluate_pkg.models import registry
-from evaluate_pkg.models.base import ModelCard
+from idbench.evaluate_pkg.models import registry
+from idbench.evaluate_pkg.models.base import ModelCard
 
 #: CLIP's text context: prompts longer than this (special tokens included) are truncated.
 CONTEXT_LENGTH = 77

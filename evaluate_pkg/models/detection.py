@@ -39,8 +39,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from PIL import Image
 
-from evaluate_pkg.models import registry
-from evaluate_pkg.models.base import ModelCard
+from idbench.evaluate_pkg.models import registry
+from idbench.evaluate_pkg.models.base import ModelCard
 
 __all__ = [
     "GROUNDING_DINO_FILES",

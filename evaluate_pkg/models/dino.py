@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from evaluate_pkg.models import registry
-from evaluate_pkg.models.base import ModelCard
+from idbench.evaluate_pkg.models import registry
+from idbench.evaluate_pkg.models.base import ModelCard
 
 DINO_FILES = registry.HUB_FILES["dinov2-base"]  # the same three names for DINOv2 and DINOv3
 #: Image processor backend per family: PIL where transformers has it (see the module docstring).

@@ -509,7 +509,7 @@ class ArcFaceEncoder(_FaceEncoderBase):
 
 
 def _missing_pack_message(card: ModelCard, pack_dir: Path, what: str) -> str:
-    from evaluate_pkg.models import registry
+    from idbench.evaluate_pkg.models import registry
 
     if registry.is_plumbing(card):
         how = "it is made by make_tiny_arcface: delete the folder and load the model again to remake it."
@@ -549,7 +549,7 @@ def arcface_pack_dir(
 
     ``models_dir`` defaults to the registry's (``$IDBENCH_MODELS``, else ``~/.cache/idbench/models``).
     """
-    from evaluate_pkg.models import registry
+    from idbench.evaluate_pkg.models import registry
 
     if registry.is_plumbing(card):
         return registry.ensure_tiny(card, models_dir)

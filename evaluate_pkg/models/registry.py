@@ -26,7 +26,7 @@ and ``is_plumbing`` / ``profile_is_plumbing`` let reports and leaderboard rows s
 
 Example::
 
-    from evaluate_pkg.models.registry import load_model, resolve_profile
+    from idbench.evaluate_pkg.models.registry import load_model, resolve_profile
     cards = resolve_profile("tiny")
     clip = load_model(cards["clip"].name)            # makes the tiny weights on first use
     vectors = clip.encode_texts(["a photo of a cat"])
@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
+from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
 
 if TYPE_CHECKING:  # torch is imported lazily: listing models must stay cheap
     import torch
@@ -259,26 +259,26 @@ PLUMBING_MODELS: frozenset[str] = frozenset(card.name for card in _TINY_CARDS)
 
 #: family -> "module:function" with signature ``(card, *, device, dtype, models_dir) -> encoder``.
 LOADERS: dict[str, str] = {
-    "clip": "evaluate_pkg.models.clip:load_clip",
-    "dinov2": "evaluate_pkg.models.dino:load_dinov2",
-    "dinov3": "evaluate_pkg.models.dino:load_dinov3",
-    "aesthetic-v2": "evaluate_pkg.models.aesthetic:load_aesthetic",
-    "arcface": "evaluate_pkg.models.faces:load_arcface",
-    "dlib-face": "evaluate_pkg.models.faces:load_dlib_face",
-    "grounding-dino": "evaluate_pkg.models.detection:load_grounding_dino",
-    "sam2": "evaluate_pkg.models.detection:load_sam2",
+    "clip": "idbench.evaluate_pkg.models.clip:load_clip",
+    "dinov2": "idbench.evaluate_pkg.models.dino:load_dinov2",
+    "dinov3": "idbench.evaluate_pkg.models.dino:load_dinov3",
+    "aesthetic-v2": "idbench.evaluate_pkg.models.aesthetic:load_aesthetic",
+    "arcface": "idbench.evaluate_pkg.models.faces:load_arcface",
+    "dlib-face": "idbench.evaluate_pkg.models.faces:load_dlib_face",
+    "grounding-dino": "idbench.evaluate_pkg.models.detection:load_grounding_dino",
+    "sam2": "idbench.evaluate_pkg.models.detection:load_sam2",
 }
 
 #: family -> "module:function" with signature ``(path: Path, seed: int) -> None``: writes tiny random
 #: weights into the (new, empty) folder ``path``, in the Hub layout of the family's paper model.
 TINY_MAKERS: dict[str, str] = {
-    "clip": "evaluate_pkg.models.clip:make_tiny_clip",
-    "dinov2": "evaluate_pkg.models.dino:make_tiny_dinov2",
-    "dinov3": "evaluate_pkg.models.dino:make_tiny_dinov3",
-    "aesthetic-v2": "evaluate_pkg.models.aesthetic:make_tiny_aesthetic",
-    "arcface": "evaluate_pkg.models.faces:make_tiny_arcface",
-    "grounding-dino": "evaluate_pkg.models.detection:make_tiny_grounding_dino",
-    "sam2": "evaluate_pkg.models.detection:make_tiny_sam2",
+    "clip": "idbench.evaluate_pkg.models.clip:make_tiny_clip",
+    "dinov2": "idbench.evaluate_pkg.models.dino:make_tiny_dinov2",
+    "dinov3": "idbench.evaluate_pkg.models.dino:make_tiny_dinov3",
+    "aesthetic-v2": "idbench.evaluate_pkg.models.aesthetic:make_tiny_aesthetic",
+    "arcface": "idbench.evaluate_pkg.models.faces:make_tiny_arcface",
+    "grounding-dino": "idbench.evaluate_pkg.models.detection:make_tiny_grounding_dino",
+    "sam2": "idbench.evaluate_pkg.models.detection:make_tiny_sam2",
 }
 
 # --- profiles ----------------------------------------------------------------------------------------

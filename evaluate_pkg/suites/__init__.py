@@ -13,6 +13,6 @@ from types import ModuleType
 
 
 def suite_for(benchmark: str) -> ModuleType:
-    from evaluate_pkg.suites import charis, cogcanvas, collapse
+    from idbench.evaluate_pkg.suites import charis, cogcanvas, collapse
 
     return {"charis": charis, "cogcanvas": cogcanvas, "identity-collapse": collapse}[benchmark]

@@ -1,7 +1,7 @@
 """CHARIS (paper 000): the EKB-driven judge's category score, a holistic judge, and the embedding baselines.
 
-``charis_score`` and ``holistic_score`` need the VLM judge (:mod:`evaluate_pkg.judge.charis`,
-:mod:`evaluate_pkg.judge.holistic`); without one they are reported as not run. A pair the judge could
+``charis_score`` and ``holistic_score`` need the VLM judge (:mod:`idbench.evaluate_pkg.judge.charis`,
+:mod:`idbench.evaluate_pkg.judge.holistic`); without one they are reported as not run. A pair the judge could
 not settle has a NaN score (and ``<metric>.failure_rate`` 1 for that image), never a made-up value.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluate_pkg import functional as F
-from evaluate_pkg.context import JUDGE_CHUNK, JUDGE_ROLE, Context, Result
+from idbench.evaluate_pkg import functional as F
+from idbench.evaluate_pkg.context import JUDGE_CHUNK, JUDGE_ROLE, Context, Result
 
 METRICS: dict[str, tuple[str, ...]] = {
     "charis_score": (JUDGE_ROLE,),
@@ -29,8 +29,8 @@ def score(ctx: Context, metrics: set[str]) -> list[Result]:
 
 def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     """The judged scores of every image, with their failure rates, evidence and run notes."""
-    from evaluate_pkg.judge.charis import evaluate_pairs, pair_from_rows, summarize
-    from evaluate_pkg.judge.holistic import evaluate_holistic, summarize_holistic
+    from idbench.evaluate_pkg.judge.charis import evaluate_pairs, pair_from_rows, summarize
+    from idbench.evaluate_pkg.judge.holistic import evaluate_holistic, summarize_holistic
 
     prompts, subjects = ctx.data.prompt_rows, ctx.data.references
     references = ctx.data.reference_bytes

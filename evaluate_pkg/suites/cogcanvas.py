@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluate_pkg import functional as F
-from evaluate_pkg.context import JUDGE_CHUNK, JUDGE_ROLE, Context, Result, crop_bytes
-from evaluate_pkg.images import content_hash
+from idbench.evaluate_pkg import functional as F
+from idbench.evaluate_pkg.context import JUDGE_CHUNK, JUDGE_ROLE, Context, Result, crop_bytes
+from idbench.evaluate_pkg.images import content_hash
 
 PERSON_QUERY = "a person"
 PERSON_NMS_IOU = 0.5
@@ -43,7 +43,7 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
     The judge answers all of an image's questions at once, so both metrics come from the same answers;
     an unrequested one of the two is dropped from the results.
     """
-    from evaluate_pkg.judge.vqa import METRIC_KINDS, score_images, tally, vqa_items
+    from idbench.evaluate_pkg.judge.vqa import METRIC_KINDS, score_images, tally, vqa_items
 
     runs = [score_images(ctx.judge, vqa_items(ctx.data.prompt_rows, chunk)) for chunk in ctx.generation_bytes(JUDGE_CHUNK)]
     run = runs[0]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from builders.benchmarks.identity_collapse import SCR_THRESHOLDS
-from evaluate_pkg import functional as F
-from evaluate_pkg.context import Context, Result, crop_bytes
-from evaluate_pkg.images import content_hash
+from idbench.builders.benchmarks.identity_collapse import SCR_THRESHOLDS
+from idbench.evaluate_pkg import functional as F
+from idbench.evaluate_pkg.context import Context, Result, crop_bytes
+from idbench.evaluate_pkg.images import content_hash
 
 # Detector queries per subject kind, for the instance-level variant.
 KIND_QUERIES = {"human": "a person", "animal": "an animal"}

@@ -1,7 +1,7 @@
 """The Streamlit leaderboard app: ``APP_PATH`` is its entry script, :func:`serve` runs it.
 
 The app only reads the results store under ``$IDBENCH_HOME`` (and queues submissions through
-:func:`leaderboard.queue.submit`); scoring is the worker's job. This module imports no Streamlit, so
+:func:`idbench.leaderboard.queue.submit`); scoring is the worker's job. This module imports no Streamlit, so
 ``idbench serve`` can start the server without paying for the import.
 """
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from builders.benchmarks import BENCHMARKS
-from leaderboard.app.render import ORDER, PAGE_FILES
+from idbench.builders.benchmarks import BENCHMARKS
+from idbench.leaderboard.app.render import ORDER, PAGE_FILES
 
 HERE = Path(__file__).resolve().parent
 

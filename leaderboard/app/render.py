@@ -1,7 +1,7 @@
 """What each page of the leaderboard app draws; the files under ``views/`` call one function each.
 
-Data comes from :mod:`leaderboard.query` (pure pandas) over :meth:`Store.current_results`, cached with
-``st.cache_data`` under a key that includes :func:`leaderboard.query.store_version`, so a finished job
+Data comes from :mod:`idbench.leaderboard.query` (pure pandas) over :meth:`Store.current_results`, cached with
+``st.cache_data`` under a key that includes :func:`idbench.leaderboard.query.store_version`, so a finished job
 shows up on the next rerun without serving stale tables. Anything a submitter typed (model name,
 metadata, failure reasons) is drawn only through ``st.text``, ``st.dataframe``, ``st.error`` of plain
 strings or ``st.json``: never as HTML, and never as Markdown, where a link or image would render.
@@ -26,14 +26,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from builders.benchmarks import BENCHMARKS, get_benchmark
-from builders.spec import BenchmarkSpec
-from evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
-from evaluate_pkg.hub_submission import HubSubmissionError, fetch_submission
-from evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
-from leaderboard import query, samples
-from leaderboard.queue import RateLimit, jobs_table, rescore, submit
-from leaderboard.store import RateLimitError, Store, UnknownIdError
+from idbench.builders.benchmarks import BENCHMARKS, get_benchmark
+from idbench.builders.spec import BenchmarkSpec
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
+from idbench.evaluate_pkg.hub_submission import HubSubmissionError, fetch_submission
+from idbench.evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
+from idbench.leaderboard import query, samples
+from idbench.leaderboard.queue import RateLimit, jobs_table, rescore, submit
+from idbench.leaderboard.store import RateLimitError, Store, UnknownIdError
 
 MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger uploads before our code sees them
 MAX_SUBMITTER = 100
@@ -337,7 +337,7 @@ def rate_limit() -> RateLimit:
 
 
 def submit_page() -> None:
-    """Upload a zip or name a Hub dataset repo; validate through :func:`leaderboard.queue.submit`; job id or problems."""
+    """Upload a zip or name a Hub dataset repo; validate through :func:`idbench.leaderboard.queue.submit`; job id or problems."""
     st.title("Submit")
     benchmark = st.selectbox("Benchmark", list(ORDER), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark")
     upload = st.file_uploader(

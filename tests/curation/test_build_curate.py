@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from builders.build import build, format_report
-from builders.sources import SourceError
+from idbench.builders.build import build, format_report
+from idbench.builders.sources import SourceError
 from conftest import SAMPLES
-from curation.pipeline import NO_JUDGE, CurateOptions
-from curation.quality import QualityThresholds
-from evaluate_pkg.judge import JudgeAnswer
+from idbench.curation.pipeline import NO_JUDGE, CurateOptions
+from idbench.curation.quality import QualityThresholds
+from idbench.evaluate_pkg.judge import JudgeAnswer
 
 # Keep every sample image: the tiny encoders' aesthetics and similarities are noise.
 PERMISSIVE = QualityThresholds(min_side=16, min_blur=0.0, min_pixel_std=0.0, max_aspect_ratio=10, min_aesthetic=None, min_relevance=None)

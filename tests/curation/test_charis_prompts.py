@@ -19,12 +19,12 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "judge"))
 from openai_server import ScriptedServer, answer, image_urls, user_text  # noqa: E402
 
-from builders.benchmarks.charis import PROMPTS  # noqa: E402
-from curation import charis_prompts as cp  # noqa: E402
-from curation import review  # noqa: E402
-from ekb import load_ekb  # noqa: E402
-from evaluate_pkg.judge import JudgeConfig, OpenAIJudge  # noqa: E402
-from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
+from idbench.builders.benchmarks.charis import PROMPTS  # noqa: E402
+from idbench.curation import charis_prompts as cp  # noqa: E402
+from idbench.curation import review  # noqa: E402
+from idbench.ekb import load_ekb  # noqa: E402
+from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge  # noqa: E402
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
 
 EKB = load_ekb()
 PHRASES = {

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-import curation.embedding_dedup as dedup
-from curation.embedding_dedup import find_near_duplicates, image_features, similar_pairs, unit_matrix
+import idbench.curation.embedding_dedup as dedup
+from idbench.curation.embedding_dedup import find_near_duplicates, image_features, similar_pairs, unit_matrix
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
@@ -307,7 +307,7 @@ def planted_copies() -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def tiny_models():
-    from evaluate_pkg.context import Models, ScoreOptions
+    from idbench.evaluate_pkg.context import Models, ScoreOptions
 
     return Models(ScoreOptions(profile="tiny"))
 

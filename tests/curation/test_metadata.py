@@ -19,11 +19,11 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "judge"))
 from openai_server import ScriptedServer, answer, malformed, user_text  # noqa: E402
 
-from builders.benchmarks.cogcanvas import AGE_GROUPS, ITEM_INTERACTIONS, SCENE_TYPES, SIZE_CATEGORIES  # noqa: E402
-from curation import metadata as md  # noqa: E402
-from evaluate_pkg.judge import AnswerCache, JudgeConfig, OpenAIJudge  # noqa: E402
-from evaluate_pkg.judge.client import strict_compatible  # noqa: E402
-from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
+from idbench.builders.benchmarks.cogcanvas import AGE_GROUPS, ITEM_INTERACTIONS, SCENE_TYPES, SIZE_CATEGORIES  # noqa: E402
+from idbench.curation import metadata as md  # noqa: E402
+from idbench.evaluate_pkg.judge import AnswerCache, JudgeConfig, OpenAIJudge  # noqa: E402
+from idbench.evaluate_pkg.judge.client import strict_compatible  # noqa: E402
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
 
 
 def png(color: tuple[int, int, int], size: tuple[int, int] = (32, 24)) -> bytes:

@@ -20,11 +20,11 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "judge"))
 from openai_server import ScriptedServer, answer, image_urls, user_text  # noqa: E402
 
-from builders.benchmarks.cogcanvas import PROMPTS  # noqa: E402
-from builders.sampling.cogcanvas import sample_cogcanvas  # noqa: E402
-from curation import prompt_synthesis as ps  # noqa: E402
-from evaluate_pkg.judge import JudgeConfig, OpenAIJudge  # noqa: E402
-from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
+from idbench.builders.benchmarks.cogcanvas import PROMPTS  # noqa: E402
+from idbench.builders.sampling.cogcanvas import sample_cogcanvas  # noqa: E402
+from idbench.curation import prompt_synthesis as ps  # noqa: E402
+from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge  # noqa: E402
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
 
 ALL_PASS = {"interaction_plausible": True, "layout_feasible": True, "scene_compatible": True, "faithful": True, "reasons": []}
 

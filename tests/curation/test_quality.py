@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
-from curation.quality import (
+from idbench.curation.quality import (
     NOT_CHECKED,
     QualityThresholds,
     cheap_checks,
@@ -147,7 +147,7 @@ class NoModels:
 
 @pytest.fixture(scope="module")
 def tiny_models():
-    from evaluate_pkg.context import Models, ScoreOptions
+    from idbench.evaluate_pkg.context import Models, ScoreOptions
 
     return Models(ScoreOptions(profile="tiny"))
 
@@ -168,8 +168,8 @@ def direct_stage2(models, images: dict[str, bytes], texts: dict[str, str]) -> tu
     """Aesthetic score, own-text cosine and margin, computed without the filter's code paths."""
     import torch
 
-    from evaluate_pkg.functional.aesthetic import aesthetic_score
-    from evaluate_pkg.images import normalize_image
+    from idbench.evaluate_pkg.functional.aesthetic import aesthetic_score
+    from idbench.evaluate_pkg.images import normalize_image
 
     clip = models["clip"]
     ids = list(images)

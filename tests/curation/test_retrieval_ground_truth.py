@@ -12,8 +12,8 @@ import re
 
 import datasets
 
-from builders.build import build
-from evaluate_pkg.functional import retrieval_precision_recall
+from idbench.builders.build import build
+from idbench.evaluate_pkg.functional import retrieval_precision_recall
 
 
 def _words(text: str) -> set[str]:

@@ -29,8 +29,8 @@ from typing import Any, Mapping, Sequence
 
 import pytest
 
-from ekb import load_ekb
-from evaluate_pkg.judge.charis import (
+from idbench.ekb import load_ekb
+from idbench.evaluate_pkg.judge.charis import (
     FEATURES_TASK,
     SUBJECT_TASK,
     CharisPair,
@@ -41,7 +41,7 @@ from evaluate_pkg.judge.charis import (
     subject_request,
     summarize,
 )
-from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -30,7 +30,7 @@ from openai_server import (
 )
 from PIL import Image
 
-from evaluate_pkg.judge import (
+from idbench.evaluate_pkg.judge import (
     AnswerCache,
     JudgeConfig,
     JudgeRequest,
@@ -38,7 +38,7 @@ from evaluate_pkg.judge import (
     default_cache_path,
     parse_json_answer,
 )
-from evaluate_pkg.judge.cache import answer_key
+from idbench.evaluate_pkg.judge.cache import answer_key
 
 SCHEMA = {
     "type": "object",
@@ -93,7 +93,7 @@ def test_answers_come_back_in_order_with_usage_and_stats():
 
 
 def test_strict_mode_is_asked_for_only_when_the_schema_allows_it():
-    from evaluate_pkg.judge.client import strict_compatible
+    from idbench.evaluate_pkg.judge.client import strict_compatible
 
     closed = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
               "additionalProperties": False}
@@ -126,7 +126,7 @@ def test_a_timeout_is_retried():
 def test_failure_after_max_retries_is_an_answer_and_counted(caplog):
     with ScriptedServer(default=status(500, "the GPU fell over")) as server:
         judge = OpenAIJudge(make_config(server, max_retries=2))
-        with caplog.at_level(logging.WARNING, logger="evaluate_pkg.judge.client"):
+        with caplog.at_level(logging.WARNING, logger="idbench.evaluate_pkg.judge.client"):
             [result] = judge.ask([make_request()])
     assert not result.ok and result.value is None
     assert "HTTP 500" in result.error and "the GPU fell over" in result.error and "after 3 attempts" in result.error
@@ -253,7 +253,7 @@ def test_json_schema_rejected_with_400_falls_back_to_plain_text_once(tmp_path, c
     cache = AnswerCache(tmp_path / "answers.sqlite3")
     with ScriptedServer(default=reject_response_format(answer({"ok": True}))) as server:
         judge = OpenAIJudge(make_config(server, concurrency=1), cache=cache)
-        with caplog.at_level(logging.WARNING, logger="evaluate_pkg.judge.client"):
+        with caplog.at_level(logging.WARNING, logger="idbench.evaluate_pkg.judge.client"):
             answers = judge.ask([make_request(i) for i in range(3)])
         assert all(a.ok for a in answers)
         bodies = [r.body for r in server.requests]
@@ -403,7 +403,7 @@ def test_concurrency_is_bounded():
 def test_request_budget_fails_the_rest_without_sending(caplog):
     with ScriptedServer() as server:
         judge = OpenAIJudge(make_config(server, concurrency=1, request_budget=3))
-        with caplog.at_level(logging.WARNING, logger="evaluate_pkg.judge.client"):
+        with caplog.at_level(logging.WARNING, logger="idbench.evaluate_pkg.judge.client"):
             answers = judge.ask([make_request(i) for i in range(5)])
     assert [a.ok for a in answers] == [True, True, True, False, False]
     assert answers[-1].error == "budget exhausted" and answers[-1].attempts == 0

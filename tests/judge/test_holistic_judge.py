@@ -8,8 +8,8 @@ from typing import Any, Mapping, Sequence
 
 import pytest
 
-from evaluate_pkg.judge.charis import CharisPair
-from evaluate_pkg.judge.holistic import (
+from idbench.evaluate_pkg.judge.charis import CharisPair
+from idbench.evaluate_pkg.judge.holistic import (
     HOLISTIC_TASK,
     RUBRIC,
     SCHEMA,
@@ -17,7 +17,7 @@ from evaluate_pkg.judge.holistic import (
     holistic_request,
     summarize_holistic,
 )
-from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 
 def make_pair(name: str) -> CharisPair:

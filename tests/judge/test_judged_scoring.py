@@ -17,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.data import load_benchmark_data
-from evaluate_pkg.runner import NO_JUDGE, select_metrics
+from idbench.builders.build import build
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.runner import NO_JUDGE, select_metrics
 from idbench.cli import main
 from openai_server import ScriptedServer, answer, malformed, user_text
 
@@ -101,7 +101,7 @@ def _score(built: Path, benchmark: str, metrics: str, out: Path, url: str, cache
 
 def _expected_charis_scores(data) -> dict[str, float]:
     """Per prompt, the category score the scripted answers lead to under ekb/data/rules.yaml."""
-    from ekb import load_ekb
+    from idbench.ekb import load_ekb
 
     ekb = load_ekb()
     values = {c.name: c.score for c in ekb.categories.values()}
@@ -141,7 +141,7 @@ def test_charis_judged_end_to_end_and_cached(built, server, tmp_path):
     assert all(f["status"] == ("changed" if _changed(name) else "unchanged") for name, f in first["features"].items())
     # Requests: per pair 1 + visible attributes (CHARIS) + 1 (holistic); nothing more.
     sent = len(server.requests)
-    from ekb import load_ekb
+    from idbench.ekb import load_ekb
 
     ekb = load_ekb()
     expected = sum(2 + len(ekb.attributes_for(r["type"], r["style"])) for r in data.prompt_rows.values())
@@ -158,9 +158,9 @@ def test_charis_judged_end_to_end_and_cached(built, server, tmp_path):
 
 
 def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
-    from evaluate_pkg.context import ScoreOptions
-    from evaluate_pkg.judge import JudgeConfig
-    from evaluate_pkg.runner import score_submission
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.judge import JudgeConfig
+    from idbench.evaluate_pkg.runner import score_submission
 
     global BROKEN_HOLISTIC
     judge = JudgeConfig(base_url=server.base_url, model="scripted-vlm", max_retries=1, backoff_s=0.001, concurrency=16)
@@ -214,8 +214,8 @@ def test_half_a_judge_configuration_is_an_error(built, tmp_path, capsys, monkeyp
 
 
 def test_judged_metrics_run_in_chunks_with_the_same_results(built, server, tmp_path, monkeypatch):
-    import evaluate_pkg.suites.charis as charis_suite
-    import evaluate_pkg.suites.cogcanvas as cogcanvas_suite
+    import idbench.evaluate_pkg.suites.charis as charis_suite
+    import idbench.evaluate_pkg.suites.cogcanvas as cogcanvas_suite
 
     whole = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "whole", server.base_url, tmp_path / "c1")
     monkeypatch.setattr(cogcanvas_suite, "JUDGE_CHUNK", 10)  # 82 images: 9 chunks

@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 import jsonschema
 import pytest
 
-from builders.graphs import derive_questions, edge, interaction_graph, position_graph
-from evaluate_pkg.context import Result
-from evaluate_pkg.judge import vqa
-from evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
+from idbench.builders.graphs import derive_questions, edge, interaction_graph, position_graph
+from idbench.evaluate_pkg.context import Result
+from idbench.evaluate_pkg.judge import vqa
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 IMAGE_1 = b"\x89PNG fake image one"
 IMAGE_2 = b"\x89PNG fake image two"

@@ -7,13 +7,13 @@ import sqlite3
 import zipfile
 from pathlib import Path
 
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.context import ScoreOptions
-from evaluate_pkg.data import load_benchmark_data
-from leaderboard.queue import submit
-from leaderboard.store import Store
-from leaderboard.worker import run_worker
+from idbench.builders.build import build
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.leaderboard.queue import submit
+from idbench.leaderboard.store import Store
+from idbench.leaderboard.worker import run_worker
 
 BENCHMARK = "identity-collapse"
 

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.data import load_benchmark_data
-from evaluate_pkg.submission import SubmissionError
-from leaderboard.queue import RateLimit, claim, jobs_table, rescore, rescore_all, submit
-from leaderboard.store import MIGRATIONS, RateLimitError, Store
+from idbench.builders.build import build
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.submission import SubmissionError
+from idbench.leaderboard.queue import RateLimit, claim, jobs_table, rescore, rescore_all, submit
+from idbench.leaderboard.store import MIGRATIONS, RateLimitError, Store
 
 
 @pytest.fixture(scope="module")

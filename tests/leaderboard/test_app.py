@@ -17,12 +17,12 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
-from builders.benchmarks import get_benchmark
-from leaderboard import query
-from leaderboard.app import APP_PATH
-from leaderboard.app.render import plain
-from leaderboard.queue import jobs_table
-from leaderboard.store import Store
+from idbench.builders.benchmarks import get_benchmark
+from idbench.leaderboard import query
+from idbench.leaderboard.app import APP_PATH
+from idbench.leaderboard.app.render import plain
+from idbench.leaderboard.queue import jobs_table
+from idbench.leaderboard.store import Store
 
 from filled_store import fill_store, zip_folder
 

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from builders.benchmarks import get_benchmark
-from leaderboard import query
-from leaderboard.app import APP_PATH
-from leaderboard.queue import jobs_table
-from evaluate_pkg.context import ScoreOptions
-from leaderboard.store import Store
-from leaderboard.worker import run_worker
+from idbench.builders.benchmarks import get_benchmark
+from idbench.leaderboard import query
+from idbench.leaderboard.app import APP_PATH
+from idbench.leaderboard.queue import jobs_table
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.leaderboard.store import Store
+from idbench.leaderboard.worker import run_worker
 
 from filled_store import fill_store, zip_folder
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.data import load_benchmark_data
+from idbench.builders.build import build
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.cli import main
 
 

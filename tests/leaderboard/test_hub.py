@@ -16,10 +16,10 @@ import pytest
 import yaml
 from huggingface_hub import CommitOperationAdd, parse_eval_result_entries
 
-from builders.benchmarks import get_benchmark
-from leaderboard import hub
-from leaderboard.queue import claim, finish
-from leaderboard.store import Store
+from idbench.builders.benchmarks import get_benchmark
+from idbench.leaderboard import hub
+from idbench.leaderboard.queue import claim, finish
+from idbench.leaderboard.store import Store
 
 COLLAPSE = get_benchmark("identity-collapse")
 COGCANVAS = get_benchmark("cogcanvas")

@@ -14,15 +14,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from builders.benchmarks import get_benchmark
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.context import ScoreOptions
-from evaluate_pkg.data import load_benchmark_data
-from leaderboard import query
-from leaderboard.queue import submit
-from leaderboard.store import Store
-from leaderboard.worker import run_worker
+from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.build import build
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.leaderboard import query
+from idbench.leaderboard.queue import submit
+from idbench.leaderboard.store import Store
+from idbench.leaderboard.worker import run_worker
 
 BENCHMARK = "identity-collapse"
 SPEC = get_benchmark(BENCHMARK)
@@ -246,7 +246,7 @@ def test_family_view(filled):
 
 
 def test_sample_extremes_and_their_images(filled):
-    from leaderboard import samples
+    from idbench.leaderboard import samples
 
     store, _ = filled
     row = store.current_results(BENCHMARK).set_index("submission_id").loc[1]
@@ -274,7 +274,7 @@ def test_sample_extremes_and_their_images(filled):
 
 
 def test_extremes_never_show_an_image_twice():
-    from leaderboard import samples
+    from idbench.leaderboard import samples
 
     scores = pd.DataFrame({"prompt_id": ["a", "b", "c"], "seed": [0, 0, 0], "value": [0.3, 0.9, 0.1]})
     best, worst = samples.extremes(scores, higher_is_better=False, k=2)  # lower is better: 0.1 first
@@ -284,7 +284,7 @@ def test_extremes_never_show_an_image_twice():
 def test_reference_ids_of_a_cogcanvas_prompt():
     from types import SimpleNamespace
 
-    from leaderboard import samples
+    from idbench.leaderboard import samples
 
     prompt = {
         "prompt_id": "p",

@@ -12,15 +12,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.context import ScoreOptions
-from evaluate_pkg.data import load_benchmark_data
-from evaluate_pkg.runner import SUITE_VERSION, score_submission
-from evaluate_pkg.submission import SubmissionError
-from leaderboard.queue import claim, finish, jobs_table, rescore_all, submit
-from leaderboard.store import MIGRATIONS, LeaseLostError, Store
-from leaderboard.worker import run_worker
+from idbench.builders.build import build
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.runner import SUITE_VERSION, score_submission
+from idbench.evaluate_pkg.submission import SubmissionError
+from idbench.leaderboard.queue import claim, finish, jobs_table, rescore_all, submit
+from idbench.leaderboard.store import MIGRATIONS, LeaseLostError, Store
+from idbench.leaderboard.worker import run_worker
 
 TINY = ScoreOptions(profile="tiny", metrics=("clip_t",))
 

@@ -16,9 +16,9 @@ import pytest
 from PIL import Image
 
 import idbench
-from builders.build import build
-from evaluate_pkg import baselines as B
-from evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
+from idbench.builders.build import build
+from idbench.evaluate_pkg import baselines as B
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
 SIZE = 128  # small pictures keep the suite fast; one test checks the default 512
 BENCHMARKS = ("charis", "cogcanvas", "identity-collapse")
@@ -457,7 +457,7 @@ def test_baseline_from_folder_checks_the_benchmark(benchmarks, tmp_path):
 
 @pytest.mark.parametrize("name", B.BASELINES)
 def test_the_submission_validator_accepts_every_baseline(benchmarks, submission, name):
-    validate_submission = pytest.importorskip("evaluate_pkg.submission").validate_submission
+    validate_submission = pytest.importorskip("idbench.evaluate_pkg.submission").validate_submission
     data = benchmarks["cogcanvas"]
     with validate_submission(submission("cogcanvas", name), data) as checked:
         assert [(e.prompt_id, e.seed) for e in checked.entries] == data.required_pairs

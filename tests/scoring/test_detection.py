@@ -19,9 +19,9 @@ import pytest
 import torch
 from PIL import Image
 
-from evaluate_pkg.models import registry
-from evaluate_pkg.models.base import ModelNotAvailableError
-from evaluate_pkg.models.detection import (
+from idbench.evaluate_pkg.models import registry
+from idbench.evaluate_pkg.models.base import ModelNotAvailableError
+from idbench.evaluate_pkg.models.detection import (
     Detection,
     GroundingDinoDetector,
     Sam2Segmenter,

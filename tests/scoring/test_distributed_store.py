@@ -16,7 +16,7 @@ SCRIPT = textwrap.dedent(
     import hashlib, json, sys
     sys.path[:0] = [{root!r}, {tests!r}, {scoring!r}]
     from accelerate import Accelerator
-    from evaluate_pkg.features import FeatureStore
+    from idbench.evaluate_pkg.features import FeatureStore
     from conftest import noise_jpeg
     from test_features import MeanColourEncoder
 
@@ -84,9 +84,9 @@ def test_idbench_score_under_accelerate_equals_one_process(tmp_path):
     """The whole `idbench score` command launched on 2 CPU processes writes the same results."""
     import pandas as pd
 
-    from builders.build import build
-    from evaluate_pkg.baselines import make_baseline
-    from evaluate_pkg.data import load_benchmark_data
+    from idbench.builders.build import build
+    from idbench.evaluate_pkg.baselines import make_baseline
+    from idbench.evaluate_pkg.data import load_benchmark_data
 
     build("identity-collapse", out=tmp_path / "data")
     make_baseline("impostor", load_benchmark_data(tmp_path / "data"), tmp_path / "sub", size=128)

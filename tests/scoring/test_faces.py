@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageEnhance, ImageOps
 
-from evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
-from evaluate_pkg.models import faces
+from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
+from idbench.evaluate_pkg.models import faces
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
@@ -470,7 +470,7 @@ def test_cuda_without_a_cuda_provider_warns_and_runs_on_cpu(tiny_models_dir, no_
 
 def test_registry_tiny_arcface_is_made_and_loaded_offline(tmp_path, no_network):
     """The registry's plumbing model: made by make_tiny_arcface in <models_dir>/tiny/arcface-tiny."""
-    from evaluate_pkg.models import registry
+    from idbench.evaluate_pkg.models import registry
 
     encoder = registry.load_model("arcface-tiny", models_dir=tmp_path)
     assert isinstance(encoder, faces.ArcFaceEncoder)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from evaluate_pkg.features import FeatureStore, condition_hash, text_hash
+from idbench.evaluate_pkg.features import FeatureStore, condition_hash, text_hash
 from conftest import noise_jpeg
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cosine as scipy_cosine_distance
 
-from evaluate_pkg.functional import (
+from idbench.evaluate_pkg.functional import (
     aesthetic_score,
     bg_sim,
     bootstrap_ci,
@@ -41,7 +41,7 @@ FUNCTIONAL_MODULES = [
 
 @pytest.mark.parametrize("module", FUNCTIONAL_MODULES)
 def test_docstring_examples_hold(module):
-    mod = importlib.import_module(f"evaluate_pkg.functional.{module}")
+    mod = importlib.import_module(f"idbench.evaluate_pkg.functional.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.data import load_benchmark_data
-from evaluate_pkg.hub_submission import HubSubmissionError, RepoRef, fetch_submission, is_hub_ref, parse_repo_ref
-from evaluate_pkg.submission import validate_submission
+from idbench.builders.build import build
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.hub_submission import HubSubmissionError, RepoRef, fetch_submission, is_hub_ref, parse_repo_ref
+from idbench.evaluate_pkg.submission import validate_submission
 
 from conftest import HUB_REVISION as REVISION, place_dataset_in_hub_cache
 

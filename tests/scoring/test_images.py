@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from conftest import noise_jpeg
-from evaluate_pkg import images
-from evaluate_pkg.images import ImageError, content_hash, normalize_image
+from idbench.evaluate_pkg import images
+from idbench.evaluate_pkg.images import ImageError, content_hash, normalize_image
 
 
 def encode(image: Image.Image, fmt: str = "PNG", **options) -> bytes:

@@ -10,8 +10,8 @@ import pytest
 
 evaluate = pytest.importorskip("evaluate")
 
-from evaluate_pkg import functional as F  # noqa: E402
-from evaluate_pkg.metrics import METRIC_NAMES, load, metric_path  # noqa: E402
+from idbench.evaluate_pkg import functional as F  # noqa: E402
+from idbench.evaluate_pkg.metrics import METRIC_NAMES, load, metric_path  # noqa: E402
 
 RNG_SEED = 0
 

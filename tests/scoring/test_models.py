@@ -24,12 +24,12 @@ import pytest
 import torch
 from PIL import Image
 
-from evaluate_pkg.models import registry
-from evaluate_pkg.models.aesthetic import FILENAME as AESTHETIC_FILENAME
-from evaluate_pkg.models.aesthetic import make_tiny_aesthetic
-from evaluate_pkg.models.base import ImageEncoder, ModelNotAvailableError, TextEncoder
-from evaluate_pkg.models.clip import CONTEXT_LENGTH, make_tiny_clip
-from evaluate_pkg.models.dino import make_tiny_dinov2, make_tiny_dinov3
+from idbench.evaluate_pkg.models import registry
+from idbench.evaluate_pkg.models.aesthetic import FILENAME as AESTHETIC_FILENAME
+from idbench.evaluate_pkg.models.aesthetic import make_tiny_aesthetic
+from idbench.evaluate_pkg.models.base import ImageEncoder, ModelNotAvailableError, TextEncoder
+from idbench.evaluate_pkg.models.clip import CONTEXT_LENGTH, make_tiny_clip
+from idbench.evaluate_pkg.models.dino import make_tiny_dinov2, make_tiny_dinov3
 
 MY_TINY = ("clip-vit-l-14-tiny", "dinov2-base-tiny", "dinov3-vitb16-tiny", "laion-aesthetic-v2-tiny")
 MAKERS = {
@@ -163,13 +163,13 @@ def test_tiny_cards_are_plumbing_and_made_locally():
 
 
 def test_loaders_and_makers_name_the_agreed_functions():
-    assert registry.LOADERS["arcface"] == "evaluate_pkg.models.faces:load_arcface"
-    assert registry.LOADERS["dlib-face"] == "evaluate_pkg.models.faces:load_dlib_face"
-    assert registry.LOADERS["grounding-dino"] == "evaluate_pkg.models.detection:load_grounding_dino"
-    assert registry.LOADERS["sam2"] == "evaluate_pkg.models.detection:load_sam2"
-    assert registry.TINY_MAKERS["arcface"] == "evaluate_pkg.models.faces:make_tiny_arcface"
-    assert registry.TINY_MAKERS["grounding-dino"] == "evaluate_pkg.models.detection:make_tiny_grounding_dino"
-    assert registry.TINY_MAKERS["sam2"] == "evaluate_pkg.models.detection:make_tiny_sam2"
+    assert registry.LOADERS["arcface"] == "idbench.evaluate_pkg.models.faces:load_arcface"
+    assert registry.LOADERS["dlib-face"] == "idbench.evaluate_pkg.models.faces:load_dlib_face"
+    assert registry.LOADERS["grounding-dino"] == "idbench.evaluate_pkg.models.detection:load_grounding_dino"
+    assert registry.LOADERS["sam2"] == "idbench.evaluate_pkg.models.detection:load_sam2"
+    assert registry.TINY_MAKERS["arcface"] == "idbench.evaluate_pkg.models.faces:make_tiny_arcface"
+    assert registry.TINY_MAKERS["grounding-dino"] == "idbench.evaluate_pkg.models.detection:make_tiny_grounding_dino"
+    assert registry.TINY_MAKERS["sam2"] == "idbench.evaluate_pkg.models.detection:make_tiny_sam2"
     for family in ("clip", "dinov2", "dinov3", "aesthetic-v2"):  # this module's own: they must resolve
         assert callable(registry._resolve(registry.LOADERS[family]))
         assert callable(registry._resolve(registry.TINY_MAKERS[family]))
@@ -273,7 +273,7 @@ def test_a_partial_or_other_revision_download_is_missing(hf_cache, tiny_sources,
 
 
 def test_an_unimportable_loader_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(registry.LOADERS, "clip", "evaluate_pkg.models.no_such_module:load")
+    monkeypatch.setitem(registry.LOADERS, "clip", "idbench.evaluate_pkg.models.no_such_module:load")
     with pytest.raises(ModelNotAvailableError, match="no_such_module"):
         registry.load_model("clip-vit-l-14")
 

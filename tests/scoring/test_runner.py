@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from builders.build import build
-from evaluate_pkg.baselines import make_baseline
-from evaluate_pkg.context import ScoreOptions
-from evaluate_pkg.data import load_benchmark_data
-from evaluate_pkg.runner import ScoringError, score_submission
-from evaluate_pkg.submission import SubmissionError
+from idbench.builders.build import build
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.runner import ScoringError, score_submission
+from idbench.evaluate_pkg.submission import SubmissionError
 from idbench.cli import main
 
 TINY = ScoreOptions(profile="tiny")
@@ -75,7 +75,7 @@ def test_second_run_reads_every_feature_from_the_cache(collapse, tmp_path):
 def test_crash_then_resume_recomputes_nothing_done(collapse, tmp_path, monkeypatch):
     """Kill the scorer after k batches, rerun: cached features are not recomputed, results equal."""
     root, data = collapse
-    from evaluate_pkg import features as features_module
+    from idbench.evaluate_pkg import features as features_module
 
     clean = score_submission(root / "collage", data, None, TINY, cache_dir=tmp_path / "clean", progress=False)
 
@@ -190,7 +190,7 @@ def test_face_counts_are_reported_against_the_expected(cogcanvas_scores):
 
 
 def test_missing_paper_models_stop_the_run_before_any_work(collapse, tmp_path, monkeypatch):
-    from evaluate_pkg.models.base import ModelNotAvailableError
+    from idbench.evaluate_pkg.models.base import ModelNotAvailableError
 
     root, data = collapse
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))

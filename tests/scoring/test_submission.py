@@ -23,12 +23,12 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from builders.build import build
-from builders.write import OutputExistsError
+from idbench.builders.build import build
+from idbench.builders.write import OutputExistsError
 from conftest import noise_jpeg
-from evaluate_pkg.data import BenchmarkData, load_benchmark_data
-from evaluate_pkg.images import normalize_image
-from evaluate_pkg.submission import (
+from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
+from idbench.evaluate_pkg.images import normalize_image
+from idbench.evaluate_pkg.submission import (
     MANIFEST_COLUMNS,
     Problem,
     Submission,

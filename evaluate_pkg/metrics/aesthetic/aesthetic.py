@@ -7,8 +7,8 @@ from typing import Any, Mapping
 import datasets
 import evaluate
 
-from evaluate_pkg.functional import aesthetic_score
-from evaluate_pkg.metrics._shared import CITATION_CLIP, CITATION_LAION_AESTHETIC, floats
+from idbench.evaluate_pkg.functional import aesthetic_score
+from idbench.evaluate_pkg.metrics._shared import CITATION_CLIP, CITATION_LAION_AESTHETIC, floats
 
 _DESCRIPTION = """\
 Aesth.: the LAION aesthetic predictor v2 (MLP 768->1024->128->64->16->1, no activations) applied to

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datasets
 import evaluate
 
-from evaluate_pkg.functional import PATCH_THRESHOLD, bg_sim
-from evaluate_pkg.metrics._shared import CITATION_COGCANVAS, CITATION_DINOV3, floats, mean_of_defined
+from idbench.evaluate_pkg.functional import PATCH_THRESHOLD, bg_sim
+from idbench.evaluate_pkg.metrics._shared import CITATION_COGCANVAS, CITATION_DINOV3, floats, mean_of_defined
 
 _DESCRIPTION = """\
 BG-Sim (CogCanvas): background fidelity. Foreground = the union of all subject masks (e.g. SAM 2 from

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datasets
 import evaluate
 
-from evaluate_pkg.functional import clip_i
-from evaluate_pkg.metrics._shared import CITATION_CLIP, floats
+from idbench.evaluate_pkg.functional import clip_i
+from idbench.evaluate_pkg.metrics._shared import CITATION_CLIP, floats
 
 _DESCRIPTION = """\
 CLIP-I: cosine similarity between the CLIP image embeddings of a generation and of a reference image.

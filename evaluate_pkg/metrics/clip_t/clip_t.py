@@ -5,14 +5,14 @@ from __future__ import annotations
 import datasets
 import evaluate
 
-from evaluate_pkg.functional import clip_t
-from evaluate_pkg.metrics._shared import CITATION_CLIP, CITATION_CLIPSCORE, floats
+from idbench.evaluate_pkg.functional import clip_t
+from idbench.evaluate_pkg.metrics._shared import CITATION_CLIP, CITATION_CLIPSCORE, floats
 
 _DESCRIPTION = """\
 CLIP-T: cosine similarity between the CLIP text embedding of the prompt and the CLIP image embedding
 of the generation (projected embeddings, e.g. transformers 5 `get_*_features(...).pooler_output`).
 Raw cosine in [-1, 1], mean over samples (each sample counts once; nothing is clamped). For the
-x100-and-clamp CLIPScore display use `evaluate_pkg.functional.clipscore_torchmetrics_convention`
+x100-and-clamp CLIPScore display use `idbench.evaluate_pkg.functional.clipscore_torchmetrics_convention`
 per sample. CLIP reads 77 tokens: longer prompts are truncated by the tokenizer upstream.
 """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datasets
 import evaluate
 
-from evaluate_pkg.functional import count_correct
-from evaluate_pkg.metrics._shared import CITATION_COGCANVAS
+from idbench.evaluate_pkg.functional import count_correct
+from idbench.evaluate_pkg.metrics._shared import CITATION_COGCANVAS
 
 _DESCRIPTION = """\
 Count accuracy: fraction of generations in which a person detector finds exactly the number of

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datasets
 import evaluate
 
-from evaluate_pkg.functional import dino_sim
-from evaluate_pkg.metrics._shared import CITATION_DINOV2, CITATION_IDENTITY_COLLAPSE, floats
+from idbench.evaluate_pkg.functional import dino_sim
+from idbench.evaluate_pkg.metrics._shared import CITATION_DINOV2, CITATION_IDENTITY_COLLAPSE, floats
 
 _DESCRIPTION = """\
 DINO-Sim: cosine similarity between the DINOv2 (CLS) embedding of a generation and the embedding of

@@ -6,8 +6,8 @@ import datasets
 import evaluate
 import numpy as np
 
-from evaluate_pkg.functional import id_sim
-from evaluate_pkg.metrics._shared import CITATION_ARCFACE, CITATION_COGCANVAS, CITATION_HUNGARIAN, floats
+from idbench.evaluate_pkg.functional import id_sim
+from idbench.evaluate_pkg.metrics._shared import CITATION_ARCFACE, CITATION_COGCANVAS, CITATION_HUNGARIAN, floats
 
 _DESCRIPTION = """\
 ID-Sim (CogCanvas): cosine similarity between face recognition embeddings (ArcFace, on faces aligned

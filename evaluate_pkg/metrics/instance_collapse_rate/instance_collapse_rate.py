@@ -8,8 +8,8 @@ import datasets
 import evaluate
 import numpy as np
 
-from evaluate_pkg.functional import SCR_TAUS, instance_collapse_rate
-from evaluate_pkg.metrics._shared import (
+from idbench.evaluate_pkg.functional import SCR_TAUS, instance_collapse_rate
+from idbench.evaluate_pkg.metrics._shared import (
     CITATION_DINOV2,
     CITATION_HUNGARIAN,
     CITATION_IDENTITY_COLLAPSE,

@@ -7,8 +7,8 @@ from typing import Sequence
 import datasets
 import evaluate
 
-from evaluate_pkg.functional import RETRIEVAL_KS, retrieval_precision_recall
-from evaluate_pkg.metrics._shared import CITATION_COGCANVAS, floats, mean_of_defined
+from idbench.evaluate_pkg.functional import RETRIEVAL_KS, retrieval_precision_recall
+from idbench.evaluate_pkg.metrics._shared import CITATION_COGCANVAS, floats, mean_of_defined
 
 _DESCRIPTION = """\
 Reference retrieval (CogCanvas auxiliary task): for each identity slot, a ranked list of candidate

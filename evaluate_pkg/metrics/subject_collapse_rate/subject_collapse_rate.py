@@ -8,8 +8,8 @@ import datasets
 import evaluate
 import numpy as np
 
-from evaluate_pkg.functional import SCR_TAUS, dino_sim, subject_collapse_rate
-from evaluate_pkg.metrics._shared import CITATION_DINOV2, CITATION_IDENTITY_COLLAPSE, collapse_taus, floats
+from idbench.evaluate_pkg.functional import SCR_TAUS, dino_sim, subject_collapse_rate
+from idbench.evaluate_pkg.metrics._shared import CITATION_DINOV2, CITATION_IDENTITY_COLLAPSE, collapse_taus, floats
 
 _DESCRIPTION = """\
 Subject Collapse Rate SCR@tau (paper 002, whole-image proxy): per generated image, the fraction of its

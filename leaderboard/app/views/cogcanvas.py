@@ -1,5 +1,5 @@
 """The cogcanvas leaderboard page."""
 
-from leaderboard.app.render import benchmark_page
+from idbench.leaderboard.app.render import benchmark_page
 
 benchmark_page("cogcanvas")

@@ -1,5 +1,5 @@
 """The status page."""
 
-from leaderboard.app.render import status_page
+from idbench.leaderboard.app.render import status_page
 
 status_page()

@@ -1,5 +1,5 @@
 """The submit page."""
 
-from leaderboard.app.render import submit_page
+from idbench.leaderboard.app.render import submit_page
 
 submit_page()
