@@ -47,13 +47,6 @@ class BootstrapCI:
     n_resamples: int
 
 
-def _check(n_resamples: int, confidence: float, who: str) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"{who}: confidence must be in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"{who}: n_resamples must be >= 1, got {n_resamples}")
-
-
 def _draw_chunks(n_clusters: int, n_resamples: int, seed: int):
     """The rows of :func:`cluster_draws` in chunks of at most ``_CHUNK_ELEMENTS`` entries, from one
     generator (the same stream as drawing every row at once), so memory stays bounded."""
@@ -116,7 +109,10 @@ def bootstrap_ci(
     >>> round(ci.mean, 3), ci.n, ci.n_nan, ci.n_clusters, ci.low <= ci.mean <= ci.high
     (0.4, 5, 1, 3, True)
     """
-    _check(n_resamples, confidence, "bootstrap_ci")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"bootstrap_ci: confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"bootstrap_ci: n_resamples must be >= 1, got {n_resamples}")
     arr = np.asarray(values, dtype=np.float64).reshape(-1)
     labels = list(clusters)
     if len(labels) != arr.size:
