@@ -6,7 +6,7 @@ independent units. Resampling single images as if they were independent makes an
 by up to sqrt(seeds per prompt) (exactly that when the seeds are copies). So every interval here
 draws *prompts* with replacement, each drawn prompt bringing all its images.
 
-The draws are :func:`cluster_draws` (draw counts per cluster, multinomial), shared by the aggregates
+The draws are :func:`cluster_draws` (how often each cluster was drawn), shared by the aggregates
 of ``idbench score`` (:func:`bootstrap_ci`, read as they are by the leaderboard) and by the human
 alignment study (``evaluate_pkg/alignment.py``, whose correlations reuse one set of draws across all
 its columns). Intervals are percentile intervals (:func:`percentile_interval`).
@@ -52,18 +52,21 @@ def _draw_chunks(n_clusters: int, n_resamples: int, seed: int):
     generator (the same stream as drawing every row at once), so memory stays bounded."""
     rng = np.random.default_rng(seed)
     rows = max(1, _CHUNK_ELEMENTS // max(1, n_clusters))
-    p = np.full(n_clusters, 1.0 / max(1, n_clusters))
     for start in range(0, n_resamples, rows):
         size = min(rows, n_resamples - start)
-        yield rng.multinomial(n_clusters, p, size=size) if n_clusters else np.zeros((size, 0), dtype=np.int64)
+        # Each row draws n_clusters cluster indices uniformly with replacement; counting them per row
+        # (one bincount over row-offset indices) gives the draw counts.
+        drawn = rng.integers(0, n_clusters, size=(size, n_clusters)) if n_clusters else np.zeros((size, 0), np.int64)
+        offsets = (np.arange(size) * n_clusters)[:, None]
+        yield np.bincount((drawn + offsets).ravel(), minlength=size * n_clusters).reshape(size, n_clusters)
 
 
 def cluster_draws(n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
     """(n_resamples, n_clusters) draw counts: each row draws ``n_clusters`` clusters with replacement.
 
-    A resample with replacement is a weighting of the clusters by how often each was drawn (a
-    multinomial count vector summing to ``n_clusters``), so statistics are computed as weighted
-    sums without materialising resampled data. Seeded: the same arguments give the same draws.
+    A resample with replacement is a weighting of the clusters by how often each was drawn (a count
+    vector summing to ``n_clusters``), so statistics are computed as weighted sums without
+    materialising resampled data. Seeded: the same arguments give the same draws.
     """
     return np.concatenate(list(_draw_chunks(n_clusters, n_resamples, seed)))
 
