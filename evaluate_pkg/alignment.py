@@ -53,6 +53,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# The project's one cluster bootstrap (prompts drawn with replacement, each with all its items): the
+# aggregates of `idbench score` draw from it too, so both kinds of interval resample the same unit.
+from idbench.evaluate_pkg.functional.bootstrap import cluster_bootstrap_weights, percentile_interval
+
 RATING_COLUMNS = ("model", "prompt_id", "annotator", "category")
 SCORE_COLUMNS = ("model", "prompt_id", "seed", "metric", "value")
 PROMPT_COLUMNS = ("prompt_id", "type", "style")
@@ -318,27 +322,6 @@ def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where((vx > 1e-24) & (vy > 1e-24), r, np.nan)
 
 
-def bootstrap_weights(clusters: Sequence[Any], n_boot: int, seed: int) -> np.ndarray:
-    """(n_boot, n_items) draw counts of a cluster bootstrap: clusters (prompts) are drawn with
-    replacement, each drawn cluster bringing all its items."""
-    codes, uniques = pd.factorize(pd.Series(list(clusters), dtype="object"))
-    k = len(uniques)
-    if k == 0:
-        return np.zeros((n_boot, 0))
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(k, np.full(k, 1.0 / k), size=n_boot)
-    return counts[:, codes].astype(np.float64)
-
-
-def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return math.nan, math.nan
-    alpha = 1.0 - confidence
-    low, high = np.quantile(finite, [alpha / 2, 1 - alpha / 2])
-    return float(low), float(high)
-
-
 def item_correlation(x: np.ndarray, y: np.ndarray, weights: np.ndarray, confidence: float, what: str) -> Correlation:
     """r over the items where both x and y are known, with its CI from the bootstrap ``weights``."""
     mask = np.isfinite(x) & np.isfinite(y)
@@ -348,7 +331,7 @@ def item_correlation(x: np.ndarray, y: np.ndarray, weights: np.ndarray, confiden
     r = pearson(x[mask], y[mask])
     if math.isnan(r):
         return Correlation(math.nan, math.nan, math.nan, n, f"{what}: constant over the {n} items")
-    low, high = _interval(_weighted_pearson_rows(x, y, weights * mask[None, :]), confidence)
+    low, high = percentile_interval(_weighted_pearson_rows(x, y, weights * mask[None, :]), confidence)
     return Correlation(r, low, high, n)
 
 
@@ -373,7 +356,7 @@ def system_correlation(
         totals = w @ onehot
         boot = _pearson_rows((w * xm) @ onehot / totals, (w * ym) @ onehot / totals)
     boot[(totals == 0).any(axis=1)] = np.nan  # a model none of whose prompts was drawn
-    low, high = _interval(boot, confidence)
+    low, high = percentile_interval(boot, confidence)
     return Correlation(r, low, high, k)
 
 
@@ -403,13 +386,13 @@ def table1(
     """Per model: item-level r of H-H and of each metric vs human; then the system-level row."""
     rows = []
     for model, group in items.groupby("model", sort=True):
-        weights = bootstrap_weights(group["prompt_id"], n_boot, seed)
+        weights = cluster_bootstrap_weights(group["prompt_id"], n_boot, seed)
         cells = {
             name: item_correlation(group[a].to_numpy(float), group[b].to_numpy(float), weights, confidence, name)
             for name, a, b in _pairs(metrics)
         }
         rows.append(_row({"model": model, "level": "items"}, cells))
-    weights = bootstrap_weights(items["prompt_id"], n_boot, seed)
+    weights = cluster_bootstrap_weights(items["prompt_id"], n_boot, seed)
     models = items["model"].to_numpy(object)
     cells = {
         name: system_correlation(items[a].to_numpy(float), items[b].to_numpy(float), models, weights, confidence, name)
@@ -437,7 +420,7 @@ def table2(
     rows = []
     for type_, style in keys:
         group = items[(items["type"] == type_) & (items["style"] == style)]
-        weights = bootstrap_weights(group["prompt_id"], n_boot, seed)
+        weights = cluster_bootstrap_weights(group["prompt_id"], n_boot, seed)
         cells = {
             name: item_correlation(group[a].to_numpy(float), group[b].to_numpy(float), weights, confidence, name)
             for name, a, b in _pairs(metrics)

@@ -2,8 +2,10 @@
 
 Per-sample results hold raw values only. Here they become means with percentile-bootstrap confidence
 intervals, overall and per breakdown cell of the benchmark description (group size, scene type,
-subject type x style). Display conventions (x100, percent) are applied in the Markdown report only,
-from each metric's ``display`` in the benchmark description, and the report says which were applied.
+subject type x style). The intervals resample prompts, all seeds of a prompt together: the seeds of
+one prompt are not independent (``functional/bootstrap.py``, docs/statistics.md). Display conventions
+(x100, percent) are applied in the Markdown report only, from each metric's ``display`` in the
+benchmark description, and the report says which were applied.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from idbench.builders.spec import BenchmarkSpec
-from idbench.evaluate_pkg.functional import bootstrap_ci
+from idbench.evaluate_pkg.functional import CI_METHOD, bootstrap_ci
 
 DISPLAY_NOTES = {
     "raw": "raw value",
@@ -25,10 +27,34 @@ DISPLAY_NOTES = {
 }
 
 
-def _ci(values: np.ndarray, seed: int = 0) -> dict[str, Any]:
-    ci = bootstrap_ci(values, n_resamples=1000, confidence=0.95, seed=seed)
+#: The intervals of every aggregate: how many resamples, at what level, from which seed.
+CI_RESAMPLES, CI_CONFIDENCE, CI_SEED = 1000, 0.95, 0
+
+
+def ci_settings() -> dict[str, Any]:
+    """What ``aggregates.json`` records under ``"ci"``: how its intervals were computed."""
+    return {
+        "method": CI_METHOD,
+        "unit": "prompt",
+        "estimator": "mean of all known values (NaN excluded); prompts drawn with replacement, each with all its seeds",
+        "n_boot": CI_RESAMPLES,
+        "confidence": CI_CONFIDENCE,
+        "seed": CI_SEED,
+    }
+
+
+def _ci(group: pd.DataFrame) -> dict[str, Any]:
+    """Mean and CI of one metric's image-level rows, resampling their prompts."""
+    ci = bootstrap_ci(group["value"].to_numpy(), group["prompt_id"].to_numpy(), CI_RESAMPLES, CI_CONFIDENCE, CI_SEED)
     as_float = lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)  # noqa: E731
-    return {"mean": as_float(ci.mean), "ci_low": as_float(ci.low), "ci_high": as_float(ci.high), "n": ci.n, "n_nan": ci.n_nan}
+    return {
+        "mean": as_float(ci.mean),
+        "ci_low": as_float(ci.low),  # None (no interval) with fewer than two prompts
+        "ci_high": as_float(ci.high),
+        "n": ci.n,
+        "n_nan": ci.n_nan,
+        "n_prompts": ci.n_clusters,
+    }
 
 
 def image_level(results: pd.DataFrame) -> pd.DataFrame:
@@ -39,7 +65,7 @@ def image_level(results: pd.DataFrame) -> pd.DataFrame:
 def aggregate(results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec) -> dict[str, Any]:
     """Means and 95 % bootstrap CIs per metric, overall and per breakdown cell."""
     images = image_level(results)
-    overall = {metric: _ci(group["value"].to_numpy()) for metric, group in images.groupby("metric", sort=True)}
+    overall = {metric: _ci(group) for metric, group in images.groupby("metric", sort=True)}
     breakdowns: dict[str, dict[str, dict[str, Any]]] = {}
     joined = images.merge(prompts, on="prompt_id", how="left")
     for axes in spec.breakdowns:
@@ -47,9 +73,9 @@ def aggregate(results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec)
         cells: dict[str, dict[str, Any]] = {}
         for cell, group in joined.groupby(list(axes), sort=True):
             label = " x ".join(str(v) for v in (cell if isinstance(cell, tuple) else (cell,)))
-            cells[label] = {metric: _ci(g["value"].to_numpy()) for metric, g in group.groupby("metric", sort=True)}
+            cells[label] = {metric: _ci(g) for metric, g in group.groupby("metric", sort=True)}
         breakdowns[name] = cells
-    return {"overall": overall, "breakdowns": breakdowns}
+    return {"overall": overall, "breakdowns": breakdowns, "ci": ci_settings()}
 
 
 def display_value(value: float | None, display: str) -> str:
@@ -58,6 +84,25 @@ def display_value(value: float | None, display: str) -> str:
     if display in ("x100", "percent"):
         return f"{100 * value:.2f}"
     return f"{value:.4f}"
+
+
+def interval_text(stats: dict[str, Any], display: str, sep: str = " - ") -> str:
+    """A metric's CI as displayed; a cell with fewer than two prompts has none, and says why."""
+    if stats.get("ci_low") is None or stats.get("ci_high") is None:
+        prompts = stats.get("n_prompts")
+        return "n/a" if prompts is None or prompts >= 2 else f"n/a ({prompts} prompt)"
+    return f"{display_value(stats['ci_low'], display)}{sep}{display_value(stats['ci_high'], display)}"
+
+
+def ci_legend(aggregates: dict[str, Any]) -> str:
+    """One sentence saying how the intervals were computed (older aggregates lack the record)."""
+    ci = aggregates.get("ci")
+    if not ci:
+        return "95 % CI: bootstrap (resampling unit not recorded)."
+    return (f"{ci['confidence']:.0%} CI: {ci['method']} ({ci['n_boot']} resamples, seed {ci['seed']}): "
+            f"each resample draws {ci['unit']}s with replacement, every seed of a drawn {ci['unit']} with it, "
+            f"because the seeds of one {ci['unit']} are not independent. n: images with a value "
+            f"(undefined ones left out and counted); the {ci['unit']}s are the independent units.")
 
 
 def ranking_metric(spec: BenchmarkSpec, computed: set[str]) -> str | None:
@@ -77,7 +122,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         display = displays.get(metric, "raw")
         lines.append(
             f"  {metric:22s} {display_value(stats['mean'], display):>9s}  "
-            f"[{display_value(stats['ci_low'], display)}, {display_value(stats['ci_high'], display)}]  n={stats['n']}"
+            f"[{interval_text(stats, display, ', ')}]  n={stats['n']}"
+            + (f" ({stats['n_prompts']} prompts)" if "n_prompts" in stats else "")
         )
     lines += [f"  {metric:22s} not run: {why}" for metric, why in summary["not_run"].items()]
     return "\n".join(lines)
@@ -95,14 +141,14 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
             "",
         ]
     lines += [f"Profile `{summary['profile']}`, metric suite {summary['suite_version']}, "
-              f"{summary['images']} generated images.", "", "| metric | value | 95 % CI | n | better | shown as |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              f"{summary['images']} generated images.", "", ci_legend(summary["aggregates"]), "",
+              "| metric | value | 95 % CI | n | prompts | better | shown as |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for metric, stats in summary["aggregates"]["overall"].items():
         display = displays.get(metric, "raw")
-        ci = f"{display_value(stats['ci_low'], display)} - {display_value(stats['ci_high'], display)}"
         better = {True: "higher", False: "lower"}.get(higher.get(metric), "")
         nan = f" ({stats['n_nan']} undefined)" if stats["n_nan"] else ""
-        lines.append(f"| `{metric}` | {display_value(stats['mean'], display)} | {ci} | {stats['n']}{nan} | {better} | {DISPLAY_NOTES.get(display, display)} |")
+        lines.append(f"| `{metric}` | {display_value(stats['mean'], display)} | {interval_text(stats, display)} | "
+                     f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {DISPLAY_NOTES.get(display, display)} |")
     if summary["not_run"]:
         lines += ["", "Not run:", ""] + [f"- `{m}`: {why}" for m, why in summary["not_run"].items()]
     for axes, cells in summary["aggregates"]["breakdowns"].items():

@@ -281,7 +281,10 @@ def _notes(summary: dict[str, Any], stats: dict[str, Any], lower_is_better: bool
     if stats.get("n") is not None:
         parts.append(f"n={stats['n']}")
     if stats.get("ci_low") is not None and stats.get("ci_high") is not None:
-        parts.append(f"95% CI [{stats['ci_low']:.4f}, {stats['ci_high']:.4f}]")
+        # Say what the interval resampled (recorded by the scorer; older summaries lack it).
+        ci = (summary.get("aggregates") or {}).get("ci") or {}
+        how = f" ({ci['method']}, {stats['n_prompts']} prompts)" if ci and stats.get("n_prompts") else ""
+        parts.append(f"95% CI [{stats['ci_low']:.4f}, {stats['ci_high']:.4f}]{how}")
     if lower_is_better:
         parts.append("lower is better")
     return "; ".join(parts)

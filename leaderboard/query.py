@@ -7,8 +7,12 @@ returns a plain DataFrame. Values stay raw (a cosine stays a cosine) everywhere 
 
 Aggregates look like (see :func:`idbench.evaluate_pkg.report.aggregate`)::
 
-    {"overall": {metric: {mean, ci_low, ci_high, n, n_nan}},
-     "breakdowns": {"n_subjects": {"2": {metric: {...}}}, "n_subjects x scene": {"2 x neutral": {...}}}}
+    {"overall": {metric: {mean, ci_low, ci_high, n, n_nan, n_prompts}},
+     "breakdowns": {"n_subjects": {"2": {metric: {...}}}, "n_subjects x scene": {"2 x neutral": {...}}},
+     "ci": {"method": "percentile bootstrap over prompts", "unit": "prompt", "n_boot": 1000, ...}}
+
+The leaderboard computes no interval of its own: it shows the scorer's, which resample prompts (all
+seeds of a prompt together; ``functional/bootstrap.py``). A cell with one prompt has no interval (NaN).
 
 Example::
 

@@ -195,17 +195,17 @@ def test_split_halves_with_three_annotators():
 
 
 def test_bootstrap_weights_draw_whole_prompts():
-    weights = al.bootstrap_weights(["p1", "p1", "p2", "p2", "p3", "p3"], n_boot=50, seed=3)
+    weights = al.cluster_bootstrap_weights(["p1", "p1", "p2", "p2", "p3", "p3"], n_resamples=50, seed=3)
     assert weights.shape == (50, 6)
     assert (weights.sum(axis=1) == 6).all()  # three prompts drawn, two items each
     assert (weights[:, 0] == weights[:, 1]).all() and (weights[:, 4] == weights[:, 5]).all()
-    assert (al.bootstrap_weights(list("abc"), 50, 3) == al.bootstrap_weights(list("abc"), 50, 3)).all()
+    assert (al.cluster_bootstrap_weights(list("abc"), 50, 3) == al.cluster_bootstrap_weights(list("abc"), 50, 3)).all()
 
 
 def test_weighted_r_equals_r_of_the_resampled_vectors():
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=8), rng.normal(size=8)
-    weights = al.bootstrap_weights(list(range(8)), n_boot=20, seed=1)
+    weights = al.cluster_bootstrap_weights(list(range(8)), n_resamples=20, seed=1)
     got = al._weighted_pearson_rows(x, y, weights)
     for row, r in zip(weights, got):
         picked = np.repeat(np.arange(8), row.astype(int))

@@ -19,13 +19,14 @@ BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_feat
 Aesth.                     :func:`aesthetic_score` (LAION aesthetic predictor v2 head)
 count accuracy             :func:`count_correct`, :func:`count_accuracy`
 retrieval P@k / R@k        :func:`precision_recall_at_k`, :func:`retrieval_precision_recall`
-confidence intervals       :func:`bootstrap_ci`
+confidence intervals       :func:`bootstrap_ci` (prompts resampled: :func:`cluster_bootstrap_weights`,
+                           :func:`percentile_interval`)
 =========================  =====================================================================
 """
 
 from .aesthetic import AESTHETIC_V2_LAYERS, aesthetic_score
 from .background import PATCH_THRESHOLD, bg_sim, mask_to_patch_grid, pooled_masked_features
-from .bootstrap import BootstrapCI, bootstrap_ci
+from .bootstrap import CI_METHOD, BootstrapCI, bootstrap_ci, cluster_bootstrap_weights, percentile_interval
 from .collapse import SCR_TAUS, instance_collapse_rate, subject_collapse_rate
 from .counting import count_accuracy, count_correct
 from .faces import IdSim, id_sim
@@ -45,6 +46,7 @@ from .similarity import (
 
 __all__ = [
     "AESTHETIC_V2_LAYERS",
+    "CI_METHOD",
     "PATCH_THRESHOLD",
     "RETRIEVAL_KS",
     "SCR_TAUS",
@@ -59,6 +61,7 @@ __all__ = [
     "clip_i",
     "clip_t",
     "clipscore_torchmetrics_convention",
+    "cluster_bootstrap_weights",
     "cosine",
     "cosine_matrix",
     "count_accuracy",
@@ -69,6 +72,7 @@ __all__ = [
     "instance_collapse_rate",
     "l2_normalize",
     "mask_to_patch_grid",
+    "percentile_interval",
     "pooled_masked_features",
     "precision_recall_at_k",
     "retrieval_precision_recall",

@@ -93,6 +93,13 @@ def test_entries_one_per_headline_metric_and_group_size_with_raw_values():
     assert "lower is better" in by_id["scr_at_0.5"]["notes"] and "lower is better" not in by_id["dino_sim"]["notes"]
     assert "profile standard" in by_id["dino_sim"]["notes"]
     assert by_id["clip_t"]["source"] == source
+    # the notes say what the interval resampled when the scorer recorded it
+    summary = collapse_summary()
+    summary["aggregates"]["ci"] = {"method": "percentile bootstrap over prompts", "unit": "prompt", "n_boot": 1000}
+    summary["aggregates"]["overall"]["dino_sim"]["n_prompts"] = 15
+    recorded = {e["dataset"]["task_id"]: e for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, REVISION, source)}
+    assert "(percentile bootstrap over prompts, 15 prompts)" in recorded["dino_sim"]["notes"]
+    assert "prompts)" not in by_id["dino_sim"]["notes"]  # older summaries: nothing claimed
     assert "date" not in by_id["clip_t"]  # deterministic by default: the Hub uses the commit time
     # Group sizes sort numerically, after the overall entry of each metric.
     assert ids[:6] == ["dino_sim"] + [f"dino_sim-n_subjects-{n}" for n in (2, 4, 6, 8, 10)]

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 from scipy.spatial.distance import cosine as scipy_cosine_distance
 
 from idbench.evaluate_pkg.functional import (
@@ -26,6 +27,7 @@ from idbench.evaluate_pkg.functional import (
     id_sim,
     instance_collapse_rate,
     mask_to_patch_grid,
+    percentile_interval,
     pooled_masked_features,
     precision_recall_at_k,
     retrieval_precision_recall,
@@ -394,28 +396,111 @@ def test_retrieval_precision_recall_by_hand():
 # ------------------------------------------------------------------------------------------- bootstrap
 
 
-def test_bootstrap_ci_contains_the_mean_and_narrows_with_n():
-    rng = np.random.default_rng(9)
-    small, large = rng.normal(0.3, 0.1, size=30), rng.normal(0.3, 0.1, size=3000)
-    ci_small, ci_large = bootstrap_ci(small), bootstrap_ci(large)
-    for ci, values in ((ci_small, small), (ci_large, large)):
-        assert ci.mean == pytest.approx(values.mean())
-        assert ci.low < ci.mean < ci.high
-    assert (ci_large.high - ci_large.low) < (ci_small.high - ci_small.low) / 5  # ~ 1/sqrt(100)
-    # roughly the normal-theory width 2 * 1.96 * sd / sqrt(n)
-    assert ci_large.high - ci_large.low == pytest.approx(2 * 1.96 * large.std() / np.sqrt(3000), rel=0.15)
+def prompt_ids(k: int) -> np.ndarray:
+    return np.array([f"p{i:03d}" for i in range(k)], dtype=object)
 
 
-def test_bootstrap_ci_ignores_and_counts_nan_and_is_seeded():
-    values = [0.1, np.nan, 0.5, 0.3, np.nan, 0.7]
-    ci = bootstrap_ci(values, n_resamples=500, seed=3)
-    assert (ci.n, ci.n_nan) == (4, 2)
+def scipy_percentile_ci(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
+    """The independent reference: scipy's percentile bootstrap of the mean of ``values``."""
+    res = scipy_stats.bootstrap(
+        (values,), np.mean, method="percentile", n_resamples=n_resamples, confidence_level=0.95,
+        rng=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def test_seed_copies_get_the_interval_of_the_prompt_means():
+    # 75 prompts, three seeds that are exact copies: the images add nothing beyond the prompt means
+    rng = np.random.default_rng(11)
+    means = rng.normal(0.6, 0.1, size=75)
+    values, clusters = np.repeat(means, 3), np.repeat(prompt_ids(75), 3)
+    copies = bootstrap_ci(values, clusters, n_resamples=2000, seed=4)
+    alone = bootstrap_ci(means, prompt_ids(75), n_resamples=2000, seed=4)  # one value per prompt
+    assert (copies.n, copies.n_clusters, alone.n_clusters) == (225, 75, 75)
+    assert copies.mean == pytest.approx(means.mean())
+    assert (copies.low, copies.high) == pytest.approx((alone.low, alone.high), abs=1e-12)
+    # scipy on the 75 prompt means: the same interval up to Monte-Carlo error (2 % of the width)
+    big = bootstrap_ci(values, clusters, n_resamples=40_000, seed=1)
+    low, high = scipy_percentile_ci(means, 40_000, seed=2)
+    width = high - low
+    assert big.low == pytest.approx(low, abs=0.03 * width) and big.high == pytest.approx(high, abs=0.03 * width)
+    # treating the 225 images as independent (the old interval) is too narrow by sqrt(3)
+    per_image = bootstrap_ci(values, np.arange(225), n_resamples=40_000, seed=1)
+    assert (per_image.high - per_image.low) == pytest.approx(width / np.sqrt(3), rel=0.05)
+
+
+def test_prompt_level_interval_is_wider_than_the_seed_level_one():
+    # strong between-prompt variance (sd 1), independent seed noise (sd 0.3): width ratio
+    # sqrt((3 sp^2 + se^2) / (sp^2 + se^2)) = 1.68 in expectation
+    rng = np.random.default_rng(5)
+    k = 75
+    values = np.repeat(rng.normal(0.0, 1.0, size=k), 3) + rng.normal(0.0, 0.3, size=3 * k)
+    prompts = bootstrap_ci(values, np.repeat(prompt_ids(k), 3), n_resamples=4000, seed=0)
+    images = bootstrap_ci(values, np.arange(3 * k), n_resamples=4000, seed=0)
+    assert (prompts.high - prompts.low) > 1.4 * (images.high - images.low)
+    assert prompts.mean == pytest.approx(images.mean) == pytest.approx(values.mean())
+
+
+def test_cluster_bootstrap_agrees_with_a_brute_force_loop_over_prompt_ids():
+    # unequal seeds per prompt and a few NaNs: the estimator is the mean of the known values of the
+    # drawn prompts (all of a drawn prompt's values together), which a plain loop computes directly
+    rng = np.random.default_rng(21)
+    k = 40
+    sizes = rng.integers(1, 6, size=k)
+    ids = np.repeat(prompt_ids(k), sizes)
+    values = np.repeat(rng.normal(0.0, 1.0, size=k), sizes) + rng.normal(0.0, 0.5, size=ids.size)
+    values[rng.choice(ids.size, size=8, replace=False)] = np.nan
+    helper = bootstrap_ci(values, ids, n_resamples=20_000, seed=3)
+
+    known = ~np.isnan(values)
+    by_prompt = {p: values[(ids == p) & known] for p in np.unique(ids[known])}
+    names = list(by_prompt)
+    loop_rng = np.random.default_rng(99)
+    boot = []
+    for _ in range(20_000):
+        drawn = loop_rng.choice(len(names), size=len(names), replace=True)
+        boot.append(np.concatenate([by_prompt[names[i]] for i in drawn]).mean())
+    low, high = np.quantile(boot, [0.025, 0.975])
+    width = high - low
+    assert helper.mean == pytest.approx(np.nanmean(values))
+    assert helper.n_clusters == len(names)
+    assert helper.low == pytest.approx(low, abs=0.04 * width) and helper.high == pytest.approx(high, abs=0.04 * width)
+
+
+def test_bootstrap_ci_excludes_and_counts_nan_and_is_seeded():
+    values = [0.1, np.nan, 0.5, 0.3, np.nan, 0.7, np.nan, np.nan]
+    clusters = ["a", "a", "b", "b", "c", "c", "d", "d"]  # every value of "d" is missing
+    ci = bootstrap_ci(values, clusters, n_resamples=500, seed=3)
+    assert (ci.n, ci.n_nan, ci.n_clusters) == (4, 4, 3)  # "d" holds no evidence and is not drawn
     assert ci.mean == pytest.approx(0.4)
-    assert ci == bootstrap_ci(values, n_resamples=500, seed=3)
-    empty = bootstrap_ci([np.nan])
-    assert np.isnan(empty.mean) and np.isnan(empty.low) and empty.n_nan == 1
-    one = bootstrap_ci([0.25])
-    assert one.low == one.high == one.mean == 0.25
+    assert np.isfinite([ci.low, ci.high]).all() and ci.low <= ci.mean <= ci.high
+    assert ci == bootstrap_ci(values, clusters, n_resamples=500, seed=3)
+    # the draws belong to the prompt ids, not to the row order
+    order = [7, 2, 5, 0, 3, 6, 1, 4]
+    shuffled = bootstrap_ci([values[i] for i in order], [clusters[i] for i in order], n_resamples=500, seed=3)
+    assert (shuffled.low, shuffled.high, shuffled.mean) == pytest.approx((ci.low, ci.high, ci.mean), abs=1e-12)
+    empty = bootstrap_ci([np.nan, np.nan], ["a", "b"])
+    assert np.isnan([empty.mean, empty.low, empty.high]).all() and (empty.n, empty.n_nan, empty.n_clusters) == (0, 2, 0)
+    # one prompt: the mean stands, but there is no interval (never a zero-width one)
+    one = bootstrap_ci([0.25, 0.35, np.nan], ["a", "a", "a"])
+    assert one.mean == pytest.approx(0.3) and np.isnan(one.low) and np.isnan(one.high) and one.n_clusters == 1
+    with pytest.raises(ValueError, match="3 values but 2 cluster labels"):
+        bootstrap_ci([1.0, 2.0, 3.0], ["a", "b"])
+
+
+def test_cluster_draws_are_chunked_without_changing_the_stream(monkeypatch):
+    from idbench.evaluate_pkg.functional import bootstrap as module
+
+    whole = module.cluster_draws(7, 50, seed=2)
+    monkeypatch.setattr(module, "_CHUNK_ELEMENTS", 20)  # two rows per chunk
+    assert (module.cluster_draws(7, 50, seed=2) == whole).all()
+    assert (whole.sum(axis=1) == 7).all()
+
+
+def test_percentile_interval_leaves_out_undefined_replicates():
+    low, high = percentile_interval(np.array([np.nan, *np.arange(101.0), np.inf]), 0.9)
+    assert (low, high) == pytest.approx((5.0, 95.0))
+    assert np.isnan(percentile_interval(np.array([np.nan]), 0.95)).all()
 
 
 # ------------------------------------------------------------------- CLIP-T against torchmetrics CLIPScore

@@ -51,6 +51,8 @@ def test_outputs_and_their_contract(collapse, tmp_path):
         assert aggregates["aggregates"]["overall"][metric]["mean"] == pytest.approx(expected)
         ci = aggregates["aggregates"]["overall"][metric]
         assert ci["ci_low"] <= ci["mean"] <= ci["ci_high"]
+        assert ci["n_prompts"] == whole[whole["metric"] == metric]["prompt_id"].nunique() == 75
+    assert aggregates["aggregates"]["ci"]["unit"] == "prompt"  # seeds of a prompt are resampled together
     # breakdown by n_subjects equals a pandas groupby of the raw rows
     prompts = pd.DataFrame(list(data.prompt_rows.values()))[["prompt_id", "n_subjects"]]
     by_n = whole[whole["metric"] == "dino_sim"].merge(prompts, on="prompt_id").groupby("n_subjects")["value"].mean()
