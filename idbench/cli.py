@@ -409,7 +409,8 @@ def make_parser() -> argparse.ArgumentParser:
     curate.add_argument("--dedup-threshold", type=float, help="DINOv2 cosine at which two images are near duplicates")
     curate.add_argument("--reviewed-prompts", type=Path, help="charis: take the prompts of this reviewed export (review.csv)")
     curate.add_argument("--quality-thresholds", type=Path, metavar="JSON",
-                        help="a JSON object of quality thresholds (min_side, min_blur, min_aesthetic, ...; null turns a check off)")
+                        help="a JSON object of quality thresholds (min_side, min_blur, min_aesthetic, ...; null turns a check off); "
+                        "default: the samples' own for a build of the shipped samples, else the papers' (512 px and up)")
     _add_judge_arguments(build, "the MLLM of the curation stages (metadata, prompt writing and checking); without one they are skipped, and the report says so")
     build.set_defaults(func=_cmd_build)
 
