@@ -251,7 +251,7 @@ def build(
     n_prompts: int | None = None,
     overwrite: bool = False,
     max_distance: int = DEFAULT_MAX_DISTANCE,
-    curate: CurateOptions | None = None,
+    curate: CurateOptions | Curation | None = None,
 ) -> dict:
     """Build ``benchmark`` from ``source`` (default: the shipped samples) into ``out``; returns build_info.
 
@@ -266,7 +266,7 @@ def build(
         from idbench.builders.write import OutputExistsError
 
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
-    run = Curation(curate) if curate is not None else None
+    run = curate if isinstance(curate, Curation) or curate is None else Curation(curate)  # the CLI passes a Curation
     result, dropped = recipe(source_data, seed, n_prompts, max_distance, run)
     info = {
         "benchmark": spec.name,

@@ -15,14 +15,29 @@ The builders call these with the rows they already validated and pHash-deduplica
 Stages 2-4 need a judge. Without one they are skipped, and the build report and ``build_info.json``
 say so, stage by stage: nothing is silently left out. Every stage's audit (what was removed and why,
 what was filled, which prompts were rewritten) is written into the build's ``curation/`` folder.
+
+Model decisions (aesthetic and relevance thresholds, DINOv2 near-duplicates) remove images only when
+the profile's weights are real: :attr:`CurateOptions.model_decisions_apply` is that one rule. With the
+tiny profile's random weights they are computed and reported, labelled plumbing checks, and remove
+nothing; the pixel checks (resolution, aspect, blur, near-uniform) apply either way.
+
+When the build fails after a stage removed images (the sampler finds too few persons, say),
+:meth:`Curation.failure` turns the error into a :class:`CurationError` that names each stage, what
+it removed of each kind and by which threshold, and writes the audit to a folder the message names
+(the build's own output is not written).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+from idbench.builders.sources import SourceError
 
 NO_JUDGE = "skipped: no judge configured (pass --judge-url and --judge-model, or set IDBENCH_JUDGE_URL and IDBENCH_JUDGE_MODEL)"
 AUDIT_DIR = "curation"  # inside the built benchmark folder
@@ -38,9 +53,56 @@ class CurateOptions:
     cache_dir: Path | None = None
     dedup_threshold: float | None = None  # None: curation.embedding_dedup's default
     quality: Any = None  # a curation.quality.QualityThresholds; None: its defaults
+    quality_from: str | None = None  # where ``quality`` came from and why, for the audit
     max_attempts: int = 3
     reviewed_prompts: Path | None = None  # CHARIS: take the prompts of this reviewed export instead
     image_stages: bool = True  # False: only the prompt stages (e.g. importing a reviewed export)
+
+    @property
+    def model_decisions_apply(self) -> bool:
+        """Whether model scores may remove images: only when every encoder of the profile is real.
+
+        Random tiny weights (``--profile tiny``) give random aesthetic scores, relevances and DINOv2
+        similarities: acting on them would drop arbitrary images (often every person of a small
+        pool). Like every tiny result they are plumbing checks: computed and reported, never acted on.
+        """
+        from idbench.evaluate_pkg.models.registry import profile_is_plumbing
+
+        return not profile_is_plumbing(self.profile)
+
+
+class CurationError(SourceError):
+    """A curation stage left too little for what comes after it; the message says what and where the audit is."""
+
+
+@dataclass(frozen=True)
+class StageCounts:
+    """What one image stage took in and let through, per kind, and which thresholds removed the rest."""
+
+    stage: str  # as the message names it: "quality filter", "embedding dedup"
+    went_in: dict[str, int]  # kind -> images
+    came_out: dict[str, int]
+    removed_by: dict[str, dict[str, int]]  # kind -> threshold label ("min_side=512") -> images it failed
+
+    def summary(self) -> str | None:
+        """E.g. ``quality filter removed 6 of 6 person references (min_side=512: 6)``; None if nothing removed."""
+        parts = []
+        for kind, count in self.went_in.items():
+            removed = count - self.came_out.get(kind, 0)
+            if removed:
+                why = ", ".join(f"{label}: {n}" for label, n in sorted(self.removed_by.get(kind, {}).items()))
+                parts.append(f"{removed} of {count} {_references(kind)}" + (f" ({why})" if why else ""))
+        return f"{self.stage} removed " + ", ".join(parts) if parts else None
+
+
+def _references(kind: str) -> str:
+    return f"{kind} references" if kind else "references"
+
+
+def _kind_of(image: Any) -> str:
+    """The kind the counts are kept by: the manifest's ``kind`` (CogCanvas, Identity Collapse) or ``type`` (CHARIS)."""
+    values = getattr(image, "values", None) or {}
+    return str(values.get("kind") or values.get("type") or "")
 
 
 @dataclass
@@ -50,10 +112,14 @@ class CurationLog:
     stages: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # path inside curation/ -> text
     writers: list[Callable[[Path], None]] = field(default_factory=list)  # write into curation/ (thumbnails...)
+    counts: list[StageCounts] = field(default_factory=list)  # the image stages, in the order they ran
 
     def write(self, folder: Path) -> None:
         """Write every audit file under ``folder/curation`` (called on the build's staging folder)."""
-        root = Path(folder) / AUDIT_DIR
+        self.write_into(Path(folder) / AUDIT_DIR)
+
+    def write_into(self, root: Path) -> None:
+        """Write every audit file directly into ``root``."""
         root.mkdir(parents=True, exist_ok=True)
         for name, text in self.files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -88,6 +154,36 @@ class Curation:
             self._models = load_models(self.options.profile, device=self.options.device)
         return self._models
 
+    def failure(self, error: Exception, audit_dir: Path) -> CurationError | None:
+        """``error`` (the build failed after curation ran) explained by what the image stages removed.
+
+        Writes the audit so far into ``audit_dir`` (staged, then swapped in) and returns the error to
+        raise in place of ``error``; None when no curation stage ran (the error is not curation's).
+        """
+        if not self.log.stages:
+            return None
+        from idbench.builders.write import move_into_place
+
+        audit_dir = Path(audit_dir)
+        audit_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{audit_dir.name}.writing-", dir=audit_dir.parent))
+        try:
+            self.log.write_into(staging)
+            # No build_info.json is written on failure: the stage summaries it would hold go here.
+            summary = json.dumps(self.log.stages, indent=2, ensure_ascii=False, default=str) + "\n"
+            (staging / "stages.json").write_text(summary, encoding="utf-8")
+            move_into_place(staging, audit_dir)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        removed = [text for text in (c.summary() for c in self.log.counts) if text]
+        if removed:
+            left = self.log.counts[-1].came_out
+            what = "; ".join(removed) + "; left: " + ", ".join(f"{n} {kind}".strip() for kind, n in left.items()) + " references"
+            message = f"{what}; then the build failed: {error}"
+        else:
+            message = str(error)  # the image stages removed nothing: the error is the build's own
+        return CurationError(f"{message} (curation audit kept in {audit_dir})")
+
 
 def _judge_stats(judge: Any) -> dict[str, Any] | None:
     stats = getattr(judge, "stats", None)
@@ -113,8 +209,11 @@ def curate_images(
         log.stages["images"] = "skipped (no --curate)"
         return list(images)
     by_id = {id_of(i): i for i in images}
+    kind = {image_id: _kind_of(image) for image_id, image in by_id.items()}
     data = {image_id: image.data for image_id, image in by_id.items()}
     thresholds = options.quality or QualityThresholds()
+    apply = options.model_decisions_apply  # the one rule: tiny weights decide nothing
+    not_applied = "not applied: plumbing checks (random tiny weights), values in the audit"
     quality = filter_images(
         data,
         {image_id: text_of(image) for image_id, image in by_id.items()},
@@ -123,12 +222,23 @@ def curate_images(
         device=options.device,
         cache_dir=options.cache_dir,
         models=run.models,
+        apply_model_checks=apply,
     )
     audit = quality.to_dict()
-    log.stages["quality"] = {"counts": audit.get("counts"), "plumbing": quality.plumbing}
+    audit["thresholds_from"] = options.quality_from or "the defaults of idbench.curation.quality.QualityThresholds"
+    log.stages["quality"] = {
+        "thresholds_from": audit["thresholds_from"],
+        "model_checks": "applied" if apply else not_applied,
+        "counts": audit.get("counts"),
+        "plumbing": quality.plumbing,
+        "thresholds": audit["thresholds"],
+    }
     log.files["quality.json"] = json.dumps(audit, indent=2, ensure_ascii=False, default=str) + "\n"
     log.files["quality.csv"] = quality.csv_text()
-    passed = [image_id for image_id in by_id if image_id in set(quality.kept)]
+    passed = [image_id for image_id in by_id if quality.images[image_id].kept]
+    log.counts.append(_counts("quality filter", list(by_id), passed, kind, {
+        i: Counter(r.label for r in quality.images[i].reasons) for i in by_id
+    }))
 
     vectors = image_features(
         {i: data[i] for i in passed}, "dinov2", options.profile, device=options.device, cache_dir=options.cache_dir, models=run.models
@@ -142,14 +252,40 @@ def curate_images(
         resolution={i: sizes.get(i, (by_id[i].width, by_id[i].height)) for i in passed},
         features=feature_source(run.models),
     )
-    from idbench.evaluate_pkg.models.registry import profile_is_plumbing
-
-    plumbing = profile_is_plumbing(options.profile)  # tiny random encoders: the decisions check the pipeline only
-    log.stages["embedding_dedup"] = {**report.to_dict()["counts"], "threshold": report.threshold, "profile": options.profile, "plumbing": plumbing}
-    log.files["embedding_dedup.json"] = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    plumbing = not apply  # tiny random encoders: the decisions check the pipeline only
+    dedup_audit = {**report.to_dict(), "applied": apply}
+    counts = report.to_dict()["counts"]
+    log.stages["embedding_dedup"] = {
+        "decisions": "applied" if apply else not_applied,
+        **counts,
+        # what the report calls removed is only flagged when the decisions are not applied
+        **({} if apply else {"kept": len(passed), "removed": 0, "flagged_near_duplicates": counts["removed"]}),
+        "threshold": report.threshold, "profile": options.profile, "plumbing": plumbing,
+    }
+    log.files["embedding_dedup.json"] = json.dumps(dedup_audit, indent=2, ensure_ascii=False) + "\n"
     log.files["embedding_dedup.csv"] = report.csv_text()
-    kept = set(report.kept)
-    return [by_id[i] for i in passed if i in kept]
+    kept = set(report.kept) if apply else set(passed)
+    out = [i for i in passed if i in kept]
+    label = f"near-duplicate (DINOv2 cosine >= {report.threshold})"
+    log.counts.append(_counts("embedding dedup", passed, out, kind, {i: Counter([label]) for i in passed if i not in kept}))
+    return [by_id[i] for i in out]
+
+
+def _counts(stage: str, went_in: Sequence[str], came_out: Sequence[str], kind: Mapping[str, str],
+            why: Mapping[str, Counter]) -> StageCounts:
+    """Per kind: images in, images out, and for the removed ones the thresholds they failed."""
+    out = set(came_out)
+    removed_by: dict[str, Counter] = {}
+    for image_id in went_in:
+        if image_id not in out:
+            removed_by.setdefault(kind[image_id], Counter()).update(why.get(image_id, Counter()))
+    kinds = dict.fromkeys(kind.values())  # every kind of the stage's input, first-seen order
+    return StageCounts(
+        stage,
+        {k: sum(kind[i] == k for i in went_in) for k in kinds},
+        {k: sum(kind[i] == k for i in came_out) for k in kinds},
+        {k: dict(c) for k, c in removed_by.items()},
+    )
 
 
 # --- 2. CogCanvas references -----------------------------------------------------------------------

@@ -45,6 +45,9 @@ Stage 2 (models of the scoring profile, on the images that passed stage 1):
 Neither stage-2 threshold was calibrated in this environment (no real weights here); every measured
 value goes into the report, so a maintainer can see the margins and tune the builder config.
 
+``apply_model_checks=False`` computes and reports the stage-2 values and the checks they fail, but
+removes nothing for them (the curation pipeline's rule for random tiny weights: plumbing checks).
+
 Order with dedup: run :func:`filter_images` first and :func:`idbench.curation.embedding_dedup.find_near_duplicates`
 on the kept ids, with ``quality=report.aesthetic`` and ``resolution=report.sizes``: a removed duplicate
 then always has a kept twin that passed the filter, and the keeper is the better-looking one.
@@ -80,6 +83,21 @@ NOT_CHECKED = {
 }
 
 
+#: The threshold each check compares against (a removal is reported as ``min_side=512``).
+THRESHOLD_OF_CHECK = {
+    "min_side": "min_side",
+    "max_aspect_ratio": "max_aspect_ratio",
+    "blur": "min_blur",
+    "uniform": "min_pixel_std",
+    "aesthetic": "min_aesthetic",
+    "relevance": "min_relevance",
+    "relevance_margin": "relevance_margin",
+}
+
+#: The thresholds of the shipped samples (183-512 px), package data of ``idbench.samples``.
+SAMPLE_THRESHOLDS = "quality-thresholds.json"
+
+
 @dataclass(frozen=True)
 class QualityThresholds:
     """Every threshold of the filter (``None`` turns a stage-2 check off). See the module docstring."""
@@ -113,7 +131,32 @@ class QualityThresholds:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
-        return cls(**dict(values))
+        try:
+            return cls(**dict(values))
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> "QualityThresholds":
+        """Thresholds from the text of a JSON object; ValueError naming ``where`` when it is not one."""
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where}: not valid JSON ({error})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{where}: expected a JSON object of thresholds, got {type(values).__name__}")
+        return cls.from_mapping(values, where=where)
+
+
+def sample_thresholds() -> QualityThresholds:
+    """The thresholds shipped with the samples (``idbench.samples/quality-thresholds.json``).
+
+    The samples are 183-512 px, below the default 512 px floor, so a curated sample build uses these.
+    """
+    from importlib import resources
+
+    text = resources.files("idbench.samples").joinpath(SAMPLE_THRESHOLDS).read_text(encoding="utf-8")
+    return QualityThresholds.from_json(text, where=f"idbench.samples/{SAMPLE_THRESHOLDS}")
 
 
 @dataclass(frozen=True)
@@ -125,6 +168,12 @@ class Reason:
     value: float | None
     threshold: float | None
     message: str
+
+    @property
+    def label(self) -> str:
+        """The threshold that removed the image, as ``min_side=512`` (``unreadable`` has none)."""
+        name = THRESHOLD_OF_CHECK.get(self.check)
+        return f"{name}={self.threshold}" if name is not None else self.check
 
 
 @dataclass(frozen=True)
@@ -148,6 +197,8 @@ class ImageQuality:
     relevance: float | None = None
     relevance_margin: float | None = None
     reasons: tuple[Reason, ...] = ()
+    # Stage-2 checks the image fails that were not applied (apply_model_checks=False: plumbing checks).
+    not_applied: tuple[Reason, ...] = ()
 
     @property
     def kept(self) -> bool:
@@ -166,6 +217,7 @@ class QualityReport:
     images: dict[str, ImageQuality]  # in input order
     profile: str | None = None  # None when stage 2 ran no model
     plumbing: bool = False  # True with random tiny weights: the stage-2 values measure nothing
+    model_checks_applied: bool = True  # False: stage-2 values were computed and reported, removed nothing
     models: dict[str, dict] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -196,6 +248,7 @@ class QualityReport:
             "thresholds": asdict(self.thresholds),
             "profile": self.profile,
             "plumbing": self.plumbing,
+            "model_checks_applied": self.model_checks_applied,
             "models": self.models,
             "notes": list(self.notes),
             "not_checked": NOT_CHECKED,
@@ -204,6 +257,7 @@ class QualityReport:
                 "kept": len(self.kept),
                 "removed_stage_1": len(self.removed(1)),
                 "removed_stage_2": len(self.removed(2)),
+                "failed_stage_2_not_applied": sum(bool(e.not_applied) for e in self.images.values()),
             },
             "images": [
                 {
@@ -215,6 +269,7 @@ class QualityReport:
                     "relevance": entry.relevance,
                     "relevance_margin": entry.relevance_margin,
                     "reasons": [asdict(reason) for reason in entry.reasons],
+                    "not_applied": [asdict(reason) for reason in entry.not_applied],
                 }
                 for entry in self.images.values()
             ],
@@ -226,7 +281,7 @@ class QualityReport:
     def csv_text(self) -> str:
         """One row per image: kept or the stage that removed it, every value, the reasons in words."""
         columns = ["id", "kept", "removed_at", "width", "height", "aspect_ratio", "blur", "pixel_std",
-                   "aesthetic", "relevance", "relevance_margin", "checks_failed", "reasons"]
+                   "aesthetic", "relevance", "relevance_margin", "checks_failed", "reasons", "not_applied"]
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
@@ -242,6 +297,7 @@ class QualityReport:
                 "relevance_margin": entry.relevance_margin,
                 "checks_failed": ";".join(reason.check for reason in entry.reasons),
                 "reasons": "; ".join(reason.message for reason in entry.reasons),
+                "not_applied": "; ".join(reason.message for reason in entry.not_applied),
             }
             writer.writerow({name: "" if row.get(name) is None else row[name] for name in columns})
         return buffer.getvalue()
@@ -425,11 +481,13 @@ def filter_images(
     models: "Models | None" = None,
     batch_size: int = 32,
     workers: int | None = None,
+    apply_model_checks: bool = True,
 ) -> QualityReport:
     """Run stage 1 on every image and stage 2 on those that pass; report what each stage removed and why.
 
     ``texts``: id -> the entity name or description its image should show (for relevance); None skips
-    the relevance check (noted in the report). Stage 2 loads the ``clip`` and ``aesthetic`` models of
+    the relevance check (noted in the report). ``apply_model_checks=False``: the stage-2 checks an
+    image fails are reported as ``not_applied`` and do not remove it. Stage 2 loads the ``clip`` and ``aesthetic`` models of
     ``profile`` (or uses ``models``) and only when one of its thresholds is set. Example::
 
         report = filter_images(images, {"cup_1": "a ceramic coffee cup", ...}, QualityThresholds(min_side=256))
@@ -468,10 +526,12 @@ def filter_images(
                 notes.append("relevance margin not checked: all images share one entity text")
         used_models = models.used(["clip", "aesthetic"])
 
+    if survivors and (check_aesthetic or check_relevance) and not apply_model_checks:
+        notes.append("stage-2 thresholds not applied: their values are reported, they remove nothing")
     t = thresholds
     entries: dict[str, ImageQuality] = {}
     for image_id in images:
-        found = list(reasons[image_id])
+        found: list[Reason] = []  # stage 2
         score = aesthetic.get(image_id)
         if score is not None and t.min_aesthetic is not None and score < t.min_aesthetic:
             found.append(Reason(2, "aesthetic", round(score, 4), t.min_aesthetic,
@@ -491,13 +551,15 @@ def filter_images(
             aesthetic=score,
             relevance=own,
             relevance_margin=margin,
-            reasons=tuple(found),
+            reasons=tuple(reasons[image_id] + (found if apply_model_checks else [])),
+            not_applied=() if apply_model_checks else tuple(found),
         )
     return QualityReport(
         thresholds=thresholds,
         images=entries,
         profile=ran_profile,
         plumbing=plumbing,
+        model_checks_applied=apply_model_checks,
         models=used_models,
         notes=tuple(notes),
     )

@@ -12,50 +12,73 @@ DEFAULT_DEMO_OUT = Path("idbench-output")
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from idbench.builders.build import build, format_report
+    from idbench.builders.sources import SourceError
 
-    curate = None
+    run = None
     if args.curate or args.reviewed_prompts:
-        from idbench.curation.pipeline import CurateOptions
+        import transformers
 
-        curate = CurateOptions(
+        from idbench.curation.pipeline import CurateOptions, Curation
+
+        transformers.utils.logging.disable_progress_bar()  # loading the encoders would drown the report
+        thresholds, why = _quality_thresholds(args.quality_thresholds, shipped_samples=args.source is None)
+        run = Curation(CurateOptions(
             profile=args.profile,
             device=args.device,
             judge=_judge_config(args),
             dedup_threshold=args.dedup_threshold,
             reviewed_prompts=args.reviewed_prompts,
             image_stages=args.curate,
-            quality=_quality_thresholds(args.quality_thresholds),
+            quality=thresholds,
+            quality_from=why,
+        ))  # fmt: skip
+    try:
+        info = build(
+            args.benchmark,
+            out=args.out,
+            source=args.source,
+            seed=args.seed,
+            n_prompts=args.prompts,
+            overwrite=args.overwrite,
+            curate=run,
         )
-    info = build(
-        args.benchmark,
-        out=args.out,
-        source=args.source,
-        seed=args.seed,
-        n_prompts=args.prompts,
-        overwrite=args.overwrite,
-        curate=curate,
-    )
+    except SourceError as error:
+        # A later step failed after curation ran: say what the stages removed, keep their audit
+        # beside the (unwritten) output.
+        explained = run.failure(error, _failed_audit_dir(args.out)) if run is not None else None
+        if explained is None:
+            raise
+        raise explained from None
     print(format_report(info))
     print(f"written to {args.out}")
     return 0
 
 
-def _quality_thresholds(path: Path | None):
-    """QualityThresholds from a JSON file; a malformed file or an unknown key is one error naming the file."""
-    if path is None:
-        return None
-    import json
+def _failed_audit_dir(out: Path) -> Path:
+    """Where the curation audit of a failed build goes: beside the output, which is not written."""
+    return out.parent / f"{out.name}.curation-audit"
 
+
+def _quality_thresholds(path: Path | None, shipped_samples: bool = False):
+    """(QualityThresholds or None for the defaults, why they apply) for a curated build.
+
+    An explicit ``--quality-thresholds`` file wins; otherwise a build of the shipped samples takes
+    the samples' own thresholds (the samples are 183-512 px, below the default 512 px floor). A
+    malformed file or an unknown key is one error naming the file.
+    """
     from idbench.builders.sources import SourceError
-    from idbench.curation.quality import QualityThresholds
+    from idbench.curation.quality import SAMPLE_THRESHOLDS, QualityThresholds, sample_thresholds
 
-    try:
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
-        if not isinstance(values, dict):
-            raise ValueError("expected a JSON object")
-        return QualityThresholds.from_mapping(values, where=str(path))
-    except (OSError, ValueError, TypeError) as error:
-        raise SourceError(f"{path}: {error}") from None
+    if path is not None:
+        try:
+            return QualityThresholds.from_json(Path(path).read_text(encoding="utf-8"), where=str(path)), f"--quality-thresholds {path}"
+        except OSError as error:
+            raise SourceError(f"{path}: {error.strerror or error}") from None
+        except ValueError as error:
+            raise SourceError(str(error)) from None
+    if shipped_samples:
+        return sample_thresholds(), f"shipped samples' own (idbench.samples/{SAMPLE_THRESHOLDS}): no --source, no --quality-thresholds"
+    return None, None
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
@@ -386,7 +409,8 @@ def make_parser() -> argparse.ArgumentParser:
     curate.add_argument("--dedup-threshold", type=float, help="DINOv2 cosine at which two images are near duplicates")
     curate.add_argument("--reviewed-prompts", type=Path, help="charis: take the prompts of this reviewed export (review.csv)")
     curate.add_argument("--quality-thresholds", type=Path, metavar="JSON",
-                        help="a JSON object of quality thresholds (min_side, min_blur, min_aesthetic, ...; null turns a check off)")
+                        help="a JSON object of quality thresholds (min_side, min_blur, min_aesthetic, ...; null turns a check off); "
+                        "default: the samples' own for a build of the shipped samples, else the papers' (512 px and up)")
     _add_judge_arguments(build, "the MLLM of the curation stages (metadata, prompt writing and checking); without one they are skipped, and the report says so")
     build.set_defaults(func=_cmd_build)
 

@@ -1,7 +1,7 @@
 """``idbench build ... --curate``: the model stages wired into the builders, end to end.
 
-Encoders are the tiny random ones (a plumbing check of the image stages: their decisions mean nothing
-here, so permissive thresholds keep every sample); the MLLM is an in-process scripted judge that
+Encoders are the tiny random ones (a plumbing check of the image stages: their scores are reported
+and remove nothing; permissive pixel thresholds keep every sample in the library-level tests); the MLLM is an in-process scripted judge that
 answers each curation task the way a cooperative model would. What is asserted is the wiring: the
 stages run in order, fill what the manifest left empty (and only that), replace prompt text, write
 their audit files into the build and record themselves in build_info; without a judge they are
@@ -26,7 +26,7 @@ from idbench.curation.pipeline import NO_JUDGE, CurateOptions
 from idbench.curation.quality import QualityThresholds
 from idbench.evaluate_pkg.judge import JudgeAnswer
 
-# Keep every sample image: the tiny encoders' aesthetics and similarities are noise.
+# Keep every sample image (the samples are below the default 512 px floor).
 PERMISSIVE = QualityThresholds(min_side=16, min_blur=0.0, min_pixel_std=0.0, max_aspect_ratio=10, min_aesthetic=None, min_relevance=None)
 PHRASES = {
     "pose": "leaping in the air",
@@ -191,22 +191,23 @@ def test_cli_curated_build_through_the_real_client(tmp_path, monkeypatch):
         request = SimpleNamespace(task=tasks[response["name"]], prompt=user_text(body), schema=response["schema"])
         return answer(scripted.answer(request))
 
-    thresholds = tmp_path / "thresholds.json"
-    thresholds.write_text(json.dumps({"min_side": 16, "min_blur": 0, "min_pixel_std": 0, "min_aesthetic": None, "min_relevance": None}))
+    # Out of the box: the shipped samples, their own thresholds, the default dedup threshold.
     with ScriptedServer(reply) as server:
         code = main([
             "build", "cogcanvas", "--out", str(tmp_path / "out"), "--curate", "--profile", "tiny",
-            "--quality-thresholds", str(thresholds), "--dedup-threshold", "0.99999",
             "--judge-url", server.base_url, "--judge-model", "scripted-mllm",
         ])  # fmt: skip
         sent = len(server.requests)
     assert code == 0
     info = json.loads((tmp_path / "out" / "build_info.json").read_text())
     prompts, refs = info["configs"]["prompts"]["rows"], info["configs"]["references"]["rows"]
+    assert refs == len(manifest_rows("cogcanvas.csv")) - len(info["dropped_duplicates"])  # the tiny scores removed none
     assert sent == refs + 2 * prompts  # one metadata request per reference; a writer and a verifier per prompt
+    assert info["curation"]["metadata"]["images"] == refs and info["curation"]["metadata"]["failed"] == []
     assert info["curation"]["prompt_synthesis"]["accepted"] == prompts
     assert (tmp_path / "out" / "curation" / "prompt_synthesis.json").is_file()
     # A malformed thresholds file is one error naming it, and nothing is built.
+    thresholds = tmp_path / "thresholds.json"
     thresholds.write_text('{"min_sid": 3}')
     assert main(["build", "cogcanvas", "--out", str(tmp_path / "bad"), "--curate", "--profile", "tiny",
                  "--quality-thresholds", str(thresholds)]) == 2  # fmt: skip
@@ -246,3 +247,119 @@ def test_an_implausible_tuple_is_drawn_again_with_its_retrieval_rows(tmp_path, f
     assert mine == expected | {"background": new["background_ref_id"]}
     others = lambda table: [dict(r) for r in table if r["prompt_id"] != redrawn]  # noqa: E731
     assert others(rows) == others(load("plain", "retrieval"))
+
+
+# --- out of the box: the shipped samples, --profile tiny, no judge ------------------------------------
+
+
+def manifest_rows(name: str, root: Path = SAMPLES) -> list[dict]:
+    with (root / name).open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize("benchmark", ["cogcanvas", "charis", "identity-collapse"])
+def test_curated_sample_build_works_out_of_the_box(benchmark, tmp_path, capsys):
+    """`idbench build <b> --curate --profile tiny`: sample thresholds, tiny scores reported, nothing removed by them."""
+    from idbench.cli import main
+
+    out = tmp_path / "out"
+    assert main(["build", benchmark, "--out", str(out), "--curate", "--profile", "tiny"]) == 0
+    report = capsys.readouterr().out
+    info = json.loads((out / "build_info.json").read_text())
+    stages = info["curation"]
+    # The shipped samples' thresholds applied, and the build says why.
+    shipped = json.loads((SAMPLES / "quality-thresholds.json").read_text())
+    assert stages["quality"]["thresholds"] == shipped
+    assert "shipped samples" in stages["quality"]["thresholds_from"] and "no --quality-thresholds" in stages["quality"]["thresholds_from"]
+    assert "thresholds_from" in report
+    # Tiny weights: the model scores are computed and in the audit, labelled plumbing, and remove nothing.
+    audit = json.loads((out / "curation" / "quality.json").read_text())
+    assert audit["plumbing"] is True and audit["model_checks_applied"] is False
+    assert audit["counts"]["removed_stage_2"] == 0
+    assert all(image["aesthetic"] is not None and image["relevance"] is not None for image in audit["images"])
+    assert stages["quality"]["model_checks"].startswith("not applied: plumbing")
+    dedup = json.loads((out / "curation" / "embedding_dedup.json").read_text())
+    assert dedup["applied"] is False and stages["embedding_dedup"]["removed"] == 0
+    # Nothing but the pHash dedup removed a sample: every manifest row (less those) is in the build.
+    manifest = {"cogcanvas": "cogcanvas.csv", "charis": "charis.csv", "identity-collapse": "identity-collapse.csv"}[benchmark]
+    table = "references" if benchmark == "cogcanvas" else "subjects"
+    assert info["configs"][table]["rows"] == len(manifest_rows(manifest)) - len(info["dropped_duplicates"])
+    # No judge: the MLLM stages are skipped and say so.
+    skipped = {"cogcanvas": ["metadata", "prompt_synthesis"], "charis": ["charis_prompts"], "identity-collapse": []}[benchmark]
+    for stage in skipped:
+        assert stages[stage].startswith(NO_JUDGE), stage
+        assert f"{stage}: skipped: no judge configured" in report
+
+
+def test_explicit_quality_thresholds_win_over_the_sample_ones(tmp_path):
+    from idbench.cli import main
+
+    mine = {"min_side": 100, "min_blur": 1.0, "min_aesthetic": None}
+    thresholds = tmp_path / "mine.json"
+    thresholds.write_text(json.dumps(mine))
+    assert main(["build", "identity-collapse", "--out", str(tmp_path / "out"), "--curate", "--profile", "tiny",
+                 "--quality-thresholds", str(thresholds)]) == 0  # fmt: skip
+    quality = json.loads((tmp_path / "out" / "build_info.json").read_text())["curation"]["quality"]
+    assert quality["thresholds_from"] == f"--quality-thresholds {thresholds}"
+    expected = {**json.loads(json.dumps(QualityThresholds().__dict__)), **mine}  # the defaults, overridden
+    assert quality["thresholds"] == expected
+
+
+def shrink(path: Path, side: int) -> None:
+    """Replace the image at ``path`` with a ``side`` x ``side`` copy in the same format."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        small, kind = image.convert("RGB").resize((side, side)), image.format
+    small.save(path, format=kind)
+
+
+def test_a_stage_that_removes_every_person_is_named_with_counts_and_thresholds(tmp_path, capsys):
+    """32 px persons and min_side=64: the pixel check (which applies even with tiny weights) removes them all."""
+    from idbench.cli import main
+
+    source = shutil.copytree(SAMPLES, tmp_path / "src")
+    rows = manifest_rows("cogcanvas.csv", source)
+    persons = [r for r in rows if r["kind"] == "person"]
+    for row in persons:
+        shrink(source / row["file"], 32)
+    (tmp_path / "t.json").write_text(json.dumps({"min_side": 64}))
+    out = tmp_path / "built" / "cogcanvas"
+    code = main(["build", "cogcanvas", "--source", str(source / "cogcanvas.csv"), "--out", str(out),
+                 "--curate", "--profile", "tiny", "--quality-thresholds", str(tmp_path / "t.json")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    [line] = err.strip().splitlines()
+    n = len(persons)
+    assert line.startswith(f"idbench build: error: quality filter removed {n} of {n} person references (")
+    assert f"min_side=64: {n}" in line and "left: 0 person," in line
+    assert "then the build failed: " in line and "cannot sample CogCanvas prompts" in line
+    audit = tmp_path / "built" / "cogcanvas.curation-audit"
+    assert line.endswith(f"(curation audit kept in {audit})")
+    assert not out.exists()  # the build's own folder is not half-written
+    quality = json.loads((audit / "quality.json").read_text())
+    removed = {i["id"] for i in quality["images"] if not i["kept"]}
+    assert removed == {r["ref_id"] for r in persons}
+    assert all("min_side" in [r["check"] for r in i["reasons"]] for i in quality["images"] if i["id"] in removed)
+    assert (audit / "quality.csv").is_file() and (audit / "embedding_dedup.json").is_file()
+    assert json.loads((audit / "stages.json").read_text())["quality"]["counts"]["removed_stage_1"] == n
+
+
+def test_too_few_subjects_left_for_the_sampler_names_the_stage(tmp_path):
+    """Identity Collapse needs 10 subjects: 12 go in, 3 are too small, the error says so and keeps the audit."""
+    from conftest import make_collapse_source, noise_jpeg
+
+    manifest = make_collapse_source(tmp_path / "src", 12)  # 64x48 images: animal for even k (first), human for odd
+    for k in (0, 2, 4):
+        (tmp_path / "src" / "img" / f"subject_{k:03d}.jpg").write_bytes(noise_jpeg(100 + k, (32, 32)))
+    options = CurateOptions(profile="tiny", quality=QualityThresholds(min_side=40, min_blur=0, min_pixel_std=0))
+    from idbench.curation.pipeline import Curation, CurationError
+
+    run = Curation(options)
+    with pytest.raises(SourceError) as caught:
+        build("identity-collapse", out=tmp_path / "out", source=manifest, curate=run)
+    error = run.failure(caught.value, tmp_path / "audit")
+    assert isinstance(error, CurationError) and isinstance(error, SourceError)  # a user error: one CLI line
+    assert str(error).startswith("quality filter removed 3 of 6 animal references (min_side=40: 3); left: 3 animal, 6 human references")
+    assert "identity-collapse needs at least 10 distinct subjects, the source has 9" in str(error)
+    assert (tmp_path / "audit" / "quality.json").is_file() and not (tmp_path / "out").exists()

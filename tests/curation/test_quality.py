@@ -238,6 +238,30 @@ def test_stage_two_thresholds_remove_what_falls_below_them(tmp_path, tiny_models
     assert set(only_aesthetic.kept) == {i for i, e in scored.items() if e.aesthetic >= aesthetic_cut} != set()
 
 
+def test_model_checks_not_applied_are_reported_but_remove_nothing(tmp_path, tiny_models):
+    """apply_model_checks=False (the pipeline's rule for tiny weights): stage 2 is measured, only pixels decide."""
+    images, texts = stage2_pool()
+    probe = filter_images(images, texts, QualityThresholds(min_side=180, min_aesthetic=-100.0, min_relevance=-1.0),
+                          models=tiny_models, cache_dir=tmp_path)
+    scored = {i: e for i, e in probe.images.items() if e.aesthetic is not None}
+    cut = float(np.median([e.aesthetic for e in scored.values()]))
+    t = QualityThresholds(min_side=180, min_aesthetic=cut, min_relevance=None)
+    report = filter_images(images, texts, t, models=tiny_models, cache_dir=tmp_path, apply_model_checks=False)
+    assert report.model_checks_applied is False
+    assert set(report.kept) == set(scored) and report.removed() == ("blurred_dog",)  # the pixel check still applies
+    flagged = {i for i, e in report.images.items() if e.not_applied}
+    assert flagged == {i for i, e in scored.items() if e.aesthetic < cut} != set()
+    for image_id in flagged:
+        [reason] = report.images[image_id].not_applied
+        assert reason.check == "aesthetic" and reason.label == f"min_aesthetic={cut}"
+        assert report.images[image_id].aesthetic == pytest.approx(scored[image_id].aesthetic)
+    data = report.to_dict()
+    assert data["counts"]["failed_stage_2_not_applied"] == len(flagged) and data["counts"]["removed_stage_2"] == 0
+    assert any("not applied" in note for note in report.notes)
+    rows = {r["id"]: r for r in csv.DictReader(io.StringIO(report.csv_text()))}
+    assert all(rows[i]["not_applied"].startswith("aesthetic score") for i in flagged)
+
+
 def test_relevance_needs_texts_and_says_when_it_was_not_checked(tmp_path, tiny_models):
     images, texts = stage2_pool()
     report = filter_images(images, None, QualityThresholds(min_side=180, min_aesthetic=None),
@@ -261,7 +285,7 @@ def test_report_lists_every_image_with_values_and_reasons(tmp_path):
     report = filter_images(images, None, QualityThresholds(min_aesthetic=None, min_relevance=None), models=NoModels())
     assert report.kept == ("ok",) and report.removed(1) == ("tiny", "broken")
     data = json.loads(report.write_json(tmp_path / "q.json").read_text())
-    assert data["counts"] == {"images": 3, "kept": 1, "removed_stage_1": 2, "removed_stage_2": 0}
+    assert data["counts"] == {"images": 3, "kept": 1, "removed_stage_1": 2, "removed_stage_2": 0, "failed_stage_2_not_applied": 0}
     assert data["not_checked"] == NOT_CHECKED and "single_subject" in NOT_CHECKED and "watermark" in NOT_CHECKED
     by_id = {row["id"]: row for row in data["images"]}
     assert by_id["tiny"]["reasons"][0] == {
