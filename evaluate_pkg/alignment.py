@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +50,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from idbench.atomic import atomic_directory
 
 RATING_COLUMNS = ("model", "prompt_id", "annotator", "category")
 SCORE_COLUMNS = ("model", "prompt_id", "seed", "metric", "value")
@@ -611,14 +611,10 @@ def write_study(result: StudyResult, out: Path, overwrite: bool = False) -> list
     Written into a temporary sibling folder and moved into place when complete; an existing ``out``
     is refused unless ``overwrite``, and then replaced only once the new one is whole.
     """
-    from idbench.builders.write import move_into_place
-
     out = Path(out)
     if out.exists() and not overwrite:
         raise AlignmentError(f"{out} already exists; pass overwrite=True (--overwrite) to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.alignment-", dir=out.parent))
-    try:
+    with atomic_directory(out, overwrite=overwrite) as staging:
         written = []
         for key, stem in TABLE_FILES.items():
             getattr(result, key).to_csv(staging / f"{stem}.csv", index=False, float_format="%.6g")
@@ -646,10 +642,6 @@ def write_study(result: StudyResult, out: Path, overwrite: bool = False) -> list
         }
         (staging / "study.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         written += [PLOT_FILE, "report.md", "study.json"]
-        move_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return written
 
 
