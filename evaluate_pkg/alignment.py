@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 
 RATING_COLUMNS = ("model", "prompt_id", "annotator", "category")
 SCORE_COLUMNS = ("model", "prompt_id", "seed", "metric", "value")
@@ -65,7 +66,7 @@ TABLE_FILES = {"table1": "table1_per_model", "table2": "table2_type_style", "tab
 PLOT_FILE = "table1_per_model.png"
 
 
-class AlignmentError(ValueError):
+class AlignmentError(IdbenchError, ValueError):
     """Input the study cannot use, named: the file, row, model or prompt, and what is wrong."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.submission import MAX_ZIP_BYTES, MAX_ZIP_MEMBERS
 
 HUB_PREFIX = "hf://datasets/"
@@ -31,7 +32,7 @@ _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/]{0,127}")
 
 
-class HubSubmissionError(ValueError):
+class HubSubmissionError(IdbenchError, ValueError):
     """The repo id is malformed, the repo cannot be reached or read, or it holds too much."""
 
 

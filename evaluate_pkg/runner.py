@@ -22,6 +22,7 @@ import pandas as pd
 
 import idbench
 from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import JUDGE_ROLE, Context, Models, Result, ScoreOptions
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
@@ -33,7 +34,7 @@ from idbench.evaluate_pkg.suites import suite_for
 SUITE_VERSION = "0.1"
 
 
-class ScoringError(ValueError):
+class ScoringError(IdbenchError, ValueError):
     pass
 
 

@@ -83,6 +83,7 @@ from PIL import Image
 
 import idbench
 from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
 
@@ -142,7 +143,7 @@ class Problem:
         return f"{', '.join(parts) or 'submission'}: {self.message}"
 
 
-class SubmissionError(ValueError):
+class SubmissionError(IdbenchError, ValueError):
     """A submission is unusable. ``problems`` lists everything found; ``str()`` is one line each."""
 
     def __init__(self, problems: Iterable[Problem]):

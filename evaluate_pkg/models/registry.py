@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
 
 if TYPE_CHECKING:  # torch is imported lazily: listing models must stay cheap
@@ -80,7 +81,7 @@ __all__ = [
 ]
 
 
-class UnknownModelError(LookupError):
+class UnknownModelError(IdbenchError, LookupError):
     """An unknown model, profile or role name; the message lists the known ones."""
 
 
