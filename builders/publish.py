@@ -30,6 +30,8 @@ from huggingface_hub import HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from idbench.errors import IdbenchError
+
 CARD = "README.md"
 BUILD_INFO = "build_info.json"
 REPO_TYPE = "dataset"
@@ -41,7 +43,7 @@ _TEMP_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".lock", "~")
 _GLOB_CHARS = frozenset("*?[]")
 
 
-class PublishError(Exception):
+class PublishError(IdbenchError):
     """The folder cannot be published as it is; the message names the file or config at fault."""
 
 

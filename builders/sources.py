@@ -19,6 +19,7 @@ from pathlib import Path
 from PIL import Image
 
 from idbench.builders.spec import BenchmarkSpec, SourceColumn
+from idbench.errors import IdbenchError
 
 MANIFEST_NAME = "manifest.csv"
 # A reference image larger than this is refused rather than decoded (decompression bombs).
@@ -27,7 +28,7 @@ MAX_IMAGE_BYTES = 50 * 1024 * 1024
 LIST_SEPARATOR = ";"
 
 
-class SourceError(ValueError):
+class SourceError(IdbenchError, ValueError):
     """A source folder or manifest is unusable; the message names the file and row."""
 
 

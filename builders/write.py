@@ -1,30 +1,30 @@
 """Writing a built benchmark: parquet shards with embedded images, the card, build_info.json.
 
-Everything is written into a temporary sibling of the output folder and moved into place only when
-complete, so an interrupted or failed build leaves no half-written dataset, and an existing output is
-replaced only when the caller asked for it (and only after the new one is complete).
+Everything is written through :func:`idbench.atomic.atomic_directory`: into a staging sibling of the
+output folder, moved into place only when complete, so an interrupted or failed build leaves no
+half-written dataset, and an existing output is replaced only when the caller asked for it (and only
+after the new one is complete).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 import datasets
 
+from idbench.atomic import OutputExistsError, atomic_directory
 from idbench.builders.spec import BenchmarkSpec, ConfigSpec
+
+__all__ = [
+    "MAX_SHARD_BYTES", "SPLIT", "OutputExistsError",  # OutputExistsError lives in idbench.atomic; re-exported
+    "count_by", "shard_path", "split_into_shards", "write_benchmark", "write_config",
+]
 
 SPLIT = "test"
 # Shards are cut by the bytes of their embedded images (the Hub's own uploads aim at ~500 MB).
 MAX_SHARD_BYTES = 500 * 1024 * 1024
-
-
-class OutputExistsError(FileExistsError):
-    pass
 
 
 def shard_path(config: str, index: int, count: int) -> str:
@@ -80,12 +80,7 @@ def write_benchmark(
     ``extra`` writes more files into the staging folder (the curation audit), so they appear with
     the rest or not at all.
     """
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    try:
+    with atomic_directory(out, overwrite=overwrite) as staging:
         info = dict(build_info)
         info["configs"] = {}
         for name, rows in tables.items():
@@ -95,27 +90,7 @@ def write_benchmark(
         (staging / "README.md").write_text(render_card(spec, info))
         if extra is not None:
             extra(staging)
-        move_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return info
-
-
-def move_into_place(staging: Path, out: Path) -> None:
-    """Swap the finished staging folder in; the old output is removed only once the new one is there."""
-    if not out.exists():
-        os.replace(staging, out)
-        return
-    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.replace(out, retired / out.name)
-    try:
-        os.replace(staging, out)
-    except BaseException:
-        os.replace(retired / out.name, out)  # put the old build back
-        raise
-    finally:
-        shutil.rmtree(retired, ignore_errors=True)
 
 
 def count_by(rows: Iterable[Mapping], *columns: str) -> dict[str, int]:

@@ -46,6 +46,7 @@ from typing import Any
 from idbench.builders.benchmarks.charis import AXES_PER_PROMPT
 from idbench.curation.charis_prompts import APPROVED, HUMAN_REFINED, PROPOSED, REJECTED, STATUSES, CharisProposal
 from idbench.ekb import EKB, load_ekb
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.images import ImageError, normalize_image
 
 REVIEW_CSV = "review.csv"
@@ -60,7 +61,7 @@ PHRASE_SEPARATOR = " | "
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
-class ReviewError(ValueError):
+class ReviewError(IdbenchError, ValueError):
     """An edited review (or its baseline) cannot be imported; the message names the file and every bad row."""
 
 
@@ -299,12 +300,12 @@ def import_review(
     (the caller writes what it builds from the result).
     """
     path = Path(path)
+    if not path.is_file():  # before the baseline next to it: a mistyped path names itself
+        raise ReviewError(f"{path}: no such review file")
     ekb = ekb or load_ekb()
     if baseline is None or isinstance(baseline, (str, Path)):
         baseline = read_baseline(Path(baseline) if baseline is not None else path.parent / BASELINE)
     base = {p.prompt_id: p for p in baseline}
-    if not path.is_file():
-        raise ReviewError(f"{path}: no such review file")
     rows, _ = _read_rows(path)
 
     problems: list[str] = []

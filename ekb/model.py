@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from idbench.errors import IdbenchError
 
-class EKBError(ValueError):
+
+class EKBError(IdbenchError, ValueError):
     """The EKB data is invalid. The message names the file and the key path that is wrong."""
 
 

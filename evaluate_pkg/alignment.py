@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +50,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 
 # The project's one cluster bootstrap (prompts drawn with replacement, each with all its items): the
 # aggregates of `idbench score` draw from it too, so both kinds of interval resample the same unit.
@@ -69,7 +70,7 @@ TABLE_FILES = {"table1": "table1_per_model", "table2": "table2_type_style", "tab
 PLOT_FILE = "table1_per_model.png"
 
 
-class AlignmentError(ValueError):
+class AlignmentError(IdbenchError, ValueError):
     """Input the study cannot use, named: the file, row, model or prompt, and what is wrong."""
 
 
@@ -594,14 +595,10 @@ def write_study(result: StudyResult, out: Path, overwrite: bool = False) -> list
     Written into a temporary sibling folder and moved into place when complete; an existing ``out``
     is refused unless ``overwrite``, and then replaced only once the new one is whole.
     """
-    from idbench.builders.write import move_into_place
-
     out = Path(out)
     if out.exists() and not overwrite:
         raise AlignmentError(f"{out} already exists; pass overwrite=True (--overwrite) to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.alignment-", dir=out.parent))
-    try:
+    with atomic_directory(out, overwrite=overwrite) as staging:
         written = []
         for key, stem in TABLE_FILES.items():
             getattr(result, key).to_csv(staging / f"{stem}.csv", index=False, float_format="%.6g")
@@ -629,10 +626,6 @@ def write_study(result: StudyResult, out: Path, overwrite: bool = False) -> list
         }
         (staging / "study.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         written += [PLOT_FILE, "report.md", "study.json"]
-        move_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return written
 
 

@@ -44,8 +44,6 @@ import io
 import json
 import random
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -54,7 +52,7 @@ from PIL import Image, ImageOps
 
 import idbench
 from idbench.builders.benchmarks import charis, cogcanvas, identity_collapse
-from idbench.builders.write import OutputExistsError, move_into_place
+from idbench.atomic import atomic_directory
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
 BASELINES = ("collage", "swap", "impostor", "clone", "background")
@@ -429,14 +427,10 @@ def make_baseline(
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
     for prompt_id, _ in data.required_pairs:
         if not _SAFE_ID.fullmatch(prompt_id):
             raise BenchmarkDataError(f"prompt id {prompt_id!r} cannot name an image file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.baseline-", dir=out.parent))
-    try:
+    with atomic_directory(out, overwrite=overwrite) as staging:
         (staging / "images").mkdir()
         rows = []
         rendered: tuple[str, bytes] | None = None  # pairs come grouped by prompt: render each prompt once
@@ -453,10 +447,6 @@ def make_baseline(
             writer.writerows(rows)
         metadata = submission_metadata(name, data, size, seed)
         (staging / "submission.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-        move_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 

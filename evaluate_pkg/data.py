@@ -18,13 +18,14 @@ import datasets
 
 from idbench.builders.benchmarks import get_benchmark
 from idbench.builders.spec import BenchmarkSpec
+from idbench.errors import IdbenchError
 
 # Which table holds each benchmark's reference images, and the id column that prompts refer to.
 REFERENCE_TABLE = {"charis": "subjects", "cogcanvas": "references", "identity-collapse": "subjects"}
 REFERENCE_ID = {"charis": "subject_id", "cogcanvas": "ref_id", "identity-collapse": "subject_id"}
 
 
-class BenchmarkDataError(ValueError):
+class BenchmarkDataError(IdbenchError, ValueError):
     pass
 
 

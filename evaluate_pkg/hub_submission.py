@@ -18,6 +18,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.submission import MAX_ZIP_BYTES, MAX_ZIP_MEMBERS
 
 HUB_PREFIX = "hf://datasets/"
@@ -30,7 +32,7 @@ _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/]{0,127}")
 
 
-class HubSubmissionError(ValueError):
+class HubSubmissionError(IdbenchError, ValueError):
     """The repo id is malformed, the repo cannot be reached or read, or it holds too much."""
 
 
@@ -120,8 +122,7 @@ def fetch_submission(text: str, dest: Path, max_bytes: int = MAX_ZIP_BYTES) -> P
         raise HubSubmissionError(f"{ref}: download failed ({type(error).__name__})") from None
 
     dest = Path(dest)
-    dest.mkdir(parents=True)
-    try:
+    with atomic_directory(dest) as staging:  # the folder is complete or absent
         total, count = 0, 0
         for source in sorted(snapshot.rglob("*")):
             relative = source.relative_to(snapshot).as_posix()
@@ -131,12 +132,9 @@ def fetch_submission(text: str, dest: Path, max_bytes: int = MAX_ZIP_BYTES) -> P
             total += source.stat().st_size  # the blob's size: stat follows the cache's symlink
             if total > max_bytes or count > MAX_ZIP_MEMBERS:
                 raise HubSubmissionError(f"{ref}: more than {max_bytes} bytes or {MAX_ZIP_MEMBERS} files of submission content")
-            target = dest / relative
+            target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)  # follows the symlink: a plain file of ours
         if count == 0:
             raise HubSubmissionError(f"{ref}: no submission files (submission.json, manifest.csv, images or parquet) in the repo")
-    except BaseException:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise
     return dest

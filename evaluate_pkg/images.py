@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image, ImageFile, ImageOps
 
 from idbench.builders.sources import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from idbench.errors import IdbenchError
 
 MAX_PIXELS = MAX_IMAGE_PIXELS
 
@@ -52,7 +53,7 @@ _ALPHA_MODES = {"RGBA", "RGBa", "LA", "La", "PA"}
 _SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
 
 
-class ImageError(ValueError):
+class ImageError(IdbenchError, ValueError):
     """An image cannot be used; ``str()`` is ``"<where>: <reason>"``, ``reason`` alone is kept too."""
 
     def __init__(self, where: str, reason: str):

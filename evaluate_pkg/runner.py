@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 import idbench
+from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import JUDGE_ROLE, Context, Models, Result, ScoreOptions
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
@@ -34,7 +34,7 @@ from idbench.evaluate_pkg.suites import suite_for
 SUITE_VERSION = "0.1"
 
 
-class ScoringError(ValueError):
+class ScoringError(IdbenchError, ValueError):
     pass
 
 
@@ -161,7 +161,7 @@ def score_submission(
         results = suite_for(data.name).score(context, set(metrics))
         summary = summarize(data, submission.metadata, results, context, not_run)
         if out is not None and is_main:
-            write_outputs(Path(out), data, results, summary, context.evidence)
+            write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite)
     return summary
 
 
@@ -215,19 +215,18 @@ def evidence_frame(evidence: list[tuple[str, int, str, dict]]) -> pd.DataFrame:
 
 
 def write_outputs(
-    out: Path, data: BenchmarkData, results: list[Result], summary: dict[str, Any], evidence: list | None = None
+    out: Path, data: BenchmarkData, results: list[Result], summary: dict[str, Any], evidence: list | None = None,
+    overwrite: bool = False,
 ) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.scoring-", dir=out.parent))
-    try:
+    """Write results.parquet, the judge's evidence, aggregates.json and report.md into ``out``, atomically.
+
+    An earlier ``out`` is moved aside and removed only once the new results are in place, so a crash
+    while writing leaves the previous results readable. ``score_submission`` refused an existing
+    ``out`` without --overwrite before scoring; ``overwrite=False`` still refuses one that appeared since.
+    """
+    with atomic_directory(out, overwrite=overwrite) as staging:
         results_frame(data, summary["submission"], results, summary["profile"]).to_parquet(staging / "results.parquet", index=False)
         if evidence:
             evidence_frame(evidence).to_parquet(staging / EVIDENCE_FILE, index=False)
         (staging / "aggregates.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
         write_report(staging, summary, data.spec)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise

@@ -82,7 +82,8 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 import idbench
-from idbench.builders.write import OutputExistsError, move_into_place
+from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
 
@@ -142,7 +143,7 @@ class Problem:
         return f"{', '.join(parts) or 'submission'}: {self.message}"
 
 
-class SubmissionError(ValueError):
+class SubmissionError(IdbenchError, ValueError):
     """A submission is unusable. ``problems`` lists everything found; ``str()`` is one line each."""
 
     def __init__(self, problems: Iterable[Problem]):
@@ -264,17 +265,13 @@ def write_template(data: BenchmarkData, out: Path, overwrite: bool = False) -> P
     """Write an empty submission for ``data`` into ``out``: metadata to fill, a manifest of every pair.
 
     The folder is written next to ``out`` and renamed into place when complete; an existing ``out``
-    is refused (:class:`~idbench.builders.write.OutputExistsError`) unless ``overwrite``, and then replaced only
+    is refused (:class:`~idbench.atomic.OutputExistsError`) unless ``overwrite``, and then replaced only
     once the new one is complete. Returns ``out``. Example::
 
         write_template(load_benchmark_data("data/identity-collapse"), Path("my-submission"))
     """
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.template-", dir=out.parent))
-    try:
+    with atomic_directory(out, overwrite=overwrite) as staging:
         (staging / "images").mkdir()
         metadata = json.dumps(template_metadata(data), indent=2, ensure_ascii=False) + "\n"
         (staging / METADATA_NAME).write_text(metadata, encoding="utf-8")
@@ -288,10 +285,6 @@ def write_template(data: BenchmarkData, out: Path, overwrite: bool = False) -> P
                     name = name.removesuffix(".png") + f"_{len(files)}.png"
                 files.add(name)
                 writer.writerow([prompt_id, seed, name])
-        move_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from idbench.errors import IdbenchError
+
 BENCHMARK_NAMES = ("charis", "cogcanvas", "identity-collapse")
 DEFAULT_DEMO_OUT = Path("idbench-output")
 
@@ -170,8 +172,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
-class ScoringErrorForCli(ValueError):
-    pass
+class ScoringErrorForCli(IdbenchError, ValueError):
+    """A flag combination the CLI refuses (half a judge configuration, --hub-eval-results without --dataset-id)."""
 
 
 def _judge_config(args: argparse.Namespace):
@@ -598,29 +600,9 @@ def main(argv: list[str] | None = None) -> int:
         import transformers
 
         transformers.utils.logging.disable_progress_bar()
-    from idbench.builders.publish import PublishError
-    from idbench.builders.sources import SourceError
-    from idbench.builders.write import OutputExistsError
-
-    user_errors: tuple[type[Exception], ...] = (SourceError, OutputExistsError, PublishError)
-    user_errors += (ScoringErrorForCli,)
-    if args.command in ("template", "validate", "score", "baseline", "models", "submit", "worker", "jobs", "rescore", "sync", "withdraw", "alignment"):
-        from idbench.evaluate_pkg.data import BenchmarkDataError
-        from idbench.evaluate_pkg.models.base import ModelNotAvailableError
-        from idbench.evaluate_pkg.runner import ScoringError
-        from idbench.evaluate_pkg.submission import SubmissionError
-
-        from idbench.evaluate_pkg.hub_submission import HubSubmissionError
-        from idbench.leaderboard.hub import HubExportError
-        from idbench.leaderboard.store import RateLimitError, UnknownIdError
-
-        user_errors += (BenchmarkDataError, ModelNotAvailableError, ScoringError, SubmissionError, HubExportError)
-        from idbench.evaluate_pkg.alignment import AlignmentError
-
-        user_errors += (HubSubmissionError, RateLimitError, UnknownIdError, AlignmentError)
     try:
         return args.func(args)
-    except user_errors as err:
+    except IdbenchError as err:
         # Input problems are the user's to fix: the message names the culprit; no traceback.
         problems = getattr(err, "problems", None)  # a submission's problems, one line each
         if problems:

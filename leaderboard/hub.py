@@ -84,6 +84,7 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 from idbench.builders.spec import BenchmarkSpec
+from idbench.errors import IdbenchError
 from idbench.leaderboard.store import Store, iso
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ SAMPLES_FILE = "results.parquet"  # what the worker writes next to aggregates.js
 GROUP_SIZE_AXES = ("n_subjects", "n_persons")
 
 
-class HubExportError(ValueError):
+class HubExportError(IdbenchError, ValueError):
     """A summary or store cannot be turned into what the Hub expects; the message says why."""
 
 

@@ -19,14 +19,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from idbench.atomic import atomic_directory
 from idbench.evaluate_pkg.data import content_cache_dir, load_benchmark_data
 from idbench.evaluate_pkg.submission import (
     MANIFEST_COLUMNS,
@@ -167,9 +165,8 @@ def _store_files(root: Path, digest: str, metadata: dict, entries: tuple[Entry, 
     final = root / digest
     if final.is_dir():
         return final
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}.staging-", dir=root))
-    try:
+    # keep_existing: a concurrent submit of the same files may win the race; its folder is kept.
+    with atomic_directory(final, keep_existing=True) as staging:
         (staging / "images").mkdir()
         rows = []
         for entry in entries:
@@ -184,15 +181,6 @@ def _store_files(root: Path, digest: str, metadata: dict, entries: tuple[Entry, 
             writer.writerows(rows)
         text = json.dumps(metadata, indent=2, ensure_ascii=False) + "\n"
         (staging / METADATA_NAME).write_text(text, encoding="utf-8")
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not final.is_dir():
-                raise
-            shutil.rmtree(staging, ignore_errors=True)  # a concurrent submit of the same files won
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return final
 
 

@@ -32,6 +32,8 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+from idbench.errors import IdbenchError
+
 DB_NAME = "leaderboard.sqlite3"
 BUSY_TIMEOUT_S = 60.0
 JOB_STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED")
@@ -126,14 +128,14 @@ class Job:
     model_name: str
 
 
-class UnknownIdError(KeyError):
+class UnknownIdError(IdbenchError, KeyError):
     """No submission or job has the id asked for (the message names it)."""
 
     def __str__(self) -> str:  # KeyError's own str() would wrap the message in quotes
         return str(self.args[0]) if self.args else ""
 
 
-class RateLimitError(ValueError):
+class RateLimitError(IdbenchError, ValueError):
     """A submitter reached the submission rate limit; nothing was stored or queued."""
 
 

@@ -23,8 +23,10 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 from PIL import Image
 
+from idbench.errors import IdbenchError
 
-class ModelNotAvailableError(RuntimeError):
+
+class ModelNotAvailableError(IdbenchError, RuntimeError):
     """A model's weights are not on this machine; the message names the model and how to get it."""
 
 

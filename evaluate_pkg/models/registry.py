@@ -38,11 +38,11 @@ import contextlib
 import hashlib
 import importlib
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
+from idbench.atomic import atomic_directory
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
 
 if TYPE_CHECKING:  # torch is imported lazily: listing models must stay cheap
@@ -81,7 +81,7 @@ __all__ = [
 ]
 
 
-class UnknownModelError(LookupError):
+class UnknownModelError(IdbenchError, LookupError):
     """An unknown model, profile or role name; the message lists the known ones."""
 
 
@@ -411,19 +411,9 @@ def ensure_tiny(card: ModelCard | str, models_dir: str | os.PathLike | None = No
     if target.is_dir():
         return target
     maker = _resolve(TINY_MAKERS[card.family])
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{card.name}.", dir=target.parent))
-    try:
-        made = staging / card.name  # makers see the final folder name (some formats record it)
-        made.mkdir()
+    # The staging folder carries the final name (some formats record it); the first maker's rename wins.
+    with atomic_directory(target, keep_existing=True) as made:
         maker(made, tiny_seed(card.name))
-        try:
-            os.rename(made, target)
-        except OSError:
-            if not target.is_dir():  # a concurrent maker did not win the race: a real failure
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

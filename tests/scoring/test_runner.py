@@ -103,6 +103,52 @@ def test_crash_then_resume_recomputes_nothing_done(collapse, tmp_path, monkeypat
     assert resumed["aggregates"] == clean["aggregates"]
 
 
+def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(collapse, tmp_path, monkeypatch):
+    """Rescoring into an existing folder with overwrite: the old results are never deleted first."""
+    root, data = collapse
+    from idbench import atomic
+
+    out, options = tmp_path / "out", ScoreOptions(profile="tiny", metrics=("clip_t",))
+    score_submission(root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_rename = atomic.os.rename
+    moves = []
+
+    def crash_on_the_swap(src, dst):
+        moves.append((src, dst))
+        # The new results moving in (the old ones were moved aside just before); putting the old back works.
+        if str(dst) == str(out) and not str(src).endswith(".old"):
+            raise OSError("simulated crash between staging and swap")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(atomic.os, "rename", crash_on_the_swap)
+    with pytest.raises(OSError, match="simulated crash"):
+        score_submission(root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False, overwrite=True)
+    assert len(moves) >= 2 and str(moves[0][0]) == str(out)  # the old folder had been moved aside
+    monkeypatch.setattr(atomic.os, "rename", real_rename)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert pd.read_parquet(out / "results.parquet")["metric"].eq("clip_t").all()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]  # no staging folder or backup left
+
+
+def test_an_error_while_writing_results_leaves_the_previous_results_and_no_staging(collapse, tmp_path, monkeypatch):
+    root, data = collapse
+    from idbench.evaluate_pkg import runner
+
+    out, options = tmp_path / "out", ScoreOptions(profile="tiny", metrics=("clip_t",))
+    score_submission(root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def failing_report(*args, **kwargs):
+        raise RuntimeError("report failed")
+
+    monkeypatch.setattr(runner, "write_report", failing_report)
+    with pytest.raises(RuntimeError, match="report failed"):
+        score_submission(root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False, overwrite=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]
+
+
 def test_invalid_submission_scores_nothing(collapse, tmp_path, capsys):
     root, data = collapse
     broken = tmp_path / "broken"

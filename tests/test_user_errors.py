@@ -1,0 +1,124 @@
+"""One base class for user errors, and main() turns any of them into one line for every command."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from idbench import cli
+from idbench.cli import main
+from idbench.errors import IdbenchError
+
+# Every user-error class, with the built-in base it had before IdbenchError (callers catch those).
+USER_ERRORS = [
+    ("idbench.atomic", "OutputExistsError", FileExistsError),
+    ("idbench.builders.publish", "PublishError", Exception),
+    ("idbench.builders.sources", "SourceError", ValueError),
+    ("idbench.cli", "ScoringErrorForCli", ValueError),
+    ("idbench.curation.review", "ReviewError", ValueError),
+    ("idbench.ekb.model", "EKBError", ValueError),
+    ("idbench.evaluate_pkg.alignment", "AlignmentError", ValueError),
+    ("idbench.evaluate_pkg.data", "BenchmarkDataError", ValueError),
+    ("idbench.evaluate_pkg.hub_submission", "HubSubmissionError", ValueError),
+    ("idbench.evaluate_pkg.images", "ImageError", ValueError),
+    ("idbench.evaluate_pkg.models.base", "ModelNotAvailableError", RuntimeError),
+    ("idbench.evaluate_pkg.models.registry", "UnknownModelError", LookupError),
+    ("idbench.evaluate_pkg.runner", "ScoringError", ValueError),
+    ("idbench.evaluate_pkg.submission", "SubmissionError", ValueError),
+    ("idbench.leaderboard.hub", "HubExportError", ValueError),
+    ("idbench.leaderboard.store", "RateLimitError", ValueError),
+    ("idbench.leaderboard.store", "UnknownIdError", KeyError),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "builtin"), USER_ERRORS, ids=[n for _, n, _ in USER_ERRORS])
+def test_every_user_error_is_an_idbench_error_and_keeps_its_builtin_base(module, name, builtin):
+    error = getattr(importlib.import_module(module), name)
+    assert issubclass(error, IdbenchError) and issubclass(error, builtin)
+
+
+def test_the_old_import_path_of_output_exists_error_still_works():
+    from idbench.atomic import OutputExistsError
+    from idbench.builders.write import OutputExistsError as reexported
+
+    assert reexported is OutputExistsError
+
+
+def _run(capsys, argv):
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.err
+
+
+def test_any_command_turns_an_idbench_error_into_one_line(monkeypatch, capsys):
+    def fails(args):
+        raise IdbenchError("models.yaml: no such profile 'huge'")
+
+    monkeypatch.setattr(cli, "_cmd_jobs", fails)
+    assert _run(capsys, ["jobs"]) == (2, "idbench jobs: error: models.yaml: no such profile 'huge'\n")
+
+
+def test_an_error_with_problems_lists_them_one_a_line(monkeypatch, capsys):
+    error = IdbenchError("01: missing image 01_s0.png\n02: unknown prompt id")
+    error.problems = ["01: missing image 01_s0.png", "02: unknown prompt id"]
+
+    def fails(args):
+        raise error
+
+    monkeypatch.setattr(cli, "_cmd_jobs", fails)
+    code, err = _run(capsys, ["jobs"])
+    assert code == 2
+    assert err.splitlines() == [
+        "idbench jobs: error: 2 problem(s), nothing was written:",
+        "  01: missing image 01_s0.png",
+        "  02: unknown prompt id",
+    ]
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch):
+    def fails(args):
+        raise ZeroDivisionError("a bug, not the user's input")
+
+    monkeypatch.setattr(cli, "_cmd_jobs", fails)
+    with pytest.raises(ZeroDivisionError):
+        main(["jobs"])
+
+
+# --- build --reviewed-prompts / --curate: these ended in tracebacks before --------------------------
+
+
+def test_build_with_a_missing_review_file_is_one_line(tmp_path, capsys):
+    code, err = _run(capsys, ["build", "charis", "--out", str(tmp_path / "out"), "--reviewed-prompts", str(tmp_path / "review.csv")])
+    assert code == 2 and err == f"idbench build: error: {tmp_path / 'review.csv'}: no such review file\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_build_with_a_review_without_its_baseline_is_one_line(tmp_path, capsys):
+    review = tmp_path / "review.csv"
+    review.write_text("prompt_id,status\nc-1,approved\n")
+    code, err = _run(capsys, ["build", "charis", "--out", str(tmp_path / "out"), "--reviewed-prompts", str(review)])
+    assert code == 2 and err.startswith("idbench build: error: ") and "baseline" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("{not json", "thresholds.json: "), ('{"min_sharpness": 3}', "unknown key"), ('{"min_side": "x"}', "min_side"), ("[1]", "JSON object")],
+)
+def test_build_with_bad_quality_thresholds_is_one_line(tmp_path, capsys, text, expected):
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text(text)
+    argv = ["build", "cogcanvas", "--out", str(tmp_path / "out"), "--curate", "--profile", "tiny", "--quality-thresholds", str(thresholds)]
+    code, err = _run(capsys, argv)
+    assert code == 2 and err.startswith("idbench build: error: ") and "thresholds.json" in err and expected in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_build_whose_curation_stage_lacks_its_model_is_one_line(tmp_path, capsys, monkeypatch):
+    # The paper profile's encoders are not in an empty Hugging Face cache: the first model stage stops.
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
+    code, err = _run(capsys, ["build", "charis", "--out", str(tmp_path / "out"), "--curate"])
+    assert code == 2 and err.startswith("idbench build: error: ") and "is not available" in err and "--profile tiny" in err
+    assert not (tmp_path / "out").exists()
