@@ -30,8 +30,6 @@ it removed of each kind and by which threshold, and writes the audit to a folder
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,19 +160,14 @@ class Curation:
         """
         if not self.log.stages:
             return None
-        from idbench.builders.write import move_into_place
+        from idbench.atomic import atomic_directory
 
-        audit_dir = Path(audit_dir)
-        audit_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{audit_dir.name}.writing-", dir=audit_dir.parent))
-        try:
+        # A failed build's audit replaces an earlier failed build's (the message names the folder).
+        with atomic_directory(audit_dir, overwrite=True) as staging:
             self.log.write_into(staging)
             # No build_info.json is written on failure: the stage summaries it would hold go here.
             summary = json.dumps(self.log.stages, indent=2, ensure_ascii=False, default=str) + "\n"
             (staging / "stages.json").write_text(summary, encoding="utf-8")
-            move_into_place(staging, audit_dir)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         removed = [text for text in (c.summary() for c in self.log.counts) if text]
         if removed:
             left = self.log.counts[-1].came_out
