@@ -13,11 +13,13 @@ DEFAULT_DEMO_OUT = Path("idbench-output")
 def _cmd_build(args: argparse.Namespace) -> int:
     from idbench.builders.build import build, format_report
 
-    curate = None
+    # The CLI composes building with curation: builders take the model stages as a Curator and never
+    # import idbench.curation (a higher layer).
+    curator = None
     if args.curate or args.reviewed_prompts:
-        from idbench.curation.pipeline import CurateOptions
+        from idbench.curation.pipeline import CurateOptions, Curation
 
-        curate = CurateOptions(
+        curator = Curation(CurateOptions(
             profile=args.profile,
             device=args.device,
             judge=_judge_config(args),
@@ -25,7 +27,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
             reviewed_prompts=args.reviewed_prompts,
             image_stages=args.curate,
             quality=_quality_thresholds(args.quality_thresholds),
-        )
+        ))
     info = build(
         args.benchmark,
         out=args.out,
@@ -33,7 +35,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         seed=args.seed,
         n_prompts=args.prompts,
         overwrite=args.overwrite,
-        curate=curate,
+        curator=curator,
     )
     print(format_report(info))
     print(f"written to {args.out}")
