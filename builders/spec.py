@@ -147,8 +147,6 @@ class BenchmarkSpec:
 
     def __post_init__(self) -> None:
         where = f"benchmark {self.name}"
-        if not self.recipe or not self.suite:
-            raise SpecError(f"{where}: needs a recipe and a suite (\"module:attr\" strings)")
         if self.reference_config not in self.configs:
             raise SpecError(f"{where}: reference_config {self.reference_config!r} is not one of its configs ({', '.join(self.configs)})")
         if self.reference_id not in self.configs[self.reference_config].features:

@@ -4,7 +4,10 @@ A benchmark's spec names its suite (``BenchmarkSpec.suite``, a module or ``"modu
 metrics, and the model roles each needs, are declared once, on the spec (``MetricSpec.roles``). A
 suite has ``NOT_RUN`` (metric -> why this engine does not compute it: e.g. a task that scores
 something other than generations) and ``score(ctx, metrics) -> list[Result]``, raw values only, for
-every other metric of the spec. Everything else (aggregation, display conventions, reports) is
+every other metric of the spec. Besides those it may store ``<judged metric>.failure_rate`` and
+the per-image counts it lists in ``DIAGNOSTICS`` (name -> what it counts), nothing else (the
+contract test ``tests/scoring/test_suite_contract.py`` holds every registered benchmark to this).
+Everything else (aggregation, display conventions, reports) is
 generic. A suite module may also hold the benchmark's baseline layout (``BASELINES``, named by
 ``BenchmarkSpec.baselines``).
 """

@@ -17,6 +17,7 @@ from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result
 
 NOT_RUN: dict[str, str] = {}
+DIAGNOSTICS: dict[str, str] = {}  # besides <judged metric>.failure_rate
 NAN = float("nan")
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from idbench.builders.benchmarks.cogcanvas import QUESTION_KINDS
 from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.baselines import Layout, Slot, pick_impostors
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
@@ -24,6 +25,14 @@ PERSON_NMS_IOU = 0.5
 NOT_RUN: dict[str, str] = {
     "retrieval_p@k": "scores a ranking of references (the retrieval task), not generated images",
     "retrieval_r@k": "scores a ranking of references (the retrieval task), not generated images",
+}
+# Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
+DIAGNOSTICS: dict[str, str] = {
+    "faces_detected": "faces found in the generation (ID-Sim)",
+    "faces_expected": "persons the prompt asks for (ID-Sim)",
+    "persons_detected": "persons counted after NMS (count accuracy)",
+    # Attr-VQA's accuracy per question kind (binding, interaction, position), next to the overall one.
+    **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} questions" for kind in QUESTION_KINDS},
 }
 
 

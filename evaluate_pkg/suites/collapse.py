@@ -14,6 +14,8 @@ from idbench.evaluate_pkg.images import content_hash
 KIND_QUERIES = {"human": "a person", "animal": "an animal"}
 
 NOT_RUN: dict[str, str] = {}
+# Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
+DIAGNOSTICS: dict[str, str] = {"subjects_detected": "detector boxes kept for the instance-level SCR"}
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
