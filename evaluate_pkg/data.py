@@ -53,16 +53,23 @@ class BenchmarkData:
         """Every (prompt_id, seed) a complete submission holds, in prompt order."""
         return [(p["prompt_id"], seed) for p in self.prompt_rows.values() for seed in self.seeds_of(p)]
 
+    @property
+    def reference_table(self) -> datasets.Dataset:
+        """The table of reference images (``spec.reference_config``)."""
+        if not self.spec.reference_config:
+            raise BenchmarkDataError(f"benchmark {self.name}: its spec names no reference_config")
+        return self.tables[self.spec.reference_config]
+
     @cached_property
     def references(self) -> dict[str, dict]:
         """reference id -> its row, with ``image`` as a decoded PIL image."""
-        table = self.tables[self.spec.reference_config]  # the spec says which table prompts refer to
+        table = self.reference_table  # the spec says which table prompts refer to
         return {row[self.spec.reference_id]: row for row in table}
 
     @cached_property
     def reference_bytes(self) -> dict[str, bytes]:
         """reference id -> the encoded image bytes as stored (what the feature cache hashes)."""
-        table = self.tables[self.spec.reference_config].cast_column("image", datasets.Image(decode=False))
+        table = self.reference_table.cast_column("image", datasets.Image(decode=False))
         return {row[self.spec.reference_id]: row["image"]["bytes"] for row in table}
 
 

@@ -65,8 +65,6 @@ TOY = BenchmarkSpec(
     task_categories=("text-to-image",),
     tags=("identity-preservation", "benchmark"),
     limitations=("Toys are not people.", "Only two seeds."),
-    reference_config="references",
-    reference_id="ref_id",
 )
 
 
