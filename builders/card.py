@@ -4,8 +4,9 @@ The card is the single description of a published dataset. Its YAML front matter
 ``datasets.load_dataset`` read (configs and their ``data_files``, license, task and size categories),
 so it is built as a Python dict and written with ``yaml.safe_dump``: it is valid YAML whatever a
 description contains. The Markdown body comes from one Jinja2 template, ``cards/card.md.j2``, shared
-by every benchmark; ``cards/<benchmark>.md.j2``, when it exists, extends it with the prose that only
-that benchmark has (what the paper built, what the fields mean, how scores are computed).
+by every benchmark; the template the spec names (``BenchmarkSpec.card_template``, e.g.
+``cards/charis.md.j2``) extends it with the prose that only that benchmark has (what the paper built,
+what the fields mean, how scores are computed).
 
 Everything here is a pure function of the :class:`BenchmarkSpec` and the builder's ``build_info``:
 no dates, no paths of the machine that built it, so building twice gives the same bytes.
@@ -325,9 +326,12 @@ def _md_cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def _environment() -> jinja2.Environment:
+def _environment(extra_dir: Path | None = None) -> jinja2.Environment:
+    # A benchmark's own template may live in another package (extra_dir); the shared card.md.j2 it
+    # extends is always found in idbench.cards.
+    folders = ([str(extra_dir)] if extra_dir is not None else []) + [str(CARDS_DIR)]
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(CARDS_DIR)),
+        loader=jinja2.FileSystemLoader(folders),
         undefined=jinja2.StrictUndefined,  # a misspelt variable fails the build, not the reader
         autoescape=False,  # Markdown, not HTML
         keep_trailing_newline=True,
@@ -342,7 +346,16 @@ def _environment() -> jinja2.Environment:
 
 
 def _template_for(spec: BenchmarkSpec) -> jinja2.Template:
-    """``cards/<benchmark>.md.j2`` when the benchmark has its own prose, else the shared template."""
-    env = _environment()
-    specific = f"{spec.name}.md.j2"
-    return env.get_template(specific if (CARDS_DIR / specific).is_file() else BASE_TEMPLATE)
+    """The spec's ``card_template``: a file of idbench.cards, or ``"package:file"`` shipped with another
+    package (a third-party benchmark); the shared template when it names none."""
+    name = spec.card_template or BASE_TEMPLATE
+    package, _, file = name.rpartition(":")
+    if package:
+        from idbench.builders.spec import SpecError
+
+        try:
+            folder = Path(str(resources.files(package)))
+        except (ImportError, TypeError) as err:
+            raise SpecError(f"benchmark {spec.name}, card_template: cannot find package {package!r} ({err})") from None
+        return _environment(folder).get_template(file)
+    return _environment().get_template(name)

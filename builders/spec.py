@@ -1,17 +1,50 @@
 """The shape of a benchmark description.
 
-Every benchmark is described once, in ``builders/benchmarks/<name>.py``, by a :class:`BenchmarkSpec`.
-Builders, the scorer and the leaderboard all read that object instead of repeating what it says:
-which configs exist and their ``datasets.Features``, which columns of the source manifest the builder
-accepts, which prompt columns results are broken down by, which metrics make up the suite and how each
-is displayed.
+Every benchmark is described once, in ``builders/benchmarks/<name>.py`` (or in a third-party package,
+registered through the ``idbench.benchmarks`` entry point), by a :class:`BenchmarkSpec`. Builders, the
+scorer and the leaderboard all read that object instead of repeating what it says: which configs exist
+and their ``datasets.Features``, which columns of the source manifest the builder accepts, which prompt
+columns results are broken down by, which metrics make up the suite, the models each needs and how it
+is displayed, which table holds the references, the group sizes, the card template, the page order.
+
+Code of higher layers (the scoring suite, the baseline layout) and the build recipe are named by
+``"module:attr"`` strings and imported only when used (:func:`resolve`, entry-point style), so this
+layer never imports the scorer or the leaderboard and a benchmark stays described in one place.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import datasets
+
+from idbench.errors import IdbenchError
+
+# The role a judged metric lists in ``MetricSpec.roles``: not an encoder of the model registry but
+# the vision-language judge.
+JUDGE_ROLE = "judge"
+
+
+class SpecError(IdbenchError, ValueError):
+    """A benchmark description that contradicts itself or names code that does not exist (a user's own
+    benchmark registered through the entry point can be wrong, so this is reported like bad input)."""
+
+
+def resolve(reference: str, where: str = "") -> Any:
+    """The object a ``"package.module:attr"`` (or ``"package.module"``) string names, imported now.
+
+    The error names the spec field (``where``) so that a typo in a third-party spec is found at once.
+    """
+    module_name, _, attr = reference.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split(".") if attr else ():
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        raise SpecError(f"{where or 'spec'}: cannot load {reference!r} ({err})") from None
+    return obj
 
 
 @dataclass(frozen=True)
@@ -53,7 +86,9 @@ class MetricSpec:
     description: str
     higher_is_better: bool = True
     display: str = "raw"  # "raw" | "x100" | "percent"
-    judged: bool = False  # needs a vision-language judge rather than an encoder
+    # The model roles it needs (profile roles of the model registry such as "clip", "dinov2",
+    # "detector"; JUDGE_ROLE for the vision-language judge). The scorer loads exactly these.
+    roles: tuple[str, ...] = ()
     # What a submission must hold for it: "generation" (the images) or "retrieval" (a ranking of
     # references, an auxiliary task). A leaderboard row is complete when every generation metric ran.
     task: str = "generation"
@@ -63,6 +98,11 @@ class MetricSpec:
             raise ValueError(f"metric {self.name}: display {self.display!r} is not raw, x100 or percent")
         if self.task not in ("generation", "retrieval"):
             raise ValueError(f"metric {self.name}: task {self.task!r} is not generation or retrieval")
+
+    @property
+    def judged(self) -> bool:
+        """Needs a vision-language judge rather than (only) encoders."""
+        return JUDGE_ROLE in self.roles
 
 
 @dataclass(frozen=True)
@@ -82,6 +122,59 @@ class BenchmarkSpec:
     task_categories: tuple[str, ...] = ("text-to-image",)
     tags: tuple[str, ...] = field(default=("identity-preservation", "subject-driven-generation", "benchmark"))
     limitations: tuple[str, ...] = ()
+
+    # --- where the rest of the system finds this benchmark ----------------------------------------
+    # The build recipe, "module:attr" of a function (source, seed, n_prompts, max_distance, curator)
+    # -> (Recipe, dropped duplicates); see idbench.builders.recipes.
+    recipe: str = ""
+    # A manifest column whose values must be unique (the reference id), or None.
+    unique_source_column: str | None = None
+    # The config that holds the reference images, and its id column (what prompts refer to).
+    reference_config: str = ""
+    reference_id: str = ""
+    # The scoring suite, "module" or "module:attr" of an object with NOT_RUN and score(ctx, metrics).
+    suite: str = ""
+    # The baseline layout, "module:attr" of an idbench.evaluate_pkg.baselines.Layout; None: no baselines.
+    baselines: str | None = None
+    # The breakdown column that counts subjects per prompt and the sizes the benchmark is built with
+    # (eval.yaml tasks, "metric vs N" plots); None when prompts have one subject.
+    group_size_axis: str | None = None
+    group_sizes: tuple[int, ...] = ()
+    # The dataset card's Jinja2 template: a file of idbench.cards ("charis.md.j2"), or
+    # "package:file" for a template shipped with another package; None: the shared card.md.j2.
+    card_template: str | None = None
+    # The version of the scoring suite, stored with every result (a change makes old results stale).
+    suite_version: str = "0.1"
+    # Where the leaderboard lists the benchmark (lower first; ties by name).
+    page_order: int = 100
+
+    def __post_init__(self) -> None:
+        where = f"benchmark {self.name}"
+        # Fields a spec leaves empty are checked where they are needed (a card-only spec needs none).
+        if self.reference_config and self.reference_config not in self.configs:
+            raise SpecError(f"{where}: reference_config {self.reference_config!r} is not one of its configs ({', '.join(self.configs)})")
+        if self.reference_config and self.reference_id not in self.configs[self.reference_config].features:
+            raise SpecError(f"{where}: reference_id {self.reference_id!r} is not a column of {self.reference_config}")
+        names = [m.name for m in self.metric_suite]
+        if len(set(names)) != len(names):
+            raise SpecError(f"{where}: a metric is listed twice in its metric_suite")
+        if self.group_size_axis is not None and (self.group_size_axis,) not in self.breakdowns:
+            raise SpecError(f"{where}: group_size_axis {self.group_size_axis!r} is not a one-column breakdown")
+        if bool(self.group_size_axis) != bool(self.group_sizes):
+            raise SpecError(f"{where}: group_size_axis and group_sizes go together")
+
+    def metric(self, name: str) -> MetricSpec:
+        for metric in self.metric_suite:
+            if metric.name == name:
+                return metric
+        raise KeyError(f"{self.name} has no metric {name!r}; it has: {', '.join(m.name for m in self.metric_suite)}")
+
+    def load(self, field_name: str) -> Any:
+        """The object one of the ``"module:attr"`` fields names (``recipe``, ``suite``, ``baselines``)."""
+        reference = getattr(self, field_name)
+        if not reference:
+            raise SpecError(f"benchmark {self.name} has no {field_name}")
+        return resolve(reference, f"benchmark {self.name}, {field_name}")
 
     def config(self, name: str) -> ConfigSpec:
         try:

@@ -1,6 +1,6 @@
 """Near-duplicate detection on image embeddings (DINOv2 CLS by default), with an auditable report.
 
-The perceptual hash of :mod:`idbench.curation.dedup` catches re-encoded and resized copies; it misses crops,
+The perceptual hash of :mod:`idbench.builders.dedup` catches re-encoded and resized copies; it misses crops,
 flips, recolours and re-renders of one picture, which a self-supervised embedding still places close
 together. CogCanvas dedups its crawled references "using DINOv2 feature similarity"; this module is
 that step:

@@ -1,6 +1,7 @@
 """The model stages of a build (``idbench build ... --curate``), between the source and the sampler.
 
-The builders call these with the rows they already validated and pHash-deduplicated:
+The builders' recipes call these (through :class:`Curation`, which the CLI hands to
+``idbench.builders.build.build(curator=...)``) with the rows they already validated and pHash-deduplicated:
 
 1. :func:`curate_images` (every benchmark): embedding near-duplicates (DINOv2 through the feature
    store), then the two-stage quality filter (cheap checks, then aesthetics and relevance to the
@@ -176,6 +177,25 @@ class Curation:
         else:
             message = str(error)  # the image stages removed nothing: the error is the build's own
         return CurationError(f"{message} (curation audit kept in {audit_dir})")
+
+    # The Curator protocol of idbench.builders.recipes: what a build recipe calls. The CLI makes this
+    # object and hands it to idbench.builders.build.build(curator=...), so builders never import curation.
+
+    @property
+    def fills_metadata(self) -> bool:
+        return self.options.judge is not None
+
+    def curate_images(self, images: Sequence[Any], id_of: Callable[[Any], str], text_of: Callable[[Any], str]) -> list[Any]:
+        return curate_images(images, id_of, text_of, self)
+
+    def curate_charis_prompts(self, subjects: Sequence[Mapping[str, Any]], template_prompts: Sequence[Mapping[str, Any]]) -> list[dict]:
+        return curate_charis_prompts(subjects, template_prompts, self)
+
+    def curate_cogcanvas_references(self, rows: Sequence[Mapping[str, Any]]) -> list[dict]:
+        return curate_cogcanvas_references(rows, self)
+
+    def curate_cogcanvas_prompts(self, prompts, retrieval, references, resampler) -> tuple[list[dict], list[dict]]:
+        return curate_cogcanvas_prompts(prompts, retrieval, references, resampler, self)
 
 
 def _judge_stats(judge: Any) -> dict[str, Any] | None:

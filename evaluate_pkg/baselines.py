@@ -32,6 +32,10 @@ Seeds: a picture depends on the prompt and the baseline's ``seed`` only, never o
 so Identity Collapse's three seeds per prompt get byte-identical images (seed-to-seed variance is zero,
 which is the honest value for a deterministic "model").
 
+What a prompt shows (its subjects left to right, its background, how impostors are drawn) is the
+benchmark's :class:`Layout`, which its spec names (``BenchmarkSpec.baselines``); the layouts of the
+three benchmarks live in their suites (``evaluate_pkg/suites/<b>.py``, ``BASELINES``).
+
 CHARIS and Identity Collapse have no background reference: their pictures use a plain mid-grey canvas.
 CHARIS has a single subject: its ``clone`` equals its ``collage`` (there is nothing to homogenize).
 """
@@ -51,7 +55,6 @@ from typing import Callable, Sequence
 from PIL import Image, ImageOps
 
 import idbench
-from idbench.builders.benchmarks import charis, cogcanvas, identity_collapse
 from idbench.atomic import atomic_directory
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
@@ -182,24 +185,38 @@ class Slot:
     item_ref_id: str | None = None
 
 
+def _no_background(prompt: dict) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a benchmark's prompts become baseline pictures; its spec names it (``BenchmarkSpec.baselines``,
+    ``"module:attr"``), so this module knows no benchmark by name.
+
+    ``slots(data, prompt)``: the prompt's subjects, left to right as the prompt lays them out.
+    ``background_ref_id(prompt)``: the reference id of its background, or None (a grey canvas).
+    ``impostors(data, slots, rng)``: the slots with every subject replaced by another identity; None
+    uses :func:`pick_impostors` over the whole reference pool (identity = reference id).
+    """
+
+    slots: Callable[[BenchmarkData, dict], list[Slot]]
+    background_ref_id: Callable[[dict], str | None] = _no_background
+    impostors: Callable[[BenchmarkData, list[Slot], random.Random], list[Slot]] | None = None
+
+
+def layout(data: BenchmarkData) -> Layout:
+    if data.spec.baselines is None:
+        raise BenchmarkDataError(f"no baselines for benchmark {data.name!r} (its spec names no baselines layout)")
+    return data.spec.load("baselines")
+
+
 def prompt_slots(data: BenchmarkData, prompt: dict) -> list[Slot]:
     """The prompt's subjects, left to right as the prompt lays them out."""
-    if data.name == cogcanvas.NAME:
-        by_slot = {p["slot"]: p for p in prompt["persons"]}
-        try:
-            persons = [by_slot[slot] for slot in prompt["layout"]]
-        except KeyError as err:
-            where = f"prompt {prompt['prompt_id']}"
-            raise BenchmarkDataError(f"{where}: layout names slot {err} that has no person") from None
-        return [Slot(p["entity_id"], p["ref_id"], p["item_ref_id"] or None) for p in persons]
-    if data.name == identity_collapse.NAME:
-        return [Slot(s, s) for s in prompt["subject_ids"]]
-    if data.name == charis.NAME:
-        return [Slot(prompt["subject_id"], prompt["subject_id"])]
-    raise BenchmarkDataError(f"no baselines for benchmark {data.name!r}")
+    return layout(data).slots(data, prompt)
 
 
-def _reference(data: BenchmarkData, ref_id: str, prompt: dict) -> Image.Image:
+def reference_image(data: BenchmarkData, ref_id: str, prompt: dict) -> Image.Image:
     try:
         return data.references[ref_id]["image"]
     except KeyError:
@@ -208,15 +225,15 @@ def _reference(data: BenchmarkData, ref_id: str, prompt: dict) -> Image.Image:
 
 
 def background_image(data: BenchmarkData, prompt: dict) -> Image.Image | None:
-    """The prompt's background reference (CogCanvas), or None (a grey canvas)."""
-    ref_id = prompt.get("background_ref_id") if data.name == cogcanvas.NAME else None
-    return _reference(data, ref_id, prompt) if ref_id else None
+    """The prompt's background reference (as its layout says), or None (a grey canvas)."""
+    ref_id = layout(data).background_ref_id(prompt)
+    return reference_image(data, ref_id, prompt) if ref_id else None
 
 
 def render(data: BenchmarkData, prompt: dict, slots: Sequence[Slot], size: int) -> Image.Image:
     """The picture of ``slots`` (left to right) on the prompt's background."""
-    subjects = [_reference(data, s.ref_id, prompt) for s in slots]
-    items = [_reference(data, s.item_ref_id, prompt) if s.item_ref_id else None for s in slots]
+    subjects = [reference_image(data, s.ref_id, prompt) for s in slots]
+    items = [reference_image(data, s.item_ref_id, prompt) if s.item_ref_id else None for s in slots]
     return compose(background_image(data, prompt), subjects, size, items=items if any(items) else None)
 
 
@@ -262,47 +279,13 @@ def pick_impostors(current: Sequence[str], pool: Sequence[str], rng: random.Rand
     return chosen  # type: ignore[return-value]
 
 
-def _name_overlap(a: str, b: str) -> int:
-    return len(set(a.lower().split()) & set(b.lower().split()))
-
-
-def _charis_impostor(data: BenchmarkData, subject_id: str, rng: random.Random) -> str:
-    """Another CHARIS subject: same type and style if any, else same type, else any.
-
-    CHARIS has no character id, so the same character drawn in another style is a different subject
-    id; within the chosen tier, candidates whose names share the fewest words with the subject's are
-    kept (a cheap guard against picking that twin), then one is drawn.
-    """
-    me = data.references[subject_id]
-    others = [row for sid, row in data.references.items() if sid != subject_id]
-    if not others:
-        raise BenchmarkDataError(f"no impostor for {subject_id!r}: the benchmark has no other subject")
-    tiers = (
-        [r for r in others if r["type"] == me["type"] and r["style"] == me["style"]],
-        [r for r in others if r["type"] == me["type"]],
-        others,
-    )
-    tier = next(t for t in tiers if t)
-    least = min(_name_overlap(r["name"], me["name"]) for r in tier)
-    candidates = sorted(r["subject_id"] for r in tier if _name_overlap(r["name"], me["name"]) == least)
-    return rng.choice(candidates)
-
-
 def impostor_slots(data: BenchmarkData, prompt: dict, seed: int) -> list[Slot]:
     """The collage's slots with every subject replaced by another identity (items kept in place)."""
     slots = prompt_slots(data, prompt)
     rng = _rng(seed, "impostor", prompt["prompt_id"])
-    if data.name == charis.NAME:
-        replacements = [_charis_impostor(data, s.ref_id, rng) for s in slots]
-        return [Slot(sid, sid) for sid in replacements]
-    if data.name == cogcanvas.NAME:
-        # Person entities of the pool, each with its reference images (an entity may have several).
-        refs: dict[str, list[str]] = {}
-        for ref_id, row in data.references.items():
-            if row["kind"] == "person":
-                refs.setdefault(row["entity_id"], []).append(ref_id)
-        chosen = pick_impostors([s.identity for s in slots], list(refs), rng)
-        return [replace(s, identity=e, ref_id=rng.choice(sorted(refs[e]))) for s, e in zip(slots, chosen)]
+    own = layout(data).impostors
+    if own is not None:
+        return own(data, slots, rng)
     chosen = pick_impostors([s.identity for s in slots], list(data.references), rng)
     return [Slot(i, i) for i in chosen]
 

@@ -22,8 +22,6 @@ from idbench.evaluate_pkg.submission import Submission
 
 # Per-sample result: the raw value of one metric for one (prompt, seed[, subject]).
 RESULT_COLUMNS = ("prompt_id", "seed", "metric", "subject", "value")
-# The role a judged metric lists in a suite's METRICS: not an encoder of the registry but the VLM judge.
-JUDGE_ROLE = "judge"
 # Images a judged metric sends per batch: each batch's requests run concurrently; only one batch of
 # images is in memory at a time.
 JUDGE_CHUNK = 512

@@ -16,13 +16,9 @@ from pathlib import Path
 
 import datasets
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.benchmarks import UnknownBenchmarkError, get_benchmark
 from idbench.builders.spec import BenchmarkSpec
 from idbench.errors import IdbenchError
-
-# Which table holds each benchmark's reference images, and the id column that prompts refer to.
-REFERENCE_TABLE = {"charis": "subjects", "cogcanvas": "references", "identity-collapse": "subjects"}
-REFERENCE_ID = {"charis": "subject_id", "cogcanvas": "ref_id", "identity-collapse": "subject_id"}
 
 
 class BenchmarkDataError(IdbenchError, ValueError):
@@ -58,17 +54,24 @@ class BenchmarkData:
         """Every (prompt_id, seed) a complete submission holds, in prompt order."""
         return [(p["prompt_id"], seed) for p in self.prompt_rows.values() for seed in self.seeds_of(p)]
 
+    @property
+    def reference_table(self) -> datasets.Dataset:
+        """The table of reference images (``spec.reference_config``)."""
+        if not self.spec.reference_config:
+            raise BenchmarkDataError(f"benchmark {self.name}: its spec names no reference_config")
+        return self.tables[self.spec.reference_config]
+
     @cached_property
     def references(self) -> dict[str, dict]:
         """reference id -> its row, with ``image`` as a decoded PIL image."""
-        table = self.tables[REFERENCE_TABLE[self.name]]
-        return {row[REFERENCE_ID[self.name]]: row for row in table}
+        table = self.reference_table  # the spec says which table prompts refer to
+        return {row[self.spec.reference_id]: row for row in table}
 
     @cached_property
     def reference_bytes(self) -> dict[str, bytes]:
         """reference id -> the encoded image bytes as stored (what the feature cache hashes)."""
-        table = self.tables[REFERENCE_TABLE[self.name]].cast_column("image", datasets.Image(decode=False))
-        return {row[REFERENCE_ID[self.name]]: row["image"]["bytes"] for row in table}
+        table = self.reference_table.cast_column("image", datasets.Image(decode=False))
+        return {row[self.spec.reference_id]: row["image"]["bytes"] for row in table}
 
 
 def content_cache_dir(folder: Path) -> Path:
@@ -99,9 +102,13 @@ def load_benchmark_data(folder: str | Path, cache_dir: str | None = None) -> Ben
         raise BenchmarkDataError(f"{folder}: not a built benchmark (no build_info.json); build one with `idbench build`")
     try:
         info = json.loads(info_path.read_text())
-        spec = get_benchmark(info["benchmark"])
-    except (json.JSONDecodeError, KeyError) as err:
+        name = info["benchmark"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
         raise BenchmarkDataError(f"{info_path}: unreadable build info ({err})") from None
+    try:
+        spec = get_benchmark(name)
+    except UnknownBenchmarkError as err:  # e.g. built with a plugin benchmark that is not installed here
+        raise BenchmarkDataError(f"{info_path}: {err}") from None
     cache_dir = cache_dir or str(content_cache_dir(folder))
     tables = {}
     for config in info.get("configs", {}):

@@ -3,7 +3,8 @@
 Outputs (written to a temporary sibling of ``--out`` and moved into place when complete):
 
 - ``results.parquet``: one row per (prompt_id, seed, metric[, subject]) with the raw value, plus the
-  submission's model name, benchmark, profile, metric-suite version and whether it is a plumbing check;
+  submission's model name, benchmark, profile, metric-suite version (the benchmark spec's
+  ``suite_version``) and whether it is a plumbing check;
 - ``aggregates.json``: means and 95 % bootstrap CIs, overall and per breakdown cell, the models used
   (names, Hub ids, revisions, weights keys), metrics not run and why, and run notes;
 - ``report.md`` with PNG plots.
@@ -23,15 +24,14 @@ import pandas as pd
 import idbench
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
-from idbench.evaluate_pkg.context import JUDGE_ROLE, Context, Models, Result, ScoreOptions
+from idbench.builders.spec import JUDGE_ROLE, SpecError
+from idbench.evaluate_pkg.context import Context, Models, Result, ScoreOptions
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 from idbench.evaluate_pkg.report import aggregate, write_report
 from idbench.evaluate_pkg.submission import validate_submission
 from idbench.evaluate_pkg.suites import suite_for
-
-SUITE_VERSION = "0.1"
 
 
 class ScoringError(IdbenchError, ValueError):
@@ -51,20 +51,24 @@ def select_metrics(
 ) -> tuple[list[str], dict[str, str]]:
     """The metrics to compute and those of the suite that will show as not run (with the reason).
 
-    A judged metric (one whose roles include the judge) is not run, with that reason, when no judge
-    is configured: the rest of the suite is scored all the same.
+    The metrics are the spec's ``metric_suite``; the suite's ``NOT_RUN`` says which of them this
+    engine does not compute, and why. A judged metric (one whose roles include the judge) is not run,
+    with that reason, when no judge is configured: the rest of the suite is scored all the same.
     """
-    suite = suite_for(data.name)
-    known = list(suite.METRICS) + list(suite.NOT_RUN)
+    not_computed = suite_for(data.name).NOT_RUN
+    known = [m.name for m in data.spec.metric_suite]
+    stray = sorted(set(not_computed) - set(known))
+    if stray:  # a suite that names metrics its spec does not declare is a bug of the benchmark's code
+        raise SpecError(f"benchmark {data.name}: the suite's NOT_RUN names metrics outside its metric_suite: {', '.join(stray)}")
     unknown = [m for m in requested or () if m not in known]
     if unknown:
         raise ScoringError(f"unknown metric(s) {', '.join(unknown)} for {data.name}; known: {', '.join(known)}")
     wanted = list(known) if requested is None else list(requested)
     metrics, not_run = [], {}
     for m in wanted:
-        if m in suite.NOT_RUN:
-            not_run[m] = suite.NOT_RUN[m]
-        elif JUDGE_ROLE in suite.METRICS[m] and judge is None:
+        if m in not_computed:
+            not_run[m] = not_computed[m]
+        elif data.spec.metric(m).judged and judge is None:
             not_run[m] = NO_JUDGE
         else:
             metrics.append(m)
@@ -150,9 +154,8 @@ def score_submission(
     if out is not None and Path(out).exists() and not overwrite:
         raise ScoringError(f"{out} already exists; pass --overwrite to replace it")
     models = models if models is not None else Models(options)
-    suite = suite_for(data.name)
-    models.preload({role for metric in metrics for role in suite.METRICS[metric]} - {JUDGE_ROLE})  # fail before any work
-    judged = any(JUDGE_ROLE in suite.METRICS[m] for m in metrics)
+    models.preload(_roles(data, metrics))  # fail before any work
+    judged = any(data.spec.metric(m).judged for m in metrics)
     judge = make_judge(options.judge, Path(cache_dir) if cache_dir else None) if judged else None
     cache_dir = Path(cache_dir or default_cache_dir())
     with validate_submission(Path(submission_path), data) as submission:
@@ -173,7 +176,7 @@ def results_frame(data: BenchmarkData, metadata: dict, results: list[Result], pr
     frame.insert(1, "benchmark", data.name)
     frame["profile"] = profile
     frame["plumbing"] = profile_is_plumbing(profile)
-    frame["suite_version"] = SUITE_VERSION
+    frame["suite_version"] = data.spec.suite_version
     return frame
 
 
@@ -182,11 +185,16 @@ def prompts_frame(data: BenchmarkData) -> pd.DataFrame:
     return pd.DataFrame([{"prompt_id": p["prompt_id"], **{c: p[c] for c in columns}} for p in data.prompt_rows.values()])
 
 
+def _roles(data: BenchmarkData, metrics) -> set[str]:
+    """The encoder roles ``metrics`` need, as their MetricSpecs declare them (the judge is no encoder)."""
+    return {role for metric in metrics for role in data.spec.metric(metric).roles} - {JUDGE_ROLE}
+
+
 def _roles_of(data: BenchmarkData, context: Context) -> set[str]:
     """The model roles the computed metrics need (a shared Models object may hold others)."""
-    suite = suite_for(data.name)
-    computed = context.options.metrics or tuple(suite.METRICS)
-    return {role for metric in computed if metric in suite.METRICS for role in suite.METRICS[metric]} - {JUDGE_ROLE}
+    known = {m.name for m in data.spec.metric_suite}
+    computed = context.options.metrics or tuple(known)
+    return _roles(data, [m for m in computed if m in known])
 
 
 def summarize(data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict) -> dict[str, Any]:
@@ -196,7 +204,7 @@ def summarize(data: BenchmarkData, metadata: dict, results: list[Result], contex
         "submission": metadata,
         "profile": context.options.profile,
         "plumbing": profile_is_plumbing(context.options.profile),
-        "suite_version": SUITE_VERSION,
+        "suite_version": data.spec.suite_version,
         "idbench_version": idbench.__version__,
         "images": len(context.submission.entries),
         "models": context.models.used(_roles_of(data, context)),

@@ -8,15 +8,27 @@ from pathlib import Path
 
 from idbench.errors import IdbenchError
 
-BENCHMARK_NAMES = ("charis", "cogcanvas", "identity-collapse")
 DEFAULT_DEMO_OUT = Path("idbench-output")
+
+
+def benchmark_name(name: str) -> str:
+    """argparse type of a benchmark argument: a name the registry knows (built-in, registered or from an
+    ``idbench.benchmarks`` entry point); otherwise argparse's one-line error lists those that exist."""
+    from idbench.builders.benchmarks import UnknownBenchmarkError, get_benchmark
+
+    try:
+        return get_benchmark(name).name
+    except UnknownBenchmarkError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from idbench.builders.build import build, format_report
     from idbench.builders.sources import SourceError
 
-    run = None
+    # The CLI composes building with curation: builders take the model stages as a Curator and never
+    # import idbench.curation (a higher layer).
+    curator = None
     if args.curate or args.reviewed_prompts:
         import transformers
 
@@ -24,7 +36,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
         transformers.utils.logging.disable_progress_bar()  # loading the encoders would drown the report
         thresholds, why = _quality_thresholds(args.quality_thresholds, shipped_samples=args.source is None)
-        run = Curation(CurateOptions(
+        curator = Curation(CurateOptions(
             profile=args.profile,
             device=args.device,
             judge=_judge_config(args),
@@ -42,12 +54,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
             seed=args.seed,
             n_prompts=args.prompts,
             overwrite=args.overwrite,
-            curate=run,
+            curator=curator,
         )
     except SourceError as error:
         # A later step failed after curation ran: say what the stages removed, keep their audit
         # beside the (unwritten) output.
-        explained = run.failure(error, _failed_audit_dir(args.out)) if run is not None else None
+        explained = curator.failure(error, _failed_audit_dir(args.out)) if curator is not None else None
         if explained is None:
             raise
         raise explained from None
@@ -387,7 +399,7 @@ def make_parser() -> argparse.ArgumentParser:
         "prompts deterministically from --seed, and write parquet shards with embedded images and a "
         "README.md dataset card into --out. The output appears only when complete.",
     )
-    build.add_argument("benchmark", choices=BENCHMARK_NAMES)
+    build.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK", help="a registered benchmark (identity-collapse, charis, cogcanvas, or one installed through the idbench.benchmarks entry point)")
     build.add_argument(
         "--source",
         type=Path,
@@ -436,7 +448,7 @@ def make_parser() -> argparse.ArgumentParser:
         description="Write the submission skeleton for a built benchmark: manifest.csv names the file expected "
         "for every required (prompt_id, seed); submission.json holds the model's metadata.",
     )
-    template.add_argument("benchmark", choices=BENCHMARK_NAMES)
+    template.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
     template.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
     template.add_argument("--out", type=Path, required=True, help="the submission folder to create")
     template.add_argument("--overwrite", action="store_true")
@@ -483,7 +495,7 @@ def make_parser() -> argparse.ArgumentParser:
         help="make a baseline submission without a generative model (collage, swap, impostor, clone, background)",
     )
     baseline.add_argument("name", choices=("collage", "swap", "impostor", "clone", "background"))
-    baseline.add_argument("benchmark", choices=BENCHMARK_NAMES)
+    baseline.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
     baseline.add_argument("--data", type=Path, required=True)
     baseline.add_argument("--out", type=Path, required=True)
     baseline.add_argument("--size", type=int, default=512)
@@ -501,7 +513,7 @@ def make_parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "submission", help="a manifest folder, a parquet folder, a .zip, or a Hub dataset repo as hf://datasets/OWNER/NAME[@REVISION]"
     )
-    submit.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
+    submit.add_argument("--benchmark", required=True, type=benchmark_name, metavar="BENCHMARK")
     submit.add_argument("--data", type=Path, help="built benchmark folder (default: $IDBENCH_HOME/benchmarks/<benchmark>)")
     submit.add_argument("--model-name", help="overrides the model name of submission.json")
     submit.add_argument("--submitter", help="who submits (shown on the leaderboard)")
@@ -558,7 +570,7 @@ def make_parser() -> argparse.ArgumentParser:
     which = rescore.add_mutually_exclusive_group(required=True)
     which.add_argument("--all", action="store_true", help="every submission with results")
     which.add_argument("--submission", type=int, metavar="ID", help="one submission")
-    rescore.add_argument("--benchmark", choices=BENCHMARK_NAMES, help="with --all: only this benchmark")
+    rescore.add_argument("--benchmark", type=benchmark_name, metavar="BENCHMARK", help="with --all: only this benchmark")
     rescore.set_defaults(func=_cmd_rescore)
 
     serve_parser = commands.add_parser(

@@ -97,10 +97,6 @@ TASK_SPLIT = "test"  # builders.write.SPLIT: every config is built as one "test"
 REPO_TYPE = "dataset"
 SAMPLES_FILE = "results.parquet"  # what the worker writes next to aggregates.json in each results folder
 
-# Breakdown columns that count subjects per prompt, and where each benchmark's levels are declared.
-# Group sizes are data, not part of BenchmarkSpec; they are read from the benchmark's module so that
-# eval.yaml and the built dataset cannot disagree (see _declared_group_sizes).
-GROUP_SIZE_AXES = ("n_subjects", "n_persons")
 
 
 class HubExportError(IdbenchError, ValueError):
@@ -123,23 +119,13 @@ def task_id(metric: str, axis: str | None = None, size: int | str | None = None)
 
 
 def group_size_axis(spec: BenchmarkSpec) -> str | None:
-    """The single-column breakdown that counts subjects per prompt, or None (CHARIS has none)."""
-    return next((axes[0] for axes in spec.breakdowns if len(axes) == 1 and axes[0] in GROUP_SIZE_AXES), None)
+    """The breakdown that counts subjects per prompt (``spec.group_size_axis``), or None (CHARIS has none)."""
+    return spec.group_size_axis
 
 
 def _declared_group_sizes(spec: BenchmarkSpec) -> tuple[int, ...]:
-    """The group sizes a benchmark is built with, from its module's constants (empty without an axis)."""
-    if group_size_axis(spec) is None:
-        return ()
-    from idbench.builders.benchmarks import cogcanvas, identity_collapse  # imported late: only eval.yaml needs them
-
-    sizes = {identity_collapse.NAME: identity_collapse.SUBJECT_LEVELS, cogcanvas.SPEC.name: cogcanvas.GROUP_SIZES}
-    try:
-        return tuple(int(size) for size in sizes[spec.name])
-    except KeyError:
-        raise HubExportError(
-            f"{spec.name}: has a group-size breakdown but no declared group sizes; pass group_sizes="
-        ) from None
+    """The group sizes the benchmark is built with, from its spec (the sampler uses the same constants)."""
+    return tuple(int(size) for size in spec.group_sizes)
 
 
 def headline_metrics(spec: BenchmarkSpec) -> tuple[str, ...]:
@@ -167,7 +153,7 @@ def eval_yaml(spec: BenchmarkSpec, group_sizes: Iterable[int] | None = None) -> 
     """The benchmark dataset repo's ``eval.yaml`` as a dict (dump it with ``yaml.safe_dump(..., sort_keys=False)``).
 
     One task per headline metric, and one per headline metric and group size where the benchmark has
-    a group-size breakdown. ``group_sizes`` overrides the sizes declared in the benchmark's module.
+    a group-size breakdown. ``group_sizes`` overrides the sizes declared on the spec (``BenchmarkSpec.group_sizes``).
     Tasks carry only the documented fields (``id``, ``config``, ``split``): the file is validated when
     pushed, and unknown keys are a risk we do not need to take.
     """

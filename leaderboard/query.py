@@ -33,8 +33,6 @@ from idbench.leaderboard.store import Store
 
 PLUMBING_MARK = "plumbing"
 INCOMPLETE_MARK = "incomplete suite"
-# The breakdown axis that counts subjects in a prompt, per benchmark (the x axis of "metric vs N").
-GROUP_SIZE_AXES = ("n_subjects", "n_persons")
 ID_COLUMNS = ("rank", "model", "family", "submitter", "profile", "marks", "submission")
 CI_LOW, CI_HIGH = " ci_low", " ci_high"  # suffixes of a metric's CI columns
 # Suffix of a judged metric's failure-rate column: the share of images the judge could not settle,
@@ -293,8 +291,8 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
 
 
 def group_size_axis(spec: BenchmarkSpec) -> str | None:
-    """The single-axis breakdown that counts subjects (``n_subjects``, ``n_persons``), if the spec has one."""
-    return next((b[0] for b in spec.breakdowns if len(b) == 1 and b[0] in GROUP_SIZE_AXES), None)
+    """The breakdown that counts subjects (the x axis of "metric vs N"), if the spec has one."""
+    return spec.group_size_axis
 
 
 def metric_vs_group_size(

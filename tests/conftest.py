@@ -88,3 +88,26 @@ def place_dataset_in_hub_cache(cache: Path, repo_id: str, source: Path) -> Path:
     (repo / "refs").mkdir(exist_ok=True)
     (repo / "refs" / "main").write_text(HUB_REVISION)
     return snapshot
+
+
+# --- the suite contract: every metric of a spec is computed or reported not run ------------------
+
+
+def check_suite_contract(spec, summary: dict, produced: set[str], suite) -> None:
+    """One scoring run of ``spec`` against its suite's contract (see idbench.evaluate_pkg.suites).
+
+    Every metric of ``spec.metric_suite`` is either among the ``produced`` metric names of the
+    results or in ``summary["not_run"]`` with a non-empty reason, never both; nothing is produced
+    besides suite metrics, ``<judged metric>.failure_rate`` and the suite's declared DIAGNOSTICS.
+    """
+    declared = {m.name for m in spec.metric_suite}
+    not_run = summary["not_run"]
+    for metric in declared:
+        if metric in not_run:
+            assert metric not in produced, f"{spec.name}: {metric} is both computed and reported not run"
+            assert isinstance(not_run[metric], str) and not_run[metric].strip(), f"{spec.name}: {metric} not run without a reason"
+        else:
+            assert metric in produced, f"{spec.name}: {metric} was neither computed nor reported not run"
+    assert set(not_run) <= declared, f"{spec.name}: not_run names metrics outside the suite: {set(not_run) - declared}"
+    allowed = declared | {f"{m.name}.failure_rate" for m in spec.metric_suite if m.judged} | set(getattr(suite, "DIAGNOSTICS", {}))
+    assert produced <= allowed, f"{spec.name}: produced metrics outside its suite: {sorted(produced - allowed)}"

@@ -15,11 +15,9 @@ from PIL import Image
 from idbench.builders import build as build_module
 from idbench.builders.benchmarks import BENCHMARKS
 from idbench.builders.sources import read_source
-from idbench.curation.dedup import DEFAULT_MAX_DISTANCE
+from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
 from conftest import SAMPLES
 
-RECIPES = {"charis": build_module._charis, "cogcanvas": build_module._cogcanvas, "identity-collapse": build_module._collapse}
-ID_COLUMN = {"charis": "subject_id", "cogcanvas": "ref_id", "identity-collapse": None}
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +31,8 @@ def built(tmp_path_factory) -> dict[str, Path]:
 def in_memory_tables(name: str) -> dict[str, list[dict]]:
     """What the recipe produces before anything is written (the reference for the round trip)."""
     spec = BENCHMARKS[name]
-    source = read_source(spec, build_module.sample_source(name), ID_COLUMN[name])
-    recipe, _ = RECIPES[name](source, 0, None, DEFAULT_MAX_DISTANCE)
+    source = read_source(spec, build_module.sample_source(name), spec.unique_source_column)
+    recipe, _ = spec.load("recipe")(source, 0, None, DEFAULT_MAX_DISTANCE)
     return recipe.tables
 
 
@@ -95,7 +93,7 @@ def test_different_seed_different_prompts(tmp_path):
 def test_shards_are_cut_by_image_bytes(tmp_path, fresh_cache):
     spec = BENCHMARKS["identity-collapse"]
     source = read_source(spec, build_module.sample_source("identity-collapse"))
-    recipe, _ = build_module._collapse(source, 0, None, DEFAULT_MAX_DISTANCE)
+    recipe, _ = BENCHMARKS["identity-collapse"].load("recipe")(source, 0, None, DEFAULT_MAX_DISTANCE)
     from idbench.builders.card import render_card
     from idbench.builders.write import write_benchmark
 

@@ -18,7 +18,7 @@ from datasets import ClassLabel, Features, Image, List, Value
 from PIL import Image as PILImage
 
 from idbench.builders.card import card_metadata, describe_feature, render_card, size_category
-from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
+from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec
 
 SAMPLE_WARNING = "Sample build: a plumbing check"
 
@@ -59,7 +59,7 @@ TOY = BenchmarkSpec(
     metric_suite=(
         MetricSpec("clip_t", "CLIP cosine between prompt and generation"),
         MetricSpec("scr@0.5", "collapse rate | share below 0.5", higher_is_better=False, display="percent"),
-        MetricSpec("judge_score", "a judged score", display="x100", judged=True),
+        MetricSpec("judge_score", "a judged score", display="x100", roles=(JUDGE_ROLE,)),
     ),
     seeds=(0, 1),
     task_categories=("text-to-image",),

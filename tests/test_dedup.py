@@ -8,7 +8,7 @@ import random
 import numpy as np
 from PIL import Image
 
-from idbench.curation.dedup import DEFAULT_MAX_DISTANCE, find_duplicates, hamming_matrix, phash
+from idbench.builders.dedup import DEFAULT_MAX_DISTANCE, find_duplicates, hamming_matrix, phash
 from conftest import noise_jpeg
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
 from idbench.ekb import load_ekb
 
 _EKB = load_ekb()
@@ -109,15 +109,15 @@ SPEC = BenchmarkSpec(
         MetricSpec(
             "charis_score",
             "the VLM judge's category mapped to exact=1, near_exact=2/3, partial=1/3, mismatch=0",
-            judged=True,
+            roles=(JUDGE_ROLE,),
         ),
         MetricSpec(
             "holistic_score",
             "a single-question judge baseline (DreamBench++ style): identity preserved, rated 0-4, divided by 4",
-            judged=True,
+            roles=(JUDGE_ROLE,),
         ),
-        MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)"),
-        MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)"),
+        MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)", roles=("clip",)),
+        MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)", roles=("dinov2",)),
     ),
     seeds=SEEDS,
     ranking=("charis_score", "dino_sim", "clip_i"),
@@ -126,4 +126,12 @@ SPEC = BenchmarkSpec(
         "experts, so wording is plainer here.",
         "The VLM judge can miss subtle proportional or stylistic changes that people notice.",
     ),
+    recipe="idbench.builders.recipes.charis:recipe",
+    unique_source_column="subject_id",
+    reference_config="subjects",
+    reference_id="subject_id",
+    suite="idbench.evaluate_pkg.suites.charis",
+    baselines="idbench.evaluate_pkg.suites.charis:BASELINES",
+    card_template="charis.md.j2",
+    page_order=1,
 )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
 
 NAME = "cogcanvas"
 KINDS = ("person", "object", "fashion", "background")
@@ -204,19 +204,19 @@ SPEC = BenchmarkSpec(
     ),
     breakdowns=(("n_persons",),),
     metric_suite=(
-        MetricSpec("id_sim", "ArcFace cosine of aligned faces, Hungarian-matched; unmatched reference = 0", display="x100"),
-        MetricSpec("dino_sim", "DINOv2 cosine of detected object/fashion crops vs their references", display="x100"),
-        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation", display="x100"),
-        MetricSpec("bg_sim", "DINOv3 background patch tokens (foreground masked) vs the reference background", display="x100"),
-        MetricSpec("aesthetic", "LAION aesthetic predictor v2 on the L2-normalised CLIP ViT-L/14 embedding"),
-        MetricSpec("attr_vqa", "accuracy of an MLLM on all the yes/no questions", display="percent", judged=True),
+        MetricSpec("id_sim", "ArcFace cosine of aligned faces, Hungarian-matched; unmatched reference = 0", display="x100", roles=("face",)),
+        MetricSpec("dino_sim", "DINOv2 cosine of detected object/fashion crops vs their references", display="x100", roles=("detector", "dinov2")),
+        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation", display="x100", roles=("clip",)),
+        MetricSpec("bg_sim", "DINOv3 background patch tokens (foreground masked) vs the reference background", display="x100", roles=("detector", "segmenter", "dinov3")),
+        MetricSpec("aesthetic", "LAION aesthetic predictor v2 on the L2-normalised CLIP ViT-L/14 embedding", roles=("clip", "aesthetic")),
+        MetricSpec("attr_vqa", "accuracy of an MLLM on all the yes/no questions", display="percent", roles=(JUDGE_ROLE,)),
         MetricSpec(
             "igc",
             "interaction graph consistency: the MLLM's accuracy on the interaction and position questions",
             display="percent",
-            judged=True,
+            roles=(JUDGE_ROLE,),
         ),
-        MetricSpec("count_accuracy", "T2I auxiliary task: detected persons == N", display="percent"),
+        MetricSpec("count_accuracy", "T2I auxiliary task: detected persons == N", display="percent", roles=("detector",)),
         MetricSpec("retrieval_p@k", "retrieval auxiliary task: precision@k, k in 1, 3, 5", display="percent", task="retrieval"),
         MetricSpec("retrieval_r@k", "retrieval auxiliary task: recall@k, k in 1, 3, 5", display="percent", task="retrieval"),
     ),
@@ -228,4 +228,14 @@ SPEC = BenchmarkSpec(
         "Questions and prompts are written from templates over the graphs; the MLLM judge that answers "
         "them has blind spots of its own.",
     ),
+    recipe="idbench.builders.recipes.cogcanvas:recipe",
+    unique_source_column="ref_id",
+    reference_config="references",
+    reference_id="ref_id",
+    suite="idbench.evaluate_pkg.suites.cogcanvas",
+    baselines="idbench.evaluate_pkg.suites.cogcanvas:BASELINES",
+    group_size_axis="n_persons",
+    group_sizes=GROUP_SIZES,
+    card_template="cogcanvas.md.j2",
+    page_order=2,
 )

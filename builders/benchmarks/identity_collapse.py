@@ -81,14 +81,15 @@ SPEC = BenchmarkSpec(
     ),
     breakdowns=(("n_subjects",), ("scene",), ("n_subjects", "scene")),
     metric_suite=(
-        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation"),
-        MetricSpec("dino_sim", "whole-image DINOv2 cosine, averaged over the N references"),
+        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation", roles=("clip",)),
+        MetricSpec("dino_sim", "whole-image DINOv2 cosine, averaged over the N references", roles=("dinov2",)),
         *(
             MetricSpec(
                 f"scr@{tau}",
                 f"Subject Collapse Rate: share of references with whole-image DINOv2 cosine below {tau}",
                 higher_is_better=False,
                 display="percent",
+                roles=("dinov2",),
             )
             for tau in SCR_THRESHOLDS
         ),
@@ -98,6 +99,7 @@ SPEC = BenchmarkSpec(
                 f"instance-level SCR: per-subject crops, Hungarian-matched to references, cosine below {tau}",
                 higher_is_better=False,
                 display="percent",
+                roles=("detector", "dinov2"),
             )
             for tau in SCR_THRESHOLDS
         ),
@@ -110,4 +112,14 @@ SPEC = BenchmarkSpec(
         "Whole-image DINOv2 similarity against single-subject references is a proxy: it mixes scene "
         "content into the score. The instance-level SCR variant is reported separately.",
     ),
+    recipe="idbench.builders.recipes.collapse:recipe",
+    unique_source_column=None,  # ids are assigned by the recipe, in manifest order
+    reference_config="subjects",
+    reference_id="subject_id",
+    suite="idbench.evaluate_pkg.suites.collapse",
+    baselines="idbench.evaluate_pkg.suites.collapse:BASELINES",
+    group_size_axis="n_subjects",
+    group_sizes=SUBJECT_LEVELS,
+    card_template="identity-collapse.md.j2",
+    page_order=0,  # the stress test: the leaderboard's first page
 )

@@ -1,18 +1,24 @@
-"""One scoring suite per benchmark: which metrics it computes, from which models, over which inputs.
+"""One scoring suite per benchmark: how it computes the metrics its spec declares.
 
-Each suite module has ``METRICS`` (metric name -> the model roles it needs, in the order the
-benchmark's ``metric_suite`` lists them), ``NOT_RUN`` (metric -> why this engine does not compute it
-yet: a judged metric, or a task that scores something other than generations) and
-``score(ctx, metrics) -> list[Result]``, raw values only. Everything else (aggregation, display
-conventions, reports) is generic.
+A benchmark's spec names its suite (``BenchmarkSpec.suite``, a module or ``"module:attr"``). The
+metrics, and the model roles each needs, are declared once, on the spec (``MetricSpec.roles``). A
+suite has ``NOT_RUN`` (metric -> why this engine does not compute it: e.g. a task that scores
+something other than generations) and ``score(ctx, metrics) -> list[Result]``, raw values only, for
+every other metric of the spec. Besides those it may store ``<judged metric>.failure_rate`` and
+the per-image counts it lists in ``DIAGNOSTICS`` (name -> what it counts), nothing else (the
+contract test ``tests/scoring/test_suite_contract.py`` holds every registered benchmark to this).
+Everything else (aggregation, display conventions, reports) is
+generic. A suite module may also hold the benchmark's baseline layout (``BASELINES``, named by
+``BenchmarkSpec.baselines``).
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import Any
+
+from idbench.builders.benchmarks import get_benchmark
 
 
-def suite_for(benchmark: str) -> ModuleType:
-    from idbench.evaluate_pkg.suites import charis, cogcanvas, collapse
-
-    return {"charis": charis, "cogcanvas": cogcanvas, "identity-collapse": collapse}[benchmark]
+def suite_for(benchmark: str) -> Any:
+    """The scoring suite of ``benchmark``, as its spec names it (imported on first use)."""
+    return get_benchmark(benchmark).load("suite")

@@ -7,18 +7,17 @@ not settle has a NaN score (and ``<metric>.failure_rate`` 1 for that image), nev
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
 from idbench.evaluate_pkg import functional as F
-from idbench.evaluate_pkg.context import JUDGE_CHUNK, JUDGE_ROLE, Context, Result
+from idbench.evaluate_pkg.baselines import Layout, Slot
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
+from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result
 
-METRICS: dict[str, tuple[str, ...]] = {
-    "charis_score": (JUDGE_ROLE,),
-    "holistic_score": (JUDGE_ROLE,),
-    "clip_i": ("clip",),
-    "dino_sim": ("dinov2",),
-}
 NOT_RUN: dict[str, str] = {}
+DIAGNOSTICS: dict[str, str] = {}  # besides <judged metric>.failure_rate
 NAN = float("nan")
 
 
@@ -77,3 +76,39 @@ def _embeddings(ctx: Context, metrics: set[str]) -> list[Result]:
         )
         results.extend(Result(prompt_id, seed, metric, float(v)) for (prompt_id, seed), v in zip(pairs, values))
     return results
+
+
+# --- baselines -----------------------------------------------------------------------------------
+
+
+def _name_overlap(a: str, b: str) -> int:
+    return len(set(a.lower().split()) & set(b.lower().split()))
+
+
+def _impostor(data: BenchmarkData, subject_id: str, rng: random.Random) -> str:
+    """Another CHARIS subject: same type and style if any, else same type, else any.
+
+    CHARIS has no character id, so the same character drawn in another style is a different subject
+    id; within the chosen tier, candidates whose names share the fewest words with the subject's are
+    kept (a cheap guard against picking that twin), then one is drawn.
+    """
+    me = data.references[subject_id]
+    others = [row for sid, row in data.references.items() if sid != subject_id]
+    if not others:
+        raise BenchmarkDataError(f"no impostor for {subject_id!r}: the benchmark has no other subject")
+    tiers = (
+        [r for r in others if r["type"] == me["type"] and r["style"] == me["style"]],
+        [r for r in others if r["type"] == me["type"]],
+        others,
+    )
+    tier = next(t for t in tiers if t)
+    least = min(_name_overlap(r["name"], me["name"]) for r in tier)
+    candidates = sorted(r["subject_id"] for r in tier if _name_overlap(r["name"], me["name"]) == least)
+    return rng.choice(candidates)
+
+
+# One subject per prompt, on a grey canvas; impostors of the same type (and style) where possible.
+BASELINES = Layout(
+    slots=lambda data, prompt: [Slot(prompt["subject_id"], prompt["subject_id"])],
+    impostors=lambda data, slots, rng: [Slot(sid, sid) for sid in (_impostor(data, s.ref_id, rng) for s in slots)],
+)

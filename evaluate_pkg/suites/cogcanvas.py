@@ -7,28 +7,32 @@ generation submission here.
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+
 import numpy as np
 
+from idbench.builders.benchmarks.cogcanvas import QUESTION_KINDS
 from idbench.evaluate_pkg import functional as F
-from idbench.evaluate_pkg.context import JUDGE_CHUNK, JUDGE_ROLE, Context, Result, crop_bytes
+from idbench.evaluate_pkg.baselines import Layout, Slot, pick_impostors
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
+from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result, crop_bytes
 from idbench.evaluate_pkg.images import content_hash
 
 PERSON_QUERY = "a person"
 PERSON_NMS_IOU = 0.5
 
-METRICS: dict[str, tuple[str, ...]] = {
-    "id_sim": ("face",),
-    "dino_sim": ("detector", "dinov2"),
-    "clip_t": ("clip",),
-    "bg_sim": ("detector", "segmenter", "dinov3"),
-    "aesthetic": ("clip", "aesthetic"),
-    "count_accuracy": ("detector",),
-    "attr_vqa": (JUDGE_ROLE,),
-    "igc": (JUDGE_ROLE,),
-}
 NOT_RUN: dict[str, str] = {
     "retrieval_p@k": "scores a ranking of references (the retrieval task), not generated images",
     "retrieval_r@k": "scores a ranking of references (the retrieval task), not generated images",
+}
+# Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
+DIAGNOSTICS: dict[str, str] = {
+    "faces_detected": "faces found in the generation (ID-Sim)",
+    "faces_expected": "persons the prompt asks for (ID-Sim)",
+    "persons_detected": "persons counted after NMS (count accuracy)",
+    # Attr-VQA's accuracy per question kind (binding, interaction, position), next to the overall one.
+    **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} questions" for kind in QUESTION_KINDS},
 }
 
 
@@ -235,3 +239,30 @@ def _bg_sim(ctx: Context, generations, gen_loaders, detections) -> list[Result]:
         value = F.bg_sim(gens[key]["patches"], masks[key], reference, None)
         results.append(Result(prompt_id, seed, "bg_sim", value))
     return results
+
+
+# --- baselines -----------------------------------------------------------------------------------
+
+
+def _slots(data: BenchmarkData, prompt: dict) -> list[Slot]:
+    """Each person in the prompt's layout order, with its bound item."""
+    by_slot = {p["slot"]: p for p in prompt["persons"]}
+    try:
+        persons = [by_slot[slot] for slot in prompt["layout"]]
+    except KeyError as err:
+        where = f"prompt {prompt['prompt_id']}"
+        raise BenchmarkDataError(f"{where}: layout names slot {err} that has no person") from None
+    return [Slot(p["entity_id"], p["ref_id"], p["item_ref_id"] or None) for p in persons]
+
+
+def _impostors(data: BenchmarkData, slots: list[Slot], rng: random.Random) -> list[Slot]:
+    """Other person entities of the pool (each with one of its reference images); items stay."""
+    refs: dict[str, list[str]] = {}
+    for ref_id, row in data.references.items():
+        if row["kind"] == "person":
+            refs.setdefault(row["entity_id"], []).append(ref_id)
+    chosen = pick_impostors([s.identity for s in slots], list(refs), rng)
+    return [replace(s, identity=e, ref_id=rng.choice(sorted(refs[e]))) for s, e in zip(slots, chosen)]
+
+
+BASELINES = Layout(slots=_slots, background_ref_id=lambda prompt: prompt.get("background_ref_id"), impostors=_impostors)

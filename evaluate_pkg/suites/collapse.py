@@ -6,19 +6,16 @@ import numpy as np
 
 from idbench.builders.benchmarks.identity_collapse import SCR_THRESHOLDS
 from idbench.evaluate_pkg import functional as F
+from idbench.evaluate_pkg.baselines import Layout, Slot
 from idbench.evaluate_pkg.context import Context, Result, crop_bytes
 from idbench.evaluate_pkg.images import content_hash
 
 # Detector queries per subject kind, for the instance-level variant.
 KIND_QUERIES = {"human": "a person", "animal": "an animal"}
 
-METRICS: dict[str, tuple[str, ...]] = {
-    "clip_t": ("clip",),
-    "dino_sim": ("dinov2",),
-    **{f"scr@{tau}": ("dinov2",) for tau in SCR_THRESHOLDS},
-    **{f"scr_instance@{tau}": ("detector", "dinov2") for tau in SCR_THRESHOLDS},
-}
 NOT_RUN: dict[str, str] = {}
+# Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
+DIAGNOSTICS: dict[str, str] = {"subjects_detected": "detector boxes kept for the instance-level SCR"}
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
@@ -94,3 +91,8 @@ def _instance_level(ctx, metrics, generations, gen_loaders, ref_cls) -> list[Res
                 results.append(Result(prompt_id, seed, f"scr_instance@{tau}", F.instance_collapse_rate(found, refs, tau)))
         results.append(Result(prompt_id, seed, "subjects_detected", float(len(crops[key]))))
     return results
+
+
+# Baselines: the prompt's subjects in the order it mentions them, on a grey canvas; impostors from the
+# whole pool (Layout's default).
+BASELINES = Layout(slots=lambda data, prompt: [Slot(s, s) for s in prompt["subject_ids"]])

@@ -1,9 +1,11 @@
 """Entry script of the leaderboard app (``streamlit run leaderboard/app/main.py``): the navigation.
 
-An overview (the default page, served at ``/``), one page per benchmark, then the model, submit,
-status and about pages. Each page is a file under ``views/`` (file pages, so ``AppTest.switch_page``
-can reach them in tests). The overview is a page of its own because Streamlit serves the default page
-at ``/`` only and ignores its ``url_path``: a benchmark as the default would have no URL of its own.
+An overview (the default page, served at ``/``), one page per registered benchmark (in the order of
+``BenchmarkSpec.page_order``), then the model, submit, status and about pages. Each page is a file
+under ``views/`` (file pages, so ``AppTest.switch_page`` can reach them in tests); the benchmark pages
+share ``views/benchmark.py``, which shows the benchmark recorded here for the page being run. The
+overview is a page of its own because Streamlit serves the default page at ``/`` only and ignores its
+``url_path``: a benchmark as the default would have no URL of its own.
 """
 
 from __future__ import annotations
@@ -12,17 +14,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from idbench.builders.benchmarks import BENCHMARKS
-from idbench.leaderboard.app.render import ORDER, PAGE_FILES
+from idbench.leaderboard.app.render import CURRENT_BENCHMARK, benchmark_pages
 
 HERE = Path(__file__).resolve().parent
 
 st.set_page_config(page_title="idbench leaderboard", layout="wide")
+benchmarks = benchmark_pages()
 pages = {
-    "Benchmarks": [
-        st.Page(HERE / "views" / "overview.py", title="Overview", default=True),
-        *(st.Page(HERE / "views" / PAGE_FILES[name], title=BENCHMARKS[name].title, url_path=name.replace("-", "_")) for name in ORDER),
-    ],
+    "Benchmarks": [st.Page(HERE / "views" / "overview.py", title="Overview", default=True), *benchmarks.values()],
     "Leaderboard": [
         st.Page(HERE / "views" / "model.py", title="Model", url_path="model"),
         st.Page(HERE / "views" / "submit.py", title="Submit", url_path="submit"),
@@ -30,4 +29,6 @@ pages = {
         st.Page(HERE / "views" / "about.py", title="About", url_path="about"),
     ],
 }
-st.navigation(pages).run()
+page = st.navigation(pages)
+st.session_state[CURRENT_BENCHMARK] = next((name for name, p in benchmarks.items() if p.url_path == page.url_path), None)
+page.run()

@@ -15,6 +15,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -45,9 +46,28 @@ ADMIN_TOKEN_ENV = "IDBENCH_ADMIN_TOKEN"
 SAMPLES_PER_SIDE = 3  # best and worst images on the model page
 GENERATION_PX, REFERENCE_PX = 256, 128
 ALL = "all"  # the filter choice that means "no filter on this axis"
-# Benchmarks in the order pages and pickers list them: the stress test first (the default page).
-ORDER = tuple(sorted(BENCHMARKS, key=lambda name: (name != "identity-collapse", name)))
-PAGE_FILES = {name: name.replace("-", "_") + ".py" for name in BENCHMARKS}  # views/<file> of each benchmark
+# One view file serves every benchmark's page; main.py records which benchmark the navigation chose
+# under this session-state key, so a registered benchmark gets its page without a file of its own.
+BENCHMARK_VIEW = Path(__file__).resolve().parent / "views" / "benchmark.py"
+CURRENT_BENCHMARK = "idbench_benchmark_page"
+
+
+def benchmark_names() -> tuple[str, ...]:
+    """Benchmarks in the order pages and pickers list them (``BenchmarkSpec.page_order``, then name)."""
+    return tuple(BENCHMARKS)
+
+
+def benchmark_pages() -> dict[str, Any]:
+    """name -> the ``st.Page`` of its leaderboard, served at ``/<name with _ for ->``."""
+    return {
+        name: st.Page(BENCHMARK_VIEW, title=BENCHMARKS[name].title, url_path=name.replace("-", "_"))
+        for name in benchmark_names()
+    }
+
+
+def current_benchmark_page() -> None:
+    """The page of the benchmark the navigation selected (the first one when none was recorded)."""
+    benchmark_page(st.session_state.get(CURRENT_BENCHMARK) or benchmark_names()[0])
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
@@ -248,7 +268,7 @@ def _benchmark_data(folder: str) -> BenchmarkData:
 def model_page() -> None:
     """One scored submission: metadata and encoders as text, every breakdown, best and worst samples."""
     st.title("Model")
-    benchmark = st.selectbox("Benchmark", list(ORDER), format_func=lambda n: BENCHMARKS[n].title, key="model-benchmark")
+    benchmark = st.selectbox("Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="model-benchmark")
     spec = get_benchmark(benchmark)
     results = current_results(benchmark)
     if results.empty:
@@ -339,7 +359,7 @@ def rate_limit() -> RateLimit:
 def submit_page() -> None:
     """Upload a zip or name a Hub dataset repo; validate through :func:`idbench.leaderboard.queue.submit`; job id or problems."""
     st.title("Submit")
-    benchmark = st.selectbox("Benchmark", list(ORDER), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark")
+    benchmark = st.selectbox("Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark")
     upload = st.file_uploader(
         "Submission (.zip of manifest.csv, submission.json and images)", type=["zip"], max_upload_size=MAX_UPLOAD_MB, key="submit-file"
     )
@@ -451,7 +471,8 @@ def overview_page() -> None:
     """The landing page: each benchmark's leader and how many submissions it ranks, with a link to it."""
     st.title("idbench leaderboard")
     st.caption("Identity preservation in reference-guided and multi-subject image generation.")
-    for name in ORDER:
+    pages = benchmark_pages()
+    for name in benchmark_names():
         spec = get_benchmark(name)
         results = current_results(name)
         st.subheader(spec.title)
@@ -464,7 +485,7 @@ def overview_page() -> None:
             top = query.display_table(table.head(3), spec)
             st.text(f"Top of {len(table)} ranked submission(s):")
             st.dataframe(top[["rank", "model", "family", query.display_name(spec, query.default_metric(results, spec))]], hide_index=True)
-        st.page_link(f"views/{PAGE_FILES[name]}", label=f"Open {spec.title}")
+        st.page_link(pages[name], label=f"Open {spec.title}")
 
 
 def about_page() -> None:

@@ -22,7 +22,7 @@ import pytest
 from idbench.builders.build import build, format_report
 from idbench.builders.sources import SourceError
 from conftest import SAMPLES
-from idbench.curation.pipeline import NO_JUDGE, CurateOptions
+from idbench.curation.pipeline import NO_JUDGE, CurateOptions, Curation
 from idbench.curation.quality import QualityThresholds
 from idbench.evaluate_pkg.judge import JudgeAnswer
 
@@ -92,13 +92,14 @@ def cogcanvas_source(tmp_path) -> Path:
     return folder
 
 
-def _options(judge=None, **kwargs) -> CurateOptions:
-    return CurateOptions(profile="tiny", judge=judge, quality=PERMISSIVE, dedup_threshold=0.99999, **kwargs)
+def _curator(judge=None, **kwargs) -> Curation:
+    """The curation of one build, as the CLI composes it (builders take it through build(curator=...))."""
+    return Curation(CurateOptions(profile="tiny", judge=judge, quality=PERMISSIVE, dedup_threshold=0.99999, **kwargs))
 
 
 def test_cogcanvas_curated_build(cogcanvas_source, tmp_path, fresh_cache):
     judge = CurationJudge()
-    info = build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curate=_options(judge))
+    info = build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curator=_curator(judge))
     stages = info["curation"]
     assert list(stages) == ["quality", "embedding_dedup", "metadata", "demographic_balance", "prompt_synthesis"]
     assert stages["embedding_dedup"]["plumbing"] is True  # tiny weights: labelled as a plumbing check
@@ -125,9 +126,9 @@ def test_cogcanvas_curated_build(cogcanvas_source, tmp_path, fresh_cache):
 def test_without_a_judge_the_mllm_stages_are_skipped_and_said_so(cogcanvas_source, tmp_path):
     # The blanks cannot be filled without a judge: the manifest check names the row.
     with pytest.raises(SourceError, match=r"cogcanvas.csv, row \d+: a person row needs 'age_group'"):
-        build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curate=_options())
+        build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curator=_curator())
     assert not (tmp_path / "out").exists()
-    info = build("cogcanvas", out=tmp_path / "out", curate=_options())  # the complete sample manifest
+    info = build("cogcanvas", out=tmp_path / "out", curator=_curator())  # the complete sample manifest
     assert info["curation"]["metadata"] == NO_JUDGE and info["curation"]["prompt_synthesis"] == NO_JUDGE
     report = format_report(info)
     assert "metadata: skipped: no judge configured" in report and "prompt_synthesis: skipped" in report
@@ -140,13 +141,13 @@ def test_a_failed_metadata_answer_stops_the_build_naming_the_row(cogcanvas_sourc
                     for r in requests]  # fmt: skip
 
     with pytest.raises(SourceError, match=r"row \d+: .* still lacks age_group after metadata extraction"):
-        build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curate=_options(Broken()))
+        build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curator=_curator(Broken()))
     assert not (tmp_path / "out").exists()
 
 
 def test_charis_proposals_then_a_reviewed_export(tmp_path):
     judge = CurationJudge()
-    info = build("charis", out=tmp_path / "out", curate=_options(judge))
+    info = build("charis", out=tmp_path / "out", curator=_curator(judge))
     stages = info["curation"]
     assert stages["charis_prompts"]["source"] == "VLM proposals" and stages["charis_prompts"]["incomplete_subjects"] == []
     subjects = info["configs"]["subjects"]["rows"]
@@ -164,7 +165,7 @@ def test_charis_proposals_then_a_reviewed_export(tmp_path):
         writer.writeheader()
         writer.writerows(rows)
     shutil.copy(review / "baseline.jsonl", tmp_path / "baseline.jsonl")
-    again = build("charis", out=tmp_path / "again", curate=CurateOptions(reviewed_prompts=edited, image_stages=False))
+    again = build("charis", out=tmp_path / "again", curator=Curation(CurateOptions(reviewed_prompts=edited, image_stages=False)))
     assert again["curation"]["charis_prompts"]["source"] == "reviewed export"
     assert again["configs"]["prompts"]["rows"] == info["configs"]["prompts"]["rows"]
     build_info = json.loads((tmp_path / "again" / "build_info.json").read_text())
@@ -231,8 +232,8 @@ def test_an_implausible_tuple_is_drawn_again_with_its_retrieval_rows(tmp_path, f
     def load(folder: str, config: str):
         return datasets.load_dataset(str(tmp_path / folder), config, split="test", cache_dir=fresh_cache)
 
-    build("cogcanvas", out=tmp_path / "plain", curate=_options(CurationJudge()))
-    info = build("cogcanvas", out=tmp_path / "out", curate=_options(Picky()))
+    build("cogcanvas", out=tmp_path / "plain", curator=_curator(CurationJudge()))
+    info = build("cogcanvas", out=tmp_path / "out", curator=_curator(Picky()))
     [redrawn] = info["curation"]["prompt_synthesis"]["redrawn"]
     assert info["curation"]["prompt_synthesis"]["accepted"] == info["configs"]["prompts"]["rows"]
     old = {p["prompt_id"]: p for p in load("plain", "prompts")}[redrawn]

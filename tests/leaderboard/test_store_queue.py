@@ -16,7 +16,8 @@ from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.evaluate_pkg.runner import SUITE_VERSION, score_submission
+from idbench.builders.benchmarks import get_benchmark
+from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import SubmissionError
 from idbench.leaderboard.queue import claim, finish, jobs_table, rescore_all, submit
 from idbench.leaderboard.store import MIGRATIONS, LeaseLostError, Store
@@ -96,7 +97,7 @@ def test_worker_once_scores_and_finishes(store, collapse):
     [row] = jobs_table(store)
     assert row["state"] == "FINISHED" and row["reason"] is None and row["attempts"] == 1
     [res] = store.results(result.submission_id)
-    assert res["current"] and res["suite_version"] == SUITE_VERSION and res["profile"] == "tiny" and res["plumbing"]
+    assert res["current"] and res["suite_version"] == get_benchmark(res["benchmark"]).suite_version and res["profile"] == "tiny" and res["plumbing"]
     assert "clip" in res["models"] and {"hub_id", "revision"} <= set(res["models"]["clip"])
     assert res["benchmark_version"] == store.submission(result.submission_id)["benchmark_version"]
     out = Path(res["results_path"])

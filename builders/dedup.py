@@ -4,7 +4,7 @@ Builders call :func:`find_duplicates` on every source so that the same picture c
 twice (a duplicate reference inflates similarity metrics and leaks between slots). Exact duplicates are
 found by SHA-256 of the file bytes; near duplicates (re-encoded, resized, lightly edited copies) by the
 Hamming distance between 64-bit pHashes. Embedding-based dedup, which also catches crops and recolours,
-belongs to the curation pipeline with models.
+belongs to the curation pipeline with models (``idbench.curation.embedding_dedup``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,0 @@
-"""The cogcanvas leaderboard page."""
-
-from idbench.leaderboard.app.render import benchmark_page
-
-benchmark_page("cogcanvas")

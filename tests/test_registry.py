@@ -1,0 +1,91 @@
+"""The benchmark registry: lookups, register(), the idbench.benchmarks entry point, and the layering
+that lets builders describe every benchmark without importing the layers above them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from importlib.metadata import EntryPoint
+
+import pytest
+
+import idbench.builders.benchmarks as registry
+from idbench.builders.benchmarks import ENTRY_POINT_GROUP, Registry, UnknownBenchmarkError, get_benchmark
+from idbench.builders.spec import SpecError, resolve
+from test_toy_benchmark import SPEC as TOY
+
+
+def test_unknown_name_is_one_line_listing_what_exists():
+    with pytest.raises(UnknownBenchmarkError) as caught:
+        get_benchmark("nope")
+    assert str(caught.value) == "unknown benchmark 'nope'; known: identity-collapse, charis, cogcanvas"
+    assert isinstance(caught.value, KeyError)  # callers that caught KeyError still do
+
+
+def test_register_adds_a_benchmark_and_refuses_a_clash():
+    try:
+        assert registry.register(TOY) is TOY and get_benchmark(TOY.name) is TOY
+        registry.register(TOY)  # the same object again is harmless
+        other = type(TOY)(**{**TOY.__dict__, "title": "Another Toy"})
+        with pytest.raises(ValueError, match="already registered"):
+            registry.register(other)
+    finally:
+        registry.unregister(TOY.name)
+    assert TOY.name not in registry.BENCHMARKS
+
+
+def _points(*values: tuple[str, str]):
+    return lambda group: [EntryPoint(name, value, group) for name, value in values] if group == ENTRY_POINT_GROUP else []
+
+
+def test_entry_points_load_lazily_and_a_broken_one_is_skipped(monkeypatch):
+    calls = []
+    points = _points(("toy", "test_toy_benchmark:SPEC"), ("broken", "no_such_module_xyz:SPEC"))
+    monkeypatch.setattr(registry, "entry_points", lambda group: calls.append(group) or points(group))
+    fresh = Registry({"charis": get_benchmark("charis")})
+    assert fresh["charis"].name == "charis" and calls == []  # a known name never reads the entry points
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fresh["toy-bench"] is TOY
+    assert calls == [ENTRY_POINT_GROUP]
+    assert any("broken = no_such_module_xyz:SPEC" in str(w.message) for w in caught)
+    assert list(fresh) == ["charis", "toy-bench"]  # page order: charis 1, toy 50
+    fresh["toy-bench"]
+    assert calls == [ENTRY_POINT_GROUP]  # read once
+
+
+def test_an_entry_point_may_name_a_function_returning_a_spec(monkeypatch):
+    monkeypatch.setattr(registry, "entry_points", _points(("toy", "test_registry:make_toy")))
+    assert Registry({})["toy-bench"] is TOY
+
+
+def make_toy():
+    return TOY
+
+
+def test_resolve_names_the_field_when_the_code_is_missing():
+    assert resolve("idbench.builders.spec:SpecError") is SpecError
+    with pytest.raises(SpecError, match=r"benchmark x, suite: cannot load 'idbench.builders.spec:Nope'"):
+        resolve("idbench.builders.spec:Nope", "benchmark x, suite")
+
+
+def test_specs_check_themselves():
+    with pytest.raises(SpecError, match="reference_config 'refs' is not one of its configs"):
+        type(TOY)(**{**TOY.__dict__, "reference_config": "refs"})
+    with pytest.raises(SpecError, match="group_size_axis and group_sizes go together"):
+        type(TOY)(**{**TOY.__dict__, "group_size_axis": "scene"})
+
+
+def test_builders_import_no_higher_layer():
+    """Building (every recipe, the card, the registry) loads neither curation, the scorer nor the leaderboard."""
+    code = (
+        "import sys\n"
+        "from idbench.builders.benchmarks import BENCHMARKS\n"
+        "import idbench.builders.build, idbench.builders.publish\n"
+        "for spec in BENCHMARKS.values(): spec.load('recipe')\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['idbench', 'curation'], ['idbench', 'evaluate_pkg'], ['idbench', 'leaderboard'], ['idbench', 'cli']))\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
