@@ -95,14 +95,15 @@ print("  evaluate.load(str(idbench.metrics.path('clip_t'))) computes", round(val
 EOF
 
 step "idbench serve (health endpoint) and every app page"
-"$BIN/python" - "$BIN/idbench" <<'EOF'
+# (AppTest's "missing ScriptRunContext" notes on stderr are noise.)
+"$BIN/python" - "$BIN/idbench" 2> >(grep -v "missing ScriptRunContext" >&2) <<'EOF'
 import os, signal, socket, subprocess, sys, time, urllib.request
 with socket.socket() as probe:  # a free port
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
 # Its own session: `idbench serve` runs streamlit as a child, and both must stop at the end.
-server = subprocess.Popen([sys.argv[1], "serve", "--port", str(port)], start_new_session=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+log = open("serve.log", "wb")
+server = subprocess.Popen([sys.argv[1], "serve", "--port", str(port)], start_new_session=True, stdout=log, stderr=log)
 try:
     deadline, healthy = time.monotonic() + 90, False
     while not healthy and time.monotonic() < deadline and server.poll() is None:
@@ -111,7 +112,7 @@ try:
                 healthy = reply.status == 200 and reply.read().strip() == b"ok"
         except OSError:
             time.sleep(0.5)  # not listening yet
-    assert healthy, f"no health reply on port {port} (server exit status {server.poll()})"
+    assert healthy, f"no health reply on port {port} (server exit status {server.poll()}):\n{open('serve.log').read()}"
     print(f"  /_stcore/health on port {port}: ok")
 finally:
     os.killpg(server.pid, signal.SIGTERM)
