@@ -376,11 +376,43 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _add_global_options(parser: argparse.ArgumentParser) -> None:
+    """Options of the main parser, given before the command: ``idbench -v worker --once``."""
+    from idbench import __version__  # from the installed distribution's metadata
+
+    parser.add_argument("--version", action="version", version=f"idbench {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show idbench's log messages (job claims and outcomes, ...) on stderr; same as --log-level INFO")
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL",
+                        help=f"level of idbench's log messages on stderr: {', '.join(LOG_LEVELS)} (default: WARNING)")
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """Send idbench's log records at the asked level to stderr; other libraries stay at WARNING.
+
+    Nothing changes without -v / --log-level (Python then prints warnings and errors only). The level
+    goes on the ``idbench`` logger, the parent of every module's logger, so the libraries' own INFO
+    chatter (http clients, datasets) stays out; basicConfig leaves a root handler that is already
+    there (an application embedding main()) alone.
+    """
+    level = args.log_level or ("INFO" if args.verbose else None)
+    if level is None:
+        return
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("idbench").setLevel(level)
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="idbench",
         description="Benchmarks for identity preservation in reference-guided and multi-subject image generation.",
     )
+    _add_global_options(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser(
@@ -603,6 +635,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
+    _configure_logging(args)
     import datasets
 
     # The builder writes a handful of small tables and the scorer loads small models: their per-step

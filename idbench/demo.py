@@ -13,6 +13,7 @@ Everything scored here is a plumbing check, and every table says so.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -72,6 +73,13 @@ def shipped_benchmarks() -> tuple[str, ...]:
     return tuple(name for name in BENCHMARKS if sample_source(name).is_file())
 
 
+def this_command() -> str:
+    """How the user started idbench, to repeat in a hint: `.venv/bin/idbench`, `idbench`, or `python -m idbench`."""
+    if Path(sys.argv[0]).name == "idbench":
+        return sys.argv[0]
+    return f"{Path(sys.executable).name} -m idbench"
+
+
 def run_demo(out: Path, baselines: tuple[str, ...] = BASELINES) -> None:
     out = Path(out)
     names = shipped_benchmarks()
@@ -120,6 +128,6 @@ def run_demo(out: Path, baselines: tuple[str, ...] = BASELINES) -> None:
     print("\n\n".join(tables))
     print(f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/; "
           f"scores in the local leaderboard at {store.home} (`idbench jobs` lists them).")
-    print("Open the leaderboard:  .venv/bin/idbench serve   (then http://localhost:8501; tick "
+    print(f"Open the leaderboard:  {this_command()} serve   (then http://localhost:8501; tick "
           "'show plumbing-check rows' to see these baselines, and on CogCanvas and CHARIS also "
           "'show incomplete-suite rows': their judged metrics need a VLM judge)")

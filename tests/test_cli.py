@@ -94,3 +94,74 @@ def test_models_list_names_pinned_revisions(capsys):
     out = capsys.readouterr().out
     assert "openai/clip-vit-large-patch14@32bd64288804d66eefd0ccbe215aa642df71cc41" in out
     assert "dlib-face" in out and "tiny:" in out
+
+
+# --- the main parser's options: --version, -v / --log-level; python -m idbench -----------------------
+
+
+def test_python_dash_m_prints_the_version_from_the_package_metadata(tmp_path):
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    # From a folder outside the repository: the installed package, not the working directory.
+    done = subprocess.run([sys.executable, "-m", "idbench", "--version"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"idbench {importlib.metadata.version('idbench')}"
+
+
+@pytest.fixture
+def fake_worker(monkeypatch, tmp_path):
+    """`idbench worker --once` whose run_worker only logs, as the real one does per job."""
+    import logging
+
+    import idbench.leaderboard.worker as worker
+
+    def run_worker(store, **kwargs):
+        worker.log.info("job 1: FINISHED")
+        logging.getLogger("urllib3.connectionpool").info("a library's chatter")
+        return 1
+
+    monkeypatch.setattr(worker, "run_worker", run_worker)
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    idbench_logger = logging.getLogger("idbench")
+    level = idbench_logger.level
+    yield
+    idbench_logger.setLevel(level)  # main() sets it; other tests expect the default
+
+
+@pytest.mark.parametrize(
+    ("options", "shown"),
+    [([], False), (["-v"], True), (["--verbose"], True), (["--log-level", "info"], True), (["--log-level", "DEBUG"], True),
+     (["--log-level", "ERROR"], False), (["-v", "--log-level", "ERROR"], False)],
+)
+def test_verbosity_options_turn_on_idbench_logging(fake_worker, caplog, capsys, options, shown):
+    assert main([*options, "worker", "--once"]) == 0
+    assert "worker finished 1 job(s)" in capsys.readouterr().out
+    assert ("job 1: FINISHED" in caplog.text) is shown
+    assert "a library's chatter" not in caplog.text  # other libraries stay at WARNING
+
+
+def test_an_unknown_log_level_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--log-level", "LOUD", "jobs"])
+    assert exit_info.value.code == 2
+    assert "--log-level" in capsys.readouterr().err
+
+
+def test_verbose_log_lines_go_to_stderr(tmp_path):
+    import subprocess
+    import sys
+
+    # A fresh interpreter, so logging.basicConfig really installs its stderr handler (pytest's own
+    # handlers make it a no-op in this process). A stand-in command logs as the worker does.
+    script = (
+        "import logging, sys\n"
+        "import idbench.cli as cli\n"
+        "cli._cmd_build = lambda args: logging.getLogger('idbench.leaderboard.worker').info('job 1: FINISHED') or 0\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, "-v", "build", "charis", "--out", "unused"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "INFO idbench.leaderboard.worker: job 1: FINISHED" in done.stderr
+    assert "job 1: FINISHED" not in done.stdout

@@ -5,15 +5,17 @@ name) defining one ``evaluate.Metric`` whose ``_compute`` calls the functional t
 mean plus the per-sample values. The modules take precomputed features (embeddings, patch tokens,
 masks), never images: the scorer encodes each image once in its feature store.
 
-They load offline from their folder::
+They load offline from their folder, wherever idbench is installed (the public names are in
+:mod:`idbench.metrics`)::
 
     import evaluate
-    clip_t = evaluate.load(str(metric_path("clip_t")))   # or: load("clip_t")
+    import idbench.metrics
+    clip_t = evaluate.load(str(idbench.metrics.path("clip_t")))   # or: idbench.metrics.load("clip_t")
     clip_t.add_batch(image_embeddings=img, text_embeddings=txt)
     clip_t.compute()
 
 ``evaluate`` copies the script into its modules cache and imports it from there, so the scripts
-import this package absolutely (``evaluate_pkg`` must be installed, as ``pip install -e .`` does).
+import this package absolutely (``idbench`` must be installed: ``pip install .``, a wheel, or ``-e``).
 """
 
 from __future__ import annotations
@@ -35,13 +37,22 @@ METRIC_NAMES: tuple[str, ...] = (
     "subject_collapse_rate",
 )
 
+# The folders are package data next to this file (pyproject.toml declares metrics/*/*.py), so this
+# holds in an editable checkout and in an installed wheel alike; evaluate.load needs a real folder.
 _HERE = Path(__file__).resolve().parent
+
+
+class UnknownMetricError(KeyError):
+    """A metric module asked for by a name that does not exist; the message lists the names that do."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted, as a repr
+        return str(self.args[0])
 
 
 def metric_path(name: str) -> Path:
     """The folder of metric ``name``, to hand to ``evaluate.load``; unknown names list what exists."""
     if name not in METRIC_NAMES:
-        raise KeyError(f"no metric module {name!r}; available: {', '.join(METRIC_NAMES)}")
+        raise UnknownMetricError(f"no metric module {name!r}; available: {', '.join(METRIC_NAMES)}")
     return _HERE / name
 
 

@@ -358,7 +358,7 @@ def test_too_few_subjects_left_for_the_sampler_names_the_stage(tmp_path):
 
     run = Curation(options)
     with pytest.raises(SourceError) as caught:
-        build("identity-collapse", out=tmp_path / "out", source=manifest, curate=run)
+        build("identity-collapse", out=tmp_path / "out", source=manifest, curator=run)
     error = run.failure(caught.value, tmp_path / "audit")
     assert isinstance(error, CurationError) and isinstance(error, SourceError)  # a user error: one CLI line
     assert str(error).startswith("quality filter removed 3 of 6 animal references (min_side=40: 3); left: 3 animal, 6 human references")

@@ -24,7 +24,8 @@ Returns:
     clip_t: mean raw cosine over samples.
     clip_t_per_sample: raw cosine per sample, in input order.
 Example:
-    >>> m = evaluate.load("evaluate_pkg/metrics/clip_t")
+    >>> import evaluate, idbench.metrics
+    >>> m = evaluate.load(str(idbench.metrics.path("clip_t")))  # this module's installed folder
     >>> m.compute(image_embeddings=[[1.0, 0.0]], text_embeddings=[[1.0, 1.0]])["clip_t"]  # ~0.7071
 """
 

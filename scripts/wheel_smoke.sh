@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The wheel smoke (CI runs it after the tests): what a user gets from `pip install <wheel>`.
+# Builds the wheel from a clean copy of the sources, installs it into a throw-away venv (torch pinned
+# as in scripts/setup.sh; pip's cache is reused), and from an empty folder outside the repository runs
+# the README's commands on embedded defaults: --version, demo, build x3, template / baseline /
+# validate / score --profile tiny, the evaluate modules, and serve (health endpoint + every app page).
+# Checks that site-packages gains `idbench` (and its dist-info) only. Everything lives in one temporary
+# folder, removed at the end. Usage: bash scripts/wheel_smoke.sh   (needs .venv from scripts/setup.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+started=$SECONDS
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/idbench-wheel-smoke.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+step() { echo "wheel smoke [$((SECONDS - started)) s]: $*"; }
+# This machine's pip config names local wheel folders that may be absent; its warnings about them are noise.
+pip_install() { "$WORK/venv/bin/python" -m pip install --quiet "$@" 2> >(grep -v "^WARNING: Location 'file://" >&2); }
+
+step "building the wheel"
+WHEEL=$(.venv/bin/python scripts/build_wheel.py "$WORK/dist" 2> >(grep -v "^WARNING: Location 'file://" >&2))
+step "installing $(basename "$WHEEL") into a fresh venv"
+python3 -m venv "$WORK/venv"
+TORCH=(torch==2.14.1 torchvision==0.29.1)  # the pins of scripts/setup.sh, first and on every line
+pip_install "${TORCH[@]}"
+# The extras the smoke's commands need: scoring (metrics, faces: the dlib model) and the app.
+pip_install "${TORCH[@]}" "$WHEEL[metrics,faces,leaderboard]"
+BIN=$WORK/venv/bin
+
+# Only the venv's idbench from here on: an empty folder outside the repo, own caches and store.
+mkdir "$WORK/run"
+cd "$WORK/run"
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME=$WORK/hf IDBENCH_HOME=$WORK/home \
+    IDBENCH_CACHE=$WORK/features IDBENCH_MODELS=$WORK/models IDBENCH_DATASETS_CACHE=$WORK/datasets-cache
+unset PYTHONPATH
+
+step "the installed layout"
+"$BIN/python" - "$REPO" <<'EOF'
+import importlib.metadata, importlib.util, pathlib, sys, sysconfig
+repo = pathlib.Path(sys.argv[1]).resolve()
+purelib = pathlib.Path(sysconfig.get_paths()["purelib"])
+dist = importlib.metadata.distribution("idbench")
+top = {p.parts[0] for p in dist.files if not p.parts[0] == ".."}  # ".." is the bin/idbench script
+assert top == {"idbench", f"idbench-{dist.version}.dist-info"}, f"the wheel installs {sorted(top)}"
+import idbench, idbench.cli
+assert pathlib.Path(idbench.__file__).resolve().is_relative_to(purelib), idbench.__file__
+assert not pathlib.Path(idbench.__file__).resolve().is_relative_to(repo), "imported from the repository"
+for bare in ("builders", "cards", "curation", "ekb", "evaluate_pkg", "leaderboard", "samples"):
+    assert importlib.util.find_spec(bare) is None, f"a top-level {bare!r} is importable"
+assert idbench.__version__ == dist.version
+print(f"  site-packages: {', '.join(sorted(top))}; version {dist.version}")
+EOF
+version=$("$BIN/python" -c 'import importlib.metadata as m; print(m.version("idbench"))')
+[ "$("$BIN/idbench" --version)" = "idbench $version" ]
+[ "$("$BIN/python" -m idbench --version)" = "idbench $version" ]
+
+step "idbench demo (builds the three benchmarks, scores 15 baselines with the tiny profile)"
+timeout 1200 "$BIN/idbench" demo --out demo > demo.log 2>&1 || { tail -n 40 demo.log; exit 1; }
+grep -q "scored 15 queued submission(s)" demo.log || { tail -n 40 demo.log; echo "the demo did not score 15 submissions" >&2; exit 1; }
+tail -n 4 demo.log
+
+step "idbench build, for each benchmark"
+for benchmark in charis cogcanvas identity-collapse; do
+    timeout 300 "$BIN/idbench" build "$benchmark" --out "built/$benchmark" > /dev/null
+    [ -f "built/$benchmark/README.md" ] && [ -f "built/$benchmark/build_info.json" ]
+done
+
+step "template, baseline, validate, score --profile tiny"
+"$BIN/idbench" template identity-collapse --data built/identity-collapse --out my-sub
+[ -f my-sub/manifest.csv ] && [ -f my-sub/submission.json ]
+"$BIN/idbench" baseline collage identity-collapse --data built/identity-collapse --out collage
+"$BIN/idbench" validate collage --data built/identity-collapse
+# The demo scored this very baseline (same build, seed and size): its tiny models and feature cache make
+# this run check the installed score command without encoding everything again.
+timeout 600 "$BIN/idbench" score collage --data built/identity-collapse --out scores --profile tiny \
+    --models-dir demo/models --cache-dir "$IDBENCH_HOME/features" > score.log 2>&1 || { tail -n 40 score.log; exit 1; }
+for file in results.parquet aggregates.json report.md; do [ -f "scores/$file" ]; done
+
+step "the evaluate modules, by name"
+"$BIN/python" - <<'EOF'
+import math
+import evaluate
+import idbench.metrics
+for name in idbench.metrics.NAMES:
+    assert (idbench.metrics.path(name) / f"{name}.py").is_file(), name
+clip_t = evaluate.load(str(idbench.metrics.path("clip_t")))
+value = clip_t.compute(image_embeddings=[[1.0, 0.0]], text_embeddings=[[1.0, 1.0]])["clip_t"]
+assert math.isclose(value, math.sqrt(0.5), rel_tol=1e-6), value
+try:
+    idbench.metrics.path("clip_score")
+except idbench.metrics.UnknownMetricError as error:
+    assert "clip_t" in str(error), error
+else:
+    raise AssertionError("an unknown metric name was accepted")
+print("  evaluate.load(str(idbench.metrics.path('clip_t'))) computes", round(value, 4))
+EOF
+
+step "idbench serve (health endpoint) and every app page"
+# (AppTest's "missing ScriptRunContext" notes on stderr are noise.)
+"$BIN/python" - "$BIN/idbench" 2> >(grep -v "missing ScriptRunContext" >&2) <<'EOF'
+import os, signal, socket, subprocess, sys, time, urllib.request
+with socket.socket() as probe:  # a free port
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+# Its own session: `idbench serve` runs streamlit as a child, and both must stop at the end.
+log = open("serve.log", "wb")
+server = subprocess.Popen([sys.argv[1], "serve", "--port", str(port)], start_new_session=True, stdout=log, stderr=log)
+try:
+    deadline, healthy = time.monotonic() + 90, False
+    while not healthy and time.monotonic() < deadline and server.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as reply:
+                healthy = reply.status == 200 and reply.read().strip() == b"ok"
+        except OSError:
+            time.sleep(0.5)  # not listening yet
+    assert healthy, f"no health reply on port {port} (server exit status {server.poll()}):\n{open('serve.log').read()}"
+    print(f"  /_stcore/health on port {port}: ok")
+finally:
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+# The pages are scripts under the installed views/ folder: run each over the demo's store.
+from streamlit.testing.v1 import AppTest
+from idbench.leaderboard.app import APP_PATH
+app = AppTest.from_file(str(APP_PATH), default_timeout=120).run()
+assert not app.exception, app.exception
+pages = sorted(p for p in (APP_PATH.parent / "views").glob("*.py"))
+for page in pages:
+    view = AppTest.from_file(str(APP_PATH), default_timeout=120).run().switch_page(str(page.relative_to(APP_PATH.parent))).run()
+    assert not view.exception, (page.name, view.exception)
+print(f"  {len(pages)} pages render: {', '.join(p.stem for p in pages)}")
+EOF
+
+step "passed"
