@@ -48,7 +48,9 @@ BINDING, INTERACTION, POSITION = QUESTION_KINDS
 #   2: a "no" interaction question per person-person interaction while a pair of persons without one
 #      remains (same interaction, another pair sharing a person, so an always-"yes" judge no longer
 #      scores 100 %); position questions alternate between "to the left of" and "to the right of".
-QUESTIONS_VERSION = 2
+#   3: every "no" question names the "yes" question it negates (``negates``), so a scorer can pair a
+#      fact with its negative without relying on question order; questions and ids as in version 2.
+QUESTIONS_VERSION = 3
 
 # The kind of an interaction-graph edge (person -> item or person <-> person) is told by its relation
 # alone, which works because ITEM_INTERACTIONS and PERSON_INTERACTIONS share no key (tests/test_graphs.py).
@@ -65,6 +67,9 @@ class Question(TypedDict):
     kind: str  # "binding" | "interaction" | "position"
     question: str
     answer: str  # "yes" | "no"
+    # For a "no" question, the id of the "yes" question (the ground-truth fact) it is the negative of;
+    # "" for a "yes" question.
+    negates: str
     # The edge the question tests; for a "no" question, the edge that does NOT hold. Position questions
     # phrased "to the right of" carry a right_of edge (the position graph itself holds left_of only).
     source: str
@@ -241,7 +246,9 @@ def derive_questions(
     - position: per ``left_of`` edge a "yes" and the reversed "no", phrased "to the left of" or "to the
       right of" (see :func:`_phrased_right`); a right-phrased question records a ``right_of`` edge.
 
-    Ids are ``f"{prompt_id}-q{k:02d}"`` with k counting from 1 in the order above. The rules here are
+    Every "no" question records in ``negates`` the id of the "yes" question it is the negative of (the
+    yes-bias-robust Attr-VQA variant pairs them). Ids are ``f"{prompt_id}-q{k:02d}"`` with k counting
+    from 1 in the order above. The rules here are
     version :data:`QUESTIONS_VERSION`.
     """
     layout = layout_from_position_graph(position_graph)
@@ -255,7 +262,8 @@ def derive_questions(
         binding = bindings[slot]
         return f"{ITEM_INTERACTIONS[binding['relation']].progressive} {item_names[binding['target']]}"
 
-    # (kind, text, answer, tested edge), numbered at the end.
+    # (kind, text, answer, tested edge), numbered at the end. Each "no" draft directly follows the "yes"
+    # draft it negates, which is how the ``negates`` ids are filled in below.
     drafts: list[tuple[str, str, str, Edge]] = []
     for index, slot in enumerate(layout):
         drafts.append((BINDING, f"Is {where[slot]} {doing(slot)}?", "yes", bindings[slot]))
@@ -287,15 +295,22 @@ def derive_questions(
             reversed_text = f"Is the person {doing(right)} to the left of the person {doing(left)}?"
             drafts.append((POSITION, reversed_text, "no", edge(right, LEFT_OF, left)))
 
-    return [
-        {
-            "question_id": f"{prompt_id}-q{k:02d}",
-            "kind": kind,
-            "question": text,
-            "answer": answer,
-            "source": tested["source"],
-            "relation": tested["relation"],
-            "target": tested["target"],
-        }
-        for k, (kind, text, answer, tested) in enumerate(drafts, start=1)
-    ]
+    questions: list[Question] = []
+    fact_id = ""
+    for k, (kind, text, answer, tested) in enumerate(drafts, start=1):
+        question_id = f"{prompt_id}-q{k:02d}"
+        if answer == "yes":
+            fact_id = question_id
+        questions.append(
+            {
+                "question_id": question_id,
+                "kind": kind,
+                "question": text,
+                "answer": answer,
+                "negates": "" if answer == "yes" else fact_id,
+                "source": tested["source"],
+                "relation": tested["relation"],
+                "target": tested["target"],
+            }
+        )
+    return questions

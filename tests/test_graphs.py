@@ -152,6 +152,8 @@ def test_questions_of_a_three_person_prompt():
             ("A", "right_of", "C"),
         ),
     ]
+    # Every "no" is the negative of the "yes" just before it (q02 of q01, q04 of q03, ...).
+    negates = ["", "q01", "", "q03", "", "q05", "", "q07", "", "q09", "", "q11"]
     assert len(questions) == len(expected)
     for k, (question, (kind, text, answer, (source, relation, target))) in enumerate(zip(questions, expected), 1):
         assert question == {
@@ -159,6 +161,7 @@ def test_questions_of_a_three_person_prompt():
             "kind": kind,
             "question": text,
             "answer": answer,
+            "negates": f"cogcanvas-0007-{negates[k - 1]}" if negates[k - 1] else "",
             "source": source,
             "relation": relation,
             "target": target,

@@ -122,6 +122,8 @@ PROMPTS = Features(
                 "kind": Value("string"),
                 "question": Value("string"),
                 "answer": Value("string"),
+                # the id of the "yes" question a "no" question negates; "" for a "yes" question
+                "negates": Value("string"),
                 **_EDGE,
             }
         ),
@@ -209,10 +211,27 @@ SPEC = BenchmarkSpec(
         MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation", display="x100", roles=("clip",)),
         MetricSpec("bg_sim", "DINOv3 background patch tokens (foreground masked) vs the reference background", display="x100", roles=("detector", "segmenter", "dinov3")),
         MetricSpec("aesthetic", "LAION aesthetic predictor v2 on the L2-normalised CLIP ViT-L/14 embedding", roles=("clip", "aesthetic")),
-        MetricSpec("attr_vqa", "accuracy of an MLLM on all the yes/no questions", display="percent", roles=(JUDGE_ROLE,)),
+        MetricSpec(
+            "attr_vqa",
+            "the paper's Attr-VQA: share of the ground-truth facts (binding, interaction, position) an MLLM confirms",
+            display="percent",
+            roles=(JUDGE_ROLE,),
+        ),
         MetricSpec(
             "igc",
-            "interaction graph consistency: the MLLM's accuracy on the interaction and position questions",
+            "interaction graph consistency: share of the interaction and position facts an MLLM confirms",
+            display="percent",
+            roles=(JUDGE_ROLE,),
+        ),
+        MetricSpec(
+            "attr_vqa_paired",
+            "yes-bias-robust Attr-VQA (not in the paper): a fact counts when confirmed and its paired negative denied",
+            display="percent",
+            roles=(JUDGE_ROLE,),
+        ),
+        MetricSpec(
+            "igc_paired",
+            "yes-bias-robust IGC (not in the paper): interaction and position facts confirmed with their negatives denied",
             display="percent",
             roles=(JUDGE_ROLE,),
         ),

@@ -11,22 +11,32 @@ position graphs (:mod:`idbench.builders.graphs`), each with its expected answer 
 
 The paper probes two aspects: *attribute binding* (the binding questions) and *interaction
 consistency*, which it defines as realising both the interaction graph and the position graph. Its
-Attr-VQA is the mean accuracy over all questions; it also reports an Interaction Graph Consistency
-(IGC). Here, accordingly (one table, :data:`METRIC_KINDS`):
+Attr-VQA is the accuracy over the **ground-truth statements** (the "yes" facts of the graphs and
+bindings), the mean over questions, entities and prompts: an image that shows none of them (a blank
+one) scores 0. Here (one table per family, :data:`METRIC_KINDS` and :data:`PAIRED_METRIC_KINDS`):
 
-- ``attr_vqa``: accuracy over every question (binding, interaction, position);
-- ``igc``: accuracy over the interaction and position questions;
+- ``attr_vqa``: the share of an image's facts (every "yes" question: binding, interaction,
+  position) the judge confirms; ``igc``: the same over the interaction and position facts;
 - ``attr_vqa.binding`` / ``attr_vqa.interaction`` / ``attr_vqa.position``: per kind, so any other
   reading can be recomputed (the T2I auxiliary task's "Attr-VQA restricted to binding" is
   ``attr_vqa.binding``);
-- ``attr_vqa.failure_rate``: the share of an image's questions the judge gave no usable answer to.
+- ``attr_vqa_paired`` / ``igc_paired`` (beyond the paper, named apart): a fact counts only when the
+  judge says yes to it **and** no to its paired negative (the "no" question that ``negates`` it), so
+  a judge that always says yes scores 0, as does one that always says no. Facts without a negative
+  (a two-person prompt's interaction) are left out of the paired variants and counted
+  (``unpaired_facts`` in the summary);
+- ``attr_vqa.negative_yes_rate``: the share of the negatives the judge answered "yes": its yes-bias,
+  shown beside the scores (an always-yes judge has 1, a judge answering from the true graph 0);
+- ``<metric>.failure_rate``: the share of the questions a metric needs that the judge gave no usable
+  answer to.
 
 Accuracy is ``correct / answered``. A question whose answer failed (the request failed, the id is
 missing from the answer, answered twice with different answers, or not answered yes/no) is left out
-of the accuracy and counted as a judge failure; it is never scored as wrong. A per-sample value is the
-accuracy over that image's questions; the aggregate engine's mean over samples is then the paper's
-"mean accuracy across questions and prompts". An image with no answered question of a group gets NaN
-(undefined, and counted as such by the aggregates), not 0.
+of the accuracy and counted as a judge failure; it is never scored as wrong (for a paired fact,
+either question failing leaves the fact out). A per-sample value is the accuracy over that image's
+facts; the aggregate engine's mean over samples is then the paper's "mean accuracy across questions
+and prompts". An image with no answered fact of a group gets NaN (undefined, and counted as such by
+the aggregates), not 0.
 
 By default one request per generated image carries all of its questions; its JSON schema demands an
 ``answers`` list with exactly the asked ids (``per_question=True`` asks one question per request
@@ -57,14 +67,22 @@ from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 TASK = "cogcanvas.vqa"
 ANSWERS = ("yes", "no")
 
-#: metric name -> the question kinds its accuracy is taken over. The paper's Attr-VQA is over every
-#: question; its interaction consistency checks the interaction and the position graphs.
+#: metric name -> the question kinds whose facts ("yes" questions) its accuracy is taken over. The
+#: paper's Attr-VQA is over every fact; its interaction consistency checks the interaction and the
+#: position graphs.
 METRIC_KINDS: dict[str, tuple[str, ...]] = {
     "attr_vqa": QUESTION_KINDS,
     "igc": ("interaction", "position"),
     **{f"attr_vqa.{kind}": (kind,) for kind in QUESTION_KINDS},
 }
+#: The yes-bias-robust variants: a fact counts when confirmed and its negative denied.
+PAIRED_METRIC_KINDS: dict[str, tuple[str, ...]] = {
+    "attr_vqa_paired": QUESTION_KINDS,
+    "igc_paired": ("interaction", "position"),
+}
 FAILURE_RATE = "attr_vqa.failure_rate"
+NEGATIVE_YES_RATE = "attr_vqa.negative_yes_rate"
+FACT = "yes"  # the expected answer of a ground-truth statement
 
 # Why a question has no usable answer (the keys of the failure summary).
 FAIL_JUDGE = "judge_error"  # the request failed: the client's error (transport, parse, schema)
@@ -92,11 +110,15 @@ class VQAQuestion:
     kind: str
     question: str
     answer: str  # the expected answer, "yes" | "no"
+    negates: str = ""  # a "no" question: the id of the fact ("yes" question) it is the negative of
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], where: str) -> VQAQuestion:
         try:
-            question = cls(str(record["question_id"]), str(record["kind"]), str(record["question"]), str(record["answer"]))
+            question = cls(
+                str(record["question_id"]), str(record["kind"]), str(record["question"]), str(record["answer"]),
+                str(record.get("negates") or ""),
+            )  # fmt: skip
         except KeyError as err:
             raise VQAInputError(f"{where}: question record lacks {err.args[0]!r}: {dict(record)}") from None
         if question.kind not in QUESTION_KINDS:
@@ -143,6 +165,7 @@ class QuestionOutcome:
     given: str | None  # "yes" | "no", None when failed
     failure: str | None = None  # one of the FAIL_* codes
     detail: str | None = None  # the failure in words, for the logs
+    negates: str = ""  # a negative's fact id ("" for a fact)
 
     @property
     def status(self) -> str:
@@ -205,10 +228,27 @@ def vqa_items(prompts: Mapping[str, Mapping[str, Any]], images: Mapping[tuple[st
             raise VQAInputError(f"image for prompt {prompt_id!r} (seed {seed}): no such prompt in the benchmark")
         row = prompts[prompt_id]
         where = f"prompt {prompt_id}"
-        questions = tuple(VQAQuestion.from_record(q, where) for q in row.get("questions") or ())
+        questions = _pair_by_order(tuple(VQAQuestion.from_record(q, where) for q in row.get("questions") or ()))
         items.append(VQAItem(prompt_id, int(seed), image, questions, int(row["n_persons"])))
     check_items(items)
     return items
+
+
+def _pair_by_order(questions: tuple[VQAQuestion, ...]) -> tuple[VQAQuestion, ...]:
+    """Questions of a dataset built before questions version 3 carry no ``negates``: there, each "no"
+    question directly follows the fact it negates (:func:`idbench.builders.graphs.derive_questions`
+    has always written them so), which gives the pairing. Questions that name their fact are kept.
+    """
+    if any(q.negates for q in questions):
+        return questions
+    paired, fact = [], ""
+    for q in questions:
+        if q.answer == FACT:
+            fact = q.question_id
+            paired.append(q)
+        else:
+            paired.append(VQAQuestion(q.question_id, q.kind, q.question, q.answer, fact))
+    return tuple(paired)
 
 
 def check_items(items: Sequence[VQAItem]) -> None:
@@ -224,6 +264,10 @@ def check_items(items: Sequence[VQAItem]) -> None:
         repeated = sorted(i for i, n in ids.items() if n > 1)
         if repeated:
             raise VQAInputError(f"{item.where}: question ids repeated: {', '.join(repeated)}")
+        facts = {q.question_id for q in item.questions if q.answer == FACT}
+        for q in item.questions:
+            if q.negates and (q.answer == FACT or q.negates not in facts):
+                raise VQAInputError(f"{item.where}, {q.question_id}: negates {q.negates!r}, which is not a 'yes' question of the prompt")
 
 
 # --- requests ---------------------------------------------------------------------------------------
@@ -358,7 +402,7 @@ def outcomes_from_answers(
             outcomes.append(
                 QuestionOutcome(
                     item.prompt_id, item.seed, item.n_persons, q.question_id, q.kind, q.answer,
-                    reading.given, reading.failure, reading.detail,
+                    reading.given, reading.failure, reading.detail, q.negates,
                 )
             )
     return outcomes
@@ -368,10 +412,51 @@ def outcomes_from_answers(
 
 
 def tally(outcomes: Iterable[QuestionOutcome], kinds: Iterable[str] | None = None) -> Tally:
-    """Counts over ``outcomes`` (only those of ``kinds``, when given)."""
+    """Counts over ``outcomes`` (only those of ``kinds``, when given): every question, facts and negatives."""
     wanted = None if kinds is None else set(kinds)
     counts = Counter(o.status for o in outcomes if wanted is None or o.kind in wanted)
     return Tally(counts["correct"], counts["incorrect"], counts["failed"])
+
+
+def fact_tally(outcomes: Iterable[QuestionOutcome], kinds: Iterable[str] | None = None) -> Tally:
+    """Counts over the facts ("yes" questions) only: the paper's Attr-VQA. A fact is correct when confirmed."""
+    return tally((o for o in outcomes if o.expected == FACT), kinds)
+
+
+def paired_tally(outcomes: Iterable[QuestionOutcome], kinds: Iterable[str] | None = None) -> Tally:
+    """Counts over the facts that have a negative: correct when the fact is confirmed and its negative
+    denied, failed when either answer failed. Facts without a negative are not counted (see
+    :func:`unpaired_facts`). Outcomes must be those of one image (ids are per prompt).
+    """
+    wanted = None if kinds is None else set(kinds)
+    outcomes = [o for o in outcomes if wanted is None or o.kind in wanted]
+    negatives: dict[str, list[QuestionOutcome]] = {}
+    for o in outcomes:
+        if o.expected != FACT and o.negates:
+            negatives.setdefault(o.negates, []).append(o)
+    correct = incorrect = failed = 0
+    for fact in (o for o in outcomes if o.expected == FACT and o.question_id in negatives):
+        pair = [fact, *negatives[fact.question_id]]
+        if any(o.given is None for o in pair):
+            failed += 1
+        elif all(o.status == "correct" for o in pair):
+            correct += 1
+        else:
+            incorrect += 1
+    return Tally(correct, incorrect, failed)
+
+
+def unpaired_facts(outcomes: Iterable[QuestionOutcome]) -> int:
+    """How many facts no negative refers to (left out of the paired variants)."""
+    outcomes = list(outcomes)
+    negated = {(o.prompt_id, o.seed, o.negates) for o in outcomes if o.expected != FACT and o.negates}
+    return sum(o.expected == FACT and (o.prompt_id, o.seed, o.question_id) not in negated for o in outcomes)
+
+
+def negative_yes_rate(outcomes: Iterable[QuestionOutcome]) -> float:
+    """The share of answered negatives ("no" questions) the judge answered "yes": its yes-bias; NaN if none."""
+    answered = [o.given for o in outcomes if o.expected != FACT and o.given is not None]
+    return answered.count("yes") / len(answered) if answered else math.nan
 
 
 def tally_by(
@@ -381,12 +466,24 @@ def tally_by(
     return {k: tally(group, kinds) for k, group in _groups(outcomes, key).items()}
 
 
+def _questions_of(metric: str, outcomes: Sequence[QuestionOutcome]) -> list[QuestionOutcome]:
+    """The questions a metric reads: the facts of its kinds, plus their negatives for a paired metric."""
+    if metric in PAIRED_METRIC_KINDS:
+        mine = [o for o in outcomes if o.kind in PAIRED_METRIC_KINDS[metric]]
+        negated = {o.negates for o in mine if o.expected != FACT and o.negates}
+        return [o for o in mine if o.expected != FACT and o.negates or o.question_id in negated]
+    return [o for o in outcomes if o.kind in METRIC_KINDS[metric] and o.expected == FACT]
+
+
 def sample_results(outcomes: Sequence[QuestionOutcome]) -> list[Result]:
     """Per-sample results, shaped like the scoring engine's: per (prompt_id, seed) one row per metric of
-    :data:`METRIC_KINDS` (NaN when none of its questions was answered) and the judge-failure rate.
+    :data:`METRIC_KINDS` and :data:`PAIRED_METRIC_KINDS` (NaN when none of its facts was answered), the
+    failure rate over every question and over each paired metric's questions, and the yes-rate on the
+    negatives.
 
-    A metric whose kinds have no question in the prompt at all (cannot happen with the built questions,
-    which always hold binding and position ones) is left out for that sample rather than set to NaN.
+    A metric with no fact of its kinds in the prompt at all (a paired IGC of a two-person prompt has
+    only the position facts; the built questions always hold binding and position ones) is left out
+    for that sample rather than set to NaN.
     """
     by_sample: dict[tuple[str, int], list[QuestionOutcome]] = {}
     for outcome in outcomes:
@@ -394,27 +491,44 @@ def sample_results(outcomes: Sequence[QuestionOutcome]) -> list[Result]:
     results = []
     for (prompt_id, seed), group in by_sample.items():
         for metric, kinds in METRIC_KINDS.items():
-            counts = tally(group, kinds)
+            counts = fact_tally(group, kinds)
             if counts.asked:
                 results.append(Result(prompt_id, seed, metric, float(counts.accuracy)))
+        for metric, kinds in PAIRED_METRIC_KINDS.items():
+            counts = paired_tally(group, kinds)
+            if counts.asked:
+                results.append(Result(prompt_id, seed, metric, float(counts.accuracy)))
+                rate = tally(_questions_of(metric, group)).failure_rate
+                results.append(Result(prompt_id, seed, f"{metric}.failure_rate", float(rate)))
         results.append(Result(prompt_id, seed, FAILURE_RATE, float(tally(group).failure_rate)))
+        results.append(Result(prompt_id, seed, NEGATIVE_YES_RATE, float(negative_yes_rate(group))))
     return results
 
 
+def _metric_tallies(outcomes: Sequence[QuestionOutcome]) -> dict[str, dict[str, Any]]:
+    """Pooled counts of every metric over ``outcomes`` (paired ones image by image, then summed)."""
+    tallies = {metric: fact_tally(outcomes, kinds).as_dict() for metric, kinds in METRIC_KINDS.items()}
+    for metric, kinds in PAIRED_METRIC_KINDS.items():
+        per_image = [paired_tally(group, kinds) for group in _groups(outcomes, lambda o: (o.prompt_id, o.seed)).values()]
+        tallies[metric] = Tally(*(sum(getattr(t, f) for t in per_image) for f in ("correct", "incorrect", "failed"))).as_dict()
+    return tallies
+
+
 def summarize(outcomes: Sequence[QuestionOutcome]) -> dict[str, Any]:
-    """Pooled counts and accuracies (over all questions of all images, not a mean of per-image values),
-    per metric, per kind, per group size and per group size x kind, plus judge failures by reason.
+    """Pooled counts and accuracies (over all facts of all images, not a mean of per-image values),
+    per metric, per kind (every question), per group size, plus judge failures by reason, the
+    yes-rate on the negatives and how many facts have no negative.
     """
     failures = Counter(o.failure for o in outcomes if o.failure)
     return {
         "questions": len(outcomes),
+        "facts": sum(o.expected == FACT for o in outcomes),
+        "unpaired_facts": unpaired_facts(outcomes),
         "images": len({(o.prompt_id, o.seed) for o in outcomes}),
-        "metrics": {metric: tally(outcomes, kinds).as_dict() for metric, kinds in METRIC_KINDS.items()},
+        "metrics": _metric_tallies(outcomes),
+        "negative_yes_rate": _json_float(negative_yes_rate(outcomes)),
         "by_kind": {str(k): t.as_dict() for k, t in tally_by(outcomes, lambda o: o.kind).items()},
-        "by_n_persons": {
-            str(n): {metric: tally(group, kinds).as_dict() for metric, kinds in METRIC_KINDS.items()}
-            for n, group in _groups(outcomes, lambda o: o.n_persons).items()
-        },
+        "by_n_persons": {str(n): _metric_tallies(group) for n, group in _groups(outcomes, lambda o: o.n_persons).items()},
         "failures": {
             "count": sum(failures.values()),
             "rate": _json_float(tally(outcomes).failure_rate),

@@ -22,6 +22,8 @@ from idbench.evaluate_pkg.images import content_hash
 PERSON_QUERY = "a person"
 PERSON_NMS_IOU = 0.5
 
+# The judged metrics: one set of answers (one request per image) gives them all.
+VQA_METRICS = frozenset({"attr_vqa", "igc", "attr_vqa_paired", "igc_paired"})
 NOT_RUN: dict[str, str] = {
     "retrieval_p@k": "scores a ranking of references (the retrieval task), not generated images",
     "retrieval_r@k": "scores a ranking of references (the retrieval task), not generated images",
@@ -32,22 +34,24 @@ DIAGNOSTICS: dict[str, str] = {
     "faces_expected": "persons the prompt asks for (ID-Sim)",
     "persons_detected": "persons counted after NMS (count accuracy)",
     # Attr-VQA's accuracy per question kind (binding, interaction, position), next to the overall one.
-    **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} questions" for kind in QUESTION_KINDS},
+    **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} facts" for kind in QUESTION_KINDS},
+    "attr_vqa.negative_yes_rate": "share of the negative questions the judge answered yes (its yes-bias)",
 }
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
-    results = _vqa(ctx, metrics) if metrics & {"attr_vqa", "igc"} else []
+    results = _vqa(ctx, metrics) if metrics & VQA_METRICS else []
     return results + _encoders(ctx, metrics)
 
 
 def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
-    """Attr-VQA and IGC per image (one judge request per image), failure rates, evidence, run notes.
+    """Attr-VQA and IGC (and their paired variants) per image (one judge request per image), failure
+    rates, the yes-rate on the negatives, evidence, run notes.
 
-    The judge answers all of an image's questions at once, so both metrics come from the same answers;
-    an unrequested one of the two is dropped from the results.
+    The judge answers all of an image's questions at once, so every metric comes from the same answers;
+    an unrequested one is dropped from the results.
     """
-    from idbench.evaluate_pkg.judge.vqa import METRIC_KINDS, score_images, tally, vqa_items
+    from idbench.evaluate_pkg.judge.vqa import METRIC_KINDS, fact_tally, score_images, vqa_items
 
     runs = [score_images(ctx.judge, vqa_items(ctx.data.prompt_rows, chunk)) for chunk in ctx.generation_bytes(JUDGE_CHUNK)]
     run = runs[0]
@@ -55,19 +59,20 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
         run.results += more.results
         run.outcomes += more.outcomes
         run.answers += more.answers
-    dropped = {"attr_vqa", "igc"} - metrics
+    dropped = VQA_METRICS - metrics
     results = [r for r in run.results if r.metric.split(".")[0] not in dropped]
     by_image: dict[tuple[str, int], list] = {}
     for outcome in run.outcomes:
         by_image.setdefault((outcome.prompt_id, outcome.seed), []).append(outcome)
     for (prompt_id, seed), outcomes in by_image.items():
-        if "igc" in metrics:  # the failure rate over IGC's own questions, next to its score
-            rate = tally(outcomes, METRIC_KINDS["igc"]).failure_rate
+        if "igc" in metrics:  # the failure rate over IGC's own facts, next to its score
+            rate = fact_tally(outcomes, METRIC_KINDS["igc"]).failure_rate
             results.append(Result(prompt_id, seed, "igc.failure_rate", float(rate)))
         answered = [
-            {"question": o.question_id, "kind": o.kind, "expected": o.expected, "given": o.given, "failure": o.failure}
+            {"question": o.question_id, "kind": o.kind, "expected": o.expected, "given": o.given, "failure": o.failure,
+             "negates": o.negates}
             for o in outcomes
-        ]
+        ]  # fmt: skip
         ctx.evidence.append((prompt_id, seed, "attr_vqa", {"questions": answered}))
     ctx.notes["attr_vqa"] = run.summary(ctx.data.build_info.get("questions_version"))
     return results

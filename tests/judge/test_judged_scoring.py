@@ -183,15 +183,18 @@ def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
 
 
 def test_cogcanvas_attr_vqa_end_to_end(built, server, tmp_path):
-    summary = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "out", server.base_url, tmp_path / "cache")
+    summary = _score(built, "cogcanvas", "attr_vqa,igc,attr_vqa_paired,igc_paired", tmp_path / "out", server.base_url, tmp_path / "cache")
     data = load_benchmark_data(built / "cogcanvas")
     results = pd.read_parquet(tmp_path / "out" / "results.parquet")
-    # Answering "yes" to everything: per image, accuracy = share of questions whose answer is "yes".
-    for metric, kinds in (("attr_vqa", {"binding", "interaction", "position"}), ("igc", {"interaction", "position"})):
-        got = results[results["metric"] == metric].set_index("prompt_id")["value"].to_dict()
-        for prompt_id, row in data.prompt_rows.items():
-            asked = [q for q in row["questions"] if q["kind"] in kinds]
-            assert got[prompt_id] == pytest.approx(sum(q["answer"] == "yes" for q in asked) / len(asked))
+    values = {m: results[results["metric"] == m].set_index("prompt_id")["value"].to_dict() for m in set(results["metric"])}
+    # The scripted judge answers "yes" to everything: it confirms every fact (the paper's Attr-VQA and
+    # IGC give it 1 on every image), but never denies a negative, so the paired variants give it 0
+    # wherever a prompt has a paired fact, and its yes-rate on the negatives is 1.
+    for prompt_id, row in data.prompt_rows.items():
+        assert values["attr_vqa"][prompt_id] == 1.0 and values["igc"][prompt_id] == 1.0
+        assert values["attr_vqa_paired"][prompt_id] == 0.0 and values["igc_paired"][prompt_id] == 0.0
+        assert values["attr_vqa.negative_yes_rate"][prompt_id] == 1.0
+        assert sum(q["answer"] == "no" for q in row["questions"]) > 0 and all(q["negates"] for q in row["questions"] if q["answer"] == "no")
     overall = summary["aggregates"]["overall"]
     assert overall["attr_vqa.failure_rate"]["mean"] == 0 and overall["igc.failure_rate"]["mean"] == 0
     assert len(server.requests) == len(data.prompt_rows)  # one request per image

@@ -40,27 +40,28 @@ def answer(pairs: dict[str, str] | list[tuple[str, str]]) -> JudgeAnswer:
     return JudgeAnswer(value={"answers": [{"question_id": q, "answer": a} for q, a in items]}, raw="{}")
 
 
-def q(qid: str, kind: str, expected: str) -> vqa.VQAQuestion:
-    return vqa.VQAQuestion(qid, kind, f"Question {qid}?", expected)
+def q(qid: str, kind: str, expected: str, negates: str = "") -> vqa.VQAQuestion:
+    return vqa.VQAQuestion(qid, kind, f"Question {qid}?", expected, negates)
 
 
-# Two persons (p1) and three persons (p2); expected answers alternate yes / no within each kind.
+# Two persons (p1) and three persons (p2); each fact ("yes") is followed by the negative ("no") that
+# names it, except p1's interaction fact, which has none (a two-person prompt has no free pair).
 P1 = vqa.VQAItem(
     "p1", 0, IMAGE_1,
     (
-        q("p1-q01", "binding", "yes"), q("p1-q02", "binding", "no"),
-        q("p1-q03", "binding", "yes"), q("p1-q04", "binding", "no"),
+        q("p1-q01", "binding", "yes"), q("p1-q02", "binding", "no", "p1-q01"),
+        q("p1-q03", "binding", "yes"), q("p1-q04", "binding", "no", "p1-q03"),
         q("p1-q05", "interaction", "yes"),
-        q("p1-q06", "position", "yes"), q("p1-q07", "position", "no"),
+        q("p1-q06", "position", "yes"), q("p1-q07", "position", "no", "p1-q06"),
     ),
     n_persons=2,
 )
 P2 = vqa.VQAItem(
     "p2", 0, IMAGE_2,
     (
-        q("p2-q01", "binding", "yes"), q("p2-q02", "binding", "no"),
-        q("p2-q03", "interaction", "yes"), q("p2-q04", "interaction", "no"),
-        q("p2-q05", "position", "yes"), q("p2-q06", "position", "no"),
+        q("p2-q01", "binding", "yes"), q("p2-q02", "binding", "no", "p2-q01"),
+        q("p2-q03", "interaction", "yes"), q("p2-q04", "interaction", "no", "p2-q03"),
+        q("p2-q05", "position", "yes"), q("p2-q06", "position", "no", "p2-q05"),
     ),
     n_persons=3,
 )
@@ -119,41 +120,58 @@ def test_outcomes_per_question():
 def test_per_sample_accuracies_by_hand():
     run = vqa.score_images(ScriptedJudge(by_image), [P1, P2])
     got = values(run.results)
-    # p1 answered: binding q01 ok, q02 wrong, q03 ok (q04 failed) -> 2/3; interaction q05 ok -> 1/1;
-    # position q06 ok (q07 failed) -> 1/1. All: 4 correct of 5 answered. IGC: 2 of 2.
-    assert got[("p1", "attr_vqa")] == pytest.approx(4 / 5)
-    assert got[("p1", "igc")] == pytest.approx(1.0)
-    assert got[("p1", "attr_vqa.binding")] == pytest.approx(2 / 3)
+    # p1's facts (the "yes" questions): q01, q03, q05 confirmed, q06 confirmed ("Yes ") -> 4 of 4.
+    assert got[("p1", "attr_vqa")] == pytest.approx(1.0)
+    assert got[("p1", "igc")] == pytest.approx(1.0)  # q05, q06
+    assert got[("p1", "attr_vqa.binding")] == pytest.approx(1.0)
     assert got[("p1", "attr_vqa.interaction")] == pytest.approx(1.0)
     assert got[("p1", "attr_vqa.position")] == pytest.approx(1.0)
-    assert got[("p1", "attr_vqa.failure_rate")] == pytest.approx(2 / 7)
-    # p2: binding 2/2; interaction q03 wrong, q04 ok -> 1/2; position q05 wrong (q06 failed) -> 0/1.
-    # All: 3 of 5. IGC: 1 of 3.
-    assert got[("p2", "attr_vqa")] == pytest.approx(3 / 5)
-    assert got[("p2", "igc")] == pytest.approx(1 / 3)
+    assert got[("p1", "attr_vqa.failure_rate")] == pytest.approx(2 / 7)  # q04 missing, q07 invalid
+    # Paired: q01 with q02 (q02 wrongly "yes") -> wrong; q03 with q04 (missing) -> failed; q05 has no
+    # negative -> left out; q06 with q07 (invalid) -> failed. 0 of 1 answered; IGC's only pair failed.
+    assert got[("p1", "attr_vqa_paired")] == pytest.approx(0.0)
+    assert math.isnan(got[("p1", "igc_paired")])
+    assert got[("p1", "attr_vqa_paired.failure_rate")] == pytest.approx(2 / 6)  # q01-q04, q06, q07
+    assert got[("p1", "igc_paired.failure_rate")] == pytest.approx(1 / 2)  # q06, q07
+    assert got[("p1", "attr_vqa.negative_yes_rate")] == pytest.approx(1.0)  # q02, the only answered negative
+    # p2's facts: q01 confirmed, q03 and q05 denied -> 1 of 3; IGC 0 of 2.
+    assert got[("p2", "attr_vqa")] == pytest.approx(1 / 3)
+    assert got[("p2", "igc")] == pytest.approx(0.0)
     assert got[("p2", "attr_vqa.binding")] == pytest.approx(1.0)
-    assert got[("p2", "attr_vqa.interaction")] == pytest.approx(1 / 2)
+    assert got[("p2", "attr_vqa.interaction")] == pytest.approx(0.0)
     assert got[("p2", "attr_vqa.position")] == pytest.approx(0.0)
-    assert got[("p2", "attr_vqa.failure_rate")] == pytest.approx(1 / 6)
+    assert got[("p2", "attr_vqa.failure_rate")] == pytest.approx(1 / 6)  # q06 conflicting
+    # Paired: q01/q02 right; q03/q04 wrong (fact denied); q05/q06 failed -> 1 of 2; IGC 0 of 1.
+    assert got[("p2", "attr_vqa_paired")] == pytest.approx(1 / 2)
+    assert got[("p2", "igc_paired")] == pytest.approx(0.0)
+    assert got[("p2", "attr_vqa.negative_yes_rate")] == pytest.approx(0.0)  # q02 and q04 said "no"
     assert {r.seed for r in run.results} == {0} and {r.subject for r in run.results} == {""}
-    assert len(run.results) == 2 * 6
+    # 5 fact metrics, 2 paired metrics with their failure rates, the failure rate and the yes-rate.
+    assert len(run.results) == 2 * 11
 
 
 def test_pooled_summary_by_hand():
-    summary = vqa.score_images(ScriptedJudge(by_image), [P1, P2]).summary(questions_version=2)
-    assert summary["questions_version"] == 2 and summary["judge_model"] == "scripted-judge"
+    summary = vqa.score_images(ScriptedJudge(by_image), [P1, P2]).summary(questions_version=3)
+    assert summary["questions_version"] == 3 and summary["judge_model"] == "scripted-judge"
     assert summary["questions"] == 13 and summary["images"] == 2 and summary["requests"] == 2
-    # Pooled over both images: 7 correct, 3 incorrect, 3 failed.
+    assert summary["facts"] == 7 and summary["unpaired_facts"] == 1  # p1-q05
+    # Facts pooled over both images: p1 4 of 4, p2 1 of 3.
     assert summary["metrics"]["attr_vqa"] == {
-        "asked": 13, "answered": 10, "correct": 7, "incorrect": 3, "failed": 3,
-        "accuracy": pytest.approx(0.7), "failure_rate": pytest.approx(3 / 13),
+        "asked": 7, "answered": 7, "correct": 5, "incorrect": 2, "failed": 0,
+        "accuracy": pytest.approx(5 / 7), "failure_rate": pytest.approx(0.0),
     }
-    # IGC pooled: p1 q05, q06 ok (q07 failed); p2 q03 wrong, q04 ok, q05 wrong (q06 failed) -> 3 of 5.
-    assert summary["metrics"]["igc"]["accuracy"] == pytest.approx(3 / 5)
-    assert summary["metrics"]["igc"]["failed"] == 2
+    # IGC facts pooled: p1 q05, q06 confirmed; p2 q03, q05 denied -> 2 of 4.
+    assert summary["metrics"]["igc"]["accuracy"] == pytest.approx(2 / 4)
+    # Paired pooled: p1 1 wrong, 2 failed; p2 1 right, 1 wrong, 1 failed.
+    assert summary["metrics"]["attr_vqa_paired"] == {
+        "asked": 6, "answered": 3, "correct": 1, "incorrect": 2, "failed": 3,
+        "accuracy": pytest.approx(1 / 3), "failure_rate": pytest.approx(3 / 6),
+    }
+    assert summary["negative_yes_rate"] == pytest.approx(1 / 3)  # p1 q02 yes; p2 q02, q04 no
+    # by_kind counts every question, facts and negatives: binding p1 q01 ok, q02 wrong, q03 ok; p2 q01, q02 ok.
     assert summary["by_kind"]["binding"]["accuracy"] == pytest.approx(4 / 5)
-    assert summary["by_n_persons"]["2"]["attr_vqa"]["accuracy"] == pytest.approx(4 / 5)
-    assert summary["by_n_persons"]["3"]["igc"]["accuracy"] == pytest.approx(1 / 3)
+    assert summary["by_n_persons"]["2"]["attr_vqa"]["accuracy"] == pytest.approx(1.0)
+    assert summary["by_n_persons"]["3"]["igc"]["accuracy"] == pytest.approx(0.0)
     assert summary["failures"] == {
         "count": 3,
         "rate": pytest.approx(3 / 13),
@@ -170,16 +188,16 @@ def test_a_failed_request_is_a_failure_never_a_wrong_answer():
     run = vqa.score_images(ScriptedJudge(script), [P1, P2])
     got = values(run.results)
     # p2 has no usable answer: every accuracy is undefined (NaN), not 0, and all its questions failed.
-    for metric in vqa.METRIC_KINDS:
+    for metric in [*vqa.METRIC_KINDS, *vqa.PAIRED_METRIC_KINDS, vqa.NEGATIVE_YES_RATE]:
         assert math.isnan(got[("p2", metric)])
     assert got[("p2", "attr_vqa.failure_rate")] == 1.0
-    assert got[("p1", "attr_vqa")] == pytest.approx(4 / 5)  # p1 unaffected
+    assert got[("p1", "attr_vqa")] == pytest.approx(1.0)  # p1 unaffected
     summary = run.summary()
     assert summary["failed_requests"] == 1
     assert summary["failures"]["by_reason"][vqa.FAIL_JUDGE] == 6
-    # Pooled accuracy is over answered questions only: p1's 4 of 5.
-    assert summary["metrics"]["attr_vqa"]["accuracy"] == pytest.approx(4 / 5)
-    assert summary["metrics"]["attr_vqa"]["failure_rate"] == pytest.approx((2 + 6) / 13)
+    # Pooled accuracy is over answered facts only: p1's 4 of 4; p2's 3 facts failed.
+    assert summary["metrics"]["attr_vqa"]["accuracy"] == pytest.approx(1.0)
+    assert summary["metrics"]["attr_vqa"]["failure_rate"] == pytest.approx(3 / 7)
     assert all(o.detail and "could not parse" in o.detail for o in run.outcomes if o.prompt_id == "p2")
 
 
@@ -236,7 +254,8 @@ def test_a_missing_id_is_a_failure_of_that_question_only():
     run = vqa.score_images(ScriptedJudge(script), [P2])
     got = values(run.results)
     assert got[("p2", "attr_vqa")] == 1.0 and got[("p2", "attr_vqa.failure_rate")] == pytest.approx(1 / 6)
-    assert got[("p2", "attr_vqa.interaction")] == 1.0  # q04 alone, answered right
+    # Its only interaction fact (q03) failed: undefined, not 0 (the negative q04 alone confirms nothing).
+    assert math.isnan(got[("p2", "attr_vqa.interaction")])
     assert [o.question_id for o in run.outcomes if o.status == "failed"] == ["p2-q03"]
 
 
@@ -262,11 +281,48 @@ def test_items_from_built_prompt_rows():
     (item,) = vqa.vqa_items(prompts, {("cc-1", 0): IMAGE_1})
     assert item.n_persons == 2 and [x.kind for x in item.questions] == ["binding"] * 4 + ["interaction"] + ["position"] * 2
 
-    # A judge that always says "yes" gets the "yes" questions right and the "no" ones wrong.
-    always_yes = ScriptedJudge(lambda r: answer({qid: "yes" for qid in asked_ids(r)}))
-    got = values(vqa.score_images(always_yes, [item]).results)
-    assert got[("cc-1", "attr_vqa.binding")] == 0.5 and got[("cc-1", "attr_vqa.position")] == 0.5
-    assert got[("cc-1", "attr_vqa")] == pytest.approx(4 / 7)
+    # Each "no" names the fact it negates; the two-person interaction fact has no negative.
+    assert [x.negates for x in item.questions] == ["", "cc-1-q01", "", "cc-1-q03", "", "", "cc-1-q06"]
+
+    def judge(says):  # a judge answering every question with says(question)
+        by_id = {x.question_id: x for x in item.questions}
+        return ScriptedJudge(lambda r: answer({qid: says(by_id[qid]) for qid in asked_ids(r)}))
+
+    always_yes = values(vqa.score_images(judge(lambda x: "yes"), [item]).results)
+    always_no = values(vqa.score_images(judge(lambda x: "no"), [item]).results)
+    truth = values(vqa.score_images(judge(lambda x: x.answer), [item]).results)
+    # The paper's Attr-VQA: always-yes confirms every fact, always-no (what a blank image gets) none.
+    assert always_yes[("cc-1", "attr_vqa")] == 1.0 and always_no[("cc-1", "attr_vqa")] == 0.0
+    # The paired variant credits neither bias; the truth scores 1 on both.
+    for metric in ("attr_vqa_paired", "igc_paired"):
+        assert always_yes[("cc-1", metric)] == 0.0 and always_no[("cc-1", metric)] == 0.0 and truth[("cc-1", metric)] == 1.0
+    assert truth[("cc-1", "attr_vqa")] == 1.0
+    assert always_yes[("cc-1", "attr_vqa.negative_yes_rate")] == 1.0 and truth[("cc-1", "attr_vqa.negative_yes_rate")] == 0.0
+
+
+def test_questions_without_negates_are_paired_by_order():
+    """A dataset built before questions version 3 has no ``negates``: each "no" follows its fact."""
+    persons = [
+        {"slot": "A", "item_entity_id": "cup", "interaction": "hold"},
+        {"slot": "B", "item_entity_id": "hat", "interaction": "wear"},
+        {"slot": "C", "item_entity_id": "chair", "interaction": "look_at"},
+    ]
+    graph = interaction_graph(persons, [edge("A", "hugs", "B")])
+    questions = derive_questions("cc-2", graph, position_graph(["A", "B", "C"]), {"cup": "the cup", "hat": "the hat", "chair": "the chair"})
+    old_rows = [{k: v for k, v in x.items() if k != "negates"} for x in questions]
+    new_item, = vqa.vqa_items({"cc-2": {"n_persons": 3, "questions": questions}}, {("cc-2", 0): IMAGE_1})
+    old_item, = vqa.vqa_items({"cc-2": {"n_persons": 3, "questions": old_rows}}, {("cc-2", 0): IMAGE_1})
+    assert [x.negates for x in old_item.questions] == [x["negates"] for x in questions]
+    assert old_item == new_item
+
+
+def test_a_negative_must_name_a_fact_of_its_prompt():
+    rows = [
+        {"question_id": "x1", "kind": "binding", "question": "?", "answer": "yes"},
+        {"question_id": "x2", "kind": "binding", "question": "?", "answer": "no", "negates": "x9"},
+    ]
+    with pytest.raises(vqa.VQAInputError, match="x2: negates 'x9'"):
+        vqa.vqa_items({"p": {"n_persons": 2, "questions": rows}}, {("p", 0): IMAGE_1})
 
 
 @pytest.mark.parametrize(
