@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sys
+import types
 import shutil
 import sqlite3
 import time
@@ -176,7 +178,10 @@ def _worker_process(home: str, barrier) -> None:
     run_worker(Store(Path(home)), once=True, options=TINY, scorer=_fake_scorer)
 
 
-def test_concurrent_workers_never_claim_twice_and_lose_nothing(store):
+def test_concurrent_workers_never_claim_twice_and_lose_nothing(store, monkeypatch):
+    # Spawned children re-run the parent's __main__ file; after an in-process AppTest that file is the
+    # Streamlit app, which must not run outside Streamlit. The workers need no __main__ of ours.
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     for k in range(20):
         store.add_submission(
             benchmark="identity-collapse",
