@@ -13,12 +13,13 @@ import hashlib
 import io
 import re
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image
 
-from idbench.builders.spec import BenchmarkSpec, SourceColumn
+from idbench.builders.spec import BenchmarkSpec, DistinctNames, SourceColumn
 from idbench.errors import IdbenchError
 
 MANIFEST_NAME = "manifest.csv"
@@ -142,6 +143,65 @@ def check_unique(rows: list[tuple[int, dict]], column: str, manifest: Path) -> N
         seen[value] = number
 
 
+_ARTICLES = ("the", "a", "an")
+
+
+def reader_name(name: str) -> str:
+    """A name as a reader of a prompt tells it apart: case, spacing and a leading article do not count.
+
+    >>> reader_name("The  Dog "), reader_name("dog"), reader_name("an apple"), reader_name("A")
+    ('dog', 'dog', 'apple', 'a')
+    """
+    words = name.casefold().split()
+    if len(words) > 1 and words[0] in _ARTICLES:
+        words = words[1:]
+    return " ".join(words)
+
+
+def check_distinct_names(rule: DistinctNames | None, rows: Sequence[tuple[int, Mapping]], manifest: Path) -> None:
+    """Refuse subjects a prompt could name together under one name: one error listing every clash.
+
+    ``rows`` are (row number, values) pairs: the manifest's rows, or the rows a recipe hands its sampler
+    (after curation), numbered by the manifest row they came from. ``rule`` None: nothing to check.
+    """
+    if rule is None:
+        return
+    # reader name -> subject -> (its kind, [(row, name as written)]); dicts keep first-seen order
+    by_name: dict[str, dict[str, tuple[str | None, list[tuple[int, str]]]]] = {}
+    for number, values in rows:
+        written = values.get(rule.column) or ""
+        if not written.strip():
+            continue  # an empty name is the column check's error (or curation's to fill)
+        subject = str(values[rule.entity_column]) if rule.entity_column else f"row {number}"
+        kind = values[rule.kind_column] if rule.kind_column else None
+        by_name.setdefault(reader_name(written), {}).setdefault(subject, (kind, []))[1].append((number, written))
+
+    def meet(kind_a, kind_b) -> bool:
+        # Two subjects of a kind that a prompt holds once (a background) never stand side by side.
+        return not (kind_a == kind_b and kind_a in rule.alone_kinds)
+
+    clashes = []
+    for name, subjects in by_name.items():
+        clashing = [
+            s for s, (kind, _) in subjects.items() if any(meet(kind, k) for t, (k, _) in subjects.items() if t != s)
+        ]
+        if not clashing:
+            continue
+        spellings = ", ".join(repr(w) for w in dict.fromkeys(w for s in clashing for _, w in subjects[s][1]))
+        if rule.entity_column:
+            holders = [f"entity {s} (row{'s' if len(subjects[s][1]) > 1 else ''} {', '.join(str(n) for n, _ in subjects[s][1])})" for s in clashing]
+        else:
+            holders = clashing
+        clashes.append(f"{', '.join(holders[:-1])} and {holders[-1]} share the name {name!r} ({spellings})")
+    if clashes:
+        raise SourceError(
+            f"{manifest}: subjects that a prompt can name together must have names a reader can tell apart, "
+            f"but {'; '.join(clashes)}. Give each a distinguishing name in the {rule.column!r} column "
+            "(e.g. 'the brown terrier', 'the white poodle'); names are compared ignoring case, spacing and a "
+            "leading 'the', 'a' or 'an'."
+        )
+
+
 def load_image(root: Path, relative: str, where: str) -> tuple[Path, bytes, int, int]:
     """Read one image file and prove it decodes fully; the path must stay inside ``root``."""
     candidate = Path(relative)
@@ -183,6 +243,7 @@ def read_source(spec: BenchmarkSpec, source: Path, unique: str | None = None) ->
     if unique is not None:
         check_unique(rows, unique, manifest)
     check_unique(rows, "file", manifest)
+    check_distinct_names(spec.distinct_names, rows, manifest)  # before the images load (and any model runs)
     root = manifest.parent
     images = []
     for number, values in rows:

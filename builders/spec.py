@@ -76,6 +76,24 @@ class SourceColumn:
 
 
 @dataclass(frozen=True)
+class DistinctNames:
+    """Which names of a source a prompt can hold together, and so must tell apart.
+
+    Two subjects conflict when their ``column`` values read the same (case, spacing and a leading
+    article ignored: "The dog", "the  dog" and "dog" are one name to a reader) and a prompt can name
+    both. Rows with the same ``entity_column`` value are one subject shown in several images, so they
+    may repeat their name; None: every row is a subject of its own. Kinds listed in ``alone_kinds``
+    (values of ``kind_column``) appear at most once per prompt, so two subjects of one such kind never
+    meet and may share a name; they still may not share one with any other kind's subject.
+    """
+
+    column: str = "name"
+    entity_column: str | None = None
+    kind_column: str | None = None
+    alone_kinds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class MetricSpec:
     """A metric of the suite: what later issues compute and how the leaderboard shows it.
 
@@ -129,6 +147,9 @@ class BenchmarkSpec:
     recipe: str = ""
     # A manifest column whose values must be unique (the reference id), or None.
     unique_source_column: str | None = None
+    # Names that prompts put side by side must differ (checked on the source and on the rows the
+    # sampler gets); None: a prompt names one subject, so names may repeat.
+    distinct_names: DistinctNames | None = None
     # The config that holds the reference images, and its id column (what prompts refer to).
     reference_config: str = ""
     reference_id: str = ""
@@ -155,6 +176,13 @@ class BenchmarkSpec:
             raise SpecError(f"{where}: reference_config {self.reference_config!r} is not one of its configs ({', '.join(self.configs)})")
         if self.reference_config and self.reference_id not in self.configs[self.reference_config].features:
             raise SpecError(f"{where}: reference_id {self.reference_id!r} is not a column of {self.reference_config}")
+        if self.distinct_names is not None:
+            rule, declared = self.distinct_names, {c.name for c in self.source_columns}
+            for column in (rule.column, rule.entity_column, rule.kind_column):
+                if column is not None and column not in declared:
+                    raise SpecError(f"{where}: distinct_names names {column!r}, which is not one of its source_columns")
+            if rule.alone_kinds and rule.kind_column is None:
+                raise SpecError(f"{where}: distinct_names lists alone_kinds but no kind_column")
         names = [m.name for m in self.metric_suite]
         if len(set(names)) != len(names):
             raise SpecError(f"{where}: a metric is listed twice in its metric_suite")

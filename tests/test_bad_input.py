@@ -7,6 +7,7 @@ import io
 import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -187,3 +188,175 @@ def test_fixed_grid_refuses_a_prompt_count(tmp_path):
 def test_header_only_manifest(tmp_path):
     manifest = write_manifest(tmp_path / "src" / "manifest.csv", COLLAPSE_HEADER, [])
     assert_refused(tmp_path, "identity-collapse", manifest, "no data rows")
+
+
+# --- names a prompt holds together must be told apart (issue 11.10) --------------------------------
+
+
+def reads_alike(a: str, b: str) -> bool:
+    """The test's own reading of "the same name": case, spacing and one leading article ignored."""
+
+    def bare(name: str) -> str:
+        words = name.lower().split()
+        return " ".join(words[1:] if len(words) > 1 and words[0] in ("the", "a", "an") else words)
+
+    return bare(a) == bare(b)
+
+
+def test_reads_alike_matches_the_builder():
+    from idbench.builders.sources import reader_name
+
+    pairs = [("the dog", "The Dog "), ("the  dog", "dog"), ("a dog", "the dog"), ("the dog", "the brown dog"), ("dog", "dogs")]
+    for a, b in pairs:
+        assert (reader_name(a) == reader_name(b)) == reads_alike(a, b), (a, b)
+
+
+def test_collapse_subjects_sharing_a_name_are_refused_in_one_error(tmp_path):
+    manifest = make_collapse_source(tmp_path / "src", 12)
+    rewrite_row(manifest, 3, "name", "the dog")
+    rewrite_row(manifest, 8, "name", "The Dog ")
+    rewrite_row(manifest, 11, "name", "dog")
+    rewrite_row(manifest, 5, "name", "a cat")
+    rewrite_row(manifest, 6, "name", "the cat")
+    assert_refused(
+        tmp_path, "identity-collapse", manifest,
+        "manifest.csv", "row 3, row 8 and row 11 share the name 'dog' ('the dog', 'The Dog', 'dog')",
+        "row 5 and row 6 share the name 'cat' ('a cat', 'the cat')", "distinguishing name in the 'name' column",
+    )  # fmt: skip
+
+
+def test_collapse_distinct_names_build(tmp_path):
+    manifest = make_collapse_source(tmp_path / "src", 12)
+    rewrite_row(manifest, 3, "name", "the dog")
+    rewrite_row(manifest, 8, "name", "the brown dog")
+    info = build("identity-collapse", out=tmp_path / "out", source=manifest)
+    assert info["configs"]["subjects"]["rows"] == 12
+
+
+def cogcanvas_copy(tmp_path: Path) -> tuple[Path, list[list[str]]]:
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLES, source)
+    return source / "cogcanvas.csv", read_rows(source / "cogcanvas.csv")
+
+
+def row_of(rows: list[list[str]], entity: str) -> list[int]:
+    column = rows[0].index("entity_id")
+    return [i for i, row in enumerate(rows) if i and row[column] == entity]
+
+
+def test_cogcanvas_persons_sharing_a_name_are_refused(tmp_path):
+    manifest, rows = cogcanvas_copy(tmp_path)
+    (first,), (second,) = row_of(rows, "person-grace-hopper"), row_of(rows, "person-aksel-andersson")
+    rewrite_row(manifest, first, "name", "the dog")
+    rewrite_row(manifest, second, "name", "The Dog ")
+    assert_refused(
+        tmp_path, "cogcanvas", manifest,
+        f"entity person-grace-hopper (row {first}) and entity person-aksel-andersson (row {second}) share the name 'dog'",
+        "'the dog', 'The Dog'", "distinguishing name",
+    )  # fmt: skip
+
+
+def test_cogcanvas_a_person_and_an_item_sharing_a_name_are_refused(tmp_path):
+    # Persons and items stand side by side in one prompt ("person A (the doll) holds the doll").
+    manifest, rows = cogcanvas_copy(tmp_path)
+    (person,) = row_of(rows, "person-grace-hopper")
+    dress = row_of(rows, "fashion-blue-dress")
+    for row in (person, *dress):
+        rewrite_row(manifest, row, "name", "the doll")
+    assert_refused(
+        tmp_path, "cogcanvas", manifest,
+        f"entity person-grace-hopper (row {person}) and entity fashion-blue-dress (rows {dress[0]}, {dress[1]}) share the name 'doll'",
+    )  # fmt: skip
+
+
+def test_cogcanvas_a_background_may_not_share_an_item_name_but_two_backgrounds_may(tmp_path):
+    # A prompt holds one background, so two never meet; its name does meet the items' names.
+    manifest, rows = cogcanvas_copy(tmp_path)
+    (park_a,), (park_b,) = row_of(rows, "bg-autumn-ridge"), row_of(rows, "bg-dandelion-meadow")
+    rewrite_row(manifest, park_a, "name", "the park")
+    rewrite_row(manifest, park_b, "name", "The Park")
+    info = build("cogcanvas", out=tmp_path / "ok", source=manifest, n_prompts=6)
+    assert info["configs"]["references"]["rows"] == len(rows) - 1
+
+    (chair,) = row_of(rows, "object-white-chair")
+    rewrite_row(manifest, chair, "name", "the park")
+    assert_refused(tmp_path, "cogcanvas", manifest, f"entity object-white-chair (row {chair})", f"entity bg-autumn-ridge (row {park_a})")
+
+
+def test_cogcanvas_one_entity_with_several_references_of_one_name_builds(tmp_path):
+    manifest, rows = cogcanvas_copy(tmp_path)
+    name = rows[0].index("name")
+    dress = row_of(rows, "fashion-blue-dress")
+    assert len(dress) == 2 and reads_alike(rows[dress[0]][name], rows[dress[1]][name])  # so the shipped samples prove it
+    rewrite_row(manifest, dress[1], "name", "The Blue dress  with the purple waistband")
+    info = build("cogcanvas", out=tmp_path / "out", source=manifest, n_prompts=6)
+    assert info["configs"]["references"]["rows"] == len(rows) - 1
+
+
+def test_charis_allows_subjects_sharing_a_name(tmp_path):
+    # A CHARIS prompt names one subject and everything refers to subjects by subject_id: no ambiguity.
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLES, source)
+    rows = read_rows(source / "charis.csv")
+    rewrite_row(source / "charis.csv", 1, "name", "the dog")
+    rewrite_row(source / "charis.csv", 2, "name", "The Dog ")
+    build("charis", out=tmp_path / "out", source=source / "charis.csv")
+    subjects = {r[0] for r in rows[1:3]}
+    prompts = pq.read_table(tmp_path / "out" / "prompts").to_pylist()
+    assert {p["subject_id"] for p in prompts} >= subjects
+    for p in prompts:
+        if p["subject_id"] in subjects:
+            assert p["prompt"].lower().count("the dog") == 1
+
+
+@pytest.mark.parametrize("benchmark", ["identity-collapse", "cogcanvas", "charis"])
+def test_the_shipped_samples_have_no_names_that_read_alike(benchmark):
+    # Brute force over pairs, with the test's own reading of names and of which subjects meet in a prompt.
+    with (SAMPLES / f"{benchmark}.csv").open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    clashes = [
+        (a["name"], b["name"])
+        for i, a in enumerate(rows)
+        for b in rows[i + 1 :]
+        if reads_alike(a["name"], b["name"])
+        and a.get("entity_id", a["file"]) != b.get("entity_id", b["file"])
+        and not (a.get("kind") == b.get("kind") == "background")
+    ]
+    assert clashes == []
+
+
+def test_a_name_changed_by_curation_is_checked_before_sampling(tmp_path):
+    """The check runs on the rows the sampler gets, not only on the manifest."""
+
+    class Log:
+        stages: dict = {}
+
+        def write(self, folder):
+            pass
+
+    class Renamer:
+        log, fills_metadata = Log(), False
+
+        def curate_images(self, images, id_of, text_of):
+            return list(images)
+
+        def curate_cogcanvas_references(self, rows):
+            return [{**r, "name": "the red espresso cup"} if r["entity_id"] == "object-white-teacup" else r for r in rows]
+
+    manifest, rows = cogcanvas_copy(tmp_path)
+    (cup,), (teacup,) = row_of(rows, "object-red-espresso-cup"), row_of(rows, "object-white-teacup")
+    assert_refused(
+        tmp_path, "cogcanvas", manifest,
+        f"entity object-red-espresso-cup (row {cup}) and entity object-white-teacup (row {teacup}) share the name 'red espresso cup'",
+        curator=Renamer(), n_prompts=6,
+    )  # fmt: skip
+
+
+def test_a_spec_naming_an_unknown_column_for_distinct_names_is_refused():
+    from dataclasses import replace
+
+    from idbench.builders.benchmarks.identity_collapse import SPEC
+    from idbench.builders.spec import DistinctNames, SpecError
+
+    with pytest.raises(SpecError, match="'label'"):
+        replace(SPEC, distinct_names=DistinctNames("label"))

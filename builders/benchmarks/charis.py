@@ -128,6 +128,9 @@ SPEC = BenchmarkSpec(
     ),
     recipe="idbench.builders.recipes.charis:recipe",
     unique_source_column="subject_id",
+    # Names may repeat: a prompt names one subject, and prompts, scores and the card refer to subjects
+    # by subject_id (two "the dog" subjects are two rows with their own reference images).
+    distinct_names=None,
     reference_config="subjects",
     reference_id="subject_id",
     suite="idbench.evaluate_pkg.suites.charis",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, DistinctNames, MetricSpec, SourceColumn
 
 NAME = "cogcanvas"
 KINDS = ("person", "object", "fashion", "background")
@@ -249,6 +249,9 @@ SPEC = BenchmarkSpec(
     ),
     recipe="idbench.builders.recipes.cogcanvas:recipe",
     unique_source_column="ref_id",
+    # A prompt names 2-5 persons and their items side by side, and its one background beside them; two
+    # backgrounds never meet. The images of one entity share its name.
+    distinct_names=DistinctNames("name", entity_column="entity_id", kind_column="kind", alone_kinds=("background",)),
     reference_config="references",
     reference_id="ref_id",
     suite="idbench.evaluate_pkg.suites.cogcanvas",

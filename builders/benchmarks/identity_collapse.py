@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec, DistinctNames, MetricSpec, SourceColumn
 
 NAME = "identity-collapse"
 SUBJECT_LEVELS = (2, 4, 6, 8, 10)
@@ -114,6 +114,7 @@ SPEC = BenchmarkSpec(
     ),
     recipe="idbench.builders.recipes.collapse:recipe",
     unique_source_column=None,  # ids are assigned by the recipe, in manifest order
+    distinct_names=DistinctNames("name"),  # up to 10 subjects share a prompt, named side by side
     reference_config="subjects",
     reference_id="subject_id",
     suite="idbench.evaluate_pkg.suites.collapse",

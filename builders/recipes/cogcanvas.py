@@ -9,7 +9,7 @@ from idbench.builders.benchmarks import cogcanvas
 from idbench.builders.graphs import QUESTIONS_VERSION
 from idbench.builders.recipes import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.builders.sampling.cogcanvas import prompt_resampler, sample_cogcanvas
-from idbench.builders.sources import Source, SourceError, SourceImage
+from idbench.builders.sources import Source, SourceError, SourceImage, check_distinct_names
 from idbench.builders.write import count_by
 
 _PERSON_FIELDS = ("age_group", "gender", "ethnicity")
@@ -66,6 +66,8 @@ def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, 
                         f"{source.manifest}, row {rows[r['ref_id']]}: {r['ref_id']} still lacks {', '.join(missing)} after "
                         "metadata extraction (see curation/metadata.json); fill it in the manifest"
                     )
+    # Checked on the source already; again on what the sampler gets, in case curation changed a name.
+    check_distinct_names(cogcanvas.SPEC.distinct_names, [(i.row, r) for i, r in zip(images, references)], source.manifest)
     pool = [{**r, "file": i.values["file"]} for r, i in zip(references, images)]
     try:
         prompts, retrieval = sample_cogcanvas(pool, seed, n_prompts)

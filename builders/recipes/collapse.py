@@ -5,7 +5,7 @@ from __future__ import annotations
 from idbench.builders.benchmarks import identity_collapse
 from idbench.builders.recipes import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.builders.sampling.collapse import sample_collapse_prompts
-from idbench.builders.sources import Source, SourceError, SourceImage
+from idbench.builders.sources import Source, SourceError, SourceImage, check_distinct_names
 from idbench.builders.write import count_by
 
 
@@ -23,6 +23,8 @@ def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, 
     if curator is not None:
         images = curator.curate_images(images, lambda i: i.values["subject_id"], name_of)
     subjects = [reference_row(i, identity_collapse.SUBJECTS) for i in images]
+    # Checked on the source already; again on what the sampler gets, in case curation changed a name.
+    check_distinct_names(identity_collapse.SPEC.distinct_names, [(i.row, s) for i, s in zip(images, subjects)], source.manifest)
     try:
         prompts = sample_collapse_prompts(subjects, seed)
     except ValueError as err:
