@@ -108,7 +108,7 @@ CROP_FILL = (124, 116, 104)
 #: boxes' width: IoU <= 0.5, which the former threshold 0.5 sat right on. A duplicate box of one
 #: subject (Grounding DINO keeps several near-identical queries' boxes) whose edges move by up to 10 %
 #: of the box has IoU >= 0.64 (shrunk) / 0.68 (shifted). 0.6 lies between the two: neighbours up to
-#: 75 % width overlap survive, duplicates within 10 % merge (tests/scoring/test_counting.py).
+#: 75 % width overlap survive, duplicates within 10 % merge (tests/scoring/test_regions.py).
 #: A partial box of a subject (face or upper body, IoU ~0.3-0.5 with the whole-body box) is not a
 #: duplicate by this rule and still counts twice.
 SUBJECT_NMS_IOU = 0.6
