@@ -9,6 +9,7 @@ images, never from the code's own output.
 from __future__ import annotations
 
 import io
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -268,6 +269,21 @@ def test_collage_baselines_count_right_from_the_person_query(cogcanvas_collage, 
     summary = score_submission(root / "collage", data, None, options, cache_dir=tmp_path, progress=False, models=models)
     assert summary["aggregates"]["overall"]["count_accuracy"]["mean"] == 1.0
     assert set(detector.asked) == {("a person",)}  # the count never shares its caption
+
+    # BG-Sim's counts reach aggregates.json and report.md (tiny DINOv3, boxes as masks)
+    models._loaded["segmenter"] = BoxSegmenter()
+    options = ScoreOptions(profile="tiny", metrics=("bg_sim",))
+    score_submission(root / "collage", data, tmp_path / "out", options, cache_dir=tmp_path, progress=False, models=models)
+    written = json.loads((tmp_path / "out" / "aggregates.json").read_text())
+    n_images = len(data.required_pairs)
+    assert written["notes"]["bg_sim"] == {
+        "images": n_images, "no_foreground": 0, "all_foreground": 0, "references_with_persons": 0,
+        "references_all_foreground": [],
+    }
+    assert written["aggregates"]["overall"]["bg_sim.no_foreground"]["mean"] == 0.0
+    assert written["aggregates"]["overall"]["bg_sim"]["n"] == n_images
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "`bg_sim.no_foreground`" in report and "- bg_sim: " in report
 
 
 # --- 4. BG-Sim ------------------------------------------------------------------------------------------
