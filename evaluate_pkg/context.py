@@ -17,6 +17,7 @@ from PIL import Image
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.features import Features, FeatureStore, condition_hash
 from idbench.evaluate_pkg.images import content_hash, normalize_image
+from idbench.evaluate_pkg.models.detection import square_crop
 from idbench.evaluate_pkg.models.registry import get_card, load_model, resolve_profile
 from idbench.evaluate_pkg.submission import Submission
 
@@ -184,17 +185,14 @@ class Context:
         return {image_key: by_condition[cond]["mask"] for cond, image_key in items.items()}
 
 
-def crop_bytes(data: bytes, box: Sequence[float], pad: float = 0.05) -> bytes:
-    """PNG bytes of a padded box of an image: a crop becomes an input of its own (hashed and cached)."""
+def crop_bytes(data: bytes, box: Sequence[float], keep: float = 1.0, pad: float = 0.05) -> bytes:
+    """PNG bytes of a detector box padded to a square (``models.detection.square_crop``): a crop becomes
+    an input of its own (hashed and cached). ``keep``: the fraction of a square the encoder's processor
+    keeps (``encoder.square_keep()``), so its centre crop removes only padding, never the subject.
+    """
     image = normalize_image(data, where="crop")
-    x0, y0, x1, y1 = box
-    w, h = x1 - x0, y1 - y0
-    x0, y0 = max(0, int(x0 - pad * w)), max(0, int(y0 - pad * h))
-    x1, y1 = min(image.width, int(np.ceil(x1 + pad * w))), min(image.height, int(np.ceil(y1 + pad * h)))
-    if x1 <= x0 or y1 <= y0:
-        x0, y0, x1, y1 = 0, 0, image.width, image.height
     buffer = io.BytesIO()
-    image.crop((x0, y0, x1, y1)).save(buffer, format="PNG")
+    square_crop(image, box, pad=pad, keep=keep).save(buffer, format="PNG")
     return buffer.getvalue()
 
 

@@ -148,6 +148,7 @@ _ID = r"[a-z0-9][a-z0-9_\-]*"
 SPEC = BenchmarkSpec(
     name=NAME,
     title="CogCanvas",
+    suite_version="0.2",  # 0.2: item crops padded to square, person count from its own query (NMS 0.6), BG-Sim masks both images
     summary=(
         "Multi-subject reference-based generation: 2-5 persons, each bound to an object or fashion "
         "item, in a given background, with interaction and position graphs and yes/no questions "

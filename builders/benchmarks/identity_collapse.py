@@ -46,6 +46,7 @@ PROMPTS = Features(
 SPEC = BenchmarkSpec(
     name=NAME,
     title="Identity Collapse",
+    suite_version="0.2",  # 0.2: instance-SCR crops padded to square and deduplicated by NMS
     summary=(
         "A stress test for multi-subject personalization: 75 prompts with 2 to 10 reference subjects "
         "in neutral, occlusion and interaction scenes, 3 seeds each, scored by whole-image DINOv2 "

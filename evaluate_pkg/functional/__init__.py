@@ -15,7 +15,8 @@ DINO-Sim                   :func:`dino_sim`
 SCR@tau (paper 002)        :func:`subject_collapse_rate` (whole image), :func:`instance_collapse_rate`
 matching                   :func:`hungarian_match`
 ID-Sim                     :func:`id_sim`
-BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_features`, :func:`bg_sim`
+BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_features`, :func:`bg_sim`,
+                           :func:`background_patches`
 Aesth.                     :func:`aesthetic_score` (LAION aesthetic predictor v2 head)
 count accuracy             :func:`count_correct`, :func:`count_accuracy`
 retrieval P@k / R@k        :func:`precision_recall_at_k`, :func:`retrieval_precision_recall`
@@ -25,7 +26,7 @@ confidence intervals       :func:`bootstrap_ci` (prompts resampled: :func:`clust
 """
 
 from .aesthetic import AESTHETIC_V2_LAYERS, aesthetic_score
-from .background import PATCH_THRESHOLD, bg_sim, mask_to_patch_grid, pooled_masked_features
+from .background import PATCH_THRESHOLD, background_patches, bg_sim, mask_to_patch_grid, pooled_masked_features
 from .bootstrap import CI_METHOD, BootstrapCI, bootstrap_ci, cluster_bootstrap_weights, percentile_interval
 from .collapse import SCR_TAUS, instance_collapse_rate, subject_collapse_rate
 from .counting import count_accuracy, count_correct
@@ -56,6 +57,7 @@ __all__ = [
     "IdSim",
     "Match",
     "aesthetic_score",
+    "background_patches",
     "bg_sim",
     "bootstrap_ci",
     "clip_i",

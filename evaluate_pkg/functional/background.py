@@ -1,8 +1,24 @@
 """BG-Sim: similarity of the backgrounds of a generation and of the reference background scene.
 
 Following CogCanvas: mask every foreground subject in both images, take a ViT's (DINOv3's) patch
-tokens, and compare the features of what is left. We pool the patch tokens over the background
-instead of blacking pixels out: a black hole is itself content the encoder would see.
+tokens, and compare the features of what is left. How the masked tokens are pooled:
+
+1. The pixel mask (the union of the subjects' SAM 2 masks, at the image's size) is area-averaged onto
+   the encoder's patch grid (:func:`mask_to_patch_grid`): each patch gets the fraction of its area that
+   is background. DINOv3's processor resizes the whole image to 224x224 (no crop), so the grid covers
+   the whole image and the fractions do not depend on the resize.
+2. A patch is background when strictly more than ``PATCH_THRESHOLD`` (half) of its area is: the token
+   then mostly shows background (the majority rule, as a nearest-neighbour downsampling of the mask
+   would decide). A stricter rule would lose the background around every subject; a looser one would
+   pool tokens that mostly show a subject.
+3. The background feature is the plain mean of the kept patch tokens (:func:`pooled_masked_features`),
+   each kept patch weighing the same whatever its exact fraction: BG-Sim asks "is this the same
+   scene", so every visible piece of scene counts once; the cosine of the two means is BG-Sim.
+
+We pool tokens over the background instead of blacking pixels out before encoding: a black hole is
+itself content the encoder would see, and it would differ between the two images wherever their
+subjects stand. Tokens still carry some context from the subjects (attention is global): the masked
+pool lowers, not removes, the subjects' influence.
 """
 
 from __future__ import annotations
@@ -45,6 +61,16 @@ def mask_to_patch_grid(mask: Any, grid: tuple[int, int]) -> np.ndarray:
         raise ValueError(f"mask_to_patch_grid: expected an (H, W) mask, got shape {m.shape}")
     h, w = grid
     return _area_weights(m.shape[0], h) @ m @ _area_weights(m.shape[1], w).T
+
+
+def background_patches(fg_mask: Any, grid: tuple[int, int], threshold: float = PATCH_THRESHOLD) -> int:
+    """How many patches of ``grid`` count as background (more than ``threshold`` of their area outside
+    ``fg_mask``): 0 means an all-foreground image, for which BG-Sim is undefined.
+
+    >>> background_patches([[1, 1, 0, 0], [1, 1, 0, 0]], (1, 2))
+    1
+    """
+    return int((mask_to_patch_grid(~np.asarray(fg_mask, dtype=bool), grid) > threshold).sum())
 
 
 def pooled_masked_features(patch_tokens: Any, mask: Any, threshold: float = PATCH_THRESHOLD) -> np.ndarray:

@@ -48,11 +48,15 @@ __all__ = [
     "Detection",
     "GroundingDinoDetector",
     "Sam2Segmenter",
+    "CROP_FILL",
+    "SUBJECT_NMS_IOU",
     "crop",
     "load_grounding_dino",
     "load_sam2",
     "make_tiny_grounding_dino",
     "make_tiny_sam2",
+    "nms_per_label",
+    "square_crop",
     "union_mask",
 ]
 
@@ -89,6 +93,71 @@ def crop(image: Image.Image, box: Sequence[float], pad: float = 0.05) -> Image.I
     """
     x0, y0, x1, y1 = _padded_pixel_box(box, pad, image.size)
     return image.crop((x0, y0, x1, y1))
+
+
+#: Fill of the square canvas a crop is padded onto: ImageNet's mean colour (DINOv2's processor's
+#: ``image_mean`` x 255, rounded), the pixel that normalises to 0 in every channel, i.e. "no signal" for
+#: the encoder; plain grey (128) or black would be a colour of their own after normalisation.
+CROP_FILL = (124, 116, 104)
+
+#: IoU above which two boxes of one query are the same subject (``nms_per_label``; torchvision's nms
+#: drops a box whose IoU with a better-scored kept box is strictly greater). Chosen from the collage
+#: baseline's geometry (``evaluate_pkg/baselines.py``): in an N-column layout every subject box has the
+#: same width, so two neighbours pushed together until they share a fraction f of their width have
+#: IoU f / (2 - f). People who hug or stand shoulder to shoulder share up to about two thirds of their
+#: boxes' width: IoU <= 0.5, which the former threshold 0.5 sat right on. A duplicate box of one
+#: subject (Grounding DINO keeps several near-identical queries' boxes) whose edges move by up to 10 %
+#: of the box has IoU >= 0.64 (shrunk) / 0.68 (shifted). 0.6 lies between the two: neighbours up to
+#: 75 % width overlap survive, duplicates within 10 % merge (tests/scoring/test_regions.py).
+#: A partial box of a subject (face or upper body, IoU ~0.3-0.5 with the whole-body box) is not a
+#: duplicate by this rule and still counts twice.
+SUBJECT_NMS_IOU = 0.6
+
+
+def nms_per_label(boxes: Any, scores: Any, labels: Any, iou: float = SUBJECT_NMS_IOU) -> np.ndarray:
+    """Indices of the boxes kept by non-maximum suppression run separately within each label, best first.
+
+    ``boxes`` (k, 4) xyxy, ``scores`` (k,), ``labels`` (k,) ints (one query per label). Boxes of
+    different labels never suppress each other (a person and the cup they hold overlap by design).
+
+    >>> nms_per_label([[0, 0, 10, 10], [0, 0, 10, 9], [0, 0, 10, 10]], [0.9, 0.8, 0.7], [0, 0, 1]).tolist()
+    [0, 2]
+    """
+    import torch
+    from torchvision.ops import batched_nms
+
+    boxes = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+    scores = np.asarray(scores, dtype=np.float32).reshape(-1)
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+    if not len(boxes) == len(scores) == len(labels):
+        raise ValueError(f"{len(boxes)} boxes, {len(scores)} scores and {len(labels)} labels")
+    if len(boxes) == 0:
+        return np.zeros(0, dtype=np.int64)
+    kept = batched_nms(torch.from_numpy(boxes), torch.from_numpy(scores), torch.from_numpy(labels), iou)
+    return kept.numpy().astype(np.int64)
+
+
+def square_crop(
+    image: Image.Image, box: Sequence[float], pad: float = 0.05, keep: float = 1.0, fill: tuple[int, int, int] = CROP_FILL
+) -> Image.Image:
+    """The region ``box`` of ``image`` (grown by ``pad`` as :func:`crop` does), centred on a square canvas.
+
+    An encoder's processor that resizes the shortest side and centre-crops (DINOv2: 256, then 224) cuts a
+    tall crop to its middle: a 1:2.5 standing person keeps its middle 35 % and loses the head. On a
+    square canvas nothing is cut by the aspect ratio; ``keep`` is the fraction of a square image the
+    processor keeps (DINOv2: 224 / 256, :meth:`DinoEncoder.square_keep`), and the canvas is made larger by
+    1 / keep so that the centre crop removes only the padding. The padding is ``fill`` (``CROP_FILL``).
+
+    >>> square_crop(Image.new("RGB", (100, 100)), (10, 0, 30, 50), pad=0.0, keep=0.5).size
+    (100, 100)
+    """
+    if not 0 < keep <= 1:
+        raise ValueError(f"keep must be in (0, 1], got {keep}")
+    region = crop(image, box, pad).convert("RGB")
+    side = math.ceil(max(region.size) / keep)
+    canvas = Image.new("RGB", (side, side), fill)
+    canvas.paste(region, ((side - region.width) // 2, (side - region.height) // 2))
+    return canvas
 
 
 def _padded_pixel_box(box: Sequence[float], pad: float, size: tuple[int, int]) -> tuple[int, int, int, int]:

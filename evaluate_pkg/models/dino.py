@@ -137,6 +137,16 @@ class DinoEncoder:
             (top + crop_h) * height / resized_h,
         )
 
+    def square_keep(self) -> float:
+        """The fraction of a square image's side that the processor keeps (DINOv2: 224 / 256, DINOv3: 1).
+
+        Crops are padded to squares this much larger than their content (``detection.square_crop``), so
+        the centre crop removes only padding.
+        """
+        side = 1024
+        left, top, right, bottom = self.patch_box(side, side)
+        return min(right - left, bottom - top) / side
+
 
 def _load(
     card: ModelCard,

@@ -18,9 +18,13 @@ from idbench.evaluate_pkg.baselines import Layout, Slot, pick_impostors
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result, crop_bytes
 from idbench.evaluate_pkg.images import content_hash
+from idbench.evaluate_pkg.models.detection import SUBJECT_NMS_IOU, nms_per_label
 
+# Persons are detected by a query of their own: Grounding DINO gives each box to one phrase of its
+# caption, so sharing the caption with the item queries lets a worn garment ("the denim jacket") take a
+# person's box. The threshold: SUBJECT_NMS_IOU's docstring (from the collage baseline's geometry).
 PERSON_QUERY = "a person"
-PERSON_NMS_IOU = 0.5
+PERSON_NMS_IOU = SUBJECT_NMS_IOU
 
 # The judged metrics: one set of answers (one request per image) gives them all.
 VQA_METRICS = frozenset({"attr_vqa", "igc", "attr_vqa_paired", "igc_paired"})
@@ -33,6 +37,9 @@ DIAGNOSTICS: dict[str, str] = {
     "faces_detected": "faces found in the generation (ID-Sim)",
     "faces_expected": "persons the prompt asks for (ID-Sim)",
     "persons_detected": "persons counted after NMS (count accuracy)",
+    "bg_sim.no_foreground": "1 when no subject was found in a generation whose prompt has subjects: its BG-Sim "
+    "is computed over the whole image, subjects included (flagged, not dropped)",
+    "bg_sim.all_foreground": "1 when the generation's subject masks leave no background patch: BG-Sim is NaN",
     # Attr-VQA's accuracy per question kind (binding, interaction, position), next to the overall one.
     **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} facts" for kind in QUESTION_KINDS},
     "attr_vqa.negative_yes_rate": "share of the negative questions the judge answered yes (its yes-bias)",
@@ -100,37 +107,39 @@ def _encoders(ctx: Context, metrics: set[str]) -> list[Result]:
     if "id_sim" in metrics:
         results.extend(_id_sim(ctx, generations, gen_loaders))
 
-    if metrics & {"dino_sim", "bg_sim", "count_accuracy"}:
+    if metrics & {"count_accuracy", "bg_sim"}:
+        persons = _person_detections(ctx, gen_loaders)
+        if "count_accuracy" in metrics:
+            for (prompt_id, seed), key in generations.items():
+                found = len(person_boxes(persons[key]))
+                expected = prompts[prompt_id]["n_persons"]
+                results.append(Result(prompt_id, seed, "persons_detected", float(found)))
+                results.append(Result(prompt_id, seed, "count_accuracy", float(found == expected)))
+    if metrics & {"dino_sim", "bg_sim"}:
         names = _item_names(ctx)
         queries = {key: _queries(prompts[p], names) for (p, _), key in generations.items()}
         detections = ctx.detections(gen_loaders, queries)
-        if "count_accuracy" in metrics:
-            for (prompt_id, seed), key in generations.items():
-                persons = count_persons(detections[key])
-                expected = prompts[prompt_id]["n_persons"]
-                results.append(Result(prompt_id, seed, "persons_detected", float(persons)))
-                results.append(Result(prompt_id, seed, "count_accuracy", float(persons == expected)))
         if "dino_sim" in metrics:
             results.extend(_item_dino_sim(ctx, generations, gen_loaders, detections))
         if "bg_sim" in metrics:
-            results.extend(_bg_sim(ctx, generations, gen_loaders, detections))
+            results.extend(_bg_sim(ctx, generations, gen_loaders, detections, persons))
     return results
 
 
+def _person_detections(ctx: Context, loaders) -> dict:
+    """Detections of the person query alone (label 0) for each image of ``loaders``."""
+    return ctx.detections(loaders, {key: [PERSON_QUERY] for key in loaders})
+
+
 def person_boxes(found: dict[str, np.ndarray], iou: float = PERSON_NMS_IOU) -> np.ndarray:
-    """Person boxes (label 0) left after non-maximum suppression, (k, 4).
+    """Person boxes (label 0) left after non-maximum suppression at ``iou``, (k, 4), best first.
 
     Grounding DINO's post-processing keeps overlapping boxes of one person; without NMS they would
-    count twice.
+    count twice. Neighbours who touch keep their own boxes (``SUBJECT_NMS_IOU`` says up to which overlap).
     """
-    import torch
-    from torchvision.ops import nms
-
     persons = np.flatnonzero(found["labels"] == 0)
-    if persons.size == 0:
-        return np.zeros((0, 4), dtype=np.float32)
-    kept = nms(torch.from_numpy(found["boxes"][persons]), torch.from_numpy(found["scores"][persons]), iou)
-    return found["boxes"][persons[kept.numpy()]]
+    kept = nms_per_label(found["boxes"][persons], found["scores"][persons], found["labels"][persons], iou)
+    return found["boxes"][persons[kept]].reshape(-1, 4)
 
 
 def count_persons(found: dict[str, np.ndarray]) -> int:
@@ -147,16 +156,19 @@ def best_item_boxes(found: dict[str, np.ndarray], n_items: int) -> dict[int, np.
     return best
 
 
-def subject_boxes(found: dict[str, np.ndarray], n_items: int) -> np.ndarray:
-    """The foreground of a generation: every person (after NMS) and the best box of each bound item."""
-    items = list(best_item_boxes(found, n_items).values())
-    return np.concatenate([person_boxes(found), np.array(items, dtype=np.float32).reshape(-1, 4)])
+def subject_boxes(persons: dict[str, np.ndarray], items: dict[str, np.ndarray], n_items: int) -> np.ndarray:
+    """The foreground of a generation: every person of the person query (after NMS) and the best box of
+    each bound item from the item query."""
+    found = list(best_item_boxes(items, n_items).values())
+    return np.concatenate([person_boxes(persons), np.array(found, dtype=np.float32).reshape(-1, 4)])
 
 
 def _queries(prompt: dict, names: dict[str, str]) -> list[str]:
-    """What the detector looks for in a generation: persons first (label 0), then each item by name.
+    """What the detector looks for in a generation's items: persons first (label 0), then each item by name.
 
-    Item k of the prompt's persons list is label k + 1.
+    Item k of the prompt's persons list is label k + 1. The person phrase stays in this caption as a
+    decoy that takes the person boxes, so they do not go to an item's phrase; persons themselves are
+    counted from their own query (``_person_detections``).
     """
     return [PERSON_QUERY, *(names[p["item_entity_id"]] for p in prompt["persons"])]
 
@@ -200,18 +212,22 @@ def _id_sim(ctx: Context, generations, gen_loaders) -> list[Result]:
 
 
 def _item_dino_sim(ctx: Context, generations, gen_loaders, detections) -> list[Result]:
-    """DINOv2 CLS of the best box for each named item vs the item's reference; not found scores 0."""
+    """DINOv2 CLS of the best box for each named item vs the item's reference; not found scores 0.
+
+    Each crop is padded to a square (``crop_bytes``) before DINOv2's resize-256 / centre-crop-224.
+    """
     prompts = ctx.data.prompt_rows
     item_refs = sorted({p["item_ref_id"] for prompt in prompts.values() for p in prompt["persons"]})
     refs = ctx.image_features("dinov2", ctx.reference_loaders(item_refs))
     crop_of: dict[tuple[str, int, str], str] = {}
     crop_loaders = {}
+    keep = ctx.models["dinov2"].square_keep()
     for (prompt_id, seed), key in generations.items():
         persons, data = prompts[prompt_id]["persons"], None
         for label, box in best_item_boxes(detections[key], len(persons)).items():
             person = persons[label - 1]
             data = data if data is not None else gen_loaders[key]()
-            blob = crop_bytes(data, box)
+            blob = crop_bytes(data, box, keep)  # padded to a square: the centre crop keeps the item
             crop_key = content_hash(blob)
             crop_loaders[crop_key] = lambda blob=blob: blob
             crop_of[(prompt_id, seed, person["slot"])] = crop_key
@@ -229,20 +245,53 @@ def _item_dino_sim(ctx: Context, generations, gen_loaders, detections) -> list[R
     return results
 
 
-def _bg_sim(ctx: Context, generations, gen_loaders, detections) -> list[Result]:
-    """DINOv3 patch tokens pooled over the non-foreground region vs the reference background."""
+def _bg_sim(ctx: Context, generations, gen_loaders, detections, persons) -> list[Result]:
+    """DINOv3 patch tokens pooled over the background of the generation and of the reference background.
+
+    Both images are masked (as the paper does): the generation's foreground is every person of the
+    person query and every bound item found (detector boxes -> SAM 2 masks); the reference background's
+    foreground is the persons found in it (a scene photo may hold people). Pooling
+    (``functional.background``): the pixel mask is area-averaged onto DINOv3's patch grid (its
+    processor resizes the whole image, so the grid covers it all); a patch is background when more than
+    ``PATCH_THRESHOLD`` (half) of its area is; the mean of those patch tokens is the image's background
+    feature; BG-Sim is the cosine of the two means.
+
+    Counted, never dropped: a generation where nothing was found although its prompt has subjects
+    (``bg_sim.no_foreground``: scored over the whole image, flagged), one whose masks leave no
+    background patch (``bg_sim.all_foreground``: NaN), and references whose persons cover everything.
+    """
     prompts = ctx.data.prompt_rows
     encoder = ctx.models["dinov3"].with_patches(True)
     n_items = {key: len(prompts[p]["persons"]) for (p, _), key in generations.items()}
-    masks = ctx.foreground_masks(gen_loaders, {key: subject_boxes(detections[key], n_items[key]) for key in gen_loaders})
+    boxes = {key: subject_boxes(persons[key], detections[key], n_items[key]) for key in gen_loaders}
+    masks = ctx.foreground_masks(gen_loaders, boxes)
     gens = ctx.image_features("dinov3", gen_loaders, encoder=encoder)
     backgrounds = sorted({p["background_ref_id"] for p in prompts.values()})
-    refs = ctx.image_features("dinov3", ctx.reference_loaders(backgrounds), encoder=encoder)
-    results = []
+    ref_loaders = ctx.reference_loaders(backgrounds)
+    ref_persons = _person_detections(ctx, ref_loaders)
+    ref_masks = ctx.foreground_masks(ref_loaders, {key: person_boxes(ref_persons[key]) for key in ref_loaders})
+    refs = ctx.image_features("dinov3", ref_loaders, encoder=encoder)
+    results, flagged = [], {"no_foreground": 0, "all_foreground": 0}
     for (prompt_id, seed), key in generations.items():
-        reference = refs[ctx.reference_key(prompts[prompt_id]["background_ref_id"])]["patches"]
-        value = F.bg_sim(gens[key]["patches"], masks[key], reference, None)
+        prompt = prompts[prompt_id]
+        ref_key = ctx.reference_key(prompt["background_ref_id"])
+        gen_patches, ref_patches = gens[key]["patches"], refs[ref_key]["patches"]
+        no_foreground = prompt["n_persons"] > 0 and not masks[key].any()
+        all_foreground = F.background_patches(masks[key], gen_patches.shape[:2]) == 0
+        value = F.bg_sim(gen_patches, masks[key], ref_patches, ref_masks[ref_key])
         results.append(Result(prompt_id, seed, "bg_sim", value))
+        results.append(Result(prompt_id, seed, "bg_sim.no_foreground", float(no_foreground)))
+        results.append(Result(prompt_id, seed, "bg_sim.all_foreground", float(all_foreground)))
+        flagged["no_foreground"] += int(no_foreground)
+        flagged["all_foreground"] += int(all_foreground)
+    ref_keys = {r: ctx.reference_key(r) for r in backgrounds}
+    full = [r for r, k in ref_keys.items() if F.background_patches(ref_masks[k], refs[k]["patches"].shape[:2]) == 0]
+    ctx.notes["bg_sim"] = {
+        "images": len(generations),
+        **flagged,
+        "references_with_persons": sum(bool(ref_masks[k].any()) for k in ref_loaders),
+        "references_all_foreground": full,
+    }
     return results
 
 

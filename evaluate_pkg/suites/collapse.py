@@ -9,13 +9,14 @@ from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.baselines import Layout, Slot
 from idbench.evaluate_pkg.context import Context, Result, crop_bytes
 from idbench.evaluate_pkg.images import content_hash
+from idbench.evaluate_pkg.models.detection import SUBJECT_NMS_IOU, nms_per_label
 
 # Detector queries per subject kind, for the instance-level variant.
 KIND_QUERIES = {"human": "a person", "animal": "an animal"}
 
 NOT_RUN: dict[str, str] = {}
 # Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
-DIAGNOSTICS: dict[str, str] = {"subjects_detected": "detector boxes kept for the instance-level SCR"}
+DIAGNOSTICS: dict[str, str] = {"subjects_detected": "detector boxes kept (after NMS per query) for the instance-level SCR"}
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
@@ -59,7 +60,11 @@ def score(ctx: Context, metrics: set[str]) -> list[Result]:
 
 
 def _instance_level(ctx, metrics, generations, gen_loaders, ref_cls) -> list[Result]:
-    """Crops of every detected subject, Hungarian-matched to the prompt's references on DINOv2 CLS."""
+    """Crops of every detected subject, Hungarian-matched to the prompt's references on DINOv2 CLS.
+
+    The boxes of each query go through NMS at ``SUBJECT_NMS_IOU`` (one subject, one crop); each crop is
+    padded to a square before DINOv2's resize-256 / centre-crop-224, so a tall subject keeps its head.
+    """
     prompts, subjects = ctx.data.prompt_rows, ctx.data.references
     queries = {}
     for (prompt_id, _), key in generations.items():
@@ -69,14 +74,17 @@ def _instance_level(ctx, metrics, generations, gen_loaders, ref_cls) -> list[Res
     crops: dict[str, list[str]] = {}  # generation hash -> crop hashes
     crop_loaders = {}
     cap = {key: 2 * len(prompts[p]["subject_ids"]) for (p, _), key in generations.items()}
+    keep = ctx.models["dinov2"].square_keep()
     for key, found in detections.items():
         data = gen_loaders[key]()
         crops[key] = []
-        # The most confident 2N boxes: enough for every subject plus spurious ones for the matching
+        # NMS within each query first, so one subject boxed twice cannot supply two crops (two matches);
+        # then the most confident 2N boxes: enough for every subject plus spurious ones for the matching
         # to reject, without letting a noisy detector flood the store with crops.
-        best = np.argsort(-found["scores"], kind="stable")[: cap[key]]
+        kept = nms_per_label(found["boxes"], found["scores"], found["labels"], SUBJECT_NMS_IOU)
+        best = kept[np.argsort(-found["scores"][kept], kind="stable")][: cap[key]]
         for box in found["boxes"][best]:
-            blob = crop_bytes(data, box)
+            blob = crop_bytes(data, box, keep)  # padded to a square: the centre crop keeps the subject
             crop_key = content_hash(blob)
             crop_loaders[crop_key] = lambda blob=blob: blob
             crops[key].append(crop_key)

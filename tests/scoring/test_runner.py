@@ -37,7 +37,7 @@ def test_outputs_and_their_contract(collapse, tmp_path):
     whole = results[results["subject"] == ""]
     assert set(whole["metric"]) >= {"clip_t", "dino_sim", "scr@0.4", "scr@0.5", "scr@0.6", "scr_instance@0.5"}
     assert whole.groupby("metric").size().eq(225).all()
-    assert (results["profile"] == "tiny").all() and results["plumbing"].all() and (results["suite_version"] == "0.1").all()
+    assert (results["profile"] == "tiny").all() and results["plumbing"].all() and (results["suite_version"] == data.spec.suite_version).all()
     similarities = results[results["metric"] != "subjects_detected"]["value"]
     assert similarities.between(-1 - 1e-6, 1 + 1e-6).all()  # cosines and rates, never x100
     # per-subject DINO rows: one per reference of each image
