@@ -544,4 +544,5 @@ def test_cogcanvas_reference_without_face_is_nan_and_counted(tmp_path, dlib_enco
     expected = sum(sum(p["ref_id"] == blanked["ref_id"] for p in r["persons"]) for r in data.prompt_rows.values())
     assert overall["mean"] * overall["n"] == pytest.approx(expected)
     assert summary["notes"]["reference_faces_not_found"] == [blanked["ref_id"]]
-    assert "id_sim.reference_without_face" in (tmp_path / "after" / "report.md").read_text()
+    report = (tmp_path / "after" / "report.md").read_text()
+    assert f"- `id_sim`: `id_sim.reference_without_face` {overall['mean']:.4f} per image" in report
