@@ -57,12 +57,6 @@ _SIZE_BUCKETS: tuple[tuple[int, str], ...] = (
     (10**12, "100B<n<1T"),
 )
 
-# How each `MetricSpec.display` is presented; the card explains it next to the metric table.
-_DISPLAY_NOTES = {
-    "raw": "shown as stored",
-    "x100": "stored raw, shown multiplied by 100",
-    "percent": "a rate in [0, 1], shown as a percentage",
-}
 
 
 def size_category(n_rows: int) -> str:
@@ -178,8 +172,6 @@ def render_card(spec: BenchmarkSpec, build_info: dict) -> str:
         "license_configs": [c for c in configs if c.has_license_columns],
         "cells": _cell_tables(build_info.get("cells") or {}),
         "metrics": metrics,
-        # one line per display convention the suite uses, in the suite's order
-        "display_notes": list(dict.fromkeys((m.display, m.display_note) for m in metrics)),
         "sample_build": bool(build_info.get("sample_build", False)),
         "seed": build_info.get("seed"),
         "idbench_version": build_info.get("idbench_version"),
@@ -316,7 +308,7 @@ def _metric_view(metric: MetricSpec) -> MetricView:
         description=metric.description,
         higher_is_better=metric.higher_is_better,
         display=metric.display,
-        display_note=_DISPLAY_NOTES.get(metric.display, metric.display),
+        display_note=metric.display_label,
         judged=metric.judged,
     )
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import datasets
 
+from idbench.builders.display import DISPLAYS
+from idbench.builders.display import label as display_label
 from idbench.errors import IdbenchError
 
 # The role a judged metric lists in ``MetricSpec.roles``: not an encoder of the model registry but
@@ -97,25 +99,39 @@ class DistinctNames:
 class MetricSpec:
     """A metric of the suite: what later issues compute and how the leaderboard shows it.
 
-    Raw values are always stored (a cosine stays a cosine); ``display`` says how to present them.
+    Raw values are always stored (a cosine stays a cosine); ``display`` says how to present them (a
+    name of :data:`idbench.builders.display.DISPLAYS`: "raw", "x100", "percent", "x10", "clipscore"),
+    ``display_source`` which paper table that presentation reproduces (evidence in
+    docs/display-conventions.md), empty when the paper's convention could not be identified: the
+    label then says the scale is ours.
     """
 
     name: str
     description: str
     higher_is_better: bool = True
-    display: str = "raw"  # "raw" | "x100" | "percent"
+    display: str = "raw"
     # The model roles it needs (profile roles of the model registry such as "clip", "dinov2",
     # "detector"; JUDGE_ROLE for the vision-language judge). The scorer loads exactly these.
     roles: tuple[str, ...] = ()
     # What a submission must hold for it: "generation" (the images) or "retrieval" (a ranking of
     # references, an auxiliary task). A leaderboard row is complete when every generation metric ran.
     task: str = "generation"
+    display_source: str = ""
+    # The per-image diagnostic that counts what this metric could not judge for lack of evidence (a
+    # reference without a face, a subject with no core feature in view): those samples are NaN, and
+    # the count is shown beside the metric (report.md, leaderboard). Empty: none.
+    missing_evidence: str = ""
 
     def __post_init__(self) -> None:
-        if self.display not in ("raw", "x100", "percent"):
-            raise ValueError(f"metric {self.name}: display {self.display!r} is not raw, x100 or percent")
+        if self.display not in DISPLAYS:
+            raise ValueError(f"metric {self.name}: display {self.display!r} is not one of {', '.join(DISPLAYS)}")
         if self.task not in ("generation", "retrieval"):
             raise ValueError(f"metric {self.name}: task {self.task!r} is not generation or retrieval")
+
+    @property
+    def display_label(self) -> str:
+        """How the displayed value is made and where that convention comes from (or that it is ours)."""
+        return display_label(self.display, self.display_source)
 
     @property
     def judged(self) -> bool:

@@ -4,8 +4,9 @@ Per-sample results hold raw values only. Here they become means with percentile-
 intervals, overall and per breakdown cell of the benchmark description (group size, scene type,
 subject type x style). The intervals resample prompts, all seeds of a prompt together: the seeds of
 one prompt are not independent (``functional/bootstrap.py``, docs/statistics.md). Display conventions
-(x100, percent) are applied in the Markdown report only, from each metric's ``display`` in the
-benchmark description, and the report says which were applied.
+(x100, percent, x10, CLIPScore scale) are applied when presenting only (report.md, the terminal
+summary), from each metric's ``display`` in the benchmark description, and the report says for each
+which was applied and where it comes from (docs/display-conventions.md).
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from idbench.builders.display import DISPLAYS, show_text
 from idbench.builders.spec import BenchmarkSpec
 from idbench.evaluate_pkg.functional import CI_METHOD, bootstrap_ci
 
-DISPLAY_NOTES = {
-    "raw": "raw value",
-    "x100": "x100 (the raw cosine times 100, the CogCanvas paper's convention)",
-    "percent": "percent of images",
-}
 
 
 #: The intervals of every aggregate: how many resamples, at what level, from which seed.
@@ -79,11 +76,8 @@ def aggregate(results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec)
 
 
 def display_value(value: float | None, display: str) -> str:
-    if value is None:
-        return "n/a"
-    if display in ("x100", "percent"):
-        return f"{100 * value:.2f}"
-    return f"{value:.4f}"
+    """A value as displayed under its convention (``idbench.builders.display``); "n/a" when missing."""
+    return show_text(value, display)
 
 
 def interval_text(stats: dict[str, Any], display: str, sep: str = " - ") -> str:
@@ -111,7 +105,8 @@ def ranking_metric(spec: BenchmarkSpec, computed: set[str]) -> str | None:
 
 
 def format_summary(summary: dict[str, Any]) -> str:
-    """A few lines for the terminal: every metric's mean and CI as displayed, plus what was not run."""
+    """A few lines for the terminal: every metric's mean and CI as displayed (its name carries the
+    display's unit, e.g. ``clip_t (CLIPScore)``), plus what was not run."""
     from idbench.builders.benchmarks import get_benchmark
 
     spec = get_benchmark(summary["benchmark"])
@@ -121,7 +116,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     for metric, stats in summary["aggregates"]["overall"].items():
         display = displays.get(metric, "raw")
         lines.append(
-            f"  {metric:22s} {display_value(stats['mean'], display):>9s}  "
+            f"  {metric + DISPLAYS[display].suffix:22s} {display_value(stats['mean'], display):>9s}  "
             f"[{interval_text(stats, display, ', ')}]  n={stats['n']}"
             + (f" ({stats['n_prompts']} prompts)" if "n_prompts" in stats else "")
         )
@@ -129,9 +124,25 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def missing_evidence_lines(overall: dict[str, Any], spec: BenchmarkSpec) -> list[str]:
+    """The report's "Missing evidence" section: per metric that declares one, its count per image.
+
+    Those samples (or references) are NaN and outside the metric's mean, never a 0 or a top score.
+    """
+    rows = []
+    for m in spec.metric_suite:
+        stats = overall.get(m.missing_evidence) if m.missing_evidence else None
+        if m.name in overall and stats and stats.get("mean") is not None:
+            total = stats["mean"] * stats["n"]
+            rows.append(f"- `{m.name}`: `{m.missing_evidence}` {stats['mean']:.4f} per image, {total:g} in all "
+                        f"over {stats['n']} images (NaN, left out of the mean; not a 0)")
+    return ["", "Missing evidence:", "", *rows] if rows else []
+
+
 def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> list[str]:
     """README-style Markdown plus PNG plots; returns the files written (relative names)."""
     displays = {m.name: m.display for m in spec.metric_suite}
+    specs = {m.name: m for m in spec.metric_suite}
     higher = {m.name: m.higher_is_better for m in spec.metric_suite}
     lines = [f"# {spec.title}: {summary['submission'].get('model', '?')}", ""]
     if summary["plumbing"]:
@@ -142,13 +153,17 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
         ]
     lines += [f"Profile `{summary['profile']}`, metric suite {summary['suite_version']}, "
               f"{summary['images']} generated images.", "", ci_legend(summary["aggregates"]), "",
+              "Values are shown under each metric's display convention (last column; evidence in "
+              "docs/display-conventions.md); results.parquet and aggregates.json hold the raw values.", "",
               "| metric | value | 95 % CI | n | prompts | better | shown as |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for metric, stats in summary["aggregates"]["overall"].items():
         display = displays.get(metric, "raw")
         better = {True: "higher", False: "lower"}.get(higher.get(metric), "")
         nan = f" ({stats['n_nan']} undefined)" if stats["n_nan"] else ""
+        shown_as = specs[metric].display_label if metric in specs else "raw value"
         lines.append(f"| `{metric}` | {display_value(stats['mean'], display)} | {interval_text(stats, display)} | "
-                     f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {DISPLAY_NOTES.get(display, display)} |")
+                     f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {shown_as} |")
+    lines += missing_evidence_lines(summary["aggregates"]["overall"], spec)
     if summary["not_run"]:
         lines += ["", "Not run:", ""] + [f"- `{m}`: {why}" for m, why in summary["not_run"].items()]
     for axes, cells in summary["aggregates"]["breakdowns"].items():

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from idbench.builders.display import DISPLAYS, show
 from idbench.builders.spec import BenchmarkSpec, MetricSpec
 from idbench.leaderboard.store import Store
 
@@ -38,6 +39,10 @@ CI_LOW, CI_HIGH = " ci_low", " ci_high"  # suffixes of a metric's CI columns
 # Suffix of a judged metric's failure-rate column: the share of images the judge could not settle,
 # shown next to the score so a high score from a judge that mostly failed is not taken at face value.
 FAILURES = " judge failures"
+# Suffix of the column that counts a metric's missing evidence (``MetricSpec.missing_evidence``: a
+# reference without a face, a subject with no core feature in view), the mean per image of that count:
+# those samples are NaN and outside the mean, so a reader must see how many there were.
+MISSING = " missing evidence"
 
 
 # --- small helpers -------------------------------------------------------------------------------
@@ -205,7 +210,9 @@ def ranked_table(
     """One row per current result, best first by ``metric`` (default: the spec's ranking metric).
 
     Columns: ``rank, model, submitter, profile, marks, submission``, then for each metric the suite
-    computed (``metric`` first) its raw mean and ``"<metric> ci_low"`` / ``"<metric> ci_high"``, taken
+    computed (``metric`` first) its raw mean and ``"<metric> ci_low"`` / ``"<metric> ci_high"`` (plus
+    ``"<metric> judge failures"`` for a judged metric and ``"<metric> missing evidence"`` for one that
+    declares ``missing_evidence``), taken
     from the overall aggregates or, when ``filters`` set axes, from the matching breakdown cell (NaN
     where a result lacks that cell). Sorting respects the metric's ``higher_is_better``; NaN last.
     Plumbing-check rows are left out unless ``include_plumbing``, rows that lack a generation metric
@@ -234,6 +241,8 @@ def ranked_table(
             record[m], record[m + CI_LOW], record[m + CI_HIGH] = _num(s.get("mean")), _num(s.get("ci_low")), _num(s.get("ci_high"))
             if specs[m].judged:
                 record[m + FAILURES] = _num((stats.get(f"{m}.failure_rate") or {}).get("mean"))
+            if specs[m].missing_evidence:
+                record[m + MISSING] = _num((stats.get(specs[m].missing_evidence) or {}).get("mean"))
         rows.append(record)
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
@@ -246,44 +255,49 @@ def ranked_table(
 
 
 def _metric_columns(metric: str, specs: Mapping[str, MetricSpec]) -> tuple[str, ...]:
-    """A metric's columns in the ranked table: mean, CI, and for a judged metric its judge-failure rate."""
+    """A metric's columns in the ranked table: mean, CI, for a judged metric its judge-failure rate, and
+    for a metric that declares one its missing-evidence count."""
     columns = (metric, metric + CI_LOW, metric + CI_HIGH)
-    return columns + ((metric + FAILURES,) if specs[metric].judged else ())
-
-
-def _scale(display: str) -> tuple[float, int, str]:
-    """(factor, decimals, column suffix) of a display convention."""
-    if display == "x100":
-        return 100.0, 2, " (x100)"
-    if display == "percent":
-        return 100.0, 2, " (%)"
-    return 1.0, 4, ""
+    columns += (metric + FAILURES,) if specs[metric].judged else ()
+    return columns + ((metric + MISSING,) if specs[metric].missing_evidence else ())
 
 
 def display_name(spec: BenchmarkSpec, metric: str) -> str:
-    """The column name :func:`display_table` gives ``metric`` (``"dino_sim (x100)"``, ``"scr@0.5 (%)"``)."""
-    return metric + _scale(metric_specs(spec)[metric].display)[2]
+    """The column name :func:`display_table` gives ``metric`` (``"dino_sim (x100)"``, ``"scr@0.5 (%)"``,
+    ``"clip_t (CLIPScore)"``)."""
+    return metric + DISPLAYS[metric_specs(spec)[metric].display].suffix
+
+
+def display_legend(spec: BenchmarkSpec) -> dict[str, str]:
+    """Column name -> how its values are made and where the convention comes from (or that it is ours),
+    for the metrics of the suite: what the app shows under the table."""
+    return {display_name(spec, m.name): m.display_label for m in spec.metric_suite}
 
 
 def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
-    """The table as shown and downloaded: each metric column scaled by its display convention.
+    """The table as shown and downloaded: each metric column under its display convention.
 
-    ``x100`` and ``percent`` metrics are multiplied by 100 and their column renamed (``"id_sim (x100)"``,
-    ``"scr@0.5 (%)"``) so a reader of the CSV knows the unit; values are rounded as
-    :func:`idbench.evaluate_pkg.report.display_value` rounds them (4 decimals raw, 2 scaled). Numbers stay
-    numbers, so the app's table sorts numerically.
+    Each metric's mean and CI go through its ``display`` (``idbench.builders.display``: x100, percent,
+    x10, the CLIPScore scale 2.5 x max(cos, 0) x 100) and the column is renamed with the unit
+    (``"id_sim (x100)"``, ``"scr@0.5 (%)"``, ``"clip_t (CLIPScore)"``) so a reader of the CSV knows it;
+    values are rounded as :func:`idbench.evaluate_pkg.report.display_value` rounds them (4 decimals
+    raw, 2 scaled). Judge-failure rates are shown in percent, missing-evidence counts as they are (a
+    mean per image). Numbers stay numbers, so the app's table sorts numerically.
     """
     shown = table.copy()
     renames = {}
     for column in [c for c in shown.columns if c.endswith(FAILURES)]:  # a share of images: shown in percent
         shown[column] = (shown[column].astype(float) * 100).round(2)
         renames[column] = column + " (%)"
+    for column in [c for c in shown.columns if c.endswith(MISSING)]:
+        shown[column] = shown[column].astype(float).round(4)
+        renames[column] = column + " (per image)"
     for m in metric_specs(spec).values():
-        factor, decimals, suffix = _scale(m.display)
+        convention = DISPLAYS[m.display]
         for column in (m.name, m.name + CI_LOW, m.name + CI_HIGH):
             if column in shown.columns:
-                shown[column] = (shown[column].astype(float) * factor).round(decimals)
-                renames[column] = m.name + suffix + column[len(m.name):]
+                shown[column] = shown[column].astype(float).map(lambda v: show(v, m.display)).round(convention.decimals)
+                renames[column] = m.name + convention.suffix + column[len(m.name):]
     return shown.rename(columns=renames)
 
 

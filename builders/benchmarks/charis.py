@@ -108,16 +108,19 @@ SPEC = BenchmarkSpec(
         # Per sample the judge gives a category; the stored per-sample category is a label, this is its score.
         MetricSpec(
             "charis_score",
-            "the VLM judge's category mapped to exact=1, near_exact=2/3, partial=1/3, mismatch=0",
+            "the VLM judge's category mapped to exact=1, near_exact=2/3, partial=1/3, mismatch=0; NaN (counted) "
+            "when no core feature is visible in both images",
             roles=(JUDGE_ROLE,),
+            display_source="CHARIS Table 3: normalised scores 0.341-0.588, raw",
+            missing_evidence="charis_score.insufficient_evidence",
         ),
         MetricSpec(
             "holistic_score",
             "a single-question judge baseline (DreamBench++ style): identity preserved, rated 0-4, divided by 4",
             roles=(JUDGE_ROLE,),
         ),
-        MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)", roles=("clip",)),
-        MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)", roles=("dinov2",)),
+        MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)", roles=("clip",), display_source="CHARIS Table 3: CLIP 0.804-0.834, raw"),
+        MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)", roles=("dinov2",), display_source="CHARIS Table 3: DINOv2 0.632-0.703, raw"),
     ),
     seeds=SEEDS,
     ranking=("charis_score", "dino_sim", "clip_i"),

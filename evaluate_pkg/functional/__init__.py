@@ -14,7 +14,7 @@ CLIP-T / CLIP-I            :func:`clip_t`, :func:`clip_i`, :func:`clipscore_torc
 DINO-Sim                   :func:`dino_sim`
 SCR@tau (paper 002)        :func:`subject_collapse_rate` (whole image), :func:`instance_collapse_rate`
 matching                   :func:`hungarian_match`
-ID-Sim                     :func:`id_sim`
+ID-Sim                     :func:`id_sim`, :func:`id_sim_with_faceless`
 BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_features`, :func:`bg_sim`,
                            :func:`background_patches`
 Aesth.                     :func:`aesthetic_score` (LAION aesthetic predictor v2 head)
@@ -30,7 +30,7 @@ from .background import PATCH_THRESHOLD, background_patches, bg_sim, mask_to_pat
 from .bootstrap import CI_METHOD, BootstrapCI, bootstrap_ci, cluster_bootstrap_weights, percentile_interval
 from .collapse import SCR_TAUS, instance_collapse_rate, subject_collapse_rate
 from .counting import count_accuracy, count_correct
-from .faces import IdSim, id_sim
+from .faces import IdSim, id_sim, id_sim_with_faceless
 from .matching import UNMATCHED_SIMILARITY, Match, hungarian_match
 from .retrieval import RETRIEVAL_KS, precision_recall_at_k, retrieval_precision_recall
 from .similarity import (
@@ -71,6 +71,7 @@ __all__ = [
     "dino_sim",
     "hungarian_match",
     "id_sim",
+    "id_sim_with_faceless",
     "instance_collapse_rate",
     "l2_normalize",
     "mask_to_patch_grid",

@@ -8,7 +8,7 @@ that alignment happens upstream, in the encoder.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -26,6 +26,8 @@ class IdSim:
     gen_index: np.ndarray  #: (n,) the generated face matched to each reference, -1 if none
     detected: int  #: k, faces found in the generation
     expected: int  #: n, reference identities the prompt asks for
+    #: references whose own image shows no detectable face: NaN in ``per_reference``, outside ``mean``
+    without_face: int = 0
 
     @property
     def count_correct(self) -> bool:
@@ -57,3 +59,29 @@ def id_sim(ref_face_embs: Any, gen_face_embs: Any) -> IdSim:
         detected=int(gens.shape[0]),
         expected=int(refs.shape[0]),
     )
+
+
+def id_sim_with_faceless(ref_face_embs: Sequence[Any | None], gen_face_embs: Any) -> IdSim:
+    """ID-Sim for one image when some references may show no detectable face (given as None).
+
+    A face-less reference is missing evidence, not a miss of the generator: its per-reference value is
+    NaN (kept, in order, never 0) and it takes no part in the matching; ``mean`` is over the references
+    that have a face (NaN when none has), and ``without_face`` counts the others so that the smaller
+    denominator is visible. A reference *with* a face that no generated face matches still scores 0,
+    as the paper averages over all persons: that is the generation's fault.
+
+    >>> r = id_sim_with_faceless([[1.0, 0.0], None, [0.0, 1.0]], [[0.6, 0.8]])
+    >>> r.per_reference.tolist(), r.mean, r.without_face, r.expected
+    ([0.0, nan, 0.8], 0.4, 1, 3)
+    """
+    usable = [i for i, e in enumerate(ref_face_embs) if e is not None]
+    n = len(ref_face_embs)
+    per_reference = np.full(n, np.nan)
+    gen_index = np.full(n, -1, dtype=np.int64)
+    if not usable:
+        gens = np.asarray(gen_face_embs, dtype=np.float64)
+        return IdSim(per_reference, float("nan"), gen_index, int(len(gens)), n, without_face=n)
+    found = id_sim(np.stack([np.asarray(ref_face_embs[i], dtype=np.float64) for i in usable]), gen_face_embs)
+    per_reference[usable] = found.per_reference
+    gen_index[usable] = found.gen_index
+    return IdSim(per_reference, found.mean, gen_index, found.detected, n, without_face=n - len(usable))

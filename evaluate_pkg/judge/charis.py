@@ -22,7 +22,9 @@ whose generated subject is of another type stops after stage 1 (it is a mismatch
 concurrently. :func:`aggregate` is the pure rule step; it needs no judge.
 
 A pair whose needed answers did not all arrive, or did not match their schema, gets no category: its
-verdict says why, and :func:`summarize` counts it as a judge failure. It is never scored as 0.
+verdict says why, and :func:`summarize` counts it as a judge failure. A pair whose answers show no core
+feature in both images (a back view hiding face and eyes) gets none either: it is insufficient
+evidence, counted apart. Neither is ever scored as 0, or as exact.
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ FEATURES_TASK = "charis.features"
 OTHER = "other"
 
 STATUSES = ("unchanged", "changed", "hidden")
+
+# The importance level a category needs to have seen: every rule above the catch-all limits its share
+# (rules.yaml), so a pair with none of its features visible in both images gets no category but the
+# catch-all (see :func:`aggregate`). Every (type, style) cell of the EKB has core features.
+EVIDENCE_LEVEL = "core"
+# ``failure_kind`` of a pair that was judged but shows too little to categorise (not a judge failure).
+INSUFFICIENT = "insufficient_evidence"
 
 SYSTEM_PROMPT = (
     "You inspect the identity of a subject across two images. Image 1 is the reference: it shows the "
@@ -156,6 +165,11 @@ def cell_features(pair_type: str, style: str, ekb: EKB) -> dict[str, tuple[str, 
         seen.update(names)
         out[attribute.name] = names
     return out
+
+
+def _last_category(ekb: EKB) -> str:
+    """The category of the last, catch-all rule (mismatch with the shipped rules)."""
+    return ekb.rules.categorisation[-1].category
 
 
 def category_score(category: str, ekb: EKB) -> float:
@@ -518,8 +532,18 @@ def aggregate(
     evidence["shares"] = shares
     if not shares:
         evidence["rule"] = None
-        return Aggregate(None, None, evidence, failure="no identity feature is visible in both images")
+        return Aggregate(None, None, evidence, failure="insufficient evidence: no identity feature is visible in both images")
     category = ekb.rules.categorise(shares)
+    if not type_changed and not counts[EVIDENCE_LEVEL]["visible"] and category != _last_category(ekb):
+        # Every category above the last limits the core share, so with no core feature in view none of
+        # them can be granted: a back view hiding face and eyes would otherwise read "exact". A mismatch
+        # stays, since a visible decisive change decides it whatever the core features would show.
+        evidence["rule"] = None
+        hidden = [n for n, f in features.items() if f["level"] == EVIDENCE_LEVEL]
+        return Aggregate(
+            None, None, evidence,
+            failure=f"insufficient evidence: no {EVIDENCE_LEVEL} feature is visible in both images ({', '.join(hidden)})",
+        )
     rule = next(r for r in ekb.rules.categorisation if r.category == category)
     evidence["rule"] = {"category": category, "description": " ".join(rule.description.split())}
     return Aggregate(category, category_score(category, ekb), evidence)
@@ -579,6 +603,16 @@ class PairVerdict:
     evidence: dict[str, Any]
     failure: str | None
     requests: int
+
+    @property
+    def insufficient_evidence(self) -> bool:
+        """Judged, but too little of the subject is visible in both images for a category."""
+        return self.evidence.get("failure_kind") == INSUFFICIENT
+
+    @property
+    def judge_failure(self) -> bool:
+        """No category because an answer the pair needed is missing or invalid."""
+        return self.failure is not None and not self.insufficient_evidence
 
 
 def _ask(judge: Judge, requests: Sequence[JudgeRequest]) -> list[JudgeAnswer]:
@@ -644,7 +678,7 @@ def evaluate_pairs(judge: Judge, pairs: Sequence[CharisPair], ekb: EKB | None = 
         assert subject is not None
         result = aggregate(pair, subject, findings[i], ekb)
         if result.failure:
-            result.evidence["failure_kind"] = "no_evidence"
+            result.evidence["failure_kind"] = INSUFFICIENT
         verdicts.append(
             PairVerdict(pair.prompt_id, pair.seed, result.category, result.score, result.evidence, result.failure,
                         requests[i])
@@ -653,23 +687,29 @@ def evaluate_pairs(judge: Judge, pairs: Sequence[CharisPair], ekb: EKB | None = 
 
 
 def summarize(verdicts: Sequence[PairVerdict], ekb: EKB | None = None) -> dict[str, Any]:
-    """Category counts, mean score over the judged pairs, and the judge-failure rate.
+    """Category counts, mean score over the judged pairs, the judge-failure rate and the
+    insufficient-evidence rate.
 
-    ``failure_rate`` is over all pairs; a pair without a category counts as a failure whatever the
-    reason (``failures_by_kind``: ``judge`` for a missing or invalid answer, ``no_evidence`` when no
-    feature was visible in both images). ``mean_score`` is None when no pair was judged.
+    A pair without a category is either a judge failure (a missing or invalid answer: counted in
+    ``failure_rate``) or insufficient evidence (the answers arrived, but no core feature, or none at
+    all, is visible in both images: counted in ``insufficient_evidence_rate``); both rates are over all
+    pairs and neither kind is scored. ``failures_by_kind`` splits every uncategorised pair by kind.
+    ``mean_score`` is None when no pair was judged.
     """
     ekb = ekb if ekb is not None else load_ekb()
     judged = [v for v in verdicts if v.category is not None]
     failed = [v for v in verdicts if v.category is None]
+    insufficient = [v for v in failed if v.insufficient_evidence]
     categories = Counter(v.category for v in judged)
     scores = [v.score for v in judged if v.score is not None]
     total_requests = sum(v.requests for v in verdicts)
     return {
         "pairs": len(verdicts),
         "judged": len(judged),
-        "failures": len(failed),
-        "failure_rate": len(failed) / len(verdicts) if verdicts else 0.0,
+        "failures": len(failed) - len(insufficient),
+        "failure_rate": (len(failed) - len(insufficient)) / len(verdicts) if verdicts else 0.0,
+        "insufficient_evidence": len(insufficient),
+        "insufficient_evidence_rate": len(insufficient) / len(verdicts) if verdicts else 0.0,
         "failures_by_kind": dict(Counter(v.evidence.get("failure_kind", "judge") for v in failed)),
         "categories": {name: categories.get(name, 0) for name in ekb.categories},
         "mean_score": sum(scores) / len(scores) if scores else None,

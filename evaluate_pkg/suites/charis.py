@@ -2,7 +2,8 @@
 
 ``charis_score`` and ``holistic_score`` need the VLM judge (:mod:`idbench.evaluate_pkg.judge.charis`,
 :mod:`idbench.evaluate_pkg.judge.holistic`); without one they are reported as not run. A pair the judge could
-not settle has a NaN score (and ``<metric>.failure_rate`` 1 for that image), never a made-up value.
+not settle has a NaN score (and ``<metric>.failure_rate`` 1 for that image), never a made-up value; a
+pair with too little in view has a NaN ``charis_score`` and ``charis_score.insufficient_evidence`` 1.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result
 
 NOT_RUN: dict[str, str] = {}
-DIAGNOSTICS: dict[str, str] = {}  # besides <judged metric>.failure_rate
+# A judged pair whose generation shows no core feature (a back view) has a NaN charis_score; this
+# counts it per image, beside the judge-failure rate (besides <judged metric>.failure_rate).
+INSUFFICIENT_METRIC = "charis_score.insufficient_evidence"
+DIAGNOSTICS: dict[str, str] = {
+    INSUFFICIENT_METRIC: "1 where no core feature is visible in both images, so charis_score is NaN (never exact)",
+}
 NAN = float("nan")
 
 
@@ -47,7 +53,8 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     if "charis_score" in metrics:
         for v in verdicts:
             results.append(Result(v.prompt_id, v.seed, "charis_score", NAN if v.score is None else float(v.score)))
-            results.append(Result(v.prompt_id, v.seed, "charis_score.failure_rate", float(v.failure is not None)))
+            results.append(Result(v.prompt_id, v.seed, "charis_score.failure_rate", float(v.judge_failure)))
+            results.append(Result(v.prompt_id, v.seed, INSUFFICIENT_METRIC, float(v.insufficient_evidence)))
             record = {"category": v.category, "failure": v.failure, "requests": v.requests, **v.evidence}
             ctx.evidence.append((v.prompt_id, v.seed, "charis_score", record))
         ctx.notes["charis_judge"] = summarize(verdicts)

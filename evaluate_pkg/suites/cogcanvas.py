@@ -32,10 +32,14 @@ NOT_RUN: dict[str, str] = {
     "retrieval_p@k": "scores a ranking of references (the retrieval task), not generated images",
     "retrieval_r@k": "scores a ranking of references (the retrieval task), not generated images",
 }
+# The per-image count of ID-Sim's missing evidence (references without a face), a diagnostic below.
+REFERENCE_WITHOUT_FACE = "id_sim.reference_without_face"
 # Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
 DIAGNOSTICS: dict[str, str] = {
     "faces_detected": "faces found in the generation (ID-Sim)",
     "faces_expected": "persons the prompt asks for (ID-Sim)",
+    # Missing evidence, not a generator's miss: those references' ID-Sim is NaN and outside the mean.
+    REFERENCE_WITHOUT_FACE: "person references of the prompt whose own image shows no detectable face",
     "persons_detected": "persons counted after NMS (count accuracy)",
     "bg_sim.no_foreground": "1 when no subject was found in a generation whose prompt has subjects: its BG-Sim "
     "is computed over the whole image, subjects included (flagged, not dropped)",
@@ -179,35 +183,35 @@ def _item_names(ctx: Context) -> dict[str, str]:
 
 
 def _id_sim(ctx: Context, generations, gen_loaders) -> list[Result]:
-    """Faces of the prompt's person references vs all faces found in the generation, Hungarian-matched."""
+    """Faces of the prompt's person references vs all faces found in the generation, Hungarian-matched.
+
+    A reference image without a detectable face is missing evidence: its per-subject value is NaN, the
+    image's id_sim is the mean over the references that have a face, and ``id_sim.reference_without_face``
+    counts the others (NaN id_sim when none has one). A generation that misses a person whose reference
+    has a face still scores 0 for that person, as the paper averages over all persons.
+    """
     prompts = ctx.data.prompt_rows
     person_refs = sorted({p["ref_id"] for prompt in prompts.values() for p in prompt["persons"]})
     ref_faces = ctx.image_features("face", ctx.reference_loaders(person_refs))
     gen_faces = ctx.image_features("face", gen_loaders)
-    missing_reference_faces = set()
+
+    def best_face(ref_id: str):  # a reference portrait shows one person: its most confident face
+        faces = ref_faces[ctx.reference_key(ref_id)]
+        return faces["embeddings"][int(np.argmax(faces["scores"]))] if len(faces["embeddings"]) else None
+
+    reference_face = {ref_id: best_face(ref_id) for ref_id in person_refs}
+    missing_reference_faces = sorted(r for r, e in reference_face.items() if e is None)
     results = []
     for (prompt_id, seed), key in generations.items():
         persons = prompts[prompt_id]["persons"]
-        embeddings = []
-        for p in persons:
-            faces = ref_faces[ctx.reference_key(p["ref_id"])]
-            if len(faces["embeddings"]) == 0:
-                missing_reference_faces.add(p["ref_id"])
-                embeddings.append(None)
-            else:  # a reference portrait shows one person: its most confident face
-                embeddings.append(faces["embeddings"][int(np.argmax(faces["scores"]))])
-        usable = [i for i, e in enumerate(embeddings) if e is not None]
-        generated = gen_faces[key]["embeddings"]
-        results.append(Result(prompt_id, seed, "faces_detected", float(len(generated))))
+        sim = F.id_sim_with_faceless([reference_face[p["ref_id"]] for p in persons], gen_faces[key]["embeddings"])
+        results.append(Result(prompt_id, seed, "faces_detected", float(sim.detected)))
         results.append(Result(prompt_id, seed, "faces_expected", float(len(persons))))
-        if not usable:
-            results.append(Result(prompt_id, seed, "id_sim", float("nan")))
-            continue
-        sim = F.id_sim(np.stack([embeddings[i] for i in usable]), generated)
+        results.append(Result(prompt_id, seed, REFERENCE_WITHOUT_FACE, float(sim.without_face)))
         results.append(Result(prompt_id, seed, "id_sim", sim.mean))
-        for i, value in zip(usable, sim.per_reference):
-            results.append(Result(prompt_id, seed, "id_sim", float(value), persons[i]["slot"]))
-    ctx.notes["reference_faces_not_found"] = sorted(missing_reference_faces)
+        for person, value in zip(persons, sim.per_reference):
+            results.append(Result(prompt_id, seed, "id_sim", float(value), person["slot"]))
+    ctx.notes["reference_faces_not_found"] = missing_reference_faces
     return results
 
 

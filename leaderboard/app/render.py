@@ -163,6 +163,9 @@ def benchmark_page(benchmark: str) -> None:
         return
     shown = query.display_table(table, spec)
     st.dataframe(shown, hide_index=True)
+    # What each displayed unit is and where its convention comes from (docs/display-conventions.md).
+    legend = [f"{column}: {text}" for column, text in query.display_legend(spec).items() if column in shown.columns]
+    st.caption("Shown as: " + "; ".join(legend) + ". Stored values are raw.")
     # Exactly the shown table, so the download is what the reader saw (filters and all).
     st.download_button(
         "Download CSV",

@@ -229,7 +229,79 @@ def test_nothing_visible_in_both_gets_no_category(ekb):
     verdict = judge_one(ekb, {"attributes": {a: (True, False) for a in CELL_ATTRIBUTES}})
     assert verdict.category is None and verdict.score is None
     assert verdict.requests == 1
-    assert verdict.evidence["failure_kind"] == "no_evidence"
+    assert verdict.evidence["failure_kind"] == "insufficient_evidence"
+    assert verdict.insufficient_evidence and not verdict.judge_failure
+
+
+CORE = ["breed traits", "head shape", "ear shape", "muzzle shape", "eye shape", "eye colour", "coat colour",
+        "coat pattern", "distinctive marks", "body proportions"]  # the cell's 10 core features (docstring)
+
+
+def test_a_back_view_hiding_every_core_feature_is_insufficient_evidence_not_exact(ekb):
+    # The judge sees every attribute, but answers "not visible in the generation" for each core feature
+    # and "unchanged" for the rest: decisive 0/1, secondary 0/5, cosmetic 0/3, core 0 visible. Before,
+    # core had no share and counted as 0, so the rules gave exact (score 1).
+    back_view = {"features": {f: {"in_generated": False, "observation": "turned away"} for f in CORE}}
+    verdict = judge_one(ekb, back_view)
+    assert (verdict.category, verdict.score) == (None, None)
+    assert verdict.insufficient_evidence and not verdict.judge_failure
+    assert verdict.failure.startswith("insufficient evidence: no core feature")
+    assert verdict.evidence["counts"]["core"] == {"visible": 0, "harmful": 0}
+    # one core feature in view is enough evidence: core 0/1, nothing harmful -> exact
+    one_seen = {"features": {f: {"in_generated": False} for f in CORE[1:]}}
+    assert judge_one(ekb, one_seen).category == "exact"
+
+
+def test_a_visible_decisive_change_is_a_mismatch_even_with_core_hidden(ekb):
+    # decisive 1/1 harmful decides the last rule whatever the core features would show
+    features = {f: {"in_generated": False} for f in CORE}
+    features["species"] = {"changed": True, "harmful_changes": ["kind"]}
+    verdict = judge_one(ekb, {"features": features})
+    assert (verdict.category, verdict.score) == ("mismatch", 0.0)
+
+
+class ConstantJudge:
+    """Answers every boolean with ``answer``; names every allowed item of a list when "yes", none when "no".
+
+    Type and style are not yes/no questions: it gives the reference's own (animal, photorealistic), so the
+    verdict turns on the yes/no answers alone.
+    """
+
+    model = "constant"
+
+    def __init__(self, answer: bool):
+        self.answer = answer
+        self.choices = {"generated_type": "animal", "generated_style": "photorealistic"}
+
+    def ask(self, requests):
+        return [JudgeAnswer(value=self._fill(r.schema), raw="...", attempts=1) for r in requests]
+
+    def _fill(self, schema):
+        if schema["type"] == "object":
+            return {k: self.choices.get(k) or self._fill(v) for k, v in schema["properties"].items()}
+        if schema["type"] == "boolean":
+            return self.answer
+        if schema["type"] == "array":
+            return list(schema["items"].get("enum", [])) if self.answer and schema.get("maxItems") != 0 else []
+        return "yes" if self.answer else "no"
+
+
+def test_an_always_yes_judge_scores_mismatch_and_an_always_no_judge_insufficient_evidence(ekb):
+    pair = make_pair("s")
+    # Always yes: every feature visible in both and changed, with every harmful change named -> every
+    # level's share is 1 -> mismatch, score 0 (a judge that sees change everywhere rates nothing intact).
+    [yes] = evaluate_pairs(ConstantJudge(True), [pair], ekb)
+    assert (yes.category, yes.score, yes.failure) == ("mismatch", 0.0, None)
+    assert yes.evidence["shares"] == {"decisive": 1.0, "core": 1.0, "secondary": 1.0, "cosmetic": 1.0}
+    # Always no: no attribute is visible in either image -> nothing to compare -> no category (NaN),
+    # insufficient evidence, not a judge failure, and never exact.
+    [no] = evaluate_pairs(ConstantJudge(False), [pair], ekb)
+    assert (no.category, no.score) == (None, None)
+    assert no.insufficient_evidence and not no.judge_failure
+    summary = summarize([yes, no], ekb)
+    assert summary["failure_rate"] == 0.0
+    assert summary["insufficient_evidence_rate"] == 0.5
+    assert summary["mean_score"] == 0.0  # the insufficient pair is left out, not counted as 0 or 1
 
 
 # --- failures -------------------------------------------------------------------------------------------

@@ -200,6 +200,39 @@ def test_x100_display_and_missing_cell_is_nan():
     assert list(zip(long["model"], long["group_size"], long["mean"])) == [("m1", 2, 0.3), ("m2", 3, 0.6)]
 
 
+def test_clipscore_and_x10_displays_and_the_missing_evidence_column():
+    cog = get_benchmark("cogcanvas")
+    # hand-made raw means: CLIP-T cosine 0.24 -> 2.5 * 0.24 * 100 = 60; a negative cosine -> 0 (clamped);
+    # LAION aesthetic 4.5 -> 45; id_sim with 0.25 face-less references per image on average
+    rows = [
+        _row(1, {"clip_t": 0.24, "aesthetic": 4.5, "id_sim": 0.4, "id_sim.reference_without_face": 0.25}),
+        _row(2, {"clip_t": -0.02, "aesthetic": 5.641, "id_sim": 0.3, "id_sim.reference_without_face": 0.0}),
+    ]
+    table = query.ranked_table(pd.DataFrame(rows), cog, metric="clip_t")
+    assert list(table["clip_t"]) == [0.24, -0.02]  # the ranked table stays raw
+    assert list(table["id_sim missing evidence"]) == [0.25, 0.0]
+    shown = query.display_table(table, cog)
+    assert list(shown["clip_t (CLIPScore)"]) == [60.0, 0.0]
+    assert list(shown["clip_t (CLIPScore) ci_low"]) == [57.5, 0.0]  # 2.5 * 0.23 * 100; 2.5 * max(-0.03, 0)
+    assert list(shown["aesthetic (x10)"]) == [45.0, 56.41]
+    assert list(shown["id_sim missing evidence (per image)"]) == [0.25, 0.0]
+    legend = query.display_legend(cog)
+    assert "2.5 x max(cos, 0) x 100" in legend["clip_t (CLIPScore)"] and "Table 2" in legend["clip_t (CLIPScore)"]
+    assert legend["id_sim (x100)"].endswith("(our scale; the paper's convention is not stated)")
+    assert "paper's convention)" not in " ".join(legend.values())  # nothing claims a convention it cannot show
+
+
+def test_charis_insufficient_evidence_sits_beside_the_judge_failures():
+    charis = get_benchmark("charis")
+    rows = [_row(1, {"charis_score": 0.6, "charis_score.failure_rate": 0.1, "charis_score.insufficient_evidence": 0.2})]
+    table = query.ranked_table(pd.DataFrame(rows), charis, metric="charis_score")
+    columns = list(table.columns)
+    assert columns.index("charis_score missing evidence") == columns.index("charis_score judge failures") + 1
+    shown = query.display_table(table, charis)
+    assert shown.loc[0, "charis_score judge failures (%)"] == 10.0
+    assert shown.loc[0, "charis_score missing evidence (per image)"] == 0.2
+
+
 def test_type_style_matrix_for_charis_and_duplicate_names():
     charis = get_benchmark("charis")
     cells = {"human x photo": {"dino_sim": 0.7}, "animal x cartoon": {"dino_sim": 0.4}}

@@ -483,3 +483,66 @@ def test_registry_tiny_arcface_is_made_and_loaded_offline(tmp_path, no_network):
         path.unlink()
     with pytest.raises(ModelNotAvailableError, match="remake"):
         faces.load_arcface(registry.MODEL_CARDS["arcface-tiny"], models_dir=tmp_path)
+
+
+# --- a person reference without a face, through the CogCanvas suite (real dlib) --------------------------
+
+
+def test_cogcanvas_reference_without_face_is_nan_and_counted(tmp_path, dlib_encoder):
+    """A blank image as one person reference: that slot's ID-Sim is NaN (kept, not 0, not dropped), the
+    image's id_sim is the mean over the other slots, and id_sim.reference_without_face counts it."""
+    import io
+
+    import pandas as pd
+
+    from idbench.builders.build import build
+    from idbench.evaluate_pkg.baselines import make_baseline
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.data import load_benchmark_data
+    from idbench.evaluate_pkg.runner import score_submission
+
+    build("cogcanvas", out=tmp_path / "data", n_prompts=2)
+    data = load_benchmark_data(tmp_path / "data")
+    make_baseline("collage", data, tmp_path / "collage")
+    options = ScoreOptions(profile="tiny", metrics=("id_sim",))
+
+    def id_rows(folder):
+        frame = pd.read_parquet(folder / "results.parquet")
+        return frame[frame["metric"].str.startswith("id_sim")]
+
+    score_submission(tmp_path / "collage", data, tmp_path / "before", options, cache_dir=tmp_path / "cache", progress=False)
+    before = id_rows(tmp_path / "before")
+    assert (before[before["metric"] == "id_sim.reference_without_face"]["value"] == 0).all()
+
+    prompt = next(iter(data.prompt_rows.values()))
+    blanked = prompt["persons"][0]
+    blank = io.BytesIO()
+    Image.new("RGB", (256, 256), (128, 128, 128)).save(blank, format="PNG")
+    # dlib's own verdict on the blank: no face (the reference for "face-less" is the detector, not the suite)
+    assert dlib_encoder.encode_batch([dlib_encoder.preprocess(Image.open(blank).convert("RGB"))])[0]["embeddings"].shape[0] == 0
+    data = load_benchmark_data(tmp_path / "data")
+    data.reference_bytes[blanked["ref_id"]] = blank.getvalue()
+    summary = score_submission(tmp_path / "collage", data, tmp_path / "after", options, cache_dir=tmp_path / "cache", progress=False)
+    after = id_rows(tmp_path / "after")
+
+    for prompt_id, row in data.prompt_rows.items():
+        mine = after[after["prompt_id"] == prompt_id]
+        slots = {p["slot"]: p["ref_id"] for p in row["persons"]}
+        per_slot = mine[(mine["metric"] == "id_sim") & (mine["subject"] != "")].set_index("subject")["value"]
+        assert set(per_slot.index) == set(slots)  # every slot keeps a row, the face-less one too
+        faceless = [s for s, r in slots.items() if r == blanked["ref_id"]]
+        count = mine[mine["metric"] == "id_sim.reference_without_face"]["value"].item()
+        assert count == len(faceless)
+        assert per_slot[faceless].isna().all()
+        with_face = per_slot.drop(faceless)
+        image = mine[(mine["metric"] == "id_sim") & (mine["subject"] == "")]["value"].item()
+        assert image == pytest.approx(with_face.sum() / len(with_face))  # the denominator leaves out the blank
+        if faceless:
+            assert image != pytest.approx(with_face.sum() / len(slots))  # not a 0 for the blank
+    # the count reaches the aggregates (mean per image) and the run notes name the reference
+    overall = summary["aggregates"]["overall"]["id_sim.reference_without_face"]
+    expected = sum(sum(p["ref_id"] == blanked["ref_id"] for p in r["persons"]) for r in data.prompt_rows.values())
+    assert overall["mean"] * overall["n"] == pytest.approx(expected)
+    assert summary["notes"]["reference_faces_not_found"] == [blanked["ref_id"]]
+    report = (tmp_path / "after" / "report.md").read_text()
+    assert f"- `id_sim`: `id_sim.reference_without_face` {overall['mean']:.4f} per image" in report

@@ -25,6 +25,7 @@ from idbench.evaluate_pkg.functional import (
     dino_sim,
     hungarian_match,
     id_sim,
+    id_sim_with_faceless,
     instance_collapse_rate,
     mask_to_patch_grid,
     percentile_interval,
@@ -235,6 +236,25 @@ def test_id_sim_is_one_to_one_and_handles_no_face():
     assert sorted(result.per_reference.tolist()) == [0.0, 1.0]
     empty = id_sim(refs, [])
     assert empty.per_reference.tolist() == [0.0, 0.0] and empty.mean == 0.0 and empty.detected == 0
+
+
+def test_id_sim_faceless_reference_is_nan_and_counted_not_zero():
+    refs = np.eye(3)
+    # one generated face per identity, cosines 0.9 (to ref 0) and 0.6 (to ref 2); ref 1 has no face
+    gens = np.stack([vector_with_cosine(refs[0], refs[1], 0.9), vector_with_cosine(refs[2], refs[1], 0.6)])
+    result = id_sim_with_faceless([refs[0], None, refs[2]], gens)
+    assert np.isnan(result.per_reference[1])
+    np.testing.assert_allclose(result.per_reference[[0, 2]], [0.9, 0.6], atol=1e-12)
+    assert result.mean == pytest.approx((0.9 + 0.6) / 2)  # over the 2 references with a face, not / 3
+    assert (result.without_face, result.expected, result.detected) == (1, 3, 2)
+    assert result.gen_index.tolist() == [0, -1, 1]
+    # a reference that has a face but no generated match still scores 0 (the generation's fault)
+    missed = id_sim_with_faceless([refs[0], None, refs[2]], gens[:1])
+    np.testing.assert_allclose(missed.per_reference[[0, 2]], [0.9, 0.0], atol=1e-12)
+    assert missed.mean == pytest.approx(0.45) and missed.without_face == 1
+    # no reference with a face: nothing to measure, NaN, every reference counted
+    none = id_sim_with_faceless([None, None], gens)
+    assert np.isnan(none.mean) and np.isnan(none.per_reference).all() and none.without_face == 2
 
 
 # ---------------------------------------------------------------------------------------------- BG-Sim
