@@ -38,6 +38,10 @@ CI_LOW, CI_HIGH = " ci_low", " ci_high"  # suffixes of a metric's CI columns
 # Suffix of a judged metric's failure-rate column: the share of images the judge could not settle,
 # shown next to the score so a high score from a judge that mostly failed is not taken at face value.
 FAILURES = " judge failures"
+# Per-sample diagnostics whose mean (a share of images) is shown beside a metric: metric ->
+# (diagnostic, column suffix). CLIP-T's share of samples whose prompt was cut at 77 tokens.
+PROMPTS_CUT = " prompts cut"
+SHARES: dict[str, tuple[str, str]] = {"clip_t": ("clip_t.truncated", PROMPTS_CUT)}
 
 
 # --- small helpers -------------------------------------------------------------------------------
@@ -234,6 +238,9 @@ def ranked_table(
             record[m], record[m + CI_LOW], record[m + CI_HIGH] = _num(s.get("mean")), _num(s.get("ci_low")), _num(s.get("ci_high"))
             if specs[m].judged:
                 record[m + FAILURES] = _num((stats.get(f"{m}.failure_rate") or {}).get("mean"))
+            if m in SHARES:
+                diagnostic, suffix = SHARES[m]
+                record[m + suffix] = _num((stats.get(diagnostic) or {}).get("mean"))
         rows.append(record)
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
@@ -248,7 +255,8 @@ def ranked_table(
 def _metric_columns(metric: str, specs: Mapping[str, MetricSpec]) -> tuple[str, ...]:
     """A metric's columns in the ranked table: mean, CI, and for a judged metric its judge-failure rate."""
     columns = (metric, metric + CI_LOW, metric + CI_HIGH)
-    return columns + ((metric + FAILURES,) if specs[metric].judged else ())
+    columns += (metric + FAILURES,) if specs[metric].judged else ()
+    return columns + ((metric + SHARES[metric][1],) if metric in SHARES else ())
 
 
 def _scale(display: str) -> tuple[float, int, str]:
@@ -275,7 +283,7 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
     """
     shown = table.copy()
     renames = {}
-    for column in [c for c in shown.columns if c.endswith(FAILURES)]:  # a share of images: shown in percent
+    for column in [c for c in shown.columns if c.endswith((FAILURES, *(suffix for _, suffix in SHARES.values())))]:  # a share of images: shown in percent
         shown[column] = (shown[column].astype(float) * 100).round(2)
         renames[column] = column + " (%)"
     for m in metric_specs(spec).values():

@@ -208,7 +208,13 @@ SPEC = BenchmarkSpec(
     metric_suite=(
         MetricSpec("id_sim", "ArcFace cosine of aligned faces, Hungarian-matched; unmatched reference = 0", display="x100", roles=("face",)),
         MetricSpec("dino_sim", "DINOv2 cosine of detected object/fashion crops vs their references", display="x100", roles=("detector", "dinov2")),
-        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation", display="x100", roles=("clip",)),
+        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper", display="x100", roles=("clip",)),
+        MetricSpec(
+            "clip_t_whole",
+            "not in the paper: mean CLIP cosine over sentence chunks of at most 77 tokens, so the whole prompt is read",
+            display="x100",
+            roles=("clip",),
+        ),
         MetricSpec("bg_sim", "DINOv3 background patch tokens (foreground masked) vs the reference background", display="x100", roles=("detector", "segmenter", "dinov3")),
         MetricSpec("aesthetic", "LAION aesthetic predictor v2 on the L2-normalised CLIP ViT-L/14 embedding", roles=("clip", "aesthetic")),
         MetricSpec(
@@ -248,6 +254,8 @@ SPEC = BenchmarkSpec(
         "them has blind spots of its own.",
     ),
     recipe="idbench.builders.recipes.cogcanvas:recipe",
+    # 0.2: clip_t_whole and clip_t.truncated; intervals resample prompts; Attr-VQA over the ground-truth facts, with paired variants
+    suite_version="0.2",
     unique_source_column="ref_id",
     reference_config="references",
     reference_id="ref_id",

@@ -81,7 +81,12 @@ SPEC = BenchmarkSpec(
     ),
     breakdowns=(("n_subjects",), ("scene",), ("n_subjects", "scene")),
     metric_suite=(
-        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation", roles=("clip",)),
+        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper", roles=("clip",)),
+        MetricSpec(
+            "clip_t_whole",
+            "not in the paper: mean CLIP cosine over sentence chunks of at most 77 tokens, so the whole prompt is read",
+            roles=("clip",),
+        ),
         MetricSpec("dino_sim", "whole-image DINOv2 cosine, averaged over the N references", roles=("dinov2",)),
         *(
             MetricSpec(
@@ -113,6 +118,8 @@ SPEC = BenchmarkSpec(
         "content into the score. The instance-level SCR variant is reported separately.",
     ),
     recipe="idbench.builders.recipes.collapse:recipe",
+    # 0.2: clip_t_whole and clip_t.truncated; intervals resample prompts
+    suite_version="0.2",
     unique_source_column=None,  # ids are assigned by the recipe, in manifest order
     reference_config="subjects",
     reference_id="subject_id",
