@@ -21,6 +21,7 @@ import pandas as pd
 from idbench.builders.display import DISPLAYS, show_text
 from idbench.builders.spec import BenchmarkSpec
 from idbench.evaluate_pkg.functional import CI_METHOD, bootstrap_ci
+from idbench.evaluate_pkg.suites.text_alignment import TRUNCATED
 
 
 
@@ -164,6 +165,10 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
         lines.append(f"| `{metric}` | {display_value(stats['mean'], display)} | {interval_text(stats, display)} | "
                      f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {shown_as} |")
     lines += missing_evidence_lines(summary["aggregates"]["overall"], spec)
+    cut = summary["aggregates"]["overall"].get(TRUNCATED)
+    if cut and cut.get("mean") is not None:
+        lines += ["", f"`clip_t` read {cut['mean']:.0%} of the samples' prompts cut at CLIP's 77 tokens, as the papers' "
+                  "CLIP-T does (`clip_t.truncated`, by group size below); `clip_t_whole` reads every prompt whole."]
     if summary["not_run"]:
         lines += ["", "Not run:", ""] + [f"- `{m}`: {why}" for m, why in summary["not_run"].items()]
     for axes, cells in summary["aggregates"]["breakdowns"].items():

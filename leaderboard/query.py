@@ -43,6 +43,10 @@ FAILURES = " judge failures"
 # reference without a face, a subject with no core feature in view), the mean per image of that count:
 # those samples are NaN and outside the mean, so a reader must see how many there were.
 MISSING = " missing evidence"
+# Per-sample diagnostics whose mean (a share of images) is shown beside a metric: metric ->
+# (diagnostic, column suffix). CLIP-T's share of samples whose prompt was cut at 77 tokens.
+PROMPTS_CUT = " prompts cut"
+SHARES: dict[str, tuple[str, str]] = {"clip_t": ("clip_t.truncated", PROMPTS_CUT)}
 
 
 # --- small helpers -------------------------------------------------------------------------------
@@ -243,6 +247,9 @@ def ranked_table(
                 record[m + FAILURES] = _num((stats.get(f"{m}.failure_rate") or {}).get("mean"))
             if specs[m].missing_evidence:
                 record[m + MISSING] = _num((stats.get(specs[m].missing_evidence) or {}).get("mean"))
+            if m in SHARES:
+                diagnostic, suffix = SHARES[m]
+                record[m + suffix] = _num((stats.get(diagnostic) or {}).get("mean"))
         rows.append(record)
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
@@ -259,7 +266,8 @@ def _metric_columns(metric: str, specs: Mapping[str, MetricSpec]) -> tuple[str, 
     for a metric that declares one its missing-evidence count."""
     columns = (metric, metric + CI_LOW, metric + CI_HIGH)
     columns += (metric + FAILURES,) if specs[metric].judged else ()
-    return columns + ((metric + MISSING,) if specs[metric].missing_evidence else ())
+    columns += (metric + MISSING,) if specs[metric].missing_evidence else ()
+    return columns + ((metric + SHARES[metric][1],) if metric in SHARES else ())
 
 
 def display_name(spec: BenchmarkSpec, metric: str) -> str:
@@ -286,7 +294,7 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
     """
     shown = table.copy()
     renames = {}
-    for column in [c for c in shown.columns if c.endswith(FAILURES)]:  # a share of images: shown in percent
+    for column in [c for c in shown.columns if c.endswith((FAILURES, *(suffix for _, suffix in SHARES.values())))]:  # a share of images: shown in percent
         shown[column] = (shown[column].astype(float) * 100).round(2)
         renames[column] = column + " (%)"
     for column in [c for c in shown.columns if c.endswith(MISSING)]:

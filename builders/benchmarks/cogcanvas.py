@@ -153,7 +153,8 @@ _ID = r"[a-z0-9][a-z0-9_\-]*"
 SPEC = BenchmarkSpec(
     name=NAME,
     title="CogCanvas",
-    suite_version="0.2",  # 0.2: item crops padded to square, person count from its own query (NMS 0.6), BG-Sim masks both images
+    # 0.2: item crops padded to square, person count from its own query (NMS 0.6), BG-Sim masks both images; clip_t_whole and clip_t.truncated; intervals resample prompts; Attr-VQA over the ground-truth facts, with paired variants
+    suite_version="0.2",
     summary=(
         "Multi-subject reference-based generation: 2-5 persons, each bound to an object or fashion "
         "item, in a given background, with interaction and position graphs and yes/no questions "
@@ -214,7 +215,13 @@ SPEC = BenchmarkSpec(
     metric_suite=(
         MetricSpec("id_sim", "ArcFace cosine of aligned faces, Hungarian-matched; unmatched reference = 0, reference without a face = NaN (counted)", display="x100", roles=("face",), missing_evidence="id_sim.reference_without_face"),
         MetricSpec("dino_sim", "DINOv2 cosine of detected object/fashion crops vs their references", display="x100", roles=("detector", "dinov2")),
-        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation", display="clipscore", roles=("clip",), display_source=CLIP_T_SOURCE),
+        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper", display="clipscore", roles=("clip",), display_source=CLIP_T_SOURCE),
+        MetricSpec(
+            "clip_t_whole",
+            "not in the paper: mean CLIP cosine over sentence chunks of at most 77 tokens, so the whole prompt is read",
+            display="clipscore",  # on clip_t's scale, so the two read side by side
+            roles=("clip",),
+        ),
         MetricSpec("bg_sim", "DINOv3 background patch tokens (foreground masked) vs the reference background", display="x100", roles=("detector", "segmenter", "dinov3")),
         MetricSpec("aesthetic", "LAION aesthetic predictor v2 on the L2-normalised CLIP ViT-L/14 embedding", display="x10", roles=("clip", "aesthetic"), display_source=AESTHETIC_SOURCE),
         MetricSpec(

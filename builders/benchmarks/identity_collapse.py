@@ -46,7 +46,8 @@ PROMPTS = Features(
 SPEC = BenchmarkSpec(
     name=NAME,
     title="Identity Collapse",
-    suite_version="0.2",  # 0.2: instance-SCR crops padded to square and deduplicated by NMS
+    # 0.2: instance-SCR crops padded to square and deduplicated by NMS; clip_t_whole and clip_t.truncated; intervals resample prompts
+    suite_version="0.2",
     summary=(
         "A stress test for multi-subject personalization: 75 prompts with 2 to 10 reference subjects "
         "in neutral, occlusion and interaction scenes, 3 seeds each, scored by whole-image DINOv2 "
@@ -82,7 +83,12 @@ SPEC = BenchmarkSpec(
     ),
     breakdowns=(("n_subjects",), ("scene",), ("n_subjects", "scene")),
     metric_suite=(
-        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation", roles=("clip",), display_source="Identity Collapse Sec. 4: CLIP-T 0.261-0.309, raw cosines"),
+        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper", roles=("clip",), display_source="Identity Collapse Sec. 4: CLIP-T 0.261-0.309, raw cosines"),
+        MetricSpec(
+            "clip_t_whole",
+            "not in the paper: mean CLIP cosine over sentence chunks of at most 77 tokens, so the whole prompt is read",
+            roles=("clip",),
+        ),
         MetricSpec("dino_sim", "whole-image DINOv2 cosine, averaged over the N references", roles=("dinov2",), display_source="Identity Collapse Sec. 4: DINOv2 0.101-0.425, raw cosines"),
         *(
             MetricSpec(

@@ -306,7 +306,7 @@ def prompt_text(
         person C (the young man) stands beside the wooden chair. Person B and person A hold hands.
 
     Persons are introduced by their entity ``name``, short enough to keep a 5-person prompt readable
-    (and mostly inside CLIP's 77 tokens); the longer per-image ``description`` is the retrieval query.
+    (from three persons on a prompt passes CLIP's 77 tokens: ``clip_t`` reads it cut, ``clip_t_whole`` whole); the longer per-image ``description`` is the retrieval query.
     """
     count = _COUNT_WORDS[len(layout)]
     placed = "; ".join(

@@ -19,6 +19,9 @@ from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result, crop_bytes
 from idbench.evaluate_pkg.images import content_hash
 from idbench.evaluate_pkg.models.detection import SUBJECT_NMS_IOU, nms_per_label
+from idbench.evaluate_pkg.suites.text_alignment import DIAGNOSTICS as TEXT_DIAGNOSTICS
+from idbench.evaluate_pkg.suites.text_alignment import METRICS as TEXT_METRICS
+from idbench.evaluate_pkg.suites.text_alignment import text_alignment
 
 # Persons are detected by a query of their own: Grounding DINO gives each box to one phrase of its
 # caption, so sharing the caption with the item queries lets a worn garment ("the denim jacket") take a
@@ -47,6 +50,7 @@ DIAGNOSTICS: dict[str, str] = {
     # Attr-VQA's accuracy per question kind (binding, interaction, position), next to the overall one.
     **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} facts" for kind in QUESTION_KINDS},
     "attr_vqa.negative_yes_rate": "share of the negative questions the judge answered yes (its yes-bias)",
+    **TEXT_DIAGNOSTICS,
 }
 
 
@@ -94,16 +98,11 @@ def _encoders(ctx: Context, metrics: set[str]) -> list[Result]:
     generations = ctx.generation_keys()
     gen_loaders = ctx.generation_loaders()
 
-    if metrics & {"clip_t", "aesthetic"}:
+    if metrics & (TEXT_METRICS | {"aesthetic"}):
         gen_clip = ctx.image_features("clip", gen_loaders)
         pairs = list(generations)
         embeddings = np.stack([gen_clip[generations[pair]]["embedding"] for pair in pairs])
-        if "clip_t" in metrics:
-            texts = [p["prompt"] for p in prompts.values()]
-            text = ctx.text_features("clip", texts)
-            values = F.clip_t(embeddings, np.stack([text[prompts[prompt_id]["prompt"]] for prompt_id, _ in pairs]))
-            results.extend(Result(p, s, "clip_t", float(v)) for (p, s), v in zip(pairs, values))
-            ctx.notes["clip_t_prompts_truncated"] = ctx.models["clip"].count_truncated(texts)
+        results.extend(text_alignment(ctx, metrics, dict(zip(pairs, embeddings))))
         if "aesthetic" in metrics:
             values = F.aesthetic_score(ctx.models["aesthetic"].weights, embeddings)
             results.extend(Result(p, s, "aesthetic", float(v)) for (p, s), v in zip(pairs, values))

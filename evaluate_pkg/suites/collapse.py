@@ -10,13 +10,16 @@ from idbench.evaluate_pkg.baselines import Layout, Slot
 from idbench.evaluate_pkg.context import Context, Result, crop_bytes
 from idbench.evaluate_pkg.images import content_hash
 from idbench.evaluate_pkg.models.detection import SUBJECT_NMS_IOU, nms_per_label
+from idbench.evaluate_pkg.suites.text_alignment import DIAGNOSTICS as TEXT_DIAGNOSTICS
+from idbench.evaluate_pkg.suites.text_alignment import METRICS as TEXT_METRICS
+from idbench.evaluate_pkg.suites.text_alignment import text_alignment
 
 # Detector queries per subject kind, for the instance-level variant.
 KIND_QUERIES = {"human": "a person", "animal": "an animal"}
 
 NOT_RUN: dict[str, str] = {}
 # Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
-DIAGNOSTICS: dict[str, str] = {"subjects_detected": "detector boxes kept (after NMS per query) for the instance-level SCR"}
+DIAGNOSTICS: dict[str, str] = {"subjects_detected": "detector boxes kept (after NMS per query) for the instance-level SCR", **TEXT_DIAGNOSTICS}
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
@@ -25,16 +28,9 @@ def score(ctx: Context, metrics: set[str]) -> list[Result]:
     gen_loaders = ctx.generation_loaders()
     prompts = data.prompt_rows
 
-    if "clip_t" in metrics:
+    if metrics & TEXT_METRICS:
         image = ctx.image_features("clip", gen_loaders)
-        text = ctx.text_features("clip", [p["prompt"] for p in prompts.values()])
-        pairs = list(generations)
-        values = F.clip_t(
-            np.stack([image[generations[pair]]["embedding"] for pair in pairs]),
-            np.stack([text[prompts[prompt_id]["prompt"]] for prompt_id, _ in pairs]),
-        )
-        results.extend(Result(prompt_id, seed, "clip_t", float(v)) for (prompt_id, seed), v in zip(pairs, values))
-        ctx.notes["clip_t_prompts_truncated"] = ctx.models["clip"].count_truncated([p["prompt"] for p in prompts.values()])
+        results.extend(text_alignment(ctx, metrics, {pair: image[key]["embedding"] for pair, key in generations.items()}))
 
     dino_metrics = {m for m in metrics if m == "dino_sim" or m.startswith("scr")}
     if not dino_metrics:
