@@ -22,6 +22,7 @@ import importlib.util
 import json
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -67,6 +68,8 @@ JUDGED = (
 )
 
 
+SECONDS: dict[str, float] = {}  # scoring time per run, kept in the results file (not in the doc)
+
 # --- scoring -------------------------------------------------------------------------------------
 
 
@@ -100,11 +103,13 @@ def measured(tmp_path_factory) -> dict[str, dict[str, Run]]:
     out: dict[str, dict[str, Run]] = {}
 
     def score(benchmark, data, baseline, label, options):
+        started = time.perf_counter()
         target = root / "scores" / benchmark / label
         summary = score_submission(root / benchmark / baseline, data, target, options, cache_dir=cache, progress=False, models=models)
         axis = data.spec.group_size_axis
         sizes = {p: int(row[axis]) if axis else 1 for p, row in data.prompt_rows.items()}
         out[benchmark][label] = Run(summary["aggregates"]["overall"], pd.read_parquet(target / "results.parquet"), summary["notes"], sizes)
+        SECONDS[f"{benchmark}/{label}"] = round(time.perf_counter() - started, 1)
 
     datas = {}
     for benchmark, (n_prompts, size, baselines) in RUNS.items():
@@ -136,7 +141,7 @@ def battery(measured) -> dict:
         b: {label: {m: (None if math.isnan(r.mean(m)) else round(r.mean(m), 6)) for m in sorted(r.overall)} for label, r in runs.items()}
         for b, runs in measured.items()
     }
-    result = {"profile": PROFILE, "face_model": "dlib (real weights)", "runs": {b: list(RUNS[b][:2]) for b in RUNS}, "values": values, "properties": list(checks.values())}
+    result = {"profile": PROFILE, "face_model": "dlib (real weights)", "runs": {b: list(RUNS[b][:2]) for b in RUNS}, "values": values, "properties": list(checks.values()), "seconds": SECONDS}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return {"checks": checks, "result": result}
