@@ -493,3 +493,12 @@ def test_the_submission_validator_accepts_every_baseline(benchmarks, submission,
     data = benchmarks["cogcanvas"]
     with validate_submission(submission("cogcanvas", name), data) as checked:
         assert [(e.prompt_id, e.seed) for e in checked.entries] == data.required_pairs
+
+
+def test_the_cli_offers_every_baseline():
+    from idbench.cli import make_parser
+
+    parser = make_parser()
+    commands = next(a for a in parser._actions if a.dest == "command" or getattr(a, "choices", None) and "baseline" in a.choices)
+    name = next(a for a in commands.choices["baseline"]._actions if a.dest == "name")
+    assert tuple(name.choices) == B.BASELINES
