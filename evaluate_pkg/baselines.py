@@ -20,6 +20,13 @@ clone       the leftmost subject repeated N times (CogCanvas: every     the homo
             slot keeps its own item)                                    rises, matched ID-Sim drops
 background  the background alone (CogCanvas: the background reference   no subject at all: the floor of
             resized to the canvas; otherwise the empty grey canvas)     identity metrics
+blank       a uniform mid-grey canvas, whatever the benchmark           nothing at all: the floor of every
+                                                                        metric (judged ones included)
+noise       seeded uniform RGB noise, a new picture per prompt          nothing recognisable: near the
+                                                                        floor, with no constant features
+copy        a single-subject prompt (CHARIS): the reference itself, at  the ceiling: identical features,
+            its own size and pixels; a multi-subject prompt: the        cosine 1 (multi-subject: the
+            collage, the closest thing to a copy a picture can be       collage's values)
 ==========  ==========================================================  ===================================
 
 Layout (:func:`compose`): the canvas is split into N equal-width columns, left to right; each subject is
@@ -38,6 +45,9 @@ three benchmarks live in their suites (``evaluate_pkg/suites/<b>.py``, ``BASELIN
 
 CHARIS and Identity Collapse have no background reference: their pictures use a plain mid-grey canvas.
 CHARIS has a single subject: its ``clone`` equals its ``collage`` (there is nothing to homogenize).
+``copy`` is the one baseline that ignores ``size`` on single-subject prompts: a resized reference would
+no longer have the reference's features, and "an exact copy scores 1" is what it is there to show.
+docs/metric-sanity.md lists what every metric scores on every baseline (measured by the sanity battery).
 """
 
 from __future__ import annotations
@@ -52,13 +62,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
 from PIL import Image, ImageOps
 
 import idbench
 from idbench.atomic import atomic_directory
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
-BASELINES = ("collage", "swap", "impostor", "clone", "background")
+BASELINES = ("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy")
 
 # --- geometry ------------------------------------------------------------------------------------
 
@@ -334,12 +345,38 @@ def background(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> I
     return fit_background(background_image(data, prompt), size)
 
 
+def blank(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """A uniform mid-grey canvas: no subject, no background, no texture."""
+    return Image.new("RGB", (size, size), NEUTRAL_GREY)
+
+
+def noise(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """Uniform RGB noise, fixed by ``seed`` and the prompt id (every prompt gets its own picture)."""
+    rng = np.random.default_rng(_rng(seed, "noise", prompt["prompt_id"]).getrandbits(64))
+    return Image.fromarray(rng.integers(0, 256, size=(size, size, 3), dtype=np.uint8), "RGB")
+
+
+def copy(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """One subject: its reference image, own size and pixels (``size`` is ignored); several: the collage.
+
+    A picture cannot copy N references at once; the collage (each reference pasted whole) is the
+    closest thing, so multi-subject prompts get it and score what the collage scores.
+    """
+    slots = prompt_slots(data, prompt)
+    if len(slots) != 1:
+        return collage(data, prompt, size, seed)
+    return reference_image(data, slots[0].ref_id, prompt).convert("RGB")
+
+
 RENDERERS: dict[str, Callable[[BenchmarkData, dict, int, int], Image.Image]] = {
     "collage": collage,
     "swap": swap,
     "impostor": impostor,
     "clone": clone,
     "background": background,
+    "blank": blank,
+    "noise": noise,
+    "copy": copy,
 }
 
 NOTES = {
@@ -354,6 +391,10 @@ NOTES = {
     "homogenization failure that collapse metrics must catch.",
     "background": "Not a generative model: the prompt's background alone (a grey canvas where the benchmark "
     "has none), the floor of every identity metric.",
+    "blank": "Not a generative model: a uniform mid-grey canvas for every prompt, the floor of every metric.",
+    "noise": "Not a generative model: seeded uniform RGB noise, a different picture per prompt.",
+    "copy": "Not a generative model: the reference image itself for a single-subject prompt (the ceiling of "
+    "similarity metrics), the collage for a multi-subject one.",
 }
 
 # --- writing a submission ------------------------------------------------------------------------
@@ -400,7 +441,7 @@ def make_baseline(
 
     ``out`` holds ``submission.json``, ``manifest.csv`` (``prompt_id,seed,file``, one row per required
     pair, in ``data.required_pairs`` order) and ``images/<prompt_id>_s<seed>.png`` (``size`` x ``size``
-    RGB). Everything is written into a temporary sibling folder first and moved into place when
+    RGB; ``copy`` of a single-subject prompt: the reference's own size). Everything is written into a temporary sibling folder first and moved into place when
     complete; an existing ``out`` is refused unless ``overwrite``, and then replaced only at the end.
     """
     if name not in RENDERERS:

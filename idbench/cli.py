@@ -524,9 +524,9 @@ def make_parser() -> argparse.ArgumentParser:
 
     baseline = commands.add_parser(
         "baseline",
-        help="make a baseline submission without a generative model (collage, swap, impostor, clone, background)",
+        help="make a baseline submission without a generative model (collage, swap, impostor, clone, background, blank, noise, copy)",
     )
-    baseline.add_argument("name", choices=("collage", "swap", "impostor", "clone", "background"))
+    baseline.add_argument("name", choices=("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy"))
     baseline.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
     baseline.add_argument("--data", type=Path, required=True)
     baseline.add_argument("--out", type=Path, required=True)

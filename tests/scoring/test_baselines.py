@@ -146,9 +146,11 @@ def test_one_png_per_required_pair(benchmarks, submission, benchmark, name):
     assert [(p, int(s)) for p, s, _ in rows] == data.required_pairs
     assert [f for _, _, f in rows] == [f"images/{p}_s{s}.png" for p, s in data.required_pairs]
     assert sorted(p.name for p in (folder / "images").iterdir()) == sorted(Path(f).name for _, _, f in rows)
-    for _, _, file in rows:
+    single = benchmark == "charis"  # one subject per prompt: copy is the reference at its own size
+    for prompt_id, _, file in rows:
         with Image.open(folder / file) as image:
-            assert image.format == "PNG" and image.size == (SIZE, SIZE) and image.mode == "RGB"
+            size = data.references[data.prompt_rows[prompt_id]["subject_id"]]["image"].size if single and name == "copy" else (SIZE, SIZE)
+            assert image.format == "PNG" and image.size == size and image.mode == "RGB"
             image.load()
     assert json.loads((folder / "submission.json").read_text()) == {
         "benchmark": benchmark,
@@ -325,6 +327,36 @@ def test_background_without_a_background_reference_is_the_grey_canvas(benchmarks
         assert (picture(folder, prompt_id) == 128).all()
 
 
+@pytest.mark.parametrize("benchmark", BENCHMARKS)
+def test_blank_is_the_grey_canvas_everywhere(benchmarks, submission, benchmark):
+    folder = submission(benchmark, "blank")
+    for prompt_id in list(benchmarks[benchmark].prompt_rows)[:10]:
+        assert (picture(folder, prompt_id) == 128).all()
+
+
+def test_noise_is_uniform_and_differs_between_prompts(benchmarks, submission):
+    folder = submission("identity-collapse", "noise")
+    first, second = (picture(folder, p) for p in list(benchmarks["identity-collapse"].prompt_rows)[:2])
+    # uniform on 0..255: mean near 127.5 and every value drawn (128 x 128 x 3 samples)
+    assert abs(first.mean() - 127.5) < 2 and len(np.unique(first)) == 256
+    assert (first != second).mean() > 0.99
+    # the generation seeds of one prompt share the picture
+    assert np.array_equal(picture(folder, list(benchmarks["identity-collapse"].prompt_rows)[0], seed=2), first)
+
+
+def test_copy_of_a_single_subject_is_the_reference_pixel_for_pixel(benchmarks, submission):
+    data = benchmarks["charis"]
+    folder = submission("charis", "copy")
+    for prompt_id, prompt in data.prompt_rows.items():
+        assert np.array_equal(picture(folder, prompt_id), np.asarray(data.references[prompt["subject_id"]]["image"].convert("RGB")))
+
+
+@pytest.mark.parametrize("benchmark", ["cogcanvas", "identity-collapse"])
+def test_copy_of_several_subjects_is_the_collage(benchmarks, submission, benchmark):
+    for prompt_id in list(benchmarks[benchmark].prompt_rows)[:10]:
+        assert np.array_equal(picture(submission(benchmark, "copy"), prompt_id), picture(submission(benchmark, "collage"), prompt_id))
+
+
 @pytest.mark.parametrize("benchmark", ["cogcanvas", "identity-collapse"])
 def test_impostor_shows_nobody_of_the_prompt_when_the_pool_allows(benchmarks, submission, benchmark):
     data = benchmarks[benchmark]
@@ -461,3 +493,12 @@ def test_the_submission_validator_accepts_every_baseline(benchmarks, submission,
     data = benchmarks["cogcanvas"]
     with validate_submission(submission("cogcanvas", name), data) as checked:
         assert [(e.prompt_id, e.seed) for e in checked.entries] == data.required_pairs
+
+
+def test_the_cli_offers_every_baseline():
+    from idbench.cli import make_parser
+
+    parser = make_parser()
+    commands = next(a for a in parser._actions if a.dest == "command" or getattr(a, "choices", None) and "baseline" in a.choices)
+    name = next(a for a in commands.choices["baseline"]._actions if a.dest == "name")
+    assert tuple(name.choices) == B.BASELINES
