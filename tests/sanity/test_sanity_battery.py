@@ -344,11 +344,9 @@ def _charis() -> list[Prop]:
         Prop(b, "copy+always-yes", "charis_score", "= 0 (mismatch): every feature seen changed, nothing explains it", equals("copy+always-yes", "charis_score", 0.0)),
         Prop(b, "copy+truth", "charis_score", "= 1 (exact): every feature seen, none changed", equals("copy+truth", "charis_score", 1.0)),
         Prop(b, "copy+always-no", "charis_score", "NaN for every pair (nothing visible), never a number", all_nan("copy+always-no", "charis_score")),
-        Prop(b, "copy+always-no", "charis_score.failure_rate", "= 1: every unjudgeable pair is counted", equals("copy+always-no", "charis_score.failure_rate", 1.0)),
-        # depends on issue 11 item 7 (in progress on another branch)
-        Prop(b, "copy+always-no", "charis_score", "counted as insufficient evidence, beside the failure rate", charis_insufficient("copy+always-no"), depends=7),
-        # depends on issue 11 item 7 (in progress on another branch): today a back view is rated exact
-        Prop(b, "copy+back-view", "charis_score", "NaN (insufficient evidence) when no core feature is visible, never exact", charis_insufficient("copy+back-view"), depends=7),
+        Prop(b, "copy+always-no", "charis_score.failure_rate", "= 0: the judge answered; nothing visible is not a judge failure", equals("copy+always-no", "charis_score.failure_rate", 0.0)),
+        Prop(b, "copy+always-no", "charis_score", "counted as insufficient evidence, beside the failure rate", charis_insufficient("copy+always-no")),
+        Prop(b, "copy+back-view", "charis_score", "NaN (insufficient evidence) when no core feature is visible, never exact", charis_insufficient("copy+back-view")),
     ]
     return props
 
@@ -372,8 +370,7 @@ def _cogcanvas() -> list[Prop]:
         Prop(b, "blank+always-no", "attr_vqa.negative_yes_rate", "= 0", equals("blank+always-no", "attr_vqa.negative_yes_rate", 0.0)),
         *(Prop(b, "collage+truth", metric, "= 1: the true graph's answers", mean_is("collage+truth", metric, 1.0)) for metric in VQA),
         Prop(b, "collage+truth", "attr_vqa.negative_yes_rate", "= 0", equals("collage+truth", "attr_vqa.negative_yes_rate", 0.0)),
-        # depends on issue 11 item 4 (in progress on another branch)
-        Prop(b, "blank", "bg_sim", "generations with no foreground / all foreground are counted and reported", has_diagnostic("blank", "bg_sim.", ""), depends=4),
+        Prop(b, "blank", "bg_sim", "generations with no foreground / all foreground are counted and reported", has_diagnostic("blank", "bg_sim.", "no_foreground")),
     ]
     return props
 
