@@ -24,7 +24,7 @@ import pandas as pd
 import idbench
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
-from idbench.builders.spec import DEFAULT_TASK, JUDGE_ROLE, SpecError
+from idbench.builders.spec import DEFAULT_TASK, JUDGE_ROLE, MetricSpec, SpecError
 from idbench.evaluate_pkg.context import Context, Models, Result, ScoreOptions
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
@@ -48,11 +48,18 @@ EVIDENCE_FILE = "judge_evidence.parquet"
 
 
 # Why a metric of the suite is not run for a submission of another task (MetricSpec.tasks).
+RANKING_NOT_RUN = "scores a ranking of references (the retrieval task), not generated images"
 TASK_NOT_RUN = {
-    "reference": "scores a ranking of references (the retrieval task), not generated images",
     "text-to-image": "text-to-image task: no references given (its protocol is count accuracy and Attr-VQA on the binding questions)",
     "retrieval": "retrieval task: the submission ranks references and holds no generated images",
 }
+
+
+def task_not_run(task: str, metric: MetricSpec) -> str:
+    """The reason ``metric`` is not run for a submission of ``task`` (one it does not score)."""
+    if task != "retrieval" and metric.tasks == ("retrieval",):
+        return RANKING_NOT_RUN
+    return TASK_NOT_RUN.get(task, f"scores the {', '.join(metric.tasks)} task, not the {task} task")
 
 
 def select_metrics(
@@ -61,7 +68,7 @@ def select_metrics(
     """The metrics to compute and those of the suite that will show as not run (with the reason).
 
     The metrics are the spec's ``metric_suite``; those that do not score the submission's ``task``
-    (``MetricSpec.tasks``) are not run with :data:`TASK_NOT_RUN`'s reason; the suite's ``NOT_RUN``
+    (``MetricSpec.tasks``) are not run, with :func:`task_not_run`'s reason; the suite's ``NOT_RUN``
     says which others this engine does not compute, and why. A judged metric (one whose roles include
     the judge) is not run, with that reason, when no judge is configured: the rest is scored all the same.
     """
@@ -79,7 +86,7 @@ def select_metrics(
         if m in not_computed:
             not_run[m] = not_computed[m]
         elif task not in data.spec.metric(m).tasks:
-            not_run[m] = TASK_NOT_RUN[task]
+            not_run[m] = task_not_run(task, data.spec.metric(m))
         elif data.spec.metric(m).judged and judge is None:
             not_run[m] = NO_JUDGE
         else:
