@@ -32,8 +32,8 @@ DIAGNOSTICS: dict[str, str] = {
     "faces_detected": "faces found in the generation (ID-Sim)",
     "faces_expected": "persons the prompt asks for (ID-Sim)",
     "persons_detected": "persons counted after NMS (count accuracy)",
-    # Attr-VQA's accuracy per question kind (binding, interaction, position), next to the overall one.
-    # (attr_vqa.binding is a metric of its own: the T2I task's Attr-VQA)
+    # Attr-VQA's accuracy per question kind, next to the overall one (attr_vqa.binding is a metric of
+    # the suite: the T2I task's Attr-VQA).
     **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} facts" for kind in QUESTION_KINDS if kind != "binding"},
     "attr_vqa.negative_yes_rate": "share of the negative questions the judge answered yes (its yes-bias)",
 }
