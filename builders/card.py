@@ -176,6 +176,7 @@ def render_card(spec: BenchmarkSpec, build_info: dict) -> str:
         "seed": build_info.get("seed"),
         "idbench_version": build_info.get("idbench_version"),
         "questions_version": build_info.get("questions_version"),
+        "retrieval_version": build_info.get("retrieval_version"),
         "source": build_info.get("source") or {},
         "options": sorted((build_info.get("options") or {}).items()),
         # None when the build did not say (nothing is claimed), [] when it dropped none

@@ -28,6 +28,14 @@ from idbench.errors import IdbenchError
 # the vision-language judge.
 JUDGE_ROLE = "judge"
 
+# What a submission can hold, declared as ``"task"`` in its submission.json:
+# - "reference": images generated from the prompts *and* their reference images (the primary task of
+#   every benchmark, and the default);
+# - "text-to-image": images generated from the prompts alone (CogCanvas's auxiliary T2I task);
+# - "retrieval": no images, a ranking of each slot's candidate references (CogCanvas's retrieval task).
+TASKS = ("reference", "text-to-image", "retrieval")
+DEFAULT_TASK = "reference"
+
 
 class SpecError(IdbenchError, ValueError):
     """A benchmark description that contradicts itself or names code that does not exist (a user's own
@@ -113,9 +121,9 @@ class MetricSpec:
     # The model roles it needs (profile roles of the model registry such as "clip", "dinov2",
     # "detector"; JUDGE_ROLE for the vision-language judge). The scorer loads exactly these.
     roles: tuple[str, ...] = ()
-    # What a submission must hold for it: "generation" (the images) or "retrieval" (a ranking of
-    # references, an auxiliary task). A leaderboard row is complete when every generation metric ran.
-    task: str = "generation"
+    # The submission tasks (TASKS) it scores: a submission of another task reports it not run. A
+    # leaderboard row is complete when every metric of its task ran; each task ranks on its own track.
+    tasks: tuple[str, ...] = (DEFAULT_TASK,)
     display_source: str = ""
     # The per-image diagnostic that counts what this metric could not judge for lack of evidence (a
     # reference without a face, a subject with no core feature in view): those samples are NaN, and
@@ -125,8 +133,9 @@ class MetricSpec:
     def __post_init__(self) -> None:
         if self.display not in DISPLAYS:
             raise ValueError(f"metric {self.name}: display {self.display!r} is not one of {', '.join(DISPLAYS)}")
-        if self.task not in ("generation", "retrieval"):
-            raise ValueError(f"metric {self.name}: task {self.task!r} is not generation or retrieval")
+        unknown = [t for t in self.tasks if t not in TASKS]
+        if unknown or not self.tasks:
+            raise ValueError(f"metric {self.name}: tasks {self.tasks!r} must be some of {', '.join(TASKS)}")
 
     @property
     def display_label(self) -> str:
@@ -206,6 +215,16 @@ class BenchmarkSpec:
             raise SpecError(f"{where}: group_size_axis {self.group_size_axis!r} is not a one-column breakdown")
         if bool(self.group_size_axis) != bool(self.group_sizes):
             raise SpecError(f"{where}: group_size_axis and group_sizes go together")
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks a submission may declare: the default, and every task some metric scores."""
+        scored = {t for m in self.metric_suite for t in m.tasks}
+        return tuple(t for t in TASKS if t == DEFAULT_TASK or t in scored)
+
+    def task_metrics(self, task: str) -> tuple[MetricSpec, ...]:
+        """The metrics a submission of ``task`` is scored with, in suite order."""
+        return tuple(m for m in self.metric_suite if task in m.tasks)
 
     def metric(self, name: str) -> MetricSpec:
         for metric in self.metric_suite:

@@ -24,12 +24,13 @@ import pandas as pd
 import idbench
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
-from idbench.builders.spec import JUDGE_ROLE, SpecError
+from idbench.builders.spec import DEFAULT_TASK, JUDGE_ROLE, MetricSpec, SpecError
 from idbench.evaluate_pkg.context import Context, Models, Result, ScoreOptions
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 from idbench.evaluate_pkg.report import aggregate, write_report
+from idbench.evaluate_pkg.retrieval import score_rankings
 from idbench.evaluate_pkg.submission import validate_submission
 from idbench.evaluate_pkg.suites import suite_for
 
@@ -46,14 +47,30 @@ NO_JUDGE = "needs a VLM judge; none was configured (pass --judge-url and --judge
 EVIDENCE_FILE = "judge_evidence.parquet"
 
 
+# Why a metric of the suite is not run for a submission of another task (MetricSpec.tasks).
+RANKING_NOT_RUN = "scores a ranking of references (the retrieval task), not generated images"
+TASK_NOT_RUN = {
+    "text-to-image": "text-to-image task: no references given (its protocol is count accuracy and Attr-VQA on the binding questions)",
+    "retrieval": "retrieval task: the submission ranks references and holds no generated images",
+}
+
+
+def task_not_run(task: str, metric: MetricSpec) -> str:
+    """The reason ``metric`` is not run for a submission of ``task`` (one it does not score)."""
+    if task != "retrieval" and metric.tasks == ("retrieval",):
+        return RANKING_NOT_RUN
+    return TASK_NOT_RUN.get(task, f"scores the {', '.join(metric.tasks)} task, not the {task} task")
+
+
 def select_metrics(
-    data: BenchmarkData, requested: tuple[str, ...] | None, judge: Any = None
+    data: BenchmarkData, requested: tuple[str, ...] | None, judge: Any = None, task: str = DEFAULT_TASK
 ) -> tuple[list[str], dict[str, str]]:
     """The metrics to compute and those of the suite that will show as not run (with the reason).
 
-    The metrics are the spec's ``metric_suite``; the suite's ``NOT_RUN`` says which of them this
-    engine does not compute, and why. A judged metric (one whose roles include the judge) is not run,
-    with that reason, when no judge is configured: the rest of the suite is scored all the same.
+    The metrics are the spec's ``metric_suite``; those that do not score the submission's ``task``
+    (``MetricSpec.tasks``) are not run, with :func:`task_not_run`'s reason; the suite's ``NOT_RUN``
+    says which others this engine does not compute, and why. A judged metric (one whose roles include
+    the judge) is not run, with that reason, when no judge is configured: the rest is scored all the same.
     """
     not_computed = suite_for(data.name).NOT_RUN
     known = [m.name for m in data.spec.metric_suite]
@@ -68,6 +85,8 @@ def select_metrics(
     for m in wanted:
         if m in not_computed:
             not_run[m] = not_computed[m]
+        elif task not in data.spec.metric(m).tasks:
+            not_run[m] = task_not_run(task, data.spec.metric(m))
         elif data.spec.metric(m).judged and judge is None:
             not_run[m] = NO_JUDGE
         else:
@@ -148,20 +167,23 @@ def score_submission(
     options = options or ScoreOptions()
     data = data if isinstance(data, BenchmarkData) else load_benchmark_data(data)
     is_main = accelerator is None or accelerator.is_main_process
-    # Under accelerate only the main process asks the judge (the others would send the same requests);
-    # judged metrics use no collective, so the processes still meet at the same feature gathers.
-    metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None)
     if out is not None and Path(out).exists() and not overwrite:
         raise ScoringError(f"{out} already exists; pass --overwrite to replace it")
-    models = models if models is not None else Models(options)
-    models.preload(_roles(data, metrics))  # fail before any work
-    judged = any(data.spec.metric(m).judged for m in metrics)
-    judge = make_judge(options.judge, Path(cache_dir) if cache_dir else None) if judged else None
-    cache_dir = Path(cache_dir or default_cache_dir())
+    # Validation comes first: the submission's task decides which metrics (and models) apply.
     with validate_submission(Path(submission_path), data) as submission:
-        store = FeatureStore(cache_dir, accelerator=accelerator)
+        # Under accelerate only the main process asks the judge (the others would send the same requests);
+        # judged metrics use no collective, so the processes still meet at the same feature gathers.
+        metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None, submission.task)
+        models = models if models is not None else Models(options)
+        models.preload(_roles(data, metrics))  # fail before any model work
+        judged = any(data.spec.metric(m).judged for m in metrics)
+        judge = make_judge(options.judge, Path(cache_dir) if cache_dir else None) if judged else None
+        store = FeatureStore(Path(cache_dir or default_cache_dir()), accelerator=accelerator)
         context = Context(data, submission, store, models, options, progress=_progress_factory(progress and is_main), judge=judge)
-        results = suite_for(data.name).score(context, set(metrics))
+        if submission.task == "retrieval":
+            results = [r for r in score_rankings(data, submission.rankings) if r.metric in metrics]
+        else:
+            results = suite_for(data.name).score(context, set(metrics))
         summary = summarize(data, submission.metadata, results, context, not_run)
         if out is not None and is_main:
             write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite)
@@ -190,24 +212,25 @@ def _roles(data: BenchmarkData, metrics) -> set[str]:
     return {role for metric in metrics for role in data.spec.metric(metric).roles} - {JUDGE_ROLE}
 
 
-def _roles_of(data: BenchmarkData, context: Context) -> set[str]:
+def _roles_of(data: BenchmarkData, context: Context, not_run: dict) -> set[str]:
     """The model roles the computed metrics need (a shared Models object may hold others)."""
     known = {m.name for m in data.spec.metric_suite}
     computed = context.options.metrics or tuple(known)
-    return _roles(data, [m for m in computed if m in known])
+    return _roles(data, [m for m in computed if m in known and m not in not_run])
 
 
 def summarize(data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict) -> dict[str, Any]:
     frame = results_frame(data, metadata, results, context.options.profile)
     return {
         "benchmark": data.name,
+        "task": metadata.get("task") or DEFAULT_TASK,
         "submission": metadata,
         "profile": context.options.profile,
         "plumbing": profile_is_plumbing(context.options.profile),
         "suite_version": data.spec.suite_version,
         "idbench_version": idbench.__version__,
         "images": len(context.submission.entries),
-        "models": context.models.used(_roles_of(data, context)),
+        "models": context.models.used(_roles_of(data, context, not_run)),
         "aggregates": aggregate(frame, prompts_frame(data), data.spec),
         "not_run": not_run,
         "notes": context.notes,

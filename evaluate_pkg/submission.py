@@ -28,6 +28,12 @@ A submission is one of:
    members, more than ``MAX_ZIP_MEMBERS`` members or more than ``MAX_ZIP_BYTES`` unpacked bytes are
    refused before (or, for sizes that lie, while) anything is written.
 
+4. **A ranking** (``"task": "retrieval"``): ``submission.json`` plus ``rankings.csv`` with the header
+   ``prompt_id,slot,rank,ref_id``, one row per ranked candidate: for each row of the benchmark's
+   ``retrieval`` config (a prompt's slot: ``A``, ``A.item``, ``background``), its candidate ref ids
+   with ranks 1, 2, ... (best first). A ranking may stop early (what is not ranked is never in a
+   top k); every slot needs one, each ref id once, and only that slot's candidates.
+
 ``submission.json`` is a JSON object::
 
     {"benchmark": "identity-collapse",      the benchmark's name (must match --data)
@@ -39,7 +45,11 @@ A submission is one of:
      "idbench_version": "0.1.0"}            the version that wrote the template
 
 Only ``benchmark`` and ``model`` are required; any other key is refused, so that a typo (``"modle"``)
-is caught rather than silently dropped.
+is caught rather than silently dropped. ``"task"`` says what the submission holds (one of the
+benchmark's ``spec.tasks``, default ``"reference"``): ``"reference"`` images generated with the
+references, ``"text-to-image"`` images generated from the prompts alone (CogCanvas: scored with count
+accuracy and binding Attr-VQA, ranked on a track of its own), or ``"retrieval"``: no images but
+a ranking of references (format 4).
 
 Validation
 ----------
@@ -83,12 +93,15 @@ from PIL import Image
 
 import idbench
 from idbench.atomic import atomic_directory
+from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
 
 METADATA_NAME = "submission.json"
 MANIFEST_NAME = "manifest.csv"
+RANKINGS_NAME = "rankings.csv"
+RANKING_COLUMNS = ("prompt_id", "slot", "rank", "ref_id")
 MANIFEST_COLUMNS = ("prompt_id", "seed", "file")
 PARQUET_COLUMNS = ("prompt_id", "seed", "image")
 
@@ -96,6 +109,7 @@ PARQUET_COLUMNS = ("prompt_id", "seed", "image")
 METADATA_FIELDS: dict[str, tuple[type, str]] = {
     "benchmark": (str, "the benchmark's name"),
     "model": (str, "the model's name"),
+    "task": (str, "what the submission holds: reference (default), text-to-image or retrieval, as the benchmark offers"),
     "family": (str, "the model family the leaderboard groups by (e.g. 'FLUX.1 Kontext', 'OmniGen'), or empty"),
     "link": (str, "a link to the paper, code or weights (http(s), or empty)"),
     "license": (str, "the license of the generated images"),
@@ -200,6 +214,8 @@ class Submission:
     entries: tuple[Entry, ...]
     root: Path  # the folder holding submission.json
     workdir: Path | None = None
+    # A retrieval submission's rankings: (prompt_id, slot) -> candidate ref ids, best first (no entries).
+    rankings: Mapping[tuple[str, str], tuple[str, ...]] | None = None
     _finalizer: weakref.finalize | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -209,6 +225,11 @@ class Submission:
     @property
     def model(self) -> str:
         return self.metadata["model"]
+
+    @property
+    def task(self) -> str:
+        """What the submission holds (``submission.json``'s ``task``; ``"reference"`` when absent)."""
+        return self.metadata.get("task") or DEFAULT_TASK
 
     @cached_property
     def _by_pair(self) -> dict[tuple[str, int], Entry]:
@@ -367,6 +388,11 @@ def validate_submission(
 def _validate_folder(folder: Path, label: str, data: BenchmarkData, workdir: _Scratch) -> Submission:
     problems: list[Problem] = []
     metadata = _read_metadata(folder, data, problems)
+    if metadata.get("task") == "retrieval":
+        rankings = _read_rankings(folder / RANKINGS_NAME, data, problems)
+        if problems:
+            raise SubmissionError(problems)
+        return Submission(benchmark=data.name, metadata=metadata, entries=(), root=folder, rankings=rankings)
 
     manifest = folder / MANIFEST_NAME
     parquets = sorted(p for p in folder.rglob("*.parquet") if p.is_file())
@@ -431,6 +457,9 @@ def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem]) -
     benchmark = metadata.get("benchmark")
     if isinstance(benchmark, str) and benchmark != data.name:
         problem(f"field 'benchmark' is {benchmark!r}, but the data is {data.name!r}")
+    task = metadata.get("task")
+    if isinstance(task, str) and task not in data.spec.tasks:
+        problem(f"field 'task' is {task!r}; {data.name} offers {', '.join(data.spec.tasks)}")
     problems.extend(Problem(None, None, METADATA_NAME, message) for message in metadata_text_problems(metadata))
     return metadata
 
@@ -493,6 +522,78 @@ def _read_manifest(manifest: Path, folder: Path, problems: list[Problem]) -> lis
             error = None if image else "the file must be a relative path inside the submission folder"
             rows.append(_Row(prompt_id, int(seed), file, where, image, error))
     return rows
+
+
+def _read_rankings(path: Path, data: BenchmarkData, problems: list[Problem]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """A retrieval submission's ``rankings.csv``: (prompt_id, slot) -> ref ids by rank; every problem
+    (unknown prompt or slot, a ref id that is not one of the slot's candidates or comes twice, ranks
+    that are not 1, 2, ..., a slot without a ranking) is added to ``problems``, naming its row."""
+
+    def problem(message: str, prompt_id: str | None = None, where: str = RANKINGS_NAME) -> None:
+        problems.append(Problem(prompt_id, None, where, message))
+
+    if "retrieval" not in data.tables:
+        problem(f"{data.name} has no retrieval config; this build cannot score a ranking")
+        return {}
+    slots = {(r["prompt_id"], r["slot"]): r for r in data.tables["retrieval"]}
+    if not path.is_file():
+        problem(f"missing; a retrieval submission ranks each slot's candidates in it ({','.join(RANKING_COLUMNS)})")
+        return {}
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        problem(f"{path.stat().st_size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit")
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        problem(f"not UTF-8 text ({err.reason} at byte {err.start})")
+        return {}
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in next(reader, [])]
+    if sorted(header) != sorted(RANKING_COLUMNS):
+        problem(f"header is {','.join(header) or '(empty)'}; expected exactly the columns {','.join(RANKING_COLUMNS)}")
+        return {}
+    prompts = {prompt_id for prompt_id, _ in slots}
+    ref_ids = set(data.reference_table[data.spec.reference_id])  # the column alone: no image decoded
+    ranked: dict[tuple[str, str], dict[int, str]] = {}
+    seen: dict[tuple[str, str, str], str] = {}  # (prompt, slot, ref id) -> the row that ranked it
+    for number, fields in enumerate(reader, start=1):
+        if not any(f.strip() for f in fields):
+            continue  # a blank line
+        where = f"{RANKINGS_NAME} row {number}"
+        if len(fields) != len(header):
+            problem(f"{len(fields)} fields, but the header has {len(header)} columns", where=where)
+            continue
+        values = dict(zip(header, (f.strip() for f in fields)))
+        prompt_id, slot, rank, ref_id = (values[c] for c in RANKING_COLUMNS)
+        key = (prompt_id, slot)
+        if prompt_id not in prompts:
+            problem(f"unknown prompt_id; {data.name} has no such prompt", prompt_id, where)
+        elif key not in slots:
+            known = ", ".join(s for p, s in slots if p == prompt_id)
+            problem(f"unknown slot {slot!r} (this prompt's slots: {known})", prompt_id, where)
+        elif not _SEED.fullmatch(rank) or int(rank) < 1:
+            problem(f"slot {slot!r}: rank {rank!r} is not a positive integer", prompt_id, where)
+        elif ref_id not in slots[key]["candidate_ref_ids"]:
+            known = "unknown" if ref_id not in ref_ids else "not a candidate of this slot"
+            candidates = ", ".join(slots[key]["candidate_ref_ids"])
+            problem(f"slot {slot!r}: ref_id {ref_id!r} is {known} (candidates: {candidates})", prompt_id, where)
+        elif (prompt_id, slot, ref_id) in seen:
+            problem(f"slot {slot!r}: ref_id {ref_id!r} is ranked twice (first in {seen[(prompt_id, slot, ref_id)]})", prompt_id, where)
+        elif int(rank) in ranked.get(key, {}):
+            problem(f"slot {slot!r}: rank {rank} is given twice", prompt_id, where)
+        else:
+            seen[(prompt_id, slot, ref_id)] = where
+            ranked.setdefault(key, {})[int(rank)] = ref_id
+    out = {}
+    for key in slots:
+        ranks = ranked.get(key)
+        if not ranks:
+            problem(f"slot {key[1]!r}: missing, no ranking of its candidates", key[0])
+        elif sorted(ranks) != list(range(1, len(ranks) + 1)):
+            problem(f"slot {key[1]!r}: ranks {sorted(ranks)} are not 1 to {len(ranks)} without gaps", key[0])
+        else:
+            out[key] = tuple(ranks[r] for r in sorted(ranks))
+    return out
 
 
 def _image_path(folder: Path, relative: str) -> Path | None:

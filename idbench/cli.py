@@ -230,6 +230,17 @@ def _cmd_baseline(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.baselines import make_baseline
 
     data = _load_data(args.data, args.benchmark)
+    if args.name.startswith("retrieval-"):
+        from idbench.evaluate_pkg.context import ScoreOptions
+        from idbench.evaluate_pkg.retrieval import make_retrieval_baseline, retrieval_rows
+
+        options = ScoreOptions(
+            profile=args.profile, device=args.device, batch_size=args.batch_size,
+            models_dir=str(args.models_dir) if args.models_dir else None,
+        )
+        make_retrieval_baseline(args.name, data, args.out, options=options, cache_dir=args.cache_dir, overwrite=args.overwrite)
+        print(f"wrote the {args.name} ranking for {data.name} to {args.out} ({len(retrieval_rows(data))} slots, rankings.csv)")
+        return 0
     make_baseline(args.name, data, args.out, size=args.size, seed=args.seed, overwrite=args.overwrite)
     print(f"wrote the {args.name} baseline for {data.name} to {args.out} ({len(data.required_pairs)} images)")
     return 0
@@ -524,15 +535,24 @@ def make_parser() -> argparse.ArgumentParser:
 
     baseline = commands.add_parser(
         "baseline",
-        help="make a baseline submission without a generative model (collage, swap, impostor, clone, background, blank, noise, copy)",
+        help="make a baseline submission without a generative model (collage, swap, impostor, clone, background, blank, "
+        "noise, copy; CogCanvas retrieval rankings: retrieval-clip, retrieval-metadata)",
     )
-    baseline.add_argument("name", choices=("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy"))
+    baseline.add_argument("name", choices=("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy",
+                                           "retrieval-clip", "retrieval-metadata"))
     baseline.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
     baseline.add_argument("--data", type=Path, required=True)
     baseline.add_argument("--out", type=Path, required=True)
     baseline.add_argument("--size", type=int, default=512)
     baseline.add_argument("--seed", type=int, default=0)
     baseline.add_argument("--overwrite", action="store_true")
+    # retrieval-clip only: the CLIP encoder of a profile, as `idbench score` loads it
+    baseline.add_argument("--profile", choices=("paper", "tiny"), default="paper",
+                          help="retrieval-clip: paper (CLIP ViT-L/14, default) or tiny (random weights, a plumbing check)")
+    baseline.add_argument("--device", default="cpu", help="retrieval-clip: torch device (default: %(default)s)")
+    baseline.add_argument("--batch-size", type=int, default=32)
+    baseline.add_argument("--cache-dir", type=Path, help="retrieval-clip: feature cache (default: $IDBENCH_CACHE)")
+    baseline.add_argument("--models-dir", type=Path, help="retrieval-clip: models cache (default: $IDBENCH_MODELS)")
     baseline.set_defaults(func=_cmd_baseline)
 
     submit = commands.add_parser(

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from idbench.builders.display import DISPLAYS, show
-from idbench.builders.spec import BenchmarkSpec, MetricSpec
+from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec, MetricSpec
 from idbench.leaderboard.store import Store
 
 PLUMBING_MARK = "plumbing"
@@ -72,10 +72,12 @@ def metric_specs(spec: BenchmarkSpec) -> dict[str, MetricSpec]:
 
 
 def available_metrics(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
-    """Suite metrics that at least one result computed, in suite order (the whole suite if none did)."""
+    """Suite metrics that at least one result computed, in suite order (if none did, the metrics of the
+    rows' task: the whole reference-based suite for an empty table)."""
     computed = {m for aggregates in results.get("aggregates", []) for m in aggregates.get("overall", {})}
     names = [m.name for m in spec.metric_suite if m.name in computed]
-    return names or [m.name for m in spec.metric_suite]
+    task = task_of(results.iloc[0]) if len(results) and "task" in results else DEFAULT_TASK
+    return names or [m.name for m in spec.task_metrics(task)]
 
 
 def default_metric(results: pd.DataFrame, spec: BenchmarkSpec) -> str:
@@ -127,14 +129,29 @@ def breakdown_cell(spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> tu
     raise ValueError(f"{spec.name}: no breakdown by {' x '.join(chosen)}; known: {[' x '.join(b) for b in spec.breakdowns]}")
 
 
-def missing_metrics(row: Mapping[str, Any], spec: BenchmarkSpec) -> list[str]:
-    """The suite's generation metrics this result has no value for (not run, or not computed).
+def task_of(row: Mapping[str, Any]) -> str:
+    """The task (track) of a result row: its submission's ``task``, the reference-based one if unset."""
+    task = row.get("task")
+    return task if isinstance(task, str) and task else DEFAULT_TASK
 
-    Retrieval metrics score another kind of submission (a ranking of references), so a generation
-    submission is complete without them.
+
+def missing_metrics(row: Mapping[str, Any], spec: BenchmarkSpec) -> list[str]:
+    """The metrics of the row's task this result has no value for (not run, or not computed).
+
+    Metrics of other tasks score other submissions (a text-to-image row has no ID-Sim, a ranking of
+    references is the retrieval task), so a submission is complete with its own task's metrics.
     """
     overall = (row.get("aggregates") or {}).get("overall", {})
-    return [m.name for m in spec.metric_suite if m.task == "generation" and m.name not in overall]
+    return [m.name for m in spec.task_metrics(task_of(row)) if m.name not in overall]
+
+
+def tracks(spec: BenchmarkSpec) -> list[str]:
+    """The leaderboard tracks of a benchmark: its tasks that submit images (a ranking is scored alone).
+
+    Each track is its own ranking (``Store.current_results(benchmark, task)``): rows of two tasks never
+    share one, since their metrics mean different things (a text-to-image model saw no reference).
+    """
+    return [task for task in spec.tasks if task != "retrieval"]
 
 
 def marks(row: Mapping[str, Any], spec: BenchmarkSpec) -> str:
@@ -222,6 +239,9 @@ def ranked_table(
     Plumbing-check rows are left out unless ``include_plumbing``, rows that lack a generation metric
     unless ``include_incomplete`` (both always marked); ``family`` keeps one model family.
     """
+    mixed = sorted({task_of(row) for _, row in results.iterrows()}) if "task" in results else []
+    if len(mixed) > 1:  # one ranking is one track: rows of other tasks have other metrics
+        raise ValueError(f"{spec.name}: results of several tasks ({', '.join(mixed)}) in one ranking; rank each track apart")
     metric = metric or default_metric(results, spec)
     specs = metric_specs(spec)
     if metric not in specs:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from idbench.atomic import atomic_directory
+from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.data import content_cache_dir, load_benchmark_data
 from idbench.evaluate_pkg.submission import (
     MANIFEST_COLUMNS,
@@ -41,6 +42,10 @@ from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store
 # A job whose lease ran out this many times (its worker killed each time: out of memory, say) is not
 # handed out again but marked FAILED, so one poisonous submission cannot occupy workers forever.
 MAX_ATTEMPTS = 3
+RETRIEVAL_NOT_QUEUED = (
+    "task 'retrieval': the leaderboard ranks generated images (the reference-based and text-to-image tracks); "
+    "score a ranking with `idbench score SUBMISSION --data DIR --out DIR`"
+)
 
 
 @dataclass(frozen=True)
@@ -73,15 +78,17 @@ class SubmitResult:
 # --- submit --------------------------------------------------------------------------------------
 
 
-def submission_hash(benchmark: str, model_name: str, entries: Iterable[Entry]) -> str:
-    """The content hash of a submission: benchmark, model name, and every (prompt_id, seed, image hash).
+def submission_hash(benchmark: str, model_name: str, entries: Iterable[Entry], task: str = DEFAULT_TASK) -> str:
+    """The content hash of a submission: benchmark, model name, task, and every (prompt_id, seed, image hash).
 
     The pairs are part of it (not only the image hashes): the same images assigned to other prompts
-    are another submission. Sorting makes it independent of the manifest's row order and of the
-    format (folder, zip or parquet) the files came in.
+    are another submission, and so are the same images declared for another task. Sorting makes it
+    independent of the manifest's row order and of the format (folder, zip or parquet) the files came in.
     """
     pairs = sorted((e.prompt_id, e.seed, e.content_hash) for e in entries)
-    payload = json.dumps({"benchmark": benchmark, "model": model_name, "pairs": pairs}, separators=(",", ":"))
+    # The default task stays out of the payload, so hashes of reference-based submissions are unchanged.
+    fields = {"benchmark": benchmark, "model": model_name, "pairs": pairs} | ({} if task == DEFAULT_TASK else {"task": task})
+    payload = json.dumps(fields, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -122,12 +129,14 @@ def submit(
     data = load_benchmark_data(data_dir)
     version = benchmark_version(data_dir)
     with validate_submission(Path(submission_path), data) as submission:
+        if submission.task == "retrieval":  # the leaderboard ranks generations; a ranking is scored alone
+            raise SubmissionError([Problem(None, None, METADATA_NAME, RETRIEVAL_NOT_QUEUED)])
         name = (model_name or "").strip() or submission.model
         metadata = dict(submission.metadata, **overrides, model=name)
         problems = metadata_text_problems(metadata)
         if problems:
             raise SubmissionError([Problem(None, None, "model metadata", message) for message in problems])
-        digest = submission_hash(data.name, name, submission.entries)
+        digest = submission_hash(data.name, name, submission.entries, submission.task)
         existing = store.find_duplicate(digest)
         if existing is not None:
             return SubmitResult(existing[0], existing[1], duplicate=True)
@@ -142,6 +151,7 @@ def submit(
         stored_path=stored,
         submitter=submitter,
         rate_limit=None if rate_limit is None else (rate_limit.max_submissions, rate_limit.window_s),
+        task=submission.task,
     )
     return SubmitResult(submission_id, job_id, duplicate)
 

@@ -32,6 +32,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
 
 DB_NAME = "leaderboard.sqlite3"
@@ -94,6 +95,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE submissions ADD COLUMN withdrawn_at REAL;
     ALTER TABLE submissions ADD COLUMN withdrawn_reason TEXT;
     CREATE INDEX submissions_by_submitter ON submissions (submitter, created_at);
+    """,
+    # 3: the task a submission holds (its submission.json "task"): each task ranks on its own track, so
+    # a text-to-image row never appears in the reference-based ranking. Earlier rows are reference-based.
+    """
+    ALTER TABLE submissions ADD COLUMN task TEXT NOT NULL DEFAULT 'reference';
     """,
 )
 
@@ -252,6 +258,7 @@ class Store:
         stored_path: Path,
         submitter: str | None = None,
         rate_limit: tuple[int, float] | None = None,
+        task: str = DEFAULT_TASK,
     ) -> tuple[int, int, bool]:
         """Insert a submission and its first PENDING job; returns ``(submission_id, job_id, duplicate)``.
 
@@ -273,7 +280,7 @@ class Store:
                     raise RateLimitError(f"{recent} submissions in the last {window / 3600:g} h; the limit is {count}")
             cursor = db.execute(
                 "INSERT INTO submissions (benchmark, benchmark_version, data_dir, model_name, metadata_json,"
-                " content_hash, stored_path, submitter, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " content_hash, stored_path, submitter, created_at, task) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     benchmark,
                     benchmark_version,
@@ -284,6 +291,7 @@ class Store:
                     str(stored_path),
                     submitter,
                     now,
+                    task,
                 ),
             )
             submission_id = cursor.lastrowid
@@ -368,19 +376,20 @@ class Store:
             rows = db.execute(query + " ORDER BY id", params).fetchall()
         return [_decode_result(dict(row)) for row in rows]
 
-    def current_results(self, benchmark: str) -> pd.DataFrame:
-        """The current result of every scored submission of ``benchmark``: one row each, newest first.
+    def current_results(self, benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
+        """The current result of every scored submission of ``benchmark`` and ``task`` (one track: the
+        reference-based task unless asked): one row each, newest first.
 
         Columns: the results row (``aggregates``, ``models``, ``not_run`` decoded to dicts) plus the
-        submission's ``model_name``, ``submitter``, ``metadata`` and ``content_hash``.
+        submission's ``model_name``, ``submitter``, ``metadata``, ``content_hash`` and ``task``.
         """
         with self.transaction(immediate=False) as db:
             rows = db.execute(
                 "SELECT results.*, submissions.model_name, submissions.submitter, submissions.metadata_json,"
-                " submissions.content_hash FROM results JOIN submissions ON submissions.id = results.submission_id"
-                " WHERE results.benchmark = ? AND results.current AND submissions.withdrawn_at IS NULL"
+                " submissions.content_hash, submissions.task FROM results JOIN submissions ON submissions.id = results.submission_id"
+                " WHERE results.benchmark = ? AND submissions.task = ? AND results.current AND submissions.withdrawn_at IS NULL"
                 " ORDER BY results.id DESC",
-                (benchmark,),
+                (benchmark, task),
             ).fetchall()
         records = []
         for row in rows:
@@ -390,7 +399,7 @@ class Store:
         columns = [
             "id", "submission_id", "job_id", "benchmark", "benchmark_version", "suite_version", "profile",
             "plumbing", "models", "idbench_version", "aggregates", "not_run", "results_path", "created_at",
-            "current", "model_name", "submitter", "metadata", "content_hash",
+            "current", "model_name", "submitter", "metadata", "content_hash", "task",
         ]  # fmt: skip
         return pd.DataFrame(records, columns=columns)
 

@@ -378,9 +378,11 @@ def test_retrieval_rows_point_at_the_prompt_references(large):
             assert ref_id in row["candidate_ref_ids"]
             assert row["candidate_ref_ids"] == sorted(r["ref_id"] for r in LARGE_ENTITIES[entity_id])
             assert row["kind"] == REFS[ref_id]["kind"]
-            assert REFS[ref_id]["description"].rstrip(".") in row["query"]
-            if row["kind"] != "person":
-                assert REFS[ref_id]["name"] in row["query"]
+            # The query is the prompt's own words for the slot (what a generator sees): the reference's
+            # name as the prompt writes it, never the ground-truth image's description.
+            assert row["query"] == REFS[ref_id]["name"]
+            assert row["query"] in prompt["prompt"]
+            assert REFS[ref_id]["description"].rstrip(".") not in row["query"]
 
 
 def test_identities_backgrounds_and_images_are_used_evenly(large):

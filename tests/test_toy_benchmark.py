@@ -112,7 +112,7 @@ SPEC = BenchmarkSpec(
     breakdowns=(("scene",),),
     metric_suite=(
         MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation", roles=("dinov2",)),
-        MetricSpec("human_score", "a human rating of identity", task="retrieval"),
+        MetricSpec("human_score", "a human rating of identity", tasks=("retrieval",)),
     ),
     seeds=(0,),
     ranking=("dino_sim",),

@@ -8,7 +8,7 @@ from pathlib import Path
 from idbench.builders.benchmarks import cogcanvas
 from idbench.builders.graphs import QUESTIONS_VERSION
 from idbench.builders.recipes import Curator, Recipe, dedupe, name_of, reference_row
-from idbench.builders.sampling.cogcanvas import prompt_resampler, sample_cogcanvas
+from idbench.builders.sampling.cogcanvas import RETRIEVAL_VERSION, prompt_resampler, sample_cogcanvas
 from idbench.builders.sources import Source, SourceError, SourceImage, check_distinct_names
 from idbench.builders.write import count_by
 
@@ -84,4 +84,4 @@ def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, 
         "questions by kind": count_by([q for p in prompts for q in p["questions"]], "kind"),
     }
     tables = {"references": references, "prompts": prompts, "retrieval": retrieval}
-    return Recipe(tables, cells, info={"questions_version": QUESTIONS_VERSION}), dropped
+    return Recipe(tables, cells, info={"questions_version": QUESTIONS_VERSION, "retrieval_version": RETRIEVAL_VERSION}), dropped

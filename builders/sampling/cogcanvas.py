@@ -50,6 +50,10 @@ from idbench.builders.graphs import Edge, derive_questions, edge, interaction_gr
 T = TypeVar("T")
 
 PROMPT_ID_PREFIX = "cogcanvas-"
+# Version of the retrieval config's rows (recorded in build_info.json as ``retrieval_version``):
+# 1 queried with the ground-truth image's own description (a word-overlap ranker found it every time);
+# 2 queries with the prompt's own words for the slot, what a generator sees.
+RETRIEVAL_VERSION = 2
 _COUNT_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
 
@@ -276,16 +280,15 @@ def _layout_cycles(rng: random.Random) -> dict[int, list[tuple[str, ...]]]:
 # Text
 
 
-def _clean(description: str) -> str:
-    """A description fit to sit inside a sentence: no surrounding space, no final full stop."""
-    return description.strip().rstrip(".").strip()
+def _place(background: Mapping[str, Any]) -> str:
+    """How the prompt names the scene: "the Eiffel Tower in Paris"."""
+    return background.get("name") or background.get("landmark")
 
 
 def _location(background: Mapping[str, Any]) -> str:
     """Where the scene is: "At the Eiffel Tower", "In a cosy living room"."""
-    place = background.get("name") or background.get("landmark")
     preposition = "In" if background.get("scene_type") == "indoor" else "At"
-    return f"{preposition} {place}"
+    return f"{preposition} {_place(background)}"
 
 
 def prompt_text(
@@ -305,8 +308,10 @@ def prompt_text(
         grey beard) holds the coffee cup; person A (the woman in the red coat) wears the red dress;
         person C (the young man) stands beside the wooden chair. Person B and person A hold hands.
 
-    Persons are introduced by their entity ``name``, short enough to keep a 5-person prompt readable
-    (from three persons on a prompt passes CLIP's 77 tokens: ``clip_t`` reads it cut, ``clip_t_whole`` whole); the longer per-image ``description`` is the retrieval query.
+    Persons are introduced by their reference's ``name``, short enough to keep a 5-person prompt
+    readable (from three persons on a prompt passes CLIP's 77 tokens: ``clip_t`` reads it cut,
+    ``clip_t_whole`` whole); the same phrases (person, item, place) are the retrieval queries
+    (:func:`slot_queries`).
     """
     count = _COUNT_WORDS[len(layout)]
     placed = "; ".join(
@@ -321,10 +326,21 @@ def prompt_text(
     return " ".join(sentences)
 
 
-def _query(ref: Mapping[str, Any], with_name: bool) -> str:
-    """The retrieval query for a reference: its description, after its name for items and backgrounds."""
-    description = _clean(ref["description"])
-    return f"{ref['name']}: {description}" if with_name else description
+def slot_queries(
+    background: Mapping[str, Any], person_refs: Mapping[str, Mapping[str, Any]], item_refs: Mapping[str, Mapping[str, Any]]
+) -> dict[str, str]:
+    """The retrieval query of every slot: the words :func:`prompt_text` uses for it, and nothing else.
+
+    ``"A"`` -> the person's phrase ("the woman in the orange spacesuit"), ``"A.item"`` -> the item's
+    ("the red espresso cup"), ``"background"`` -> the place ("the Eiffel Tower in Paris"). This is what a
+    generator sees, so a ranker has the generator's information, never the ground truth's own
+    description (retrieval version 1 queried with that, and a word-overlap ranker found it every time).
+    """
+    queries = {"background": _place(background)}
+    for slot in person_refs:
+        queries[slot] = person_refs[slot]["name"]
+        queries[f"{slot}.item"] = item_refs[slot]["name"]
+    return queries
 
 
 # --------------------------------------------------------------------------------------------------
@@ -446,20 +462,22 @@ def _sample_prompt(
         "questions": derive_questions(prompt_id, graph, positions, item_names),
     }
 
-    def row(slot: str, entity: _Entity, ref: Mapping[str, Any], with_name: bool) -> dict[str, Any]:
+    queries = slot_queries(background_ref, person_refs, item_refs)
+
+    def row(slot: str, entity: _Entity, ref: Mapping[str, Any]) -> dict[str, Any]:
         return {
             "prompt_id": prompt_id,
             "slot": slot,
             "kind": entity.kind,
             "entity_id": entity.entity_id,
-            "query": _query(ref, with_name),
+            "query": queries[slot],
             "ground_truth_ref_id": ref["ref_id"],
             "candidate_ref_ids": sorted(entity.ref_ids),
         }
 
     rows = []
     for slot in slots:
-        rows.append(row(slot, persons[slot], person_refs[slot], with_name=False))
-        rows.append(row(f"{slot}.item", items[slot], item_refs[slot], with_name=True))
-    rows.append(row("background", background, background_ref, with_name=True))
+        rows.append(row(slot, persons[slot], person_refs[slot]))
+        rows.append(row(f"{slot}.item", items[slot], item_refs[slot]))
+    rows.append(row("background", background, background_ref))
     return prompt, rows

@@ -1,8 +1,9 @@
 """CogCanvas (paper 001): ID-Sim, DINO-Sim on item crops, CLIP-T, BG-Sim, aesthetics, person count,
 and, with a VLM judge, Attr-VQA and interaction-graph consistency over the built yes/no questions.
 
-The retrieval task scores rankings of references, not generations, so it is not computed from a
-generation submission here.
+A text-to-image submission (no references) is scored here with count accuracy and
+``attr_vqa.binding``, the judge then asked the binding questions only. The retrieval task scores
+rankings of references, not generations: ``evaluate_pkg/retrieval.py``.
 """
 
 from __future__ import annotations
@@ -30,11 +31,9 @@ PERSON_QUERY = "a person"
 PERSON_NMS_IOU = SUBJECT_NMS_IOU
 
 # The judged metrics: one set of answers (one request per image) gives them all.
-VQA_METRICS = frozenset({"attr_vqa", "igc", "attr_vqa_paired", "igc_paired"})
-NOT_RUN: dict[str, str] = {
-    "retrieval_p@k": "scores a ranking of references (the retrieval task), not generated images",
-    "retrieval_r@k": "scores a ranking of references (the retrieval task), not generated images",
-}
+VQA_METRICS = frozenset({"attr_vqa", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding"})
+# Every metric of the spec is computed for the tasks it declares (the runner reports the others).
+NOT_RUN: dict[str, str] = {}
 # The per-image count of ID-Sim's missing evidence (references without a face), a diagnostic below.
 REFERENCE_WITHOUT_FACE = "id_sim.reference_without_face"
 # Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
@@ -47,8 +46,9 @@ DIAGNOSTICS: dict[str, str] = {
     "bg_sim.no_foreground": "1 when no subject was found in a generation whose prompt has subjects: its BG-Sim "
     "is computed over the whole image, subjects included (flagged, not dropped)",
     "bg_sim.all_foreground": "1 when the generation's subject masks leave no background patch: BG-Sim is NaN",
-    # Attr-VQA's accuracy per question kind (binding, interaction, position), next to the overall one.
-    **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} facts" for kind in QUESTION_KINDS},
+    # Attr-VQA's accuracy per question kind, next to the overall one (attr_vqa.binding is a metric of
+    # the suite: the T2I task's Attr-VQA).
+    **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} facts" for kind in QUESTION_KINDS if kind != "binding"},
     "attr_vqa.negative_yes_rate": "share of the negative questions the judge answered yes (its yes-bias)",
     **TEXT_DIAGNOSTICS,
 }
@@ -68,21 +68,24 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
     """
     from idbench.evaluate_pkg.judge.vqa import METRIC_KINDS, fact_tally, score_images, vqa_items
 
-    runs = [score_images(ctx.judge, vqa_items(ctx.data.prompt_rows, chunk)) for chunk in ctx.generation_bytes(JUDGE_CHUNK)]
+    prompts = ctx.data.prompt_rows
+    if not metrics & (VQA_METRICS - {"attr_vqa.binding"}):  # the T2I task: ask the binding questions only
+        prompts = {p: {**row, "questions": [q for q in row["questions"] if q["kind"] == "binding"]} for p, row in prompts.items()}
+    runs = [score_images(ctx.judge, vqa_items(prompts, chunk)) for chunk in ctx.generation_bytes(JUDGE_CHUNK)]
     run = runs[0]
     for more in runs[1:]:  # one run's worth of results, outcomes and answers across the chunks
         run.results += more.results
         run.outcomes += more.outcomes
         run.answers += more.answers
-    dropped = VQA_METRICS - metrics
-    results = [r for r in run.results if r.metric.split(".")[0] not in dropped]
+    results = [r for r in run.results if _vqa_owner(r.metric) in metrics]
     by_image: dict[tuple[str, int], list] = {}
     for outcome in run.outcomes:
         by_image.setdefault((outcome.prompt_id, outcome.seed), []).append(outcome)
     for (prompt_id, seed), outcomes in by_image.items():
-        if "igc" in metrics:  # the failure rate over IGC's own facts, next to its score
-            rate = fact_tally(outcomes, METRIC_KINDS["igc"]).failure_rate
-            results.append(Result(prompt_id, seed, "igc.failure_rate", float(rate)))
+        for metric in ("igc", "attr_vqa.binding"):  # the failure rate over the metric's own facts, next to its score
+            if metric in metrics:
+                rate = fact_tally(outcomes, METRIC_KINDS[metric]).failure_rate
+                results.append(Result(prompt_id, seed, f"{metric}.failure_rate", float(rate)))
         answered = [
             {"question": o.question_id, "kind": o.kind, "expected": o.expected, "given": o.given, "failure": o.failure,
              "negates": o.negates}
@@ -91,6 +94,15 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
         ctx.evidence.append((prompt_id, seed, "attr_vqa", {"questions": answered}))
     ctx.notes["attr_vqa"] = run.summary(ctx.data.build_info.get("questions_version"))
     return results
+
+
+def _vqa_owner(name: str) -> str:
+    """The metric a judged result belongs to: itself, the metric of a ``<metric>.failure_rate``, else the
+    family of a diagnostic (``attr_vqa.position``, ``attr_vqa.failure_rate`` -> ``attr_vqa``)."""
+    if name in VQA_METRICS:
+        return name
+    base = name.removesuffix(".failure_rate")
+    return base if base in VQA_METRICS and base != name else name.split(".")[0]
 
 
 def _encoders(ctx: Context, metrics: set[str]) -> list[Result]:

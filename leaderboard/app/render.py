@@ -28,7 +28,7 @@ import pandas as pd
 import streamlit as st
 
 from idbench.builders.benchmarks import BENCHMARKS, get_benchmark
-from idbench.builders.spec import BenchmarkSpec
+from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 from idbench.evaluate_pkg.hub_submission import HubSubmissionError, fetch_submission
 from idbench.evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
@@ -91,15 +91,27 @@ def store() -> Store:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _current_results(home: str, benchmark: str, version: tuple[int, int, int]) -> pd.DataFrame:
+def _current_results(home: str, benchmark: str, task: str, version: tuple[int, int, int]) -> pd.DataFrame:
     # ``version`` is only part of the cache key: a new result changes it and misses the cache.
-    return Store(Path(home)).current_results(benchmark)
+    return Store(Path(home)).current_results(benchmark, task)
 
 
-def current_results(benchmark: str) -> pd.DataFrame:
-    """The current results of ``benchmark``, cached until the store's results change."""
+def current_results(benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
+    """The current results of one track (``task``) of ``benchmark``, cached until the store's results change."""
     s = store()
-    return _current_results(str(s.home), benchmark, query.store_version(s))
+    return _current_results(str(s.home), benchmark, task, query.store_version(s))
+
+
+TRACK_LABELS = {"reference": "reference-based", "text-to-image": "text-to-image (no references)"}
+
+
+def track_choice(spec: BenchmarkSpec, key: str) -> str:
+    """The track a page shows: a choice when the benchmark has several (CogCanvas's text-to-image task
+    ranks apart from the reference-based one), else its only one."""
+    tracks = query.tracks(spec)
+    if len(tracks) == 1:
+        return tracks[0]
+    return st.radio("Track", tracks, format_func=lambda t: TRACK_LABELS.get(t, t), horizontal=True, key=key)
 
 
 def data_dir(s: Store, benchmark: str) -> Path:
@@ -115,7 +127,7 @@ def benchmark_page(benchmark: str) -> None:
     spec = get_benchmark(benchmark)
     st.title(spec.title)
     st.caption(spec.summary)
-    results = current_results(benchmark)
+    results = current_results(benchmark, track_choice(spec, f"{benchmark}-track"))
     if results.empty:
         st.info("No scored submissions yet.")
         return
@@ -273,7 +285,7 @@ def model_page() -> None:
     st.title("Model")
     benchmark = st.selectbox("Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="model-benchmark")
     spec = get_benchmark(benchmark)
-    results = current_results(benchmark)
+    results = current_results(benchmark, track_choice(spec, "model-track"))
     if results.empty:
         st.info("No scored submissions yet.")
         return

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from idbench.builders.spec import DEFAULT_TASK
 from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import Models, ScoreOptions
@@ -119,7 +120,7 @@ def measured(tmp_path_factory) -> dict[str, dict[str, Run]]:
         for baseline in baselines:
             make_baseline(baseline, data, root / benchmark / baseline, size=size)
             # encoder metrics only: the judged ones run below with each scripted judge
-            encoders = tuple(m.name for m in data.spec.metric_suite if not m.judged and m.task == "generation")
+            encoders = tuple(m.name for m in data.spec.metric_suite if not m.judged and DEFAULT_TASK in m.tasks)
             score(benchmark, data, baseline, baseline, ScoreOptions(profile=PROFILE, metrics=encoders))
     for benchmark, picture, judge, metrics in JUDGED:
         scripted = judges(_truth(datas[benchmark]))[judge]

@@ -1,0 +1,183 @@
+"""CogCanvas's reference retrieval task: score a ranking submission, and the two rankers beside it.
+
+Each row of the built ``retrieval`` config is one slot of one prompt (``A``, ``A.item``,
+``background``): the slot's ``query`` (the prompt's own words for it, what a generator sees), the
+``candidate_ref_ids`` (every image of that entity) and the ``ground_truth_ref_id`` (the image the
+prompt was built from, the one relevant id). A retrieval submission (``"task": "retrieval"``,
+``rankings.csv``; :mod:`idbench.evaluate_pkg.submission`) ranks every slot's candidates.
+
+Scores (paper 001, section 3.5): P@k and R@k for k in 1, 3, 5 per slot
+(:func:`idbench.evaluate_pkg.functional.retrieval_precision_recall`), then per prompt the mean over its
+slots; the aggregates average the prompts with the prompt-level bootstrap like every other metric.
+With one relevant image per slot, R@k is 1 when the ground truth is in the top k and P@k = R@k / k.
+
+Baselines (``idbench baseline retrieval-clip|retrieval-metadata``):
+
+- ``retrieval-clip``: CLIP text-image cosine between the query and each candidate image (the
+  profile's ``clip`` encoder through the feature store: the paper profile's ViT-L/14 for real use,
+  tiny random weights in tests, which makes it a plumbing check);
+- ``retrieval-metadata``: no image at all, the count of query words found in each candidate's
+  metadata (name, description, per-kind fields). Reported beside real rankers, it shows how much of
+  the task metadata alone solves.
+
+Both break ties by ref id, so a ranker that cannot tell the images apart scores as a fixed pick.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import idbench
+from idbench.atomic import atomic_directory
+from idbench.evaluate_pkg import functional as F
+from idbench.evaluate_pkg.context import Result
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
+from idbench.evaluate_pkg.images import content_hash
+from idbench.evaluate_pkg.submission import METADATA_NAME, RANKING_COLUMNS, RANKINGS_NAME
+
+Rankings = Mapping[tuple[str, str], tuple[str, ...]]
+
+RANKERS = ("retrieval-clip", "retrieval-metadata")
+NOTES = {
+    "retrieval-clip": "Not a trained retriever: each slot's candidates ranked by the CLIP cosine between the "
+    "slot's query (the prompt's words for it) and the candidate image.",
+    "retrieval-metadata": "Not a trained retriever and no image read: each slot's candidates ranked by how many "
+    "query words their metadata (name, description, per-kind fields) contains; what metadata alone solves.",
+}
+# The reference columns the metadata ranker reads (no ids, provenance or licenses).
+METADATA_COLUMNS = ("name", "description", "age_group", "gender", "ethnicity", "size_category", "interactions", "scene_type", "landmark")
+# A result's seed: a ranking has none (the prompts are the resampled units all the same).
+RANKING_SEED = 0
+
+
+def retrieval_rows(data: BenchmarkData) -> dict[tuple[str, str], dict]:
+    """(prompt_id, slot) -> the retrieval config's row, in build order."""
+    if "retrieval" not in data.tables:
+        raise BenchmarkDataError(f"{data.folder}: {data.name} has no retrieval config; the retrieval task needs one")
+    return {(row["prompt_id"], row["slot"]): row for row in data.tables["retrieval"]}
+
+
+def score_rankings(data: BenchmarkData, rankings: Rankings, ks=F.RETRIEVAL_KS) -> list[Result]:
+    """``retrieval_p@k`` / ``retrieval_r@k`` per slot (``subject`` = the slot) and per prompt (the mean
+    over its slots, ``subject`` = "", what the aggregates average)."""
+    results: list[Result] = []
+    by_prompt: dict[str, dict[str, list[float]]] = {}
+    for (prompt_id, slot), row in retrieval_rows(data).items():
+        scores = F.retrieval_precision_recall(rankings[(prompt_id, slot)], {row["ground_truth_ref_id"]}, ks)
+        for key, value in scores.items():
+            results.append(Result(prompt_id, RANKING_SEED, f"retrieval_{key}", float(value), slot))
+            by_prompt.setdefault(prompt_id, {}).setdefault(f"retrieval_{key}", []).append(float(value))
+    for prompt_id, metrics in by_prompt.items():
+        results.extend(Result(prompt_id, RANKING_SEED, m, float(np.mean(v))) for m, v in metrics.items())
+    return results
+
+
+# --- rankers -------------------------------------------------------------------------------------
+
+
+def words(text: str) -> set[str]:
+    """Lower-case alphanumeric words: what the metadata ranker compares."""
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _metadata_text(row: Mapping[str, Any]) -> str:
+    values = []
+    for column in METADATA_COLUMNS:
+        value = row.get(column)
+        values.extend(value if isinstance(value, list) else [value] if value else [])
+    return " ".join(str(v) for v in values)
+
+
+def _rank(candidates: list[str], score: Mapping[str, float]) -> tuple[str, ...]:
+    """Best score first; ties by ref id, so the order never depends on anything but the scores."""
+    return tuple(sorted(candidates, key=lambda ref: (-score[ref], ref)))
+
+
+def metadata_rankings(data: BenchmarkData) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Rank each slot's candidates by how many query words their metadata holds (no image read)."""
+    table = data.reference_table.remove_columns([c for c in data.reference_table.column_names if c not in (data.spec.reference_id, *METADATA_COLUMNS)])
+    text = {row[data.spec.reference_id]: words(_metadata_text(row)) for row in table}
+    out = {}
+    for key, row in retrieval_rows(data).items():
+        query = words(row["query"])
+        out[key] = _rank(list(row["candidate_ref_ids"]), {ref: len(query & text[ref]) for ref in row["candidate_ref_ids"]})
+    return out
+
+
+def clip_rankings(data: BenchmarkData, options: Any, cache_dir: Path) -> tuple[dict[tuple[str, str], tuple[str, ...]], dict]:
+    """Rank each slot's candidates by the CLIP cosine of query text and candidate image.
+
+    ``options`` is a :class:`~idbench.evaluate_pkg.context.ScoreOptions` (profile, device, batch size,
+    models folder). Images and texts go through the feature store (encoded once, cached on disk).
+    Returns the rankings and the model used (name, Hub id, revision, weights key).
+    """
+    from idbench.evaluate_pkg.context import Models
+    from idbench.evaluate_pkg.features import FeatureStore
+
+    rows = retrieval_rows(data)
+    models = Models(options)
+    models.preload({"clip"})
+    encoder = models["clip"]
+    store = FeatureStore(Path(cache_dir))
+    blobs = data.reference_bytes
+    candidates = sorted({ref for row in rows.values() for ref in row["candidate_ref_ids"]})
+    key_of = {ref: content_hash(blobs[ref]) for ref in candidates}
+    images = store.encode_images(
+        encoder, {key_of[ref]: (lambda ref=ref: blobs[ref]) for ref in candidates},
+        batch_size=options.batch_size, num_workers=options.num_workers,
+    )
+    texts = store.encode_texts(encoder, [row["query"] for row in rows.values()])
+    out = {}
+    for key, row in rows.items():
+        refs = list(row["candidate_ref_ids"])
+        sims = F.cosine_matrix(texts[row["query"]][None, :], np.stack([images[key_of[r]]["embedding"] for r in refs]))[0]
+        out[key] = _rank(refs, dict(zip(refs, sims.tolist())))
+    return out, models.used({"clip"})
+
+
+def write_rankings(out: Path, metadata: dict, rankings: Rankings, overwrite: bool = False) -> Path:
+    """A retrieval submission folder: ``submission.json`` and ``rankings.csv``, written atomically."""
+    with atomic_directory(Path(out), overwrite=overwrite) as staging:
+        with (staging / RANKINGS_NAME).open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(RANKING_COLUMNS)
+            for (prompt_id, slot), refs in rankings.items():
+                writer.writerows((prompt_id, slot, rank, ref) for rank, ref in enumerate(refs, start=1))
+        (staging / METADATA_NAME).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    return Path(out)
+
+
+def make_retrieval_baseline(
+    name: str, data: BenchmarkData, out: Path, *, options: Any = None, cache_dir: Path | None = None, overwrite: bool = False
+) -> Path:
+    """Write the ``name`` ranker's retrieval submission for ``data`` into ``out`` (see the module doc)."""
+    if name not in RANKERS:
+        raise ValueError(f"unknown retrieval baseline {name!r}; choose one of {', '.join(RANKERS)}")
+    generation: dict[str, Any] = {"baseline": name}
+    if name == "retrieval-clip":
+        from idbench.evaluate_pkg.context import ScoreOptions
+        from idbench.evaluate_pkg.runner import default_cache_dir
+
+        options = options or ScoreOptions()
+        rankings, used = clip_rankings(data, options, Path(cache_dir or default_cache_dir()))
+        generation.update(profile=options.profile, model=used.get("clip", {}))
+    else:
+        rankings = metadata_rankings(data)
+    metadata = {
+        "benchmark": data.name,
+        "model": f"baseline-{name}",
+        "task": "retrieval",
+        "link": "",
+        "license": "",
+        "generation": generation,
+        "notes": NOTES[name],
+        "idbench_version": idbench.__version__,
+    }
+    return write_rankings(out, metadata, rankings, overwrite=overwrite)

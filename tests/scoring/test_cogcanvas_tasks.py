@@ -1,0 +1,247 @@
+"""CogCanvas's two auxiliary tasks end to end: reference retrieval (a ranking submission) and
+text-to-image (images without references), scored by ``idbench score`` and kept on their own tracks.
+
+Expected values are worked out here from the rankings and the built rows (P@k = hits in the top k / k,
+R@k = hits / 1 with one ground truth per slot), not read back from the code under test.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from conftest import check_suite_contract
+from idbench.builders.build import build
+from idbench.cli import main
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.judge import JudgeAnswer
+from idbench.evaluate_pkg.retrieval import score_rankings
+from idbench.evaluate_pkg.runner import NO_JUDGE, score_submission
+from idbench.evaluate_pkg.submission import SubmissionError, validate_submission
+from idbench.evaluate_pkg.suites import suite_for
+from idbench.leaderboard import query
+from idbench.leaderboard.queue import submit
+from idbench.leaderboard.store import Store
+from idbench.leaderboard.worker import run_worker
+
+RETRIEVAL_METRICS = {f"retrieval_{m}@{k}" for m in "pr" for k in (1, 3, 5)}
+T2I_REASON = "text-to-image task: no references given"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tasks")
+    build("cogcanvas", out=root / "data", n_prompts=3)
+    return root, load_benchmark_data(root / "data")
+
+
+def _retrieval_rows(data) -> list[dict]:
+    return list(data.tables["retrieval"])
+
+
+def _write_ranking(folder: Path, rows: list[tuple], task: str = "retrieval") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "submission.json").write_text(json.dumps({"benchmark": "cogcanvas", "model": "hand-made", "task": task}))
+    with (folder / "rankings.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["prompt_id", "slot", "rank", "ref_id"])
+        writer.writerows(rows)
+    return folder
+
+
+# --- retrieval -------------------------------------------------------------------------------------
+
+
+def test_precision_and_recall_of_a_hand_made_ranking():
+    # Two prompts, three slots, one ground truth each (worked out by hand below).
+    table = [
+        {"prompt_id": "p1", "slot": "A", "candidate_ref_ids": ["a1", "a2", "a3"], "ground_truth_ref_id": "a2"},
+        {"prompt_id": "p1", "slot": "background", "candidate_ref_ids": ["b1"], "ground_truth_ref_id": "b1"},
+        {"prompt_id": "p2", "slot": "A", "candidate_ref_ids": ["c1", "c2"], "ground_truth_ref_id": "c2"},
+    ]
+    data = SimpleNamespace(name="cogcanvas", folder=Path("."), tables={"retrieval": table})
+    rankings = {("p1", "A"): ("a1", "a2", "a3"), ("p1", "background"): ("b1",), ("p2", "A"): ("c2",)}
+    results = {(r.prompt_id, r.subject, r.metric): r.value for r in score_rankings(data, rankings)}
+    # p1/A: the ground truth is second. P@1 0, P@3 1/3, P@5 1/5; R@1 0, R@3 1, R@5 1.
+    assert [results[("p1", "A", f"retrieval_p@{k}")] for k in (1, 3, 5)] == pytest.approx([0, 1 / 3, 1 / 5])
+    assert [results[("p1", "A", f"retrieval_r@{k}")] for k in (1, 3, 5)] == [0, 1, 1]
+    # p1/background: one candidate, found first. P@k stays over k (1, 1/3, 1/5); R@k = 1.
+    assert [results[("p1", "background", f"retrieval_p@{k}")] for k in (1, 3, 5)] == pytest.approx([1, 1 / 3, 1 / 5])
+    # A prompt's value is the mean over its slots: p1's P@1 (0 + 1) / 2, R@1 the same; p2's P@1 1.
+    assert results[("p1", "", "retrieval_p@1")] == 0.5 and results[("p1", "", "retrieval_r@1")] == 0.5
+    assert results[("p1", "", "retrieval_p@3")] == pytest.approx(1 / 3) and results[("p1", "", "retrieval_r@3")] == 1
+    assert results[("p2", "", "retrieval_p@1")] == 1 and results[("p2", "", "retrieval_r@5")] == 1
+
+
+def test_a_ranking_submission_scores_end_to_end(built, tmp_path):
+    root, data = built
+    rows = _retrieval_rows(data)
+    # The ground truth ranked last among the candidates: found at rank n = number of candidates.
+    ranking = []
+    for row in rows:
+        order = [r for r in row["candidate_ref_ids"] if r != row["ground_truth_ref_id"]] + [row["ground_truth_ref_id"]]
+        ranking += [(row["prompt_id"], row["slot"], rank, ref) for rank, ref in enumerate(order, start=1)]
+    sub = _write_ranking(tmp_path / "sub", ranking)
+    summary = score_submission(sub, data, tmp_path / "out", ScoreOptions(profile="paper"), cache_dir=tmp_path / "cache", progress=False)
+    assert summary["task"] == "retrieval" and summary["images"] == 0
+    # By hand: per slot, hit in the top k when n <= k; per prompt the mean over slots; overall the mean of prompts.
+    by_prompt: dict[str, list[int]] = {}
+    for row in rows:
+        by_prompt.setdefault(row["prompt_id"], []).append(len(row["candidate_ref_ids"]))
+    for k in (1, 3, 5):
+        recall = [sum(n <= k for n in ns) / len(ns) for ns in by_prompt.values()]
+        overall = summary["aggregates"]["overall"]
+        assert overall[f"retrieval_r@{k}"]["mean"] == pytest.approx(sum(recall) / len(recall))
+        assert overall[f"retrieval_p@{k}"]["mean"] == pytest.approx(sum(recall) / len(recall) / k)
+        assert overall[f"retrieval_p@{k}"]["n_prompts"] == len(by_prompt)
+    produced = set(pd.read_parquet(tmp_path / "out" / "results.parquet")["metric"])
+    assert produced == RETRIEVAL_METRICS
+    check_suite_contract(data.spec, summary, produced, suite_for("cogcanvas"))
+    assert "retrieval task" in summary["not_run"]["id_sim"]
+
+
+def test_bad_rankings_name_every_row_and_id(built, tmp_path, capsys):
+    _, data = built
+    rows = _retrieval_rows(data)
+    first, second = rows[0], rows[1]
+    gt = first["ground_truth_ref_id"]
+    other = next(r["ground_truth_ref_id"] for r in rows if r["ground_truth_ref_id"] not in second["candidate_ref_ids"])
+    bad = [
+        (first["prompt_id"], first["slot"], 1, gt),
+        (first["prompt_id"], first["slot"], 2, gt),  # row 2: ranked twice
+        (first["prompt_id"], "Z", 1, gt),  # row 3: unknown slot
+        ("no-such-prompt", "A", 1, gt),  # row 4: unknown prompt
+        (second["prompt_id"], second["slot"], 1, other),  # row 5: not a candidate of this slot
+        (second["prompt_id"], second["slot"], 2, "ghost-ref"),  # row 6: unknown ref id
+        (second["prompt_id"], second["slot"], "x", second["ground_truth_ref_id"]),  # row 7: bad rank
+    ]
+    sub = _write_ranking(tmp_path / "bad", bad)
+    with pytest.raises(SubmissionError) as caught:
+        validate_submission(sub, data)
+    text = str(caught.value)
+    assert "rankings.csv row 2" in text and "ranked twice" in text
+    assert "rankings.csv row 3" in text and "unknown slot 'Z'" in text
+    assert "rankings.csv row 4" in text and "prompt_id 'no-such-prompt'" in text
+    assert "rankings.csv row 5" in text and f"{other!r} is not a candidate of this slot" in text
+    assert "rankings.csv row 6" in text and "'ghost-ref' is unknown" in text
+    assert "rankings.csv row 7" in text and "rank 'x' is not a positive integer" in text
+    # Every slot of the build without a ranking is named too (only the first has one).
+    missing = [line for line in text.splitlines() if "missing, no ranking" in line]
+    assert len(missing) == len(rows) - 1
+    # The CLI prints the same lines and no traceback.
+    assert main(["validate", str(sub), "--data", str(data.folder)]) != 0
+    err = capsys.readouterr().err
+    assert "rankings.csv row 5" in err and "Traceback" not in err
+
+
+def test_clip_and_metadata_rankers_run_end_to_end(built, tmp_path, capsys):
+    root, data = built
+    rows = {(r["prompt_id"], r["slot"]): r for r in _retrieval_rows(data)}
+    for name in ("retrieval-clip", "retrieval-metadata"):
+        out = tmp_path / name
+        args = ["baseline", name, "cogcanvas", "--data", str(data.folder), "--out", str(out), "--profile", "tiny",
+                "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+        assert main(args) == 0
+        ranking = pd.read_csv(out / "rankings.csv", dtype=str)
+        for (prompt_id, slot), group in ranking.groupby(["prompt_id", "slot"]):
+            # a permutation of the slot's candidates, ranks 1..n
+            assert sorted(group["ref_id"]) == sorted(rows[(prompt_id, slot)]["candidate_ref_ids"])
+            assert sorted(group["rank"].astype(int)) == list(range(1, len(group) + 1))
+        metadata = json.loads((out / "submission.json").read_text())
+        assert metadata["task"] == "retrieval" and metadata["model"] == f"baseline-{name}"
+        summary = score_submission(out, data, tmp_path / f"{name}-scores", ScoreOptions(profile="tiny"), progress=False)
+        assert set(summary["aggregates"]["overall"]) == RETRIEVAL_METRICS
+    assert json.loads((tmp_path / "retrieval-clip" / "submission.json").read_text())["generation"]["profile"] == "tiny"
+    capsys.readouterr()
+    # On a benchmark without a retrieval config: one line, no traceback.
+    build("identity-collapse", out=root / "collapse")
+    assert main(["baseline", "retrieval-metadata", "identity-collapse", "--data", str(root / "collapse"), "--out", str(tmp_path / "x")]) != 0
+    err = capsys.readouterr().err
+    assert "no retrieval config" in err and "Traceback" not in err
+
+
+# --- text-to-image -----------------------------------------------------------------------------------
+
+
+class YesJudge:
+    """Answers yes to every question it is asked, and records which."""
+
+    model = "scripted-yes"
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def ask(self, requests):
+        out = []
+        for request in requests:
+            ids = request.schema["properties"]["answers"]["items"]["properties"]["question_id"]["enum"]
+            self.asked += list(ids)
+            out.append(JudgeAnswer(value={"answers": [{"question_id": i, "answer": "yes"} for i in ids]}, raw="{}"))
+        return out
+
+
+def _t2i_submission(root: Path, data) -> Path:
+    """The collage baseline's images declared as a text-to-image submission (stand-ins for generations)."""
+    sub = root / "t2i"
+    if not sub.exists():
+        make_baseline("collage", data, sub, size=64)
+        metadata = json.loads((sub / "submission.json").read_text())
+        (sub / "submission.json").write_text(json.dumps({**metadata, "model": "t2i-model", "task": "text-to-image"}))
+    return sub
+
+
+def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path):
+    root, data = built
+    sub = _t2i_submission(root, data)
+    judge = YesJudge()
+    options = ScoreOptions(profile="tiny", judge=judge)
+    summary = score_submission(sub, data, tmp_path / "out", options, cache_dir=root / "cache", progress=False)
+    produced = set(pd.read_parquet(tmp_path / "out" / "results.parquet")["metric"])
+    assert summary["task"] == "text-to-image"
+    assert produced == {"count_accuracy", "persons_detected", "attr_vqa.binding", "attr_vqa.binding.failure_rate"}
+    check_suite_contract(data.spec, summary, produced, suite_for("cogcanvas"))
+    for metric in ("id_sim", "dino_sim", "bg_sim", "clip_t", "aesthetic", "attr_vqa", "igc"):
+        assert summary["not_run"][metric].startswith(T2I_REASON)
+    assert "ranking of references" in summary["not_run"]["retrieval_p@1"]
+    # The judge was asked the binding questions only, every one of them (from the built prompts).
+    binding = {q["question_id"] for p in data.prompt_rows.values() for q in p["questions"] if q["kind"] == "binding"}
+    assert sorted(judge.asked) == sorted(binding)
+    # Always yes: every binding fact confirmed, nothing failed.
+    assert summary["aggregates"]["overall"]["attr_vqa.binding"]["mean"] == 1.0
+    assert summary["aggregates"]["overall"]["attr_vqa.binding.failure_rate"]["mean"] == 0.0
+    # Without a judge the binding Attr-VQA is not run, with the reason; count accuracy still is.
+    bare = score_submission(sub, data, None, ScoreOptions(profile="tiny"), cache_dir=root / "cache", progress=False)
+    assert bare["not_run"]["attr_vqa.binding"] == NO_JUDGE and "count_accuracy" in bare["aggregates"]["overall"]
+
+
+def test_a_text_to_image_submission_ranks_on_its_own_track(built, tmp_path):
+    root, data = built
+    home = tmp_path / "home"
+    store = Store(home)
+    make_baseline("collage", data, tmp_path / "ref", size=64)
+    submit(store, tmp_path / "ref", data.folder)
+    submit(store, _t2i_submission(root, data), data.folder)
+    # The same images as another task are another submission, not a duplicate.
+    assert len(store.list_jobs()) == 2
+    run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("count_accuracy",)))
+    reference = store.current_results("cogcanvas")
+    t2i = store.current_results("cogcanvas", "text-to-image")
+    assert reference["model_name"].tolist() == ["baseline-collage"] and set(reference["task"]) == {"reference"}
+    assert t2i["model_name"].tolist() == ["t2i-model"] and set(t2i["task"]) == {"text-to-image"}
+    table = query.ranked_table(t2i, data.spec, include_plumbing=True)
+    assert table["model"].tolist() == ["t2i-model"] and query.default_metric(t2i, data.spec) == "count_accuracy"
+    assert "t2i-model" not in query.ranked_table(reference, data.spec, include_plumbing=True)["model"].tolist()
+    assert query.tracks(data.spec) == ["reference", "text-to-image"]
+    with pytest.raises(ValueError, match="several tasks"):
+        query.ranked_table(pd.concat([reference, t2i]), data.spec, include_plumbing=True)
+    # A ranking is scored alone, never queued.
+    ranked = [(r["prompt_id"], r["slot"], i, ref) for r in _retrieval_rows(data) for i, ref in enumerate(r["candidate_ref_ids"], 1)]
+    with pytest.raises(SubmissionError, match="the leaderboard ranks generated images"):
+        submit(store, _write_ranking(tmp_path / "rank", ranked), data.folder)
