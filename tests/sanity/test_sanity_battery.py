@@ -57,7 +57,7 @@ RUNS: dict[str, tuple[int | None, int, tuple[str, ...]]] = {
 }
 # Judged runs: (benchmark, picture, judge, metrics). Scripted judges never look at the picture; it is
 # named for what the judge's answers would be true of.
-VQA = ("attr_vqa", "igc", "attr_vqa_paired", "igc_paired")
+VQA = ("attr_vqa", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding")  # attr_vqa.binding: the T2I track's Attr-VQA
 JUDGED = (
     ("charis", "copy", "always-yes", ("charis_score",)),
     ("charis", "copy", "always-no", ("charis_score",)),
@@ -366,6 +366,8 @@ def _cogcanvas() -> list[Prop]:
         Prop(b, "blank+always-yes", "attr_vqa.negative_yes_rate", "= 1: the yes-bias shows", equals("blank+always-yes", "attr_vqa.negative_yes_rate", 1.0)),
         Prop(b, "blank+always-no", "attr_vqa", "= 0: a blank image confirms nothing (no 50 % floor)", equals("blank+always-no", "attr_vqa", 0.0)),
         Prop(b, "blank+always-no", "igc", "= 0", equals("blank+always-no", "igc", 0.0)),
+        Prop(b, "blank+always-yes", "attr_vqa.binding", "= 1 (the T2I track's Attr-VQA, the paper's definition)", equals("blank+always-yes", "attr_vqa.binding", 1.0)),
+        Prop(b, "blank+always-no", "attr_vqa.binding", "= 0", equals("blank+always-no", "attr_vqa.binding", 0.0)),
         Prop(b, "blank+always-no", "attr_vqa_paired", "= 0", mean_is("blank+always-no", "attr_vqa_paired", 0.0)),
         Prop(b, "blank+always-no", "igc_paired", "= 0", mean_is("blank+always-no", "igc_paired", 0.0)),
         Prop(b, "blank+always-no", "attr_vqa.negative_yes_rate", "= 0", equals("blank+always-no", "attr_vqa.negative_yes_rate", 0.0)),
