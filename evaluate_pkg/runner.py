@@ -154,7 +154,7 @@ def score_submission(
     if out is not None and Path(out).exists() and not overwrite:
         raise ScoringError(f"{out} already exists; pass --overwrite to replace it")
     models = models if models is not None else Models(options)
-    models.preload(_roles(data, metrics))  # fail before any work
+    models.preload(model_roles(data, metrics))  # fail before any work
     judged = any(data.spec.metric(m).judged for m in metrics)
     judge = make_judge(options.judge, Path(cache_dir) if cache_dir else None) if judged else None
     cache_dir = Path(cache_dir or default_cache_dir())
@@ -185,7 +185,7 @@ def prompts_frame(data: BenchmarkData) -> pd.DataFrame:
     return pd.DataFrame([{"prompt_id": p["prompt_id"], **{c: p[c] for c in columns}} for p in data.prompt_rows.values()])
 
 
-def _roles(data: BenchmarkData, metrics) -> set[str]:
+def model_roles(data: BenchmarkData, metrics) -> set[str]:
     """The encoder roles ``metrics`` need, as their MetricSpecs declare them (the judge is no encoder)."""
     return {role for metric in metrics for role in data.spec.metric(metric).roles} - {JUDGE_ROLE}
 
@@ -194,7 +194,7 @@ def _roles_of(data: BenchmarkData, context: Context) -> set[str]:
     """The model roles the computed metrics need (a shared Models object may hold others)."""
     known = {m.name for m in data.spec.metric_suite}
     computed = context.options.metrics or tuple(known)
-    return _roles(data, [m for m in computed if m in known])
+    return model_roles(data, [m for m in computed if m in known])
 
 
 def summarize(data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict) -> dict[str, Any]:
