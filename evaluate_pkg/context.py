@@ -18,7 +18,7 @@ from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.features import Features, FeatureStore, condition_hash
 from idbench.evaluate_pkg.images import content_hash, normalize_image
 from idbench.evaluate_pkg.models.detection import square_crop
-from idbench.evaluate_pkg.models.registry import get_card, load_model, resolve_profile
+from idbench.evaluate_pkg.models.registry import check_available, get_card, load_model, resolve_profile
 from idbench.evaluate_pkg.submission import Submission
 
 # Per-sample result: the raw value of one metric for one (prompt, seed[, subject]).
@@ -81,6 +81,22 @@ class Models:
             raise ModelNotAvailableError(missing[0])
         if missing:
             raise ModelNotAvailableError(f"{len(missing)} models are missing:\n\n" + "\n\n".join(missing))
+
+    def missing(self, roles: Iterable[str]) -> dict[str, str]:
+        """Card name -> why it cannot be loaded, for the models of ``roles`` not on this machine.
+
+        Loads nothing (``registry.check_available``); a worker asks this before it claims a job.
+        """
+        from idbench.evaluate_pkg.models.base import ModelNotAvailableError
+
+        out = {}
+        for role in sorted(set(roles)):
+            card = self.cards[role]
+            try:
+                check_available(card, self.options.models_dir)
+            except ModelNotAvailableError as err:
+                out[card.name] = str(err)
+        return out
 
     def used(self, roles: Iterable[str] | None = None) -> dict[str, dict]:
         """Role -> identity (name, Hub id, revision, weights key) of the loaded models (of ``roles``)."""

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
-from idbench.evaluate_pkg.submission import MAX_ZIP_BYTES, MAX_ZIP_MEMBERS
+from idbench.evaluate_pkg.submission import ZipLimits
 
 HUB_PREFIX = "hf://datasets/"
 # What a submission may hold; anything else in the repo (scripts, notebooks, model files) is not fetched.
@@ -73,7 +73,7 @@ def _allowed(path: str) -> bool:
     return any(PurePosixPath(path).match(pattern) for pattern in ALLOWED_PATTERNS)
 
 
-def _check_remote_size(ref: RepoRef, max_bytes: int) -> str | None:
+def _check_remote_size(ref: RepoRef, max_bytes: int, max_files: int) -> str | None:
     """The commit the revision points at, after refusing a repo whose submission files are too big.
 
     Returns None when offline (the cached snapshot is then used as it is, and sized after the copy).
@@ -94,15 +94,17 @@ def _check_remote_size(ref: RepoRef, max_bytes: int) -> str | None:
     total = sum(s.size or 0 for s in files)
     if total > max_bytes:
         raise HubSubmissionError(f"{ref}: the submission files add up to {total} bytes, over the limit of {max_bytes}")
-    if len(files) > MAX_ZIP_MEMBERS:
-        raise HubSubmissionError(f"{ref}: {len(files)} files, over the limit of {MAX_ZIP_MEMBERS}")
+    if len(files) > max_files:
+        raise HubSubmissionError(f"{ref}: {len(files)} files, over the limit of {max_files}")
     return info.sha
 
 
-def fetch_submission(text: str, dest: Path, max_bytes: int = MAX_ZIP_BYTES) -> Path:
+def fetch_submission(text: str, dest: Path, max_bytes: int | None = None) -> Path:
     """Download the submission in dataset repo ``text`` and copy its files into the new folder ``dest``.
 
-    Returns ``dest``, which holds plain files only (no symlinks), at most ``max_bytes`` of them; on any
+    Returns ``dest``, which holds plain files only (no symlinks), at most ``max_bytes`` of them
+    (default: the zip limit, ``$IDBENCH_MAX_UNPACKED_BYTES`` or 8 GiB) and at most the zip limit's
+    number of files (``$IDBENCH_MAX_ZIP_MEMBERS``); on any
     error it is removed again and :class:`HubSubmissionError` says what went wrong. ``dest`` must not
     exist yet. The revision is pinned to the commit read first, so the files checked for size are
     the files downloaded.
@@ -110,8 +112,10 @@ def fetch_submission(text: str, dest: Path, max_bytes: int = MAX_ZIP_BYTES) -> P
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
+    limits = ZipLimits.from_env(max_bytes)
+    max_bytes, max_files = limits.max_bytes, limits.max_members
     ref = parse_repo_ref(text)
-    commit = _check_remote_size(ref, max_bytes)
+    commit = _check_remote_size(ref, max_bytes, max_files)
     try:
         snapshot = Path(
             snapshot_download(ref.repo_id, repo_type="dataset", revision=commit or ref.revision, allow_patterns=list(ALLOWED_PATTERNS))
@@ -130,8 +134,8 @@ def fetch_submission(text: str, dest: Path, max_bytes: int = MAX_ZIP_BYTES) -> P
                 continue
             count += 1
             total += source.stat().st_size  # the blob's size: stat follows the cache's symlink
-            if total > max_bytes or count > MAX_ZIP_MEMBERS:
-                raise HubSubmissionError(f"{ref}: more than {max_bytes} bytes or {MAX_ZIP_MEMBERS} files of submission content")
+            if total > max_bytes or count > max_files:
+                raise HubSubmissionError(f"{ref}: more than {max_bytes} bytes or {max_files} files of submission content")
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)  # follows the symlink: a plain file of ours

@@ -175,7 +175,7 @@ def score_submission(
         # judged metrics use no collective, so the processes still meet at the same feature gathers.
         metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None, submission.task)
         models = models if models is not None else Models(options)
-        models.preload(_roles(data, metrics))  # fail before any model work
+        models.preload(model_roles(data, metrics))  # fail before any model work
         judged = any(data.spec.metric(m).judged for m in metrics)
         judge = make_judge(options.judge, Path(cache_dir) if cache_dir else None) if judged else None
         store = FeatureStore(Path(cache_dir or default_cache_dir()), accelerator=accelerator)
@@ -207,7 +207,7 @@ def prompts_frame(data: BenchmarkData) -> pd.DataFrame:
     return pd.DataFrame([{"prompt_id": p["prompt_id"], **{c: p[c] for c in columns}} for p in data.prompt_rows.values()])
 
 
-def _roles(data: BenchmarkData, metrics) -> set[str]:
+def model_roles(data: BenchmarkData, metrics) -> set[str]:
     """The encoder roles ``metrics`` need, as their MetricSpecs declare them (the judge is no encoder)."""
     return {role for metric in metrics for role in data.spec.metric(metric).roles} - {JUDGE_ROLE}
 
@@ -216,7 +216,7 @@ def _roles_of(data: BenchmarkData, context: Context, not_run: dict) -> set[str]:
     """The model roles the computed metrics need (a shared Models object may hold others)."""
     known = {m.name for m in data.spec.metric_suite}
     computed = context.options.metrics or tuple(known)
-    return _roles(data, [m for m in computed if m in known and m not in not_run])
+    return model_roles(data, [m for m in computed if m in known and m not in not_run])
 
 
 def summarize(data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict) -> dict[str, Any]:

@@ -24,9 +24,21 @@ A submission is one of:
    Row groups over ``MAX_ROW_GROUP_BYTES`` are refused (parquet is read a row group at a time).
 
 3. **A ``.zip``** of either folder, with its files at the top of the archive or inside one folder.
-   It is extracted into a fresh temporary folder first; absolute paths, ``..``, symlinks, encrypted
-   members, more than ``MAX_ZIP_MEMBERS`` members or more than ``MAX_ZIP_BYTES`` unpacked bytes are
-   refused before (or, for sizes that lie, while) anything is written.
+   Only what the submission is made of is extracted, into a fresh temporary folder: ``submission.json``,
+   ``manifest.csv`` and the files the manifest names (or, without a manifest, the ``*.parquet``
+   files). Any other member is refused by name, and so are nested archives (``.zip``, ``.tar``,
+   ``.gz``, ...), named files that are not images (by suffix, ``IMAGE_SUFFIXES``), absolute paths,
+   ``..``, symlinks and encrypted members (macOS's ``__MACOSX/`` and ``.DS_Store`` are skipped). The
+   limits (:class:`ZipLimits`; environment variables, or arguments of :func:`validate_submission`):
+
+   - ``IDBENCH_MAX_UNPACKED_BYTES`` (default 8 GiB): the unpacked bytes of the whole archive;
+   - ``IDBENCH_MAX_COMPRESSION_RATIO`` (default 100): unpacked / compressed bytes of one member, once
+     it passes ``RATIO_FLOOR_BYTES`` (1 MiB) unpacked (images hardly compress; zeros do 1000:1);
+   - ``IDBENCH_MAX_ZIP_MEMBERS`` (default 100 000): the members of the archive.
+
+   They are checked against the sizes the archive declares before anything is written, and again on
+   the bytes actually streamed out (a crafted archive can lie), so no more than the limits ever lands
+   on disk; a member refused halfway is deleted at once, and the temporary folder with it.
 
 4. **A ranking** (``"task": "retrieval"``): ``submission.json`` plus ``rankings.csv`` with the header
    ``prompt_id,slot,rank,ref_id``, one row per ranked candidate: for each row of the benchmark's
@@ -124,9 +136,24 @@ MAX_TEXT_CHARS = {"model": 100, "family": 100, "link": 500, "license": 100, "not
 # Small text files are read whole; these bounds keep a hostile one from filling memory.
 MAX_METADATA_BYTES = 1024 * 1024
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
-# A zip is refused when it has more members or more unpacked bytes than this (zip bombs, disk filling).
+# A zip is refused when it has more members or more unpacked bytes than this, or a member that
+# unpacks to more than MAX_COMPRESSION_RATIO times its compressed size (zip bombs, disk filling). The
+# ratio is judged once a member passes RATIO_FLOOR_BYTES, so a small, very regular manifest passes.
+# Each can be set through its environment variable (ZipLimits.from_env) or validate_submission's arguments.
 MAX_ZIP_MEMBERS = 100_000
 MAX_ZIP_BYTES = 8 * 1024**3
+MAX_COMPRESSION_RATIO = 100.0
+RATIO_FLOOR_BYTES = 1024 * 1024
+UNPACKED_BYTES_ENV = "IDBENCH_MAX_UNPACKED_BYTES"
+COMPRESSION_RATIO_ENV = "IDBENCH_MAX_COMPRESSION_RATIO"
+ZIP_MEMBERS_ENV = "IDBENCH_MAX_ZIP_MEMBERS"
+# What a manifest may name inside a zip; archives inside the archive are refused by these suffixes.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+ARCHIVE_SUFFIXES = (
+    ".zip", ".tar", ".gz", ".tgz", ".bz2", ".tbz2", ".xz", ".txz", ".zst", ".lz4", ".lzma", ".7z", ".rar", ".jar", ".whl",
+)  # fmt: skip
+# Added by archiving tools, not by the submitter: skipped (never extracted), not refused.
+_ZIP_JUNK = re.compile(r"(^|/)(__MACOSX/.*|\.DS_Store|Thumbs\.db|desktop\.ini)$")
 # Parquet is read one row group at a time; a bigger group than this is refused to keep memory bounded.
 MAX_ROW_GROUP_BYTES = 512 * 1024 * 1024
 # Images are decoded in threads (Pillow releases the GIL while decoding); each holds one image.
@@ -134,6 +161,39 @@ DECODE_WORKERS = min(8, os.cpu_count() or 1)
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _SEED = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    """What a zipped submission may unpack to; see the module docstring. ``from_env`` reads the overrides."""
+
+    max_bytes: int = MAX_ZIP_BYTES
+    max_members: int = MAX_ZIP_MEMBERS
+    max_ratio: float = MAX_COMPRESSION_RATIO
+
+    @classmethod
+    def from_env(cls, max_bytes: int | None = None, max_members: int | None = None, max_ratio: float | None = None) -> "ZipLimits":
+        """The arguments given, else ``$IDBENCH_MAX_UNPACKED_BYTES`` / ``_ZIP_MEMBERS`` / ``_COMPRESSION_RATIO``, else the defaults."""
+
+        def pick(value: Any, env: str, default: Any, kind: type) -> Any:
+            if value is not None:
+                return kind(value)
+            text = os.environ.get(env, "").strip()
+            if not text:
+                return default
+            try:
+                parsed = kind(text)
+            except ValueError:
+                parsed = 0
+            if parsed <= 0:
+                raise ValueError(f"${env}={text!r}: expected a positive number")
+            return parsed
+
+        return cls(
+            pick(max_bytes, UNPACKED_BYTES_ENV, MAX_ZIP_BYTES, int),
+            pick(max_members, ZIP_MEMBERS_ENV, MAX_ZIP_MEMBERS, int),
+            pick(max_ratio, COMPRESSION_RATIO_ENV, MAX_COMPRESSION_RATIO, float),
+        )
 
 
 # --- records -------------------------------------------------------------------------------------
@@ -354,14 +414,17 @@ def validate_submission(
     data: BenchmarkData,
     *,
     scratch: Path | None = None,
-    max_zip_bytes: int = MAX_ZIP_BYTES,
-    max_zip_members: int = MAX_ZIP_MEMBERS,
+    max_zip_bytes: int | None = None,
+    max_zip_members: int | None = None,
+    max_compression_ratio: float | None = None,
 ) -> Submission:
     """Check the submission at ``path`` (folder or ``.zip``) against ``data``; raise if anything is wrong.
 
     Raises :class:`SubmissionError` listing every problem. ``scratch`` is where the temporary folder
     of a zip or parquet submission is made (default: the system's temp folder); it is removed again on
-    failure, and on success belongs to the returned :class:`Submission` (close it when done). Example::
+    failure, and on success belongs to the returned :class:`Submission` (close it when done). The zip
+    limits (``max_*``) default to their environment variables, else to ``MAX_ZIP_BYTES`` (8 GiB
+    unpacked), ``MAX_ZIP_MEMBERS`` and ``MAX_COMPRESSION_RATIO`` (see :class:`ZipLimits`). Example::
 
         with validate_submission(Path("my-submission.zip"), data) as submission:
             for entry in submission.entries:
@@ -377,7 +440,7 @@ def validate_submission(
         folder, label = path, str(path)
         if not path.is_dir():
             extracted = workdir.folder("archive")
-            _extract_zip(path, extracted, max_zip_bytes, max_zip_members)
+            _extract_zip(path, extracted, ZipLimits.from_env(max_zip_bytes, max_zip_members, max_compression_ratio))
             folder, label = _zip_root(extracted), path.name
         return _validate_folder(folder, label, data, workdir)
     except BaseException:
@@ -750,11 +813,13 @@ def _row_bytes(row: _Row) -> bytes:
 # --- zip -----------------------------------------------------------------------------------------
 
 
-def _extract_zip(archive: Path, into: Path, max_bytes: int, max_members: int) -> None:
-    """Extract ``archive`` into the empty folder ``into``, refusing anything that could escape or explode.
+def _extract_zip(archive: Path, into: Path, limits: ZipLimits) -> None:
+    """Extract the submission in ``archive`` into the empty folder ``into``, refusing whatever could hurt.
 
-    Every member is checked before anything is written; the sizes the archive declares are then
-    enforced while writing too, since a crafted archive can lie about them.
+    Only submission.json, manifest.csv and the files the manifest names (without a manifest: the
+    parquet files) are extracted; every other member, nested archive, unsafe path or named non-image
+    is refused by name before any of them is written. Sizes are checked as declared first, then on the
+    bytes streamed out, so a lying archive is stopped at the limit and its partial file deleted.
     """
 
     def refuse(file: str, message: str) -> NoReturn:
@@ -766,8 +831,8 @@ def _extract_zip(archive: Path, into: Path, max_bytes: int, max_members: int) ->
         refuse(archive.name, f"not a readable zip archive ({err})")
     with archive_file:
         members = archive_file.infolist()
-        if len(members) > max_members:
-            refuse(archive.name, f"{len(members)} members, over the limit of {max_members}")
+        if len(members) > limits.max_members:
+            refuse(archive.name, f"{len(members)} members, over the limit of {limits.max_members}")
         problems, names = [], set()
         for member in members:
             reason = _unsafe_member(member)
@@ -776,33 +841,126 @@ def _extract_zip(archive: Path, into: Path, max_bytes: int, max_members: int) ->
             names.add(member.filename.rstrip("/"))
             if reason:
                 problems.append(Problem(None, None, f"{archive.name}:{member.filename}", reason))
-        declared = sum(m.file_size for m in members)
-        if declared > max_bytes:
-            message = f"unpacks to {declared} bytes, over the {max_bytes}-byte limit"
-            problems.append(Problem(None, None, archive.name, message))
         if problems:
             raise SubmissionError(problems)
 
-        root = into.resolve()
-        written = 0
-        for member in members:
+        files = [m for m in members if not m.is_dir() and not _ZIP_JUNK.search(m.filename)]
+        prefix = _zip_prefix([m.filename for m in files])
+        texts = [m for m in files if m.filename in (prefix + METADATA_NAME, prefix + MANIFEST_NAME)]
+        written = _Written(archive, into.resolve(), limits)
+        for member in texts:  # the manifest first: it says what else to extract
+            written.extract(archive_file, member)
+        has_manifest = any(m.filename == prefix + MANIFEST_NAME for m in texts)
+        named = _named_in_manifest(into / PurePosixPath(prefix + MANIFEST_NAME), prefix) if has_manifest else None
+        wanted, problems = [], []
+        for member in files:
+            if member in texts:
+                continue
+            suffix = PurePosixPath(member.filename).suffix.lower()
             label = f"{archive.name}:{member.filename}"
-            target = (root / PurePosixPath(member.filename)).resolve()
-            if not target.is_relative_to(root):  # cannot happen after _unsafe_member; the last guard
-                refuse(label, "would be written outside the extraction folder")
-            try:
-                if member.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with archive_file.open(member) as source, target.open("xb") as sink:
-                    while chunk := source.read(1024 * 1024):
-                        written += len(chunk)
-                        if written > max_bytes:
-                            refuse(archive.name, f"unpacks to more than the {max_bytes}-byte limit")
-                        sink.write(chunk)
-            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as err:
-                refuse(label, f"cannot be extracted ({err})")
+            if has_manifest and named is None:
+                continue  # not extracted; the manifest's own problem is what the submitter must fix first
+            if suffix in ARCHIVE_SUFFIXES:
+                problems.append(Problem(None, None, label, "a nested archive; put the files themselves in the zip"))
+            elif not has_manifest and suffix == ".parquet":
+                wanted.append(member)
+            elif not has_manifest:
+                problems.append(Problem(None, None, label, f"not part of the submission (without a {MANIFEST_NAME}, only *.parquet files and {METADATA_NAME})"))
+            elif member.filename not in named:
+                problems.append(Problem(None, None, label, f"not named in {MANIFEST_NAME}; only the files it lists, {MANIFEST_NAME} and {METADATA_NAME} are accepted"))
+            elif suffix not in IMAGE_SUFFIXES:
+                problems.append(Problem(None, None, label, f"not an image file (accepted: {', '.join(IMAGE_SUFFIXES)})"))
+            else:
+                wanted.append(member)
+        problems += written.declared_problems(wanted)
+        if problems:
+            raise SubmissionError(problems)
+        for member in wanted:
+            written.extract(archive_file, member)
+
+
+class _Written:
+    """Extracts members one by one, counting the bytes actually written against the limits."""
+
+    def __init__(self, archive: Path, root: Path, limits: ZipLimits):
+        self.archive, self.root, self.limits = archive, root, limits
+        self.total = 0
+        self.archive_size = archive.stat().st_size
+
+    def _ratio_problem(self, unpacked: int, compressed: int) -> str | None:
+        # The compressed size a member can really have is at most the archive's size, whatever it declares.
+        compressed = max(1, min(compressed, self.archive_size))
+        if unpacked > RATIO_FLOOR_BYTES and unpacked / compressed > self.limits.max_ratio:
+            return f"compression ratio over {self.limits.max_ratio:g}:1 (a zip bomb?); the limit is ${COMPRESSION_RATIO_ENV}"
+        return None
+
+    def declared_problems(self, members: list[zipfile.ZipInfo]) -> list[Problem]:
+        """What the declared sizes already show to be over the limits (checked again while writing)."""
+        problems = []
+        for member in members:
+            reason = self._ratio_problem(member.file_size, member.compress_size)
+            if reason:
+                problems.append(Problem(None, None, f"{self.archive.name}:{member.filename}", f"{reason} (declares {member.file_size} bytes)"))
+        declared = self.total + sum(m.file_size for m in members)
+        if declared > self.limits.max_bytes:
+            message = f"unpacks to {declared} bytes, over the {self.limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
+            problems.append(Problem(None, None, self.archive.name, message))
+        return problems
+
+    def extract(self, archive_file: zipfile.ZipFile, member: zipfile.ZipInfo) -> None:
+        label = f"{self.archive.name}:{member.filename}"
+        target = (self.root / PurePosixPath(member.filename)).resolve()
+        if not target.is_relative_to(self.root):  # cannot happen after _unsafe_member; the last guard
+            raise SubmissionError([Problem(None, None, label, "would be written outside the extraction folder")])
+        problem = None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with archive_file.open(member) as source, target.open("xb") as sink:
+                size = 0
+                while chunk := source.read(1024 * 1024):
+                    size += len(chunk)
+                    self.total += len(chunk)
+                    if self.total > self.limits.max_bytes:
+                        problem = Problem(None, None, self.archive.name, f"unpacks to more than the {self.limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})")
+                    elif size > member.file_size:
+                        problem = Problem(None, None, label, f"unpacks to more than the {member.file_size} bytes it declares")
+                    elif reason := self._ratio_problem(size, member.compress_size):
+                        problem = Problem(None, None, label, reason)
+                    if problem:
+                        break
+                    sink.write(chunk)
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as err:
+            problem = Problem(None, None, label, f"cannot be extracted ({err})")
+        if problem:
+            target.unlink(missing_ok=True)  # nothing of a refused member stays on disk
+            raise SubmissionError([problem])
+
+
+def _zip_prefix(names: list[str]) -> str:
+    """The folder inside the archive that holds the submission: "" (the top) or "<one folder>/"."""
+    if any(name in (METADATA_NAME, MANIFEST_NAME) for name in names):
+        return ""
+    tops = {name.split("/", 1)[0] for name in names}
+    if len(tops) == 1 and all("/" in name for name in names):
+        return tops.pop() + "/"
+    return ""
+
+
+def _named_in_manifest(manifest: Path, prefix: str) -> frozenset[str] | None:
+    """Archive member names the extracted manifest lists (``prefix`` + its ``file`` column).
+
+    None for a manifest whose file column cannot be read: it names nothing, only it and
+    submission.json are extracted, and the validation that follows reports what is wrong with it.
+    """
+    try:
+        with manifest.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle)
+            header = [h.strip() for h in next(reader, [])]
+            column = header.index("file")
+            rows = [fields[column].strip() for fields in reader if len(fields) == len(header)]
+    except (UnicodeDecodeError, ValueError, csv.Error, OSError):
+        return None
+    return frozenset(prefix + PurePosixPath(os.path.normpath(file)).as_posix() for file in rows if file)
 
 
 def _unsafe_member(member: zipfile.ZipInfo) -> str | None:

@@ -601,8 +601,12 @@ def make_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser(
         "worker",
         help="claim queued jobs and score them (several workers may run at once)",
-        description="Claims jobs atomically with a lease, scores them, and ends each FINISHED or FAILED with "
-        "the reason. A job whose worker died is claimed again when its lease expires.",
+        description="Checks first that this machine has what the queued jobs need (the profile's models, the "
+        "judge settings, the benchmark data) and, if not, exits with the reason without claiming anything. "
+        "Then claims jobs atomically with a lease and scores them: FINISHED, or FAILED when the submission is "
+        "at fault. A fault of the worker (model, GPU memory, judge, disk) puts the job back in the queue and "
+        "stops the worker; a job with 3 such attempts is PARKED (not the submitter's fault; requeue it with "
+        "`idbench rescore --submission ID`). A job whose worker died is claimed again when its lease expires.",
     )
     worker.add_argument("--once", action="store_true", help="drain the queue, then exit (cron, CI)")
     worker.add_argument("--profile", choices=("paper", "tiny"), default="paper")

@@ -1,6 +1,10 @@
 """The submissions queue: submit (validate, store, queue), claim with a lease, report back, rescore.
 
-A job moves PENDING -> RUNNING -> FINISHED | FAILED. A claim is atomic (``BEGIN IMMEDIATE``: one
+A job moves PENDING -> RUNNING -> FINISHED | FAILED | PARKED. FAILED is the submission's fault (the
+reason says what to fix); a fault of the worker (a missing model, GPU memory, the judge, the disk, a
+killed worker) puts the job back to PENDING with the attempt counted (``requeue``), and a job whose
+``MAX_ATTEMPTS`` attempts all ended that way is PARKED: not failed, not retried, until an admin
+requeues it (``rescore``). A claim is atomic (``BEGIN IMMEDIATE``: one
 writer at a time), so any number of workers, in any number of processes, never claim a job twice. A
 claim is a lease: a worker that dies leaves a RUNNING job whose lease runs out, and the next claim
 takes it again (the feature cache under ``home/features`` makes the retry resume rather than restart).
@@ -39,8 +43,9 @@ from idbench.evaluate_pkg.submission import (
 )
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
 
-# A job whose lease ran out this many times (its worker killed each time: out of memory, say) is not
-# handed out again but marked FAILED, so one poisonous submission cannot occupy workers forever.
+# A job whose attempts ended this many times in worker faults (its lease ran out: the worker was
+# killed; or the worker reported a fault of its own) is not handed out again but PARKED, so a job
+# that breaks workers cannot occupy them forever, and is not blamed on its submitter either.
 MAX_ATTEMPTS = 3
 RETRIEVAL_NOT_QUEUED = (
     "task 'retrieval': the leaderboard ranks generated images (the reference-based and text-to-image tracks); "
@@ -202,7 +207,7 @@ def claim(store: Store, worker_id: str, lease_seconds: float, max_attempts: int 
 
     Returns None when there is nothing to do. The job becomes RUNNING with a lease of
     ``lease_seconds`` and one more attempt. An expired job that already had ``max_attempts`` is marked
-    FAILED instead of being handed out again.
+    PARKED instead of being handed out again.
     """
     with store.transaction() as db:  # BEGIN IMMEDIATE: no other writer between our SELECT and UPDATE
         while True:
@@ -219,8 +224,8 @@ def claim(store: Store, worker_id: str, lease_seconds: float, max_attempts: int 
                 return None
             if row["state"] == "RUNNING" and row["attempts"] >= max_attempts:
                 db.execute(
-                    "UPDATE jobs SET state = 'FAILED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE id = ?",
-                    (f"abandoned: the lease expired {row['attempts']} times (worker killed or stuck?)", now, row["id"]),
+                    "UPDATE jobs SET state = 'PARKED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE id = ?",
+                    (parked_reason(row["attempts"], row["submission_id"], "the lease expired (worker killed or stuck?)"), now, row["id"]),
                 )
                 continue
             db.execute(
@@ -300,6 +305,48 @@ def fail(store: Store, job: Job, reason: str) -> None:
         )
         if cursor.rowcount != 1:
             raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; failure not recorded")
+
+
+def parked_reason(attempts: int, submission_id: int, last: str) -> str:
+    """The reason a PARKED job shows: not the submitter's fault, how an admin requeues it, the last fault."""
+    return (
+        f"parked after {attempts} attempts ended by worker faults; not a fault of the submission"
+        f" (requeue with `idbench rescore --submission {submission_id}` once the workers are fixed); last: {last}"
+    )
+
+
+def requeue(store: Store, job: Job, reason: str, max_attempts: int = MAX_ATTEMPTS) -> str:
+    """After a fault of the worker: the job back to PENDING (its attempt counted), or PARKED at ``max_attempts``.
+
+    ``reason`` (one line) is kept on the job until it is claimed again. Returns the new state; raises
+    :class:`LeaseLostError` if the job is no longer ours.
+    """
+    parked = job.attempts >= max_attempts
+    with store.transaction() as db:
+        if parked:
+            cursor = db.execute(
+                f"UPDATE jobs SET state = 'PARKED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE {_OURS}",
+                (parked_reason(job.attempts, job.submission_id, reason), time.time(), *_fence(job)),
+            )
+        else:
+            cursor = db.execute(
+                f"UPDATE jobs SET state = 'PENDING', reason = ?, lease_owner = NULL, lease_expires_at = NULL WHERE {_OURS}",
+                (f"back in the queue after a worker fault (attempt {job.attempts}): {reason}", *_fence(job)),
+            )
+        if cursor.rowcount != 1:
+            raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; fault not recorded")
+    return "PARKED" if parked else "PENDING"
+
+
+def queued_data_dirs(store: Store) -> list[Path]:
+    """The benchmark folders of the jobs a claim could hand out now (PENDING, or RUNNING with an expired lease)."""
+    with store.transaction(immediate=False) as db:
+        rows = db.execute(
+            "SELECT DISTINCT submissions.data_dir FROM jobs JOIN submissions ON submissions.id = jobs.submission_id"
+            " WHERE jobs.state = 'PENDING' OR (jobs.state = 'RUNNING' AND jobs.lease_expires_at < ?) ORDER BY 1",
+            (time.time(),),
+        ).fetchall()
+    return [Path(row[0]) for row in rows]
 
 
 def release(store: Store, job: Job) -> bool:

@@ -37,7 +37,10 @@ from idbench.errors import IdbenchError
 
 DB_NAME = "leaderboard.sqlite3"
 BUSY_TIMEOUT_S = 60.0
-JOB_STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED")
+# PARKED: a job whose attempts all ended in faults of the workers (models, GPU memory, judge, disk,
+# killed workers). It is not the submitter's fault, so it is not FAILED; no worker takes it again until
+# an admin requeues it (``idbench rescore --submission ID``) once the workers are fixed.
+JOB_STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED", "PARKED")
 
 # Schema migrations, applied in order; the schema_version table records how many have run. Never edit
 # one that has shipped: append a new one (ALTER TABLE / CREATE TABLE) instead.
@@ -100,6 +103,28 @@ MIGRATIONS: tuple[str, ...] = (
     # a text-to-image row never appears in the reference-based ranking. Earlier rows are reference-based.
     """
     ALTER TABLE submissions ADD COLUMN task TEXT NOT NULL DEFAULT 'reference';
+    """,
+    # 4: the PARKED job state. SQLite cannot alter a CHECK constraint, so the jobs table is rebuilt
+    # (SQLite's documented procedure: new table, copy, drop, rename; foreign keys are off while
+    # migrating and checked before the commit, see Store._migrate). Rows and ids are kept as they were.
+    """
+    CREATE TABLE jobs_v4 (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        submission_id     INTEGER NOT NULL REFERENCES submissions(id),
+        state             TEXT NOT NULL CHECK (state IN ('PENDING', 'RUNNING', 'FINISHED', 'FAILED', 'PARKED')),
+        reason            TEXT,
+        attempts          INTEGER NOT NULL DEFAULT 0,
+        lease_owner       TEXT,
+        lease_expires_at  REAL,
+        created_at        REAL NOT NULL,
+        started_at        REAL,
+        finished_at       REAL
+    );
+    INSERT INTO jobs_v4 (id, submission_id, state, reason, attempts, lease_owner, lease_expires_at, created_at, started_at, finished_at)
+        SELECT id, submission_id, state, reason, attempts, lease_owner, lease_expires_at, created_at, started_at, finished_at FROM jobs;
+    DROP TABLE jobs;
+    ALTER TABLE jobs_v4 RENAME TO jobs;
+    CREATE INDEX jobs_by_state ON jobs (state, created_at, id);
     """,
 )
 
@@ -217,6 +242,9 @@ class Store:
         try:
             # WAL lets the app read while a worker writes; the mode is stored in the file itself.
             connection.execute("PRAGMA journal_mode = WAL")
+            # A migration may rebuild a table that others reference (3: jobs); with foreign keys on,
+            # dropping the old table would fail. They are checked below, before the commit, instead.
+            connection.execute("PRAGMA foreign_keys = OFF")
             connection.execute("BEGIN IMMEDIATE")
             try:
                 connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -233,6 +261,9 @@ class Store:
                     for statement in _statements(MIGRATIONS[number]):
                         connection.execute(statement)
                     connection.execute("UPDATE schema_version SET version = ?", (number + 1,))
+                broken = connection.execute("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"{self.path}: migration left {len(broken)} broken references, e.g. {tuple(broken[0])}")
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise

@@ -557,6 +557,26 @@ def arcface_pack_dir(
     return root / "insightface" / "models" / (pack or "buffalo_l")
 
 
+def check_arcface(card: ModelCard, *, models_dir: str | os.PathLike | None = None) -> None:
+    """``registry.check_available`` for ArcFace: insightface installed and its pack folder usable (nothing loaded)."""
+    if importlib.util.find_spec("insightface") is None:
+        raise ModelNotAvailableError(
+            f"{card.name}: insightface is not installed: pip install insightface onnxruntime (or pip install 'idbench[metrics]')"
+        )
+    _check_pack(card, arcface_pack_dir(card, models_dir))
+
+
+def check_dlib_face(card: ModelCard, *, models_dir: str | os.PathLike | None = None) -> None:
+    """``registry.check_available`` for dlib's face model: dlib installed and its .dat files found (nothing loaded)."""
+    if importlib.util.find_spec("dlib") is None:
+        raise ModelNotAvailableError(f"{card.name}: the dlib package is not installed. {card.how_to_get}")
+    files, searched = _find_dlib_files(models_dir)
+    if not files:
+        raise ModelNotAvailableError(
+            f"{card.name}: dlib's face model files were not found (looked in: {', '.join(map(str, searched)) or 'nowhere'}). {card.how_to_get}"
+        )
+
+
 def load_arcface(
     card: ModelCard,
     *,

@@ -60,6 +60,7 @@ __all__ = [
     "UnknownModelError",
     "autocast",
     "batched",
+    "check_available",
     "compute_dtype",
     "download_command",
     "ensure_tiny",
@@ -279,6 +280,13 @@ TINY_MAKERS: dict[str, str] = {
     "arcface": "idbench.evaluate_pkg.models.faces:make_tiny_arcface",
     "grounding-dino": "idbench.evaluate_pkg.models.detection:make_tiny_grounding_dino",
     "sam2": "idbench.evaluate_pkg.models.detection:make_tiny_sam2",
+}
+
+#: family -> "module:function" with signature ``(card, *, models_dir) -> None`` that checks, without
+#: loading any weights, that a model shipped outside the Hub is on this machine (``check_available``).
+PROBES: dict[str, str] = {
+    "arcface": "idbench.evaluate_pkg.models.faces:check_arcface",
+    "dlib-face": "idbench.evaluate_pkg.models.faces:check_dlib_face",
 }
 
 # --- profiles ----------------------------------------------------------------------------------------
@@ -509,6 +517,23 @@ def weights_key(card: ModelCard, folder: Path, files: Sequence[str]) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return f"{card.name}@tiny-{digest.hexdigest()[:16]}"
+
+
+def check_available(card: ModelCard | str, models_dir: str | os.PathLike | None = None) -> None:
+    """Raise ``ModelNotAvailableError`` (what is missing, how to get it) unless ``card`` can be loaded here.
+
+    Reads no weights: a Hub model's pinned files must be in the Hugging Face cache, a model shipped
+    elsewhere is checked by its family's probe (``PROBES``: insightface's pack folder, dlib's files).
+    A tiny model always passes (it is made on first use). A worker checks its profile this way before
+    it claims a job (``idbench.leaderboard.worker``), so a missing model never fails a submission.
+    """
+    card = get_card(card) if isinstance(card, str) else card
+    if is_plumbing(card):
+        return
+    if card.hub_id is not None:
+        hub_snapshot(card, HUB_FILES.get(card.name, ()))
+    elif card.family in PROBES:
+        _resolve(PROBES[card.family])(card, models_dir=_root(models_dir))
 
 
 # --- loading -------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from idbench.evaluate_pkg.hub_submission import HubSubmissionError, fetch_submis
 from idbench.evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
 from idbench.leaderboard import query, samples
 from idbench.leaderboard.queue import RateLimit, jobs_table, rescore, submit
-from idbench.leaderboard.store import RateLimitError, Store, UnknownIdError
+from idbench.leaderboard.store import JOB_STATES, RateLimitError, Store, UnknownIdError
 
 MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger uploads before our code sees them
 MAX_SUBMITTER = 100
@@ -440,7 +440,12 @@ def status_page() -> None:
         st.info("No submissions yet.")
         return
     counts = jobs["state"].value_counts()
-    st.text("  ".join(f"{state}: {int(counts.get(state, 0))}" for state in ("PENDING", "RUNNING", "FINISHED", "FAILED")))
+    st.text("  ".join(f"{state}: {int(counts.get(state, 0))}" for state in JOB_STATES))
+    if counts.get("PARKED", 0):
+        st.caption(
+            "PARKED: every attempt ended in a fault of the workers (models, GPU memory, judge, disk), not of the "
+            "submission; the job waits for an admin to requeue it once the workers are fixed."
+        )
     st.dataframe(jobs.iloc[::-1], hide_index=True)  # newest first
     _admin(sorted(set(jobs["submission"])))
 

@@ -537,18 +537,122 @@ def test_hostile_zip_members_refused(
     assert not Path("/tmp/evil.png").exists()
 
 
-def test_zip_bomb_refused(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+def test_unnamed_member_refused_by_name_whatever_its_size(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+    # 8 MiB of zeros the manifest never names: refused by name, not extracted (it once was, to disk)
     info = zipfile.ZipInfo("padding.bin")
     info.compress_type = zipfile.ZIP_DEFLATED
     archive = hostile_zip(tmp_path / "bomb.zip", filled, info, bytes(8 * 1024 * 1024))
     assert archive.stat().st_size < 1024 * 1024  # 8 MiB of zeros compresses to almost nothing
     scratch = tmp_path / "scratch"
-    problems = problems_of(archive, data, scratch=scratch, max_zip_bytes=4 * 1024 * 1024)
-    find(problems, None, None, "bomb.zip", "over the 4194304-byte limit")
+    for limit in (4 * 1024 * 1024, 64 * 1024 * 1024):  # under or over the size limit: refused all the same
+        problems = problems_of(archive, data, scratch=scratch, max_zip_bytes=limit)
+        find(problems, None, None, "bomb.zip:padding.bin", "not named in manifest.csv")
+        assert len(problems) == 1 and list(scratch.iterdir()) == []
+
+
+def bomb_zip(archive: Path, filled: Path, member: str, megabytes: int) -> Path:
+    """The zipped submission with ``member`` (a file the manifest names) replaced by zeros, streamed."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+        for path in sorted(p for p in filled.rglob("*") if p.is_file()):
+            name = path.relative_to(filled).as_posix()
+            if name != member:
+                out.write(path, name)
+        with out.open(member, "w") as sink:
+            block = bytes(1024 * 1024)
+            for _ in range(megabytes):
+                sink.write(block)
+    return archive
+
+
+def scratch_bytes(scratch: Path) -> int:
+    return sum(p.stat().st_size for p in scratch.rglob("*") if p.is_file())
+
+
+def test_zip_bomb_refused_by_ratio_and_by_size(filled: Path, data: BenchmarkData, tmp_path: Path, monkeypatch) -> None:
+    member = read_manifest(filled)[1][2]
+    archive = bomb_zip(tmp_path / "bomb.zip", filled, member, megabytes=200)
+    assert archive.stat().st_size < 1024 * 1024  # 200 MB of zeros in well under 1 MB
+    scratch = tmp_path / "scratch"
+    # the default ratio limit (100:1) refuses it before a byte of it is written
+    find(problems_of(archive, data, scratch=scratch), None, None, f"bomb.zip:{member}", "compression ratio over 100:1")
     assert list(scratch.iterdir()) == []
-    # the same archive within a larger bound is fine: the limit is what refused it
-    with validate_submission(archive, data, scratch=scratch, max_zip_bytes=64 * 1024 * 1024) as submission:
-        assert len(submission.entries) == 225
+    # a ratio allowed through the environment, a 20 MB total: the size limit refuses it
+    monkeypatch.setenv("IDBENCH_MAX_COMPRESSION_RATIO", "1e9")
+    monkeypatch.setenv("IDBENCH_MAX_UNPACKED_BYTES", str(20 * 1000 * 1000))
+    find(problems_of(archive, data, scratch=scratch), None, None, "bomb.zip", "over the 20000000-byte limit")
+    assert list(scratch.iterdir()) == []
+    monkeypatch.setenv("IDBENCH_MAX_UNPACKED_BYTES", "lots")
+    with pytest.raises(ValueError, match="IDBENCH_MAX_UNPACKED_BYTES"):
+        validate_submission(archive, data, scratch=scratch)
+
+
+def test_zip_bomb_whose_header_lies_is_stopped_while_streaming(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+    """The central directory declares a huge compressed size (so the declared ratio looks harmless):
+    the bytes streamed out are what is counted, against at most the archive's own size."""
+    member = read_manifest(filled)[1][2]
+    archive = bomb_zip(tmp_path / "bomb.zip", filled, member, megabytes=40)
+    raw = bytearray(archive.read_bytes())
+    entry = raw.rindex(b"PK\x01\x02")  # the central directory's last entry
+    with zipfile.ZipFile(archive) as check:
+        assert check.infolist()[-1].filename == member  # the bomb was written last
+    raw[entry + 20 : entry + 24] = (0x7FFFFFFF).to_bytes(4, "little")  # compress_size of the bomb's entry
+    archive.write_bytes(bytes(raw))
+    with zipfile.ZipFile(archive) as forged:
+        info = forged.getinfo(member)
+        assert info.compress_size == 0x7FFFFFFF and info.file_size / info.compress_size < 1  # looks harmless
+    scratch = tmp_path / "scratch"
+    find(problems_of(archive, data, scratch=scratch), None, None, f"bomb.zip:{member}", "compression ratio over 100:1")
+    assert list(scratch.iterdir()) == [] and scratch_bytes(scratch) == 0  # the partial file went with the folder
+
+
+@pytest.mark.parametrize("inner", ["images/more.zip", "images/more.tar.gz", "more.7z"])
+def test_nested_archive_refused_by_name(filled: Path, data: BenchmarkData, tmp_path: Path, inner: str) -> None:
+    archive = hostile_zip(tmp_path / "nested.zip", filled, zipfile.ZipInfo(inner), b"PK\x03\x04")
+    scratch = tmp_path / "scratch"
+    problems = problems_of(archive, data, scratch=scratch)
+    find(problems, None, None, f"nested.zip:{inner}", "nested archive")
+    assert len(problems) == 1 and list(scratch.iterdir()) == []
+
+
+def test_named_nested_archive_and_non_image_refused(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+    rows = read_manifest(filled)
+    first, second = rows[1][2], rows[2][2]
+    (filled / first).rename(filled / "images" / "inner.zip")
+    (filled / second).rename(filled / "images" / "notes.txt")
+    rows[1][2], rows[2][2] = "images/inner.zip", "images/notes.txt"
+    write_manifest(filled, rows)
+    archive = zip_folder(filled, tmp_path / "sub.zip")
+    problems = problems_of(archive, data, scratch=tmp_path / "scratch")
+    find(problems, None, None, "sub.zip:images/inner.zip", "nested archive")
+    find(problems, None, None, "sub.zip:images/notes.txt", "not an image file")
+    assert len(problems) == 2
+
+
+def test_unnamed_members_refused_only_junk_of_archivers_skipped(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+    archive = zip_folder(filled, tmp_path / "sub.zip", "my-submission/")
+    with zipfile.ZipFile(archive, "a") as out:
+        out.writestr("__MACOSX/my-submission/._manifest.csv", b"\x00\x05\x16\x07")  # Finder's, skipped
+        out.writestr("my-submission/.DS_Store", b"\x00\x00\x00\x01Bud1")
+    scratch = tmp_path / "scratch"
+    with validate_submission(archive, data, scratch=scratch) as submission:
+        assert len(submission.entries) == len(data.required_pairs)
+        assert not list(scratch.rglob("._manifest.csv")) and not list(scratch.rglob(".DS_Store"))
+    with zipfile.ZipFile(archive, "a") as out:
+        out.writestr("my-submission/images/extra.png", image_for(0))
+        out.writestr("my-submission/run.sh", b"rm -rf /")
+    problems = problems_of(archive, data, scratch=scratch)
+    find(problems, None, None, "sub.zip:my-submission/images/extra.png", "not named in manifest.csv")
+    find(problems, None, None, "sub.zip:my-submission/run.sh", "not named in manifest.csv")
+    assert len(problems) == 2 and list(scratch.iterdir()) == []
+
+
+def test_zip_of_parquet_takes_only_parquet(tmp_path: Path, data: BenchmarkData) -> None:
+    parquet_submission(tmp_path / "pq", data)
+    (tmp_path / "pq" / "README.md").write_text("hello")
+    archive = zip_folder(tmp_path / "pq", tmp_path / "pq.zip")
+    problems = problems_of(archive, data, scratch=tmp_path / "scratch")
+    find(problems, None, None, "pq.zip:README.md", "only *.parquet files")
+    assert len(problems) == 1
 
 
 def test_too_many_zip_members_refused(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
@@ -588,3 +692,14 @@ def test_parquet_linked_from_outside_refused(tmp_path: Path, data: BenchmarkData
     (folder / "linked.parquet").symlink_to(tmp_path / "elsewhere/data/part-0.parquet")
     problems = problems_of(folder, data, scratch=tmp_path / "scratch")
     find(problems, None, None, "linked.parquet", "outside the submission folder")
+
+
+def test_zip_with_an_unreadable_manifest_reports_the_manifest_not_every_image(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+    rows = read_manifest(filled)
+    rows[0] = ["prompt", "seed", "path"]  # a header without the file column: nothing is named
+    write_manifest(filled, rows)
+    archive = zip_folder(filled, tmp_path / "sub.zip")
+    scratch = tmp_path / "scratch"
+    problems = problems_of(archive, data, scratch=scratch)
+    find(problems, None, None, "manifest.csv", "expected exactly the columns")
+    assert len(problems) == 1 and list(scratch.iterdir()) == []

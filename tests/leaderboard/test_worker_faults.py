@@ -1,0 +1,200 @@
+"""Whose fault: a worker checks itself before it claims; its own faults never fail a submission.
+
+- a misconfigured worker (paper models absent, judge URL malformed, benchmark folder gone) claims
+  nothing and exits non-zero with the reason; the queue stays PENDING;
+- a fault of the worker mid-job puts the job back to PENDING with the attempt counted, and stops the
+  worker; three such attempts park the job (not FAILED: not the submitter's fault);
+- a fault of the submission still ends the job FAILED with a reason that names it;
+- a store of schema 2 is upgraded in place to the PARKED state, rows and references kept.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from idbench.builders.build import build
+from idbench.cli import main
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.judge import JudgeConfig
+from idbench.leaderboard.queue import claim, jobs_table, rescore, submit
+from idbench.leaderboard.store import MIGRATIONS, Store
+from idbench.leaderboard.worker import WorkerFaultError, WorkerNotReadyError, run_worker
+
+TINY = ScoreOptions(profile="tiny", metrics=("clip_t",))
+
+
+@pytest.fixture(scope="module")
+def collapse(tmp_path_factory):
+    root = tmp_path_factory.mktemp("collapse")
+    build("identity-collapse", out=root / "data")
+    data = load_benchmark_data(root / "data")
+    make_baseline("collage", data, root / "collage", size=128)
+    make_baseline("clone", data, root / "clone", size=128)
+    return root
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch) -> Store:
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    return Store()
+
+
+def _untouched(store: Store) -> None:
+    """Every job PENDING and never attempted, nothing scored or logged."""
+    assert all(row["state"] == "PENDING" and row["attempts"] == 0 for row in jobs_table(store))
+    assert store.results() == [] and not store.logs_dir.exists()
+
+
+def _raising(error: BaseException):
+    def scorer(job, out, options, cache_dir):
+        raise error
+
+    return scorer
+
+
+# --- checks before any claim ---------------------------------------------------------------------
+
+
+def test_worker_without_the_paper_models_claims_nothing_and_exits_with_the_reason(store, collapse, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IDBENCH_MODELS", str(tmp_path / "no-models"))  # empty model folder and Hub cache
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub-cache"))
+    submit(store, collapse / "collage", collapse / "data")
+    submit(store, collapse / "clone", collapse / "data")
+    assert main(["worker", "--once", "--profile", "paper"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("idbench worker: error: not ready, no job claimed") and "\n" not in err
+    # identity-collapse's suite reads CLIP, DINOv2 and the detector: each is named, with the profile
+    assert "3 model(s) of profile 'paper'" in err
+    assert all(name in err for name in ("clip-vit-l-14", "dinov2-base", "grounding-dino-tiny"))
+    _untouched(store)
+    assert main(["worker", "--once", "--profile", "tiny"]) == 0  # a worker that has its models drains it
+    assert [row["state"] for row in jobs_table(store)] == ["FINISHED", "FINISHED"]
+
+
+def test_worker_refuses_a_malformed_judge_url(store, collapse):
+    submit(store, collapse / "collage", collapse / "data")
+    options = ScoreOptions(profile="tiny", metrics=("clip_t",), judge=JudgeConfig(base_url="localhost:8000", model="m"))
+    with pytest.raises(WorkerNotReadyError, match="judge URL 'localhost:8000' is not an http"):
+        run_worker(store, once=True, options=options)
+    _untouched(store)
+
+
+def test_worker_refuses_when_the_queued_benchmark_folder_is_gone(store, collapse, tmp_path):
+    data = shutil.copytree(collapse / "data", tmp_path / "data")
+    submit(store, collapse / "collage", data)
+    shutil.rmtree(data)  # the benchmark disappears between submit and scoring: the worker's problem
+    with pytest.raises(WorkerNotReadyError, match="benchmark data") as error:
+        run_worker(store, once=True, options=TINY)
+    assert str(data) in str(error.value)
+    _untouched(store)
+
+
+# --- faults during a job -------------------------------------------------------------------------
+
+
+def test_worker_fault_mid_job_puts_the_job_back_and_stops_the_worker(store, collapse):
+    first = submit(store, collapse / "collage", collapse / "data")
+    second = submit(store, collapse / "clone", collapse / "data")
+    full = OSError(28, "No space left on device")
+    with pytest.raises(WorkerFaultError, match="back in the queue") as error:
+        run_worker(store, once=True, options=TINY, scorer=_raising(full))
+    assert "No space left on device" in str(error.value)
+    job = store.job(first.job_id)
+    assert job["state"] == "PENDING" and job["attempts"] == 1 and job["lease_owner"] is None
+    assert "worker fault" in job["reason"] and "OSError" in job["reason"]
+    assert store.job(second.job_id)["attempts"] == 0  # the broken worker took no other job
+    assert (store.logs_dir / f"job-{first.job_id}-attempt-1.log").is_file()
+    assert run_worker(store, once=True, options=TINY) == 2  # a sound worker scores both
+    assert {row["state"] for row in jobs_table(store)} == {"FINISHED"} and store.job(first.job_id)["attempts"] == 2
+
+
+def test_repeated_worker_faults_park_the_job_not_fail_it(store, collapse, capsys):
+    result = submit(store, collapse / "collage", collapse / "data")
+    oom = RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    for attempt in (1, 2):
+        with pytest.raises(WorkerFaultError, match="back in the queue"):
+            run_worker(store, once=True, options=TINY, scorer=_raising(oom))
+        assert store.job(result.job_id)["state"] == "PENDING" and store.job(result.job_id)["attempts"] == attempt
+    with pytest.raises(WorkerFaultError, match="parked"):
+        run_worker(store, once=True, options=TINY, scorer=_raising(oom))
+    job = store.job(result.job_id)
+    assert job["state"] == "PARKED" and job["attempts"] == 3
+    assert "parked after 3 attempts" in job["reason"] and "not a fault of the submission" in job["reason"]
+    assert "CUDA out of memory" in job["reason"]
+    assert run_worker(store, once=True, options=TINY) == 0  # not handed out again
+    assert main(["jobs"]) == 0
+    assert "PARKED" in capsys.readouterr().out
+    new_job = rescore(store, result.submission_id)  # an admin requeues it once the workers are fixed
+    assert run_worker(store, once=True, options=TINY) == 1 and store.job(new_job)["state"] == "FINISHED"
+
+
+def test_lease_expired_three_times_parks_the_job(store):
+    store.add_submission(
+        benchmark="identity-collapse", benchmark_version="v", data_dir=Path("/nowhere"), model_name="m",
+        metadata={"model": "m"}, content_hash="0" * 64, stored_path=Path("/nowhere"),
+    )  # fmt: skip
+    for _ in range(3):  # three workers, each killed at once (a lease that has already run out)
+        assert claim(store, "killed", lease_seconds=-1) is not None
+    assert claim(store, "next", lease_seconds=60) is None
+    [row] = jobs_table(store)
+    assert row["state"] == "PARKED" and "lease expired" in row["reason"] and "not a fault of the submission" in row["reason"]
+
+
+def test_submission_fault_still_ends_failed_with_what_to_fix(store, collapse):
+    result = submit(store, collapse / "collage", collapse / "data")
+    stored = Path(store.submission(result.submission_id)["stored_path"])
+    manifest = pd.read_csv(stored / "manifest.csv", dtype=str)
+    broken = manifest["file"].iloc[0]
+    (stored / broken).write_bytes(b"not an image")  # the stored copy is corrupt: its images do not decode
+    assert run_worker(store, once=True, options=TINY) == 1  # the default scorer, checks included
+    job = store.job(result.job_id)
+    assert job["state"] == "FAILED" and job["attempts"] == 1
+    assert "SubmissionError" in job["reason"] and Path(broken).name in job["reason"] and "\n" not in job["reason"]
+
+
+# --- the store upgrade ---------------------------------------------------------------------------
+
+
+def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    path = home / "leaderboard.sqlite3"
+    with sqlite3.connect(path) as db:  # a store as idbench with two migrations left it
+        db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        db.execute("INSERT INTO schema_version VALUES (2)")
+        for script in MIGRATIONS[:2]:
+            db.executescript(script)
+        db.execute(
+            "INSERT INTO submissions (id, benchmark, benchmark_version, data_dir, model_name, metadata_json, content_hash,"
+            " stored_path, created_at) VALUES (7, 'identity-collapse', 'v', '/d', 'm', '{}', 'h', '/s', 1.0)"
+        )
+        db.execute("INSERT INTO jobs (id, submission_id, state, reason, attempts, created_at) VALUES (5, 7, 'FAILED', 'old', 2, 2.0)")
+        db.execute("INSERT INTO jobs (id, submission_id, state, attempts, created_at) VALUES (6, 7, 'FINISHED', 1, 3.0)")
+        db.execute(
+            "INSERT INTO results (submission_id, job_id, benchmark, benchmark_version, suite_version, profile, plumbing,"
+            " models_json, idbench_version, aggregates_json, not_run_json, results_path, created_at, current)"
+            " VALUES (7, 6, 'identity-collapse', 'v', 's', 'tiny', 1, '{}', '0', '{}', '{}', '/r', 4.0, 1)"
+        )
+        with pytest.raises(sqlite3.IntegrityError):  # schema 2 does not know PARKED
+            db.execute("UPDATE jobs SET state = 'PARKED' WHERE id = 5")
+    store = Store(home)
+    assert store.schema_version() == len(MIGRATIONS) == 4
+    assert [(j["id"], j["state"], j["reason"], j["attempts"]) for j in store.list_jobs()] == [(5, "FAILED", "old", 2), (6, "FINISHED", None, 1)]
+    assert [r["job_id"] for r in store.results()] == [6]
+    with store.transaction() as db:
+        db.execute("UPDATE jobs SET state = 'PARKED' WHERE id = 5")
+        with pytest.raises(sqlite3.IntegrityError):  # foreign keys are enforced again after the rebuild
+            db.execute("INSERT INTO jobs (submission_id, state, created_at) VALUES (99, 'PENDING', 0)")
+        with pytest.raises(sqlite3.IntegrityError):
+            db.execute("UPDATE jobs SET state = 'LOST' WHERE id = 6")
+    assert store.job(5)["state"] == "PARKED"
+    assert store.add_job(7) == 7  # AUTOINCREMENT carries on after the copied ids
+    assert json.loads(json.dumps(jobs_table(store)))[0]["state"] == "PARKED"
