@@ -55,27 +55,20 @@ def text_chunks(text: str, count_tokens: Callable[[str], int], limit: int = CLIP
     text = text.strip()
     if fits(text, count_tokens, limit) or not text:
         return [text] if text else []
+    pieces = [p for s in sentences(text) for p in ([s] if fits(s, count_tokens, limit) else s.split())]
+    return _pack(pieces, count_tokens, limit)
+
+
+def _pack(pieces: Sequence[str], count_tokens: Callable[[str], int], limit: int) -> list[str]:
+    """Consecutive ``pieces`` joined by spaces, greedily, while the joined text fits ``limit``."""
     chunks: list[str] = []
-    for sentence in sentences(text):
-        pieces = [sentence] if fits(sentence, count_tokens, limit) else _pack(sentence.split(), count_tokens, limit)
-        for piece in pieces:
-            joined = f"{chunks[-1]} {piece}" if chunks else piece
-            if chunks and fits(joined, count_tokens, limit):
-                chunks[-1] = joined
-            else:
-                chunks.append(piece)
-    return chunks
-
-
-def _pack(words: Sequence[str], count_tokens: Callable[[str], int], limit: int) -> list[str]:
-    pieces: list[str] = []
-    for word in words:
-        joined = f"{pieces[-1]} {word}" if pieces else word
-        if pieces and fits(joined, count_tokens, limit):
-            pieces[-1] = joined
+    for piece in pieces:
+        joined = f"{chunks[-1]} {piece}" if chunks else piece
+        if chunks and fits(joined, count_tokens, limit):
+            chunks[-1] = joined
         else:
-            pieces.append(word)
-    return pieces
+            chunks.append(piece)
+    return chunks
 
 
 def clip_t_whole(image_embedding: Any, chunk_embeddings: Any) -> float:
