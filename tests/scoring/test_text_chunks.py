@@ -51,3 +51,11 @@ def test_whole_prompt_score_is_the_mean_cosine_over_chunks():
     assert clip_t_whole(image, chunks) == pytest.approx(by_hand)
     with pytest.raises(ValueError, match="at least one chunk"):
         clip_t_whole(image, np.zeros((0, 16)))
+
+
+def test_a_long_sentence_starts_its_own_chunk():
+    # "a b." (4 tokens) then a 15-word sentence (17 tokens), limit 12 tokens (10 words): the long one is
+    # cut between its own words and does not trail the short one mid-sentence.
+    long = " ".join(f"w{i}" for i in range(15)) + "."
+    chunks = text_chunks(f"a b. {long}", words_plus_two, limit=12)
+    assert chunks == ["a b.", " ".join(f"w{i}" for i in range(10)), " ".join(f"w{i}" for i in range(10, 15)) + "."]
