@@ -546,35 +546,45 @@ def metadata_text_problems(metadata: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _read_manifest(manifest: Path, folder: Path, problems: list[Problem]) -> list[_Row] | None:
-    def problem(message: str, prompt_id: str | None = None, file: str = MANIFEST_NAME) -> None:
-        problems.append(Problem(prompt_id, None, file, message))
-
-    size = manifest.stat().st_size
+def _csv_rows(path: Path, columns: tuple[str, ...], problem) -> list[tuple[str, dict[str, str]]] | None:
+    """A submission's CSV (manifest or rankings) as (where, stripped values) per non-blank row; None when
+    the file as a whole is unusable (too large, not UTF-8, another header). Problems go to ``problem``:
+    the file's own ones as ``problem(message)``, a row's as ``problem(message, where=...)``."""
+    size = path.stat().st_size
     if size > MAX_MANIFEST_BYTES:
         problem(f"{size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit")
         return None
     try:
-        text = manifest.read_text(encoding="utf-8-sig")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         problem(f"not UTF-8 text ({err.reason} at byte {err.start})")
         return None
     reader = csv.reader(io.StringIO(text, newline=""))
     header = [h.strip() for h in next(reader, [])]
-    if sorted(header) != sorted(MANIFEST_COLUMNS):
-        found = ",".join(header) or "(empty)"
-        problem(f"header is {found}; expected exactly the columns {','.join(MANIFEST_COLUMNS)}")
+    if sorted(header) != sorted(columns):
+        problem(f"header is {','.join(header) or '(empty)'}; expected exactly the columns {','.join(columns)}")
         return None
-
     rows = []
     for number, fields in enumerate(reader, start=1):
         if not any(f.strip() for f in fields):
             continue  # a blank line
-        where = f"{MANIFEST_NAME} row {number}"
+        where = f"{path.name} row {number}"
         if len(fields) != len(header):
-            problem(f"{len(fields)} fields, but the header has {len(header)} columns", file=where)
+            problem(f"{len(fields)} fields, but the header has {len(header)} columns", where=where)
             continue
-        values = dict(zip(header, (f.strip() for f in fields)))
+        rows.append((where, dict(zip(header, (f.strip() for f in fields)))))
+    return rows
+
+
+def _read_manifest(manifest: Path, folder: Path, problems: list[Problem]) -> list[_Row] | None:
+    def problem(message: str, prompt_id: str | None = None, file: str = MANIFEST_NAME) -> None:
+        problems.append(Problem(prompt_id, None, file, message))
+
+    parsed = _csv_rows(manifest, MANIFEST_COLUMNS, lambda message, where=MANIFEST_NAME: problem(message, file=where))
+    if parsed is None:
+        return None
+    rows = []
+    for where, values in parsed:
         prompt_id, seed, file = values["prompt_id"], values["seed"], values["file"]
         if not prompt_id or not file:
             problem(f"empty {'prompt_id' if not prompt_id else 'file'} ({where})", prompt_id or None, file or where)
@@ -602,31 +612,14 @@ def _read_rankings(path: Path, data: BenchmarkData, problems: list[Problem]) -> 
     if not path.is_file():
         problem(f"missing; a retrieval submission ranks each slot's candidates in it ({','.join(RANKING_COLUMNS)})")
         return {}
-    if path.stat().st_size > MAX_MANIFEST_BYTES:
-        problem(f"{path.stat().st_size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit")
-        return {}
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        problem(f"not UTF-8 text ({err.reason} at byte {err.start})")
-        return {}
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in next(reader, [])]
-    if sorted(header) != sorted(RANKING_COLUMNS):
-        problem(f"header is {','.join(header) or '(empty)'}; expected exactly the columns {','.join(RANKING_COLUMNS)}")
+    parsed = _csv_rows(path, RANKING_COLUMNS, lambda message, where=RANKINGS_NAME: problem(message, where=where))
+    if parsed is None:
         return {}
     prompts = {prompt_id for prompt_id, _ in slots}
     ref_ids = set(data.reference_table[data.spec.reference_id])  # the column alone: no image decoded
     ranked: dict[tuple[str, str], dict[int, str]] = {}
     seen: dict[tuple[str, str, str], str] = {}  # (prompt, slot, ref id) -> the row that ranked it
-    for number, fields in enumerate(reader, start=1):
-        if not any(f.strip() for f in fields):
-            continue  # a blank line
-        where = f"{RANKINGS_NAME} row {number}"
-        if len(fields) != len(header):
-            problem(f"{len(fields)} fields, but the header has {len(header)} columns", where=where)
-            continue
-        values = dict(zip(header, (f.strip() for f in fields)))
+    for where, values in parsed:
         prompt_id, slot, rank, ref_id = (values[c] for c in RANKING_COLUMNS)
         key = (prompt_id, slot)
         if prompt_id not in prompts:
