@@ -1,0 +1,112 @@
+"""The repo interface of the Hub-backed leaderboard: the local stand-in's commit semantics, and the real
+client's parent check (against a recording fake of the two ``HfApi`` calls it makes)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from huggingface_hub.errors import HfHubHTTPError
+
+from idbench.leaderboard.hubrepo import (
+    FileAdd, FileDelete, HubDatasetRepo, HubRepoError, LocalRepoStandIn, RepoConflict, open_repo,
+)  # fmt: skip
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_commits_stack_and_old_revisions_stay_readable(tmp_path):
+    repo = LocalRepoStandIn(tmp_path / "org" / "requests")
+    assert repo.head() is None
+    first = repo.commit([FileAdd("a/x.json", b"1"), FileAdd("b.json", b"2")], "first", parent=None)
+    second = repo.commit([FileAdd("a/x.json", b"3"), FileDelete("b.json"), FileDelete("absent.json")], "second", parent=first)
+    assert repo.head() == second and len(second) == 40 and second != first
+    assert files(repo.snapshot(first)) == {"a/x.json": b"1", "b.json": b"2"}
+    assert files(repo.snapshot(second)) == {"a/x.json": b"3"}
+
+
+def test_a_commit_on_a_stale_parent_is_refused_and_changes_nothing(tmp_path):
+    repo = LocalRepoStandIn(tmp_path / "r")
+    base = repo.commit([FileAdd("q.json", b"pending")], "base", parent=None)
+    mine = repo.commit([FileAdd("q.json", b"claimed by A")], "A", parent=base)
+    with pytest.raises(RepoConflict):
+        repo.commit([FileAdd("q.json", b"claimed by B")], "B", parent=base)
+    with pytest.raises(RepoConflict):
+        repo.commit([FileAdd("new.json", b"x")], "on an empty repo", parent=None)
+    assert repo.head() == mine and files(repo.snapshot(mine)) == {"q.json": b"claimed by A"}
+
+
+def _race(root: str, parent: str, name: str, barrier, wins) -> None:
+    barrier.wait()
+    try:
+        LocalRepoStandIn(Path(root)).commit([FileAdd("q.json", name.encode())], name, parent=parent)
+        wins.put(name)
+    except RepoConflict:
+        pass
+
+
+def test_concurrent_processes_on_one_parent_exactly_one_wins(tmp_path):
+    repo = LocalRepoStandIn(tmp_path / "r")
+    base = repo.commit([FileAdd("q.json", b"pending")], "base", parent=None)
+    ctx = multiprocessing.get_context("spawn")
+    barrier, wins = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(str(repo.root), base, f"w{i}", barrier, wins)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    winners = []
+    while not wins.empty():
+        winners.append(wins.get())
+    assert len(winners) == 1
+    assert files(repo.snapshot(repo.head())) == {"q.json": winners[0].encode()}
+
+
+@pytest.mark.parametrize("path", ["", "/abs.json", "../up.json", "a/../b.json", "a//b.json", "a\\b.json", "./a.json"])
+def test_paths_outside_the_repo_are_refused(path):
+    with pytest.raises(HubRepoError):
+        FileAdd(path, b"x")
+
+
+def test_open_repo_uses_the_stand_in_only_when_asked(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("IDBENCH_HUB_STAND_IN", str(tmp_path))
+    repo = open_repo("org/results")
+    assert isinstance(repo, LocalRepoStandIn) and repo.root == tmp_path / "org" / "results"
+    assert "LOCAL STAND-IN" in caplog.text
+    monkeypatch.delenv("IDBENCH_HUB_STAND_IN")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(HubRepoError, match="offline"):
+        open_repo("org/results")
+
+
+class FakeApi:
+    """The two HfApi calls HubDatasetRepo makes, with the Hub's rule: parent_commit must be the head."""
+
+    token = None
+
+    def __init__(self, head: str):
+        self.sha, self.commits = head, []
+
+    def repo_info(self, repo_id, repo_type, revision):
+        return SimpleNamespace(sha=self.sha)
+
+    def create_commit(self, *, repo_id, repo_type, revision, operations, commit_message, parent_commit):
+        if parent_commit != self.sha:
+            raise HfHubHTTPError("412 Precondition Failed", response=SimpleNamespace(status_code=412, headers={}, request=None))
+        self.commits.append((commit_message, [op.path_in_repo for op in operations]))
+        self.sha = f"{len(self.commits):040x}"
+        return SimpleNamespace(oid=self.sha)
+
+
+def test_hub_client_passes_the_parent_and_reports_a_moved_head_as_a_conflict():
+    api = FakeApi("a" * 40)
+    repo = HubDatasetRepo("org/requests", api=api)
+    new = repo.commit([FileAdd("x.json", b"1"), FileDelete("y.json")], "claim", parent="a" * 40)
+    assert new == repo.head() and api.commits == [("claim", ["x.json", "y.json"])]
+    with pytest.raises(RepoConflict):
+        repo.commit([FileAdd("x.json", b"2")], "late claim", parent="a" * 40)
