@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -65,6 +66,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise explained from None
     print(format_report(info))
     print(f"written to {args.out}")
+    stale = _failed_audit_dir(args.out)
+    if curator is not None and stale.is_dir():
+        # The audit of an earlier failed build describes data this build replaced: left beside the
+        # new output it would read as this build's. The new build's own audit is inside it.
+        shutil.rmtree(stale)
+        print(f"removed {stale} (the curation audit of an earlier failed build)")
     return 0
 
 

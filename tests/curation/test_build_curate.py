@@ -345,6 +345,14 @@ def test_a_stage_that_removes_every_person_is_named_with_counts_and_thresholds(t
     assert (audit / "quality.csv").is_file() and (audit / "embedding_dedup.json").is_file()
     assert json.loads((audit / "stages.json").read_text())["quality"]["counts"]["removed_stage_1"] == n
 
+    # Fixed source, build again: the stale audit of the failed attempt does not stay beside the new output.
+    shutil.rmtree(source)
+    shutil.copytree(SAMPLES, source)
+    assert main(["build", "cogcanvas", "--source", str(source / "cogcanvas.csv"), "--out", str(out), "--curate",
+                 "--profile", "tiny", "--quality-thresholds", str(SAMPLES / "quality-thresholds.json")]) == 0  # fmt: skip
+    assert (out / "build_info.json").is_file() and not audit.exists()
+    assert f"removed {audit}" in capsys.readouterr().out
+
 
 def test_too_few_subjects_left_for_the_sampler_names_the_stage(tmp_path):
     """Identity Collapse needs 10 subjects: 12 go in, 3 are too small, the error says so and keeps the audit."""
