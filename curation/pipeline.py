@@ -31,12 +31,15 @@ it removed of each kind and by which threshold, and writes the audit to a folder
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from idbench.builders.sources import SourceError
+
+logger = logging.getLogger(__name__)
 
 NO_JUDGE = "skipped: no judge configured (pass --judge-url and --judge-model, or set IDBENCH_JUDGE_URL and IDBENCH_JUDGE_MODEL)"
 AUDIT_DIR = "curation"  # inside the built benchmark folder
@@ -281,7 +284,40 @@ def curate_images(
     out = [i for i in passed if i in kept]
     label = f"near-duplicate (DINOv2 cosine >= {report.threshold})"
     log.counts.append(_counts("embedding dedup", passed, out, kind, {i: Counter([label]) for i in passed if i not in kept}))
+    persons = [i for i in out if kind[i] == "person"]  # CogCanvas: the references ID-Sim compares faces with
+    if persons:
+        log.stages["faces"] = face_audit({i: data[i] for i in persons}, run)
     return [by_id[i] for i in out]
+
+
+def face_audit(images: Mapping[str, bytes], run: Curation) -> dict[str, Any]:
+    """Which person references the profile's face backend finds no face in; a warning, not a filter.
+
+    ID-Sim has no value for a prompt whose reference has no face (the scorer counts it as missing
+    evidence), so the builder says so up front: the ids go into build_info and the build report, and
+    each is logged as a warning. They are kept: whether a reference is usable is the maintainer's
+    call, and a tiny profile's verdict is a plumbing check. A backend that cannot load is recorded as
+    not run, with why, rather than failing the build or pretending every face was found.
+    """
+    from idbench.curation.embedding_dedup import default_cache_dir
+    from idbench.evaluate_pkg.features import FeatureStore
+    from idbench.evaluate_pkg.images import content_hash
+    from idbench.evaluate_pkg.models.registry import is_plumbing
+
+    options = run.options
+    try:
+        encoder = run.models["face"]
+        identity = run.models.used(["face"])["face"]
+    except Exception as error:  # a missing backend (dlib / insightface not installed, no weights)
+        return {"not_run": f"the face backend did not load: {str(error).splitlines()[0] if str(error) else type(error).__name__}"}
+    hashes = {image_id: content_hash(data) for image_id, data in images.items()}
+    loaders = {hashes[i]: (lambda data=data: data) for i, data in images.items()}
+    store = FeatureStore(Path(options.cache_dir) if options.cache_dir is not None else default_cache_dir())
+    features = store.encode_images(encoder, loaders)
+    no_face = sorted(i for i, key in hashes.items() if len(features[key]["scores"]) == 0)
+    for image_id in no_face:
+        logger.warning("person reference %s: %s finds no face in it; its prompts will have no ID-Sim", image_id, identity["name"])
+    return {"backend": identity["name"], "plumbing": is_plumbing(identity["name"]), "checked": len(images), "no_face": no_face}
 
 
 def _counts(stage: str, went_in: Sequence[str], came_out: Sequence[str], kind: Mapping[str, str],

@@ -101,7 +101,7 @@ def test_cogcanvas_curated_build(cogcanvas_source, tmp_path, fresh_cache):
     judge = CurationJudge()
     info = build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curator=_curator(judge))
     stages = info["curation"]
-    assert list(stages) == ["quality", "embedding_dedup", "metadata", "demographic_balance", "prompt_synthesis"]
+    assert list(stages) == ["quality", "embedding_dedup", "faces", "metadata", "demographic_balance", "prompt_synthesis"]
     assert stages["embedding_dedup"]["plumbing"] is True  # tiny weights: labelled as a plumbing check
     assert stages["metadata"]["filled"] >= 2 and stages["metadata"]["failed"] == []
     assert stages["prompt_synthesis"]["accepted"] == info["configs"]["prompts"]["rows"]
@@ -372,3 +372,34 @@ def test_too_few_subjects_left_for_the_sampler_names_the_stage(tmp_path):
     assert str(error).startswith("quality filter removed 3 of 6 animal references (min_side=40: 3); left: 3 animal, 6 human references")
     assert "identity-collapse needs at least 10 distinct subjects, the source has 9" in str(error)
     assert (tmp_path / "audit" / "quality.json").is_file() and not (tmp_path / "out").exists()
+
+
+def test_person_references_without_a_face_are_named_at_build_time(tmp_path, capsys):
+    """One person reference replaced by an object photo (no face in it): the build names it, keeps it."""
+    from idbench.cli import main
+
+    source = shutil.copytree(SAMPLES, tmp_path / "src")
+    rows = manifest_rows("cogcanvas.csv", source)
+    persons = [r for r in rows if r["kind"] == "person"]
+    faceless, donor = persons[0], next(r for r in rows if r["kind"] == "object")
+    shutil.copyfile(source / donor["file"], source / faceless["file"])
+    out = tmp_path / "out"
+    assert main(["build", "cogcanvas", "--source", str(source / "cogcanvas.csv"), "--out", str(out), "--curate",
+                 "--profile", "tiny", "--quality-thresholds", str(SAMPLES / "quality-thresholds.json")]) == 0  # fmt: skip
+    faces = json.loads((out / "build_info.json").read_text())["curation"]["faces"]
+    assert faces["backend"] == "dlib-face" and faces["checked"] == len(persons)
+    # every other sample person is a photo with a visible face, which dlib (real weights) finds
+    assert faces["no_face"] == [faceless["ref_id"]]
+    assert "faces:" in capsys.readouterr().out  # the build report shows the stage
+
+
+def test_a_face_backend_that_does_not_load_is_recorded_as_not_run():
+    from idbench.curation.pipeline import face_audit
+
+    class NoFaceModels:
+        def __getitem__(self, role):
+            raise RuntimeError("dlib is not installed\nsecond line")
+
+    run = Curation(CurateOptions(profile="tiny"))
+    run._models = NoFaceModels()
+    assert face_audit({"p": b"x"}, run) == {"not_run": "the face backend did not load: dlib is not installed"}
