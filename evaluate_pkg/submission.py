@@ -107,7 +107,7 @@ import idbench
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
-from idbench.evaluate_pkg.data import BenchmarkData
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
 
 METADATA_NAME = "submission.json"
@@ -342,20 +342,31 @@ def template_metadata(data: BenchmarkData) -> dict:
     }
 
 
-def write_template(data: BenchmarkData, out: Path, overwrite: bool = False) -> Path:
-    """Write an empty submission for ``data`` into ``out``: metadata to fill, a manifest of every pair.
+def write_template(data: BenchmarkData, out: Path, overwrite: bool = False, task: str = DEFAULT_TASK) -> Path:
+    """Write an empty submission of ``task`` for ``data`` into ``out``; return ``out``.
+
+    Image tasks (``reference``, ``text-to-image``) get ``images/`` and a manifest of every required
+    (prompt_id, seed); ``retrieval`` gets ``rankings.csv`` listing each slot's candidates with the
+    rank left empty, for the submitter to fill (1 = best) or to cut short. ``submission.json`` holds
+    the metadata to fill, and the task when it is not the default. A task the benchmark does not
+    offer is refused (:class:`~idbench.evaluate_pkg.data.BenchmarkDataError`).
 
     The folder is written next to ``out`` and renamed into place when complete; an existing ``out``
     is refused (:class:`~idbench.atomic.OutputExistsError`) unless ``overwrite``, and then replaced only
-    once the new one is complete. Returns ``out``. Example::
+    once the new one is complete. Example::
 
         write_template(load_benchmark_data("data/identity-collapse"), Path("my-submission"))
     """
+    if task not in data.spec.tasks:
+        raise BenchmarkDataError(f"{data.name} offers the tasks {', '.join(data.spec.tasks)}, not {task!r}")
     out = Path(out)
     with atomic_directory(out, overwrite=overwrite) as staging:
+        metadata = template_metadata(data) | ({} if task == DEFAULT_TASK else {"task": task})
+        (staging / METADATA_NAME).write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        if task == "retrieval":
+            _write_rankings_template(data, staging / RANKINGS_NAME)
+            return out
         (staging / "images").mkdir()
-        metadata = json.dumps(template_metadata(data), indent=2, ensure_ascii=False) + "\n"
-        (staging / METADATA_NAME).write_text(metadata, encoding="utf-8")
         files: set[str] = set()
         with (staging / MANIFEST_NAME).open("w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle, lineterminator="\n")
@@ -367,6 +378,18 @@ def write_template(data: BenchmarkData, out: Path, overwrite: bool = False) -> P
                 files.add(name)
                 writer.writerow([prompt_id, seed, name])
     return out
+
+
+def _write_rankings_template(data: BenchmarkData, path: Path) -> None:
+    """``rankings.csv`` with every (prompt, slot, candidate) of the retrieval config and an empty rank."""
+    if "retrieval" not in data.tables:
+        raise BenchmarkDataError(f"{data.name} (this build) has no retrieval config to rank")
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(RANKING_COLUMNS)
+        for row in data.tables["retrieval"]:
+            for ref_id in row["candidate_ref_ids"]:
+                writer.writerow([row["prompt_id"], row["slot"], "", ref_id])
 
 
 # --- validation ----------------------------------------------------------------------------------

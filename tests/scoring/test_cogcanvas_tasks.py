@@ -245,3 +245,53 @@ def test_a_text_to_image_submission_ranks_on_its_own_track(built, tmp_path):
     ranked = [(r["prompt_id"], r["slot"], i, ref) for r in _retrieval_rows(data) for i, ref in enumerate(r["candidate_ref_ids"], 1)]
     with pytest.raises(SubmissionError, match="the leaderboard ranks generated images"):
         submit(store, _write_ranking(tmp_path / "rank", ranked), data.folder)
+
+
+# --- templates per task ------------------------------------------------------------------------------
+
+
+def test_retrieval_template_lists_every_candidate_and_validates_once_ranked(built, tmp_path, capsys):
+    from idbench.cli import main
+    from idbench.evaluate_pkg.submission import SubmissionError, validate_submission
+
+    root, data = built
+    out = tmp_path / "tpl"
+    assert main(["template", "cogcanvas", "--data", str(root / "data"), "--out", str(out), "--task", "retrieval"]) == 0
+    assert "rankings.csv" in capsys.readouterr().out
+    assert json.loads((out / "submission.json").read_text())["task"] == "retrieval"
+    assert not (out / "manifest.csv").exists() and not (out / "images").exists()
+    with (out / "rankings.csv").open(newline="") as handle:
+        written = list(csv.reader(handle))
+    expected = [(r["prompt_id"], r["slot"], "", ref) for r in _retrieval_rows(data) for ref in r["candidate_ref_ids"]]
+    assert written[0] == ["prompt_id", "slot", "rank", "ref_id"] and [tuple(w) for w in written[1:]] == expected
+    with pytest.raises(SubmissionError, match="rank '' is not a positive integer"):  # unfilled: refused
+        with validate_submission(out, data):
+            pass
+    # Filled in candidate order (rank = position within the slot), it validates.
+    ranks: dict[tuple[str, str], int] = {}
+    filled_rows = [written[0]]
+    for prompt_id, slot, _, ref in written[1:]:
+        ranks[(prompt_id, slot)] = ranks.get((prompt_id, slot), 0) + 1
+        filled_rows.append([prompt_id, slot, str(ranks[(prompt_id, slot)]), ref])
+    with (out / "rankings.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows(filled_rows)
+    (out / "submission.json").write_text(json.dumps({"benchmark": "cogcanvas", "model": "m", "task": "retrieval"}))
+    with validate_submission(out, data) as submission:
+        assert submission.task == "retrieval"
+
+
+def test_text_to_image_template_and_a_task_the_benchmark_lacks(built, tmp_path, capsys):
+    from idbench.cli import main
+
+    root, data = built
+    out = tmp_path / "t2i"
+    assert main(["template", "cogcanvas", "--data", str(root / "data"), "--out", str(out), "--task", "text-to-image"]) == 0
+    assert json.loads((out / "submission.json").read_text())["task"] == "text-to-image"
+    with (out / "manifest.csv").open(newline="") as handle:
+        pairs = [(r["prompt_id"], int(r["seed"])) for r in csv.DictReader(handle)]
+    assert pairs == data.required_pairs
+    capsys.readouterr()
+    code = main(["template", "cogcanvas", "--data", str(root / "data"), "--out", str(tmp_path / "x"), "--task", "video"])
+    err = capsys.readouterr().err
+    assert code == 2 and "offers the tasks reference, text-to-image, retrieval, not 'video'" in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
