@@ -1,0 +1,211 @@
+"""The Hub mirror: request and result files written by hand into the local stand-in repos, read back as a store.
+
+Every file here is written from the layout in the contract (requests ``<b>/<slug>/<hash12>.json``,
+results ``<b>/<slug>/<hash12>/aggregates.json`` + ``results.parquet``), never by the code under test,
+and the expected rows are the hand-written values.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from idbench.builders.benchmarks import get_benchmark
+from idbench.leaderboard import hub_mirror
+from idbench.leaderboard.hubrepo import FileAdd, FileDelete, LocalRepoStandIn
+from idbench.leaderboard.queue import jobs_table
+from idbench.leaderboard.store import Store
+
+BENCHMARK = "identity-collapse"
+HASH_A = "a" * 64
+HASH_B = "b" * 64
+HASH_C = "c" * 64
+
+
+def aggregates(dino: float) -> dict:
+    """A hand-made, complete overall block: every metric of the suite, dino_sim as given."""
+    spec = get_benchmark(BENCHMARK)
+    overall = {m.name: {"mean": 0.25, "ci_low": 0.2, "ci_high": 0.3, "n": 10} for m in spec.task_metrics("reference")}
+    overall["dino_sim"] = {"mean": dino, "ci_low": dino - 0.05, "ci_high": dino + 0.05, "n": 10}
+    return {"overall": overall, "breakdowns": {}}
+
+
+def result_record(model: str, digest: str, dino: float, slug: str | None = None, **extra) -> dict:
+    folder = f"{BENCHMARK}/{slug or model}/{digest[:12]}"
+    return {
+        "model": model, "benchmark": BENCHMARK, "benchmark_version": "v1", "suite_version": "s1",
+        "idbench_version": "0.1.0", "profile": "paper", "models": {"dino": "facebook/dinov2-base@abc"},
+        "aggregates": aggregates(dino), "not_run": {}, "scored_at": "2026-01-02T03:04:05+00:00",
+        "content_hash": digest, "samples": f"{folder}/results.parquet", "task": "reference",
+        "metadata": {"family": "Hand-made", "link": "https://example.org/model"},
+    } | extra  # fmt: skip
+
+
+def request_record(model: str, digest: str, state: str, **extra) -> dict:
+    return {
+        "schema": 1, "model": model, "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": digest,
+        "task": "reference", "metadata": {"family": "Hand-made", "link": "https://example.org/model", "model": model},
+        "state": state, "submitted_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T01:00:00+00:00",
+        "attempts": 1 if state != "PENDING" else 0, "worker": None, "lease_until": None, "reason": None,
+        "files": f"{BENCHMARK}/{model}/{digest[:12]}.zip",
+    } | extra  # fmt: skip
+
+
+def _json(record: dict) -> bytes:
+    return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+
+
+def samples_parquet(tmp_path, values: list[float]) -> bytes:
+    frame = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(len(values))], "seed": 0, "metric": "dino_sim", "value": values})
+    path = tmp_path / "samples.parquet"
+    frame.to_parquet(path, index=False)
+    return path.read_bytes()
+
+
+def add_result(repo: LocalRepoStandIn, record: dict, parquet: bytes | None) -> str:
+    folder = record["samples"].rsplit("/", 1)[0] if record.get("samples") else None
+    folder = folder or f"{BENCHMARK}/{record['model']}/{record['content_hash'][:12]}"
+    ops = [FileAdd(f"{folder}/aggregates.json", data=_json(record))]
+    if parquet is not None:
+        ops.append(FileAdd(f"{folder}/results.parquet", data=parquet))
+    return repo.commit(ops, "result", repo.head())
+
+
+def add_request(repo: LocalRepoStandIn, record: dict) -> str:
+    path = f"{BENCHMARK}/{record['model']}/{record['content_hash'][:12]}.json"
+    return repo.commit([FileAdd(path, data=_json(record))], "request", repo.head())
+
+
+@pytest.fixture
+def repos(tmp_path):
+    return LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests"), LocalRepoStandIn(tmp_path / "hub" / "org" / "results", "org/results")
+
+
+def test_results_and_requests_become_the_stores_rows(repos, tmp_path):
+    requests, results = repos
+    add_request(requests, request_record("model-a", HASH_A, "FINISHED"))
+    add_request(requests, request_record("model-b", HASH_B, "FAILED", reason="3 images are not 512x512"))
+    add_result(results, result_record("model-a", HASH_A, 0.71), samples_parquet(tmp_path, [0.5, 0.9]))
+
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert (info.requests_revision, info.results_revision) == (requests.head(), results.head())
+    assert (info.submissions, info.results, info.skipped) == (2, 1, ())
+
+    store = Store(info.store_home)
+    [row] = store.current_results(BENCHMARK).to_dict("records")
+    assert row["model_name"] == "model-a" and row["content_hash"] == HASH_A and row["submitter"] is None
+    assert row["aggregates"]["overall"]["dino_sim"] == {"mean": 0.71, "ci_low": 0.71 - 0.05, "ci_high": 0.71 + 0.05, "n": 10}
+    assert (row["profile"], row["suite_version"], row["benchmark_version"], row["plumbing"]) == ("paper", "s1", "v1", False)
+    assert row["metadata"] == {"family": "Hand-made", "link": "https://example.org/model", "model": "model-a"}
+    assert row["models"] == {"dino": "facebook/dinov2-base@abc"}
+    assert pd.read_parquet(f"{row['results_path']}/results.parquet")["value"].tolist() == [0.5, 0.9]
+
+    jobs = {job["model"]: job for job in jobs_table(store)}
+    assert jobs["model-a"]["state"] == "FINISHED"
+    assert (jobs["model-b"]["state"], jobs["model-b"]["reason"]) == ("FAILED", "3 images are not 512x512")
+    assert jobs["model-b"]["created"] == "2026-01-01T00:00:00+00:00"
+
+
+def test_a_new_commit_is_mirrored_and_an_unchanged_head_is_not_rebuilt(repos, tmp_path):
+    requests, results = repos
+    add_result(results, result_record("model-a", HASH_A, 0.71), None)
+    first = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert hub_mirror.mirror(requests, results, tmp_path / "mirror") == first  # same heads: the same build
+
+    add_result(results, result_record("model-b", HASH_B, 0.8), None)
+    second = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert second.store_home != first.store_home and hub_mirror.current(tmp_path / "mirror") == second
+    table = Store(second.store_home).current_results(BENCHMARK)
+    assert sorted(table["model_name"]) == ["model-a", "model-b"]
+    assert Store(first.store_home).current_results(BENCHMARK)["model_name"].tolist() == ["model-a"]  # the old build is untouched
+
+
+def test_a_withdrawn_result_disappears(repos, tmp_path):
+    requests, results = repos
+    add_request(requests, request_record("model-a", HASH_A, "FINISHED"))
+    add_result(results, result_record("model-a", HASH_A, 0.71), samples_parquet(tmp_path, [0.5]))
+    assert len(Store(hub_mirror.mirror(requests, results, tmp_path / "m").store_home).current_results(BENCHMARK)) == 1
+
+    # Withdrawal, in the contract's two commits: the request marked WITHDRAWN, then the result files deleted.
+    add_request(requests, request_record("model-a", HASH_A, "WITHDRAWN", reason="asked by the authors"))
+    between = Store(hub_mirror.mirror(requests, results, tmp_path / "m").store_home)
+    assert between.current_results(BENCHMARK).empty  # the files are still there, the withdrawn request hides them
+    folder = f"{BENCHMARK}/model-a/{HASH_A[:12]}"
+    results.commit([FileDelete(f"{folder}/aggregates.json"), FileDelete(f"{folder}/results.parquet")], "withdraw", results.head())
+    after = Store(hub_mirror.mirror(requests, results, tmp_path / "m").store_home)
+    assert after.current_results(BENCHMARK).empty and after.results() == []
+    [job] = jobs_table(after)
+    assert job["state"] == "FAILED" and job["reason"] == "withdrawn: asked by the authors" and job["withdrawn"]
+
+
+def test_malformed_files_are_skipped_and_reported_by_path(repos, tmp_path):
+    requests, results = repos
+    add_result(results, result_record("good", HASH_A, 0.7), None)
+    bad = [
+        FileAdd(f"{BENCHMARK}/broken/{HASH_B[:12]}/aggregates.json", data=b"{not json"),
+        FileAdd(f"{BENCHMARK}/noagg/{HASH_C[:12]}/aggregates.json", data=_json({k: v for k, v in result_record("noagg", HASH_C, 0.1).items() if k != "aggregates"})),
+        FileAdd(f"charis/moved/{'d' * 12}/aggregates.json", data=_json(result_record("moved", "d" * 64, 0.2, slug="moved"))),
+        FileAdd(f"{BENCHMARK}/tiny/{'e' * 12}/aggregates.json", data=_json(result_record("tiny", "e" * 64, 0.3, profile="tiny"))),
+    ]
+    results.commit(bad, "bad files", results.head())
+    requests.commit([FileAdd(f"{BENCHMARK}/x/{'f' * 12}.json", data=_json(request_record("x", "f" * 64, "DONE")))], "bad", None)
+
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert Store(info.store_home).current_results(BENCHMARK)["model_name"].tolist() == ["good"]
+    assert len(info.skipped) == 5
+    by_path = {line.split(": ")[1]: line for line in info.skipped}
+    assert by_path[f"{BENCHMARK}/broken/{HASH_B[:12]}/aggregates.json"].startswith("org/results: ")
+    assert "not readable JSON" in by_path[f"{BENCHMARK}/broken/{HASH_B[:12]}/aggregates.json"]
+    assert "'aggregates' is missing" in by_path[f"{BENCHMARK}/noagg/{HASH_C[:12]}/aggregates.json"]
+    assert "does not match its folder 'charis'" in by_path[f"charis/moved/{'d' * 12}/aggregates.json"]
+    assert "plumbing" in by_path[f"{BENCHMARK}/tiny/{'e' * 12}/aggregates.json"]
+    assert "state 'DONE'" in by_path[f"{BENCHMARK}/x/{'f' * 12}.json"]
+    assert hub_mirror.current(tmp_path / "mirror").skipped == info.skipped  # what the Status page reads
+
+
+def test_records_of_the_older_sync_get_defaults(repos, tmp_path):
+    requests, results = repos
+    old = {"model": "old", "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": HASH_A, "state": "PENDING",
+           "submitted_at": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+    add_request(requests, old)
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert info.skipped == ()
+    [job] = jobs_table(Store(info.store_home))
+    assert (job["state"], job["attempts"], job["model"]) == ("PENDING", 0, "old")
+    assert Store(info.store_home).submission(1)["task"] == "reference"
+
+
+def test_refresher_checks_heads_only_when_due_and_keeps_the_last_mirror_on_failure(repos, tmp_path):
+    requests, results = repos
+    add_result(results, result_record("model-a", HASH_A, 0.7), None)
+    clock = [0.0]
+    refresher = hub_mirror.Refresher(requests, results, tmp_path / "mirror", interval=300, clock=lambda: clock[0])
+    first = refresher.get()
+    add_result(results, result_record("model-b", HASH_B, 0.8), None)
+    clock[0] = 299.0
+    assert refresher.get() == first  # not due yet: the new commit is not read
+    clock[0] = 300.0
+    assert refresher.get().results == 2
+
+    class Down:
+        repo_id = "org/results"
+
+        def head(self):
+            raise OSError("the Hub is unreachable")
+
+    refresher.results = Down()
+    clock[0] = 600.0
+    kept = refresher.get()
+    assert kept.results == 2 and refresher.error == "OSError: the Hub is unreachable"
+
+
+def test_refresh_interval_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(hub_mirror.REFRESH_ENV, raising=False)
+    assert hub_mirror.refresh_interval() == 300
+    monkeypatch.setenv(hub_mirror.REFRESH_ENV, "0")
+    assert hub_mirror.refresh_interval() == 0
+    monkeypatch.setenv(hub_mirror.REFRESH_ENV, "soon")
+    with pytest.raises(ValueError, match="IDBENCH_HUB_REFRESH_S='soon'"):
+        hub_mirror.refresh_interval()
