@@ -387,6 +387,10 @@ class Refresher:
             raise RuntimeError(self.error or "the Hub mirror is not built yet")
         return self.info
 
+    def expire(self) -> None:
+        """Make the next :meth:`get` check the heads (after this process committed to a repo itself)."""
+        self._last = None
+
     def _refresh(self) -> None:
         self._last = self.clock()
         try:

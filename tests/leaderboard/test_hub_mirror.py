@@ -8,6 +8,7 @@ and the expected rows are the hand-written values.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -209,3 +210,125 @@ def test_refresh_interval_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(hub_mirror.REFRESH_ENV, "soon")
     with pytest.raises(ValueError, match="IDBENCH_HUB_REFRESH_S='soon'"):
         hub_mirror.refresh_interval()
+
+
+# --- the app over the mirror (AppTest) ----------------------------------------------------------------
+
+APP_TIMEOUT = 60
+
+
+@pytest.fixture
+def hub_app(tmp_path, monkeypatch):
+    """The app configured as a Space (the two repo ids) over the local stand-in, refreshing on every rerun."""
+    from idbench.leaderboard.hubrepo import STAND_IN_ENV
+
+    monkeypatch.setenv(STAND_IN_ENV, str(tmp_path / "hub"))
+    monkeypatch.setenv("IDBENCH_HUB_REQUESTS", "org/requests")
+    monkeypatch.setenv("IDBENCH_HUB_RESULTS", "org/results")
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(hub_mirror.REFRESH_ENV, "0")
+    monkeypatch.setenv("IDBENCH_DATA_DIR", str(tmp_path / "benchmarks"))
+    requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
+    results = LocalRepoStandIn(tmp_path / "hub" / "org" / "results", "org/results")
+    return requests, results
+
+
+def _app():
+    from streamlit.testing.v1 import AppTest
+
+    from idbench.leaderboard.app import APP_PATH
+
+    return AppTest.from_file(str(APP_PATH), default_timeout=APP_TIMEOUT).run()
+
+
+def test_the_benchmark_page_shows_the_mirrored_model(hub_app, tmp_path):
+    requests, results = hub_app
+    add_request(requests, request_record("hub-model", HASH_A, "FINISHED"))
+    add_result(results, result_record("hub-model", HASH_A, 0.71), samples_parquet(tmp_path, [0.7]))
+    at = _app().switch_page("views/benchmark.py").run()
+    assert not at.exception
+    [table] = at.dataframe
+    assert table.value["model"].tolist() == ["hub-model"]
+
+    add_result(results, result_record("second", HASH_B, 0.9), None)  # a worker pushes another result
+    at.run()
+    [table] = at.dataframe
+    assert sorted(table.value["model"]) == ["hub-model", "second"]
+
+    at.switch_page("views/status.py").run()
+    assert not at.exception
+    assert any(f"org/results at {results.head()[:12]}" in t.value for t in at.text)  # the revision shown
+    assert any("Admin actions act on the Hub repos" in t.value for t in at.text)
+
+
+def test_the_status_page_reports_a_malformed_file(hub_app):
+    requests, results = hub_app
+    results.commit([FileAdd(f"{BENCHMARK}/bad/{HASH_C[:12]}/aggregates.json", data=b"[]")], "bad", None)
+    at = _app().switch_page("views/status.py").run()
+    assert not at.exception
+    assert any("1 file(s)" in w.value for w in at.warning)
+    assert any(f"org/results: {BENCHMARK}/bad/{HASH_C[:12]}/aggregates.json: not a JSON object" in t.value for t in at.text)
+
+
+class FakeHubQueue:
+    """A stand-in for ``hub_queue.submit_request`` (that module is the hubworker's): it writes the request
+    record and the zip the contract describes, in one commit, and records how it was called."""
+
+    def __init__(self):
+        self.calls = []
+
+    def submit_request(self, requests, submission_path, data_dir, model_name=None, *, family=None, link=None, submitter=None):
+        from types import SimpleNamespace
+
+        self.calls.append(dict(repo=requests.repo_id, data_dir=data_dir, model_name=model_name, family=family, link=link, submitter=submitter))
+        record = request_record(model_name, HASH_A, "PENDING", metadata={"family": family, "link": link, "model": model_name})
+        path = f"{BENCHMARK}/{model_name}/{HASH_A[:12]}"
+        ops = [FileAdd(f"{path}.json", data=_json(record)), FileAdd(f"{path}.zip", data=Path(submission_path).read_bytes())]
+        requests.commit(ops, "submission", requests.head())
+        return SimpleNamespace(path=f"{path}.json", duplicate=False)
+
+
+def test_the_submit_page_queues_a_request_on_the_hub(hub_app, tmp_path, monkeypatch):
+    import sys
+    import types
+
+    fake = FakeHubQueue()
+    module = types.ModuleType("idbench.leaderboard.hub_queue")
+    module.submit_request = fake.submit_request
+    monkeypatch.setitem(sys.modules, "idbench.leaderboard.hub_queue", module)
+    requests, _ = hub_app
+    at = _app().switch_page("views/submit.py").run()
+    assert not at.error  # the stand-in needs no token
+    at.file_uploader(key="submit-file").upload("mine.zip", b"PK zip bytes", "application/zip")
+    at.text_input(key="submit-model").input("my-model")
+    at.text_input(key="submit-family").input("Mine")
+    at.text_input(key="submit-submitter").input("carol")
+    at.button(key="submit-button").click().run()
+    assert not at.exception and not at.error
+    assert f"request {BENCHMARK}/my-model/{HASH_A[:12]}.json in org/requests" in at.success[0].value
+    [call] = fake.calls
+    assert call["repo"] == "org/requests" and call["data_dir"] == tmp_path / "benchmarks" / BENCHMARK
+    assert (call["model_name"], call["family"], call["submitter"]) == ("my-model", "Mine", "carol")
+    files = sorted(p.relative_to(requests.snapshot(requests.head())).as_posix() for p in requests.snapshot(requests.head()).rglob("*.*"))
+    assert files == [f"{BENCHMARK}/my-model/{HASH_A[:12]}.json", f"{BENCHMARK}/my-model/{HASH_A[:12]}.zip"]
+
+    at.switch_page("views/status.py").run()  # the mirror reads the new request at once
+    [jobs] = at.dataframe
+    assert jobs.value["model"].tolist() == ["my-model"] and jobs.value["state"].tolist() == ["PENDING"]
+    assert jobs.value["submitter"].isna().all()  # never public
+
+
+def test_the_submit_page_says_when_the_space_has_no_token(hub_app, monkeypatch):
+    from idbench.leaderboard.hubrepo import STAND_IN_ENV
+
+    monkeypatch.delenv(STAND_IN_ENV)  # the real Hub: HubDatasetRepo, which the page never reaches here
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_TOKEN_PATH", "/nonexistent/token")
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    from idbench.leaderboard.app import backend
+
+    monkeypatch.setattr(backend, "store", lambda: Store())  # no Hub to mirror in a test
+    at = _app().switch_page("views/submit.py").run()
+    assert not at.exception
+    [error] = at.error
+    assert "HF_TOKEN" in error.value and "org/requests" in error.value
