@@ -255,6 +255,10 @@ def test_the_benchmark_page_shows_the_mirrored_model(hub_app, tmp_path):
     [table] = at.dataframe
     assert sorted(table.value["model"]) == ["hub-model", "second"]
 
+    at.switch_page("views/model.py").run()  # no images are public: the page shows values, not a traceback
+    assert not at.exception
+    assert any(t.value.startswith("model: second\nfamily: Hand-made\nsubmitter: \n") for t in at.text)  # the newest first
+
     at.switch_page("views/status.py").run()
     assert not at.exception
     assert any(f"org/results at {results.head()[:12]}" in t.value for t in at.text)  # the revision shown
