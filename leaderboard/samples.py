@@ -25,7 +25,6 @@ from typing import Any
 import pandas as pd
 
 from idbench.evaluate_pkg.data import BenchmarkData
-from idbench.evaluate_pkg.runner import EVIDENCE_FILE  # prompt_id, seed, metric, evidence (a JSON string)
 from idbench.evaluate_pkg.submission import MANIFEST_NAME
 
 RESULTS_FILE = "results.parquet"
@@ -93,6 +92,10 @@ def reference_ids(data: BenchmarkData, prompt_id: str) -> list[str]:
 
 def evidence(result_dir: Path, prompt_id: str, seed: int) -> dict[str, Any]:
     """``{metric: evidence}`` a judge kept for one image (decoded JSON); empty when no judge ran."""
+    # Imported here: the scorer's module pulls in torch, which the app (a Space reading the Hub mirror,
+    # docs/deploy.md) need not install; only a model page with a judge's evidence reads it.
+    from idbench.evaluate_pkg.runner import EVIDENCE_FILE  # prompt_id, seed, metric, evidence (a JSON string)
+
     path = Path(result_dir) / EVIDENCE_FILE
     if not path.is_file():
         return {}

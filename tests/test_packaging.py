@@ -157,3 +157,34 @@ def test_evaluate_loads_a_module_from_its_path_outside_the_repo(tmp_path, monkey
     result = clip_t.compute(image_embeddings=[[1.0, 0.0], [0.0, 2.0]], text_embeddings=[[1.0, 1.0], [0.0, -1.0]])
     assert result["clip_t_per_sample"] == pytest.approx([2**-0.5, -1.0])  # cosines worked by hand
     assert result["clip_t"] == pytest.approx((2**-0.5 - 1.0) / 2)
+
+
+# --- the Hugging Face Space's files (space/: uploaded to a Space repo, not shipped in the wheel) -------
+
+
+def test_the_space_files_are_not_in_the_wheel(wheel_files):
+    assert not [name for name in wheel_files if name.startswith("space/") or "/space/" in name]
+
+
+def test_the_space_front_matter_and_requirements_agree_with_the_project():
+    import yaml
+
+    readme = (ROOT / "space" / "README.md").read_text(encoding="utf-8")
+    _, front, _ = readme.split("---\n", 2)
+    config = yaml.safe_load(front)
+    # Keys of the Hub's Spaces configuration reference (hub-docs docs/hub/spaces-config-reference.md).
+    assert set(config) <= {"title", "emoji", "colorFrom", "colorTo", "sdk", "app_port", "pinned", "license", "short_description"}
+    assert config["sdk"] == "docker" and config["license"] == PYPROJECT["project"]["license"].lower()
+    assert len(config["short_description"]) <= 60
+    requirements = [line.strip() for line in (ROOT / "space" / "requirements.txt").read_text().splitlines()
+                    if line.strip() and not line.startswith("#")]  # fmt: skip
+    assert f"idbench[leaderboard]=={idbench.__version__}" in requirements
+    assert not [r for r in requirements if r.split("[")[0].split("=")[0] in ("torch", "transformers")]  # no model stack
+
+    # app.py starts the packaged app on the port the front matter declares.
+    import runpy
+
+    app = runpy.run_path(str(ROOT / "space" / "app.py"), run_name="space_app")
+    argv = app["command"]()
+    assert argv[argv.index("run") + 1] == str(ROOT / "leaderboard" / "app" / "main.py")
+    assert argv[argv.index("--server.port") + 1] == str(config["app_port"])

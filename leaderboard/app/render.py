@@ -33,7 +33,8 @@ from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_be
 from idbench.evaluate_pkg.hub_submission import HubSubmissionError, fetch_submission
 from idbench.evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
 from idbench.leaderboard import query, samples
-from idbench.leaderboard.queue import RateLimit, jobs_table, rescore, submit
+from idbench.leaderboard.app import backend
+from idbench.leaderboard.queue import RateLimit, jobs_table, rescore
 from idbench.leaderboard.store import JOB_STATES, RateLimitError, Store, UnknownIdError
 
 MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger uploads before our code sees them
@@ -86,8 +87,9 @@ def plain(text: str) -> str:
 
 
 def store() -> Store:
-    """The store under ``$IDBENCH_HOME`` (read on every rerun, so tests can point it elsewhere)."""
-    return Store()
+    """The store under ``$IDBENCH_HOME``, or the Hub mirror of a Hub-backed deployment (:mod:`.backend`);
+    found again on every rerun, so tests can point it elsewhere."""
+    return backend.store()
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -112,11 +114,6 @@ def track_choice(spec: BenchmarkSpec, key: str) -> str:
     if len(tracks) == 1:
         return tracks[0]
     return st.radio("Track", tracks, format_func=lambda t: TRACK_LABELS.get(t, t), horizontal=True, key=key)
-
-
-def data_dir(s: Store, benchmark: str) -> Path:
-    """The built benchmark submissions are validated against, as ``idbench submit`` finds it."""
-    return s.home / "benchmarks" / benchmark
 
 
 # --- a benchmark's page --------------------------------------------------------------------------
@@ -374,6 +371,7 @@ def rate_limit() -> RateLimit:
 def submit_page() -> None:
     """Upload a zip or name a Hub dataset repo; validate through :func:`idbench.leaderboard.queue.submit`; job id or problems."""
     st.title("Submit")
+    backend.submit_notice()
     benchmark = st.selectbox("Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark")
     upload = st.file_uploader(
         "Submission (.zip of manifest.csv, submission.json and images)", type=["zip"], max_upload_size=MAX_UPLOAD_MB, key="submit-file"
@@ -401,10 +399,10 @@ def submit_page() -> None:
                     shutil.copyfileobj(upload, handle)
             else:
                 path = fetch_submission(repo, Path(folder) / "submission", max_bytes=MAX_UPLOAD_MB * 1024 * 1024)
-            result = submit(
+            result = backend.queue_submission(
                 s,
                 path,
-                data_dir(s, benchmark),
+                benchmark,
                 model_name=model_name.strip() or None,
                 submitter=submitter.strip() or None,
                 family=family,
@@ -417,16 +415,16 @@ def submit_page() -> None:
             for problem in error.problems:
                 st.error(plain(str(problem).replace(str(path), shown_name)))
             return
-        except (HubSubmissionError, RateLimitError) as error:
+        except (HubSubmissionError, RateLimitError, backend.QueueError) as error:
             st.error(plain(f"The submission was not queued: {error}"))
             return
         except BenchmarkDataError as error:
             st.error(plain(f"This server cannot score {benchmark} submissions: {error}"))
             return
     if result.duplicate:
-        st.info(f"Already submitted: submission {result.submission_id}, job {result.job_id}. Nothing new was queued.")
+        st.info(result.message)
     else:
-        st.success(f"Queued: submission {result.submission_id}, job {result.job_id}. See the Status page.")
+        st.success(result.message)
 
 
 # --- status and about ----------------------------------------------------------------------------
@@ -436,6 +434,7 @@ def status_page() -> None:
     """Every job with its state and, for a failure, the reason (plain text in a table)."""
     st.title("Status")
     jobs = pd.DataFrame(jobs_table(store()))
+    backend.mirror_status()  # after store(): the first read builds the mirror
     if jobs.empty:
         st.info("No submissions yet.")
         return
@@ -459,6 +458,9 @@ def is_admin(token: str) -> bool:
 def _admin(submission_ids: list[int]) -> None:
     """Withdraw or rescore a submission, for whoever holds the admin token."""
     with st.expander("Admin"):
+        if backend.admin_note():
+            st.text(backend.admin_note())
+            return
         if not os.environ.get(ADMIN_TOKEN_ENV):
             st.text(f"Admin actions are off: the server has no {ADMIN_TOKEN_ENV} set.")
             return

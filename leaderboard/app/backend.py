@@ -1,0 +1,237 @@
+"""Where the app gets its store and benchmark data, and how it queues a submission: locally or from the Hub.
+
+Two deployments run the same pages:
+
+- **embedded** (the default): the SQLite store under ``$IDBENCH_HOME``; a submission is validated and
+  queued there (:func:`idbench.leaderboard.queue.submit`) for ``idbench worker`` on the same machine.
+- **Hub-backed** (a Hugging Face Space, docs/deploy.md), when ``IDBENCH_HUB_REQUESTS`` and
+  ``IDBENCH_HUB_RESULTS`` name the two dataset repos: the pages read a read-only mirror of them
+  (:mod:`idbench.leaderboard.hub_mirror`, refreshed every ``IDBENCH_HUB_REFRESH_S`` seconds, under
+  ``$IDBENCH_HOME/hub-mirror``), and a submission becomes a request file in the requests repo
+  (``hub_queue.submit_request``, one commit; it needs a write token, the Space's ``HF_TOKEN`` secret)
+  for ``idbench worker --hub`` on any GPU machine. ``IDBENCH_HUB_STAND_IN`` swaps the Hub for the
+  local stand-in (tests, offline trials).
+
+Benchmark data (to validate uploads against): ``IDBENCH_BENCHMARK_REPOS`` (``name=org/repo@revision``,
+comma-separated) downloads each published benchmark at that revision into the Hugging Face cache, so the
+Space validates against the very files a worker scores with; else ``IDBENCH_DATA_DIR/<benchmark>``; else
+``$IDBENCH_HOME/benchmarks/<benchmark>`` (where ``idbench submit`` looks).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from idbench.errors import IdbenchError
+from idbench.leaderboard import hub_mirror
+from idbench.leaderboard.hubrepo import STAND_IN_ENV, HubRepoError, RepoConflict, open_repo
+from idbench.leaderboard.queue import RateLimit, submit
+from idbench.leaderboard.store import Store, default_home, iso
+
+REQUESTS_ENV, RESULTS_ENV = "IDBENCH_HUB_REQUESTS", "IDBENCH_HUB_RESULTS"
+DATA_ENV, BENCHMARK_REPOS_ENV = "IDBENCH_DATA_DIR", "IDBENCH_BENCHMARK_REPOS"
+MIRROR_FOLDER = "hub-mirror"  # under $IDBENCH_HOME
+
+
+class QueueError(IdbenchError):
+    """The submission is valid but cannot be queued here (no token, the Hub refused); nothing was queued."""
+
+
+@dataclass(frozen=True)
+class Queued:
+    duplicate: bool  # True: already submitted; nothing new was queued
+    message: str  # what the submit page says
+
+
+def hub_repos() -> tuple[str, str] | None:
+    """(requests repo, results repo) of a Hub-backed deployment, or None for the embedded store."""
+    requests, results = (os.environ.get(name, "").strip() for name in (REQUESTS_ENV, RESULTS_ENV))
+    if bool(requests) != bool(results):
+        _stop(f"Set both {REQUESTS_ENV} and {RESULTS_ENV} (one is set, the other is not), or neither for the embedded store.")
+    return (requests, results) if requests else None
+
+
+def _plain(text: str) -> str:
+    from idbench.leaderboard.app.render import plain  # render imports this module; plain is its one escaper
+
+    return plain(text)
+
+
+def _stop(message: str) -> None:
+    st.error(_plain(message))
+    st.stop()
+
+
+# One refresher per (repos, stand-in, home, interval) for the whole server process: every session and
+# rerun reads the same mirror, and only one of them refreshes it at a time.
+_refreshers: dict[tuple, hub_mirror.Refresher] = {}
+_refreshers_lock = threading.Lock()
+
+
+def refresher() -> hub_mirror.Refresher | None:
+    """The process's mirror refresher of the configured repos, or None for the embedded store."""
+    repos = hub_repos()
+    if repos is None:
+        return None
+    try:
+        interval = hub_mirror.refresh_interval()
+    except ValueError as error:
+        _stop(str(error))
+    home = default_home() / MIRROR_FOLDER
+    key = (*repos, os.environ.get(STAND_IN_ENV), str(home), interval)
+    with _refreshers_lock:
+        if key not in _refreshers:
+            try:
+                requests, results = open_repo(repos[0]), open_repo(repos[1])
+            except HubRepoError as error:
+                _stop(f"The leaderboard cannot open its Hub repos: {error}")
+            _refreshers[key] = hub_mirror.Refresher(requests, results, home, interval)
+        return _refreshers[key]
+
+
+def store() -> Store:
+    """The store the pages read: the Hub mirror in a Hub-backed deployment, else the one under ``$IDBENCH_HOME``."""
+    mirror = refresher()
+    if mirror is None:
+        return Store()
+    try:
+        return Store(mirror.get().store_home)
+    except RuntimeError as error:  # no mirror at all yet (the first refresh failed); the cause is logged
+        _stop(f"The leaderboard cannot read its Hub repos {mirror.requests.repo_id} and {mirror.results.repo_id}: {error}")
+
+
+# --- benchmark data ---------------------------------------------------------------------------------
+
+
+def benchmark_repos() -> dict[str, tuple[str, str | None]]:
+    """``$IDBENCH_BENCHMARK_REPOS`` as {benchmark: (dataset repo, revision or None)}."""
+    out = {}
+    for item in filter(None, (part.strip() for part in os.environ.get(BENCHMARK_REPOS_ENV, "").split(","))):
+        name, _, ref = item.partition("=")
+        repo, _, revision = ref.partition("@")
+        if not name.strip() or not repo.strip():
+            raise QueueError(f"{BENCHMARK_REPOS_ENV}: {item!r} is not NAME=ORG/REPO[@REVISION]")
+        out[name.strip()] = (repo.strip(), revision.strip() or None)
+    return out
+
+
+@st.cache_resource(show_spinner="Downloading the benchmark ...", max_entries=16)
+def _benchmark_snapshot(repo: str, revision: str | None) -> str:
+    # The Hugging Face cache, not a local_dir copy: a local_dir download adds metadata files to the
+    # folder, which would change its content digest (the benchmark version a worker checks).
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(repo, repo_type="dataset", revision=revision)
+
+
+def data_dir(benchmark: str) -> Path:
+    """The built benchmark uploads of ``benchmark`` are validated against (see the module docstring)."""
+    published = benchmark_repos().get(benchmark)
+    if published is not None:
+        return Path(_benchmark_snapshot(*published))
+    root = os.environ.get(DATA_ENV)
+    return (Path(root).expanduser() if root else default_home() / "benchmarks") / benchmark
+
+
+# --- queueing -----------------------------------------------------------------------------------------
+
+
+def _has_write_token() -> bool:
+    if os.environ.get(STAND_IN_ENV):  # the local stand-in needs no token
+        return True
+    from huggingface_hub import get_token
+
+    return bool(get_token())
+
+
+def _no_token_message(requests: str) -> str:
+    return (
+        f"Submissions are off: this server has no Hugging Face token to write to {requests}. "
+        "The maintainer must add an HF_TOKEN secret (a token with write access to that repo) in the Space's settings."
+    )
+
+
+def submit_notice() -> None:
+    """On the submit page: one error up front when this deployment cannot queue anything."""
+    repos = hub_repos()
+    if repos is not None and not _has_write_token():
+        st.error(_no_token_message(repos[0]))
+
+
+def queue_submission(
+    s: Store,
+    path: Path,
+    benchmark: str,
+    *,
+    model_name: str | None,
+    submitter: str | None,
+    family: str | None,
+    link: str | None,
+    rate_limit: RateLimit,
+) -> Queued:
+    """Validate and queue one submission: a request file on the Hub, or a job in the embedded store.
+
+    Raises what :func:`~idbench.leaderboard.queue.submit` raises for the submission's own problems
+    (``SubmissionError``, ``RateLimitError``, ``BenchmarkDataError``) and :class:`QueueError` when the
+    Hub cannot take it.
+    """
+    repos = hub_repos()
+    if repos is None:
+        result = submit(s, path, data_dir(benchmark), model_name=model_name, submitter=submitter, family=family, link=link, rate_limit=rate_limit)
+        if result.duplicate:
+            return Queued(True, f"Already submitted: submission {result.submission_id}, job {result.job_id}. Nothing new was queued.")
+        return Queued(False, f"Queued: submission {result.submission_id}, job {result.job_id}. See the Status page.")
+
+    # The submitter's name is not published (hub_queue keeps it out of the public request record), and
+    # the per-submitter rate limit of the embedded store has nothing to count here (docs/deploy.md, limits).
+    if not _has_write_token():
+        raise QueueError(_no_token_message(repos[0]))
+    from idbench.leaderboard import hub_queue  # the request-file side (claims, workers) lives there
+
+    try:
+        ref = hub_queue.submit_request(open_repo(repos[0]), path, data_dir(benchmark), model_name, family=family, link=link, submitter=submitter)
+    except (HubRepoError, RepoConflict, OSError) as error:
+        raise QueueError(f"the Hub did not take the request ({type(error).__name__}: {error}); try again later") from None
+    mirror = refresher()
+    if mirror is not None:
+        mirror.expire()  # the next rerun reads the new request, whatever the refresh interval
+    if ref.duplicate:
+        return Queued(True, f"Already submitted: request {ref.path} in {repos[0]}. Nothing new was queued.")
+    return Queued(False, f"Queued: request {ref.path} in {repos[0]}. A worker will score it; see the Status page.")
+
+
+# --- status --------------------------------------------------------------------------------------------
+
+
+def mirror_status() -> None:
+    """On the status page of a Hub-backed deployment: which revisions are shown, since when, what was skipped."""
+    mirror = refresher()
+    if mirror is None or mirror.info is None:
+        return
+    info = mirror.info
+    st.text(
+        f"Mirror of {info.requests_repo} at {(info.requests_revision or 'empty')[:12]} and {info.results_repo} at "
+        f"{(info.results_revision or 'empty')[:12]}, built {iso(info.built_at)}; heads last checked "
+        f"{iso(mirror.checked_at)}, every {mirror.interval:g} s."
+    )
+    if mirror.error:
+        st.warning(f"The last refresh failed, so this may be out of date: {_plain(mirror.error)}")
+    if info.skipped:
+        st.warning(f"{len(info.skipped)} file(s) in the Hub repos could not be read and are not shown:")
+        st.text("\n".join(info.skipped))
+
+
+def admin_note() -> str | None:
+    """Why the app's admin actions are off in a Hub-backed deployment (they would edit the mirror), or None."""
+    repos = hub_repos()
+    if repos is None:
+        return None
+    return (
+        f"Admin actions act on the Hub repos, not on this mirror: withdraw with "
+        f"`idbench withdraw --hub {repos[0]} --results {repos[1]} ...` (docs/deploy.md)."
+    )

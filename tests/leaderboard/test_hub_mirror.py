@@ -1,0 +1,338 @@
+"""The Hub mirror: request and result files written by hand into the local stand-in repos, read back as a store.
+
+Every file here is written from the layout in the contract (requests ``<b>/<slug>/<hash12>.json``,
+results ``<b>/<slug>/<hash12>/aggregates.json`` + ``results.parquet``), never by the code under test,
+and the expected rows are the hand-written values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from idbench.builders.benchmarks import get_benchmark
+from idbench.leaderboard import hub_mirror
+from idbench.leaderboard.hubrepo import FileAdd, FileDelete, LocalRepoStandIn
+from idbench.leaderboard.queue import jobs_table
+from idbench.leaderboard.store import Store
+
+BENCHMARK = "identity-collapse"
+HASH_A = "a" * 64
+HASH_B = "b" * 64
+HASH_C = "c" * 64
+
+
+def aggregates(dino: float) -> dict:
+    """A hand-made, complete overall block: every metric of the suite, dino_sim as given."""
+    spec = get_benchmark(BENCHMARK)
+    overall = {m.name: {"mean": 0.25, "ci_low": 0.2, "ci_high": 0.3, "n": 10} for m in spec.task_metrics("reference")}
+    overall["dino_sim"] = {"mean": dino, "ci_low": dino - 0.05, "ci_high": dino + 0.05, "n": 10}
+    return {"overall": overall, "breakdowns": {}}
+
+
+def result_record(model: str, digest: str, dino: float, slug: str | None = None, **extra) -> dict:
+    folder = f"{BENCHMARK}/{slug or model}/{digest[:12]}"
+    return {
+        "model": model, "benchmark": BENCHMARK, "benchmark_version": "v1", "suite_version": "s1",
+        "idbench_version": "0.1.0", "profile": "paper", "models": {"dino": "facebook/dinov2-base@abc"},
+        "aggregates": aggregates(dino), "not_run": {}, "scored_at": "2026-01-02T03:04:05+00:00",
+        "content_hash": digest, "samples": f"{folder}/results.parquet", "task": "reference",
+        "metadata": {"family": "Hand-made", "link": "https://example.org/model"},
+    } | extra  # fmt: skip
+
+
+def request_record(model: str, digest: str, state: str, **extra) -> dict:
+    return {
+        "schema": 1, "model": model, "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": digest,
+        "task": "reference", "metadata": {"family": "Hand-made", "link": "https://example.org/model", "model": model},
+        "state": state, "submitted_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T01:00:00+00:00",
+        "attempts": 1 if state != "PENDING" else 0, "worker": None, "lease_until": None, "reason": None,
+        "files": f"{BENCHMARK}/{model}/{digest[:12]}.zip",
+    } | extra  # fmt: skip
+
+
+def _json(record: dict) -> bytes:
+    return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+
+
+def samples_parquet(tmp_path, values: list[float]) -> bytes:
+    frame = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(len(values))], "seed": 0, "metric": "dino_sim", "value": values})
+    path = tmp_path / "samples.parquet"
+    frame.to_parquet(path, index=False)
+    return path.read_bytes()
+
+
+def add_result(repo: LocalRepoStandIn, record: dict, parquet: bytes | None) -> str:
+    folder = record["samples"].rsplit("/", 1)[0] if record.get("samples") else None
+    folder = folder or f"{BENCHMARK}/{record['model']}/{record['content_hash'][:12]}"
+    ops = [FileAdd(f"{folder}/aggregates.json", data=_json(record))]
+    if parquet is not None:
+        ops.append(FileAdd(f"{folder}/results.parquet", data=parquet))
+    return repo.commit(ops, "result", repo.head())
+
+
+def add_request(repo: LocalRepoStandIn, record: dict) -> str:
+    path = f"{BENCHMARK}/{record['model']}/{record['content_hash'][:12]}.json"
+    return repo.commit([FileAdd(path, data=_json(record))], "request", repo.head())
+
+
+@pytest.fixture
+def repos(tmp_path):
+    return LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests"), LocalRepoStandIn(tmp_path / "hub" / "org" / "results", "org/results")
+
+
+def test_results_and_requests_become_the_stores_rows(repos, tmp_path):
+    requests, results = repos
+    add_request(requests, request_record("model-a", HASH_A, "FINISHED"))
+    add_request(requests, request_record("model-b", HASH_B, "FAILED", reason="3 images are not 512x512"))
+    add_result(results, result_record("model-a", HASH_A, 0.71), samples_parquet(tmp_path, [0.5, 0.9]))
+
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert (info.requests_revision, info.results_revision) == (requests.head(), results.head())
+    assert (info.submissions, info.results, info.skipped) == (2, 1, ())
+
+    store = Store(info.store_home)
+    [row] = store.current_results(BENCHMARK).to_dict("records")
+    assert row["model_name"] == "model-a" and row["content_hash"] == HASH_A and row["submitter"] is None
+    assert row["aggregates"]["overall"]["dino_sim"] == {"mean": 0.71, "ci_low": 0.71 - 0.05, "ci_high": 0.71 + 0.05, "n": 10}
+    assert (row["profile"], row["suite_version"], row["benchmark_version"], row["plumbing"]) == ("paper", "s1", "v1", False)
+    assert row["metadata"] == {"family": "Hand-made", "link": "https://example.org/model", "model": "model-a"}
+    assert row["models"] == {"dino": "facebook/dinov2-base@abc"}
+    assert pd.read_parquet(f"{row['results_path']}/results.parquet")["value"].tolist() == [0.5, 0.9]
+
+    jobs = {job["model"]: job for job in jobs_table(store)}
+    assert jobs["model-a"]["state"] == "FINISHED"
+    assert (jobs["model-b"]["state"], jobs["model-b"]["reason"]) == ("FAILED", "3 images are not 512x512")
+    assert jobs["model-b"]["created"] == "2026-01-01T00:00:00+00:00"
+
+
+def test_a_new_commit_is_mirrored_and_an_unchanged_head_is_not_rebuilt(repos, tmp_path):
+    requests, results = repos
+    add_result(results, result_record("model-a", HASH_A, 0.71), None)
+    first = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert hub_mirror.mirror(requests, results, tmp_path / "mirror") == first  # same heads: the same build
+
+    add_result(results, result_record("model-b", HASH_B, 0.8), None)
+    second = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert second.store_home != first.store_home and hub_mirror.current(tmp_path / "mirror") == second
+    table = Store(second.store_home).current_results(BENCHMARK)
+    assert sorted(table["model_name"]) == ["model-a", "model-b"]
+    assert Store(first.store_home).current_results(BENCHMARK)["model_name"].tolist() == ["model-a"]  # the old build is untouched
+
+
+def test_a_withdrawn_result_disappears(repos, tmp_path):
+    requests, results = repos
+    add_request(requests, request_record("model-a", HASH_A, "FINISHED"))
+    add_result(results, result_record("model-a", HASH_A, 0.71), samples_parquet(tmp_path, [0.5]))
+    assert len(Store(hub_mirror.mirror(requests, results, tmp_path / "m").store_home).current_results(BENCHMARK)) == 1
+
+    # Withdrawal, in the contract's two commits: the request marked WITHDRAWN, then the result files deleted.
+    add_request(requests, request_record("model-a", HASH_A, "WITHDRAWN", reason="asked by the authors"))
+    between = Store(hub_mirror.mirror(requests, results, tmp_path / "m").store_home)
+    assert between.current_results(BENCHMARK).empty  # the files are still there, the withdrawn request hides them
+    folder = f"{BENCHMARK}/model-a/{HASH_A[:12]}"
+    results.commit([FileDelete(f"{folder}/aggregates.json"), FileDelete(f"{folder}/results.parquet")], "withdraw", results.head())
+    after = Store(hub_mirror.mirror(requests, results, tmp_path / "m").store_home)
+    assert after.current_results(BENCHMARK).empty and after.results() == []
+    [job] = jobs_table(after)
+    assert job["state"] == "FAILED" and job["reason"] == "withdrawn: asked by the authors" and job["withdrawn"]
+
+
+def test_malformed_files_are_skipped_and_reported_by_path(repos, tmp_path):
+    requests, results = repos
+    add_result(results, result_record("good", HASH_A, 0.7), None)
+    bad = [
+        FileAdd(f"{BENCHMARK}/broken/{HASH_B[:12]}/aggregates.json", data=b"{not json"),
+        FileAdd(f"{BENCHMARK}/noagg/{HASH_C[:12]}/aggregates.json", data=_json({k: v for k, v in result_record("noagg", HASH_C, 0.1).items() if k != "aggregates"})),
+        FileAdd(f"charis/moved/{'d' * 12}/aggregates.json", data=_json(result_record("moved", "d" * 64, 0.2, slug="moved"))),
+        FileAdd(f"{BENCHMARK}/tiny/{'e' * 12}/aggregates.json", data=_json(result_record("tiny", "e" * 64, 0.3, profile="tiny"))),
+    ]
+    results.commit(bad, "bad files", results.head())
+    requests.commit([FileAdd(f"{BENCHMARK}/x/{'f' * 12}.json", data=_json(request_record("x", "f" * 64, "DONE")))], "bad", None)
+
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert Store(info.store_home).current_results(BENCHMARK)["model_name"].tolist() == ["good"]
+    assert len(info.skipped) == 5
+    by_path = {line.split(": ")[1]: line for line in info.skipped}
+    assert by_path[f"{BENCHMARK}/broken/{HASH_B[:12]}/aggregates.json"].startswith("org/results: ")
+    assert "not readable JSON" in by_path[f"{BENCHMARK}/broken/{HASH_B[:12]}/aggregates.json"]
+    assert "'aggregates' is missing" in by_path[f"{BENCHMARK}/noagg/{HASH_C[:12]}/aggregates.json"]
+    assert "does not match its folder 'charis'" in by_path[f"charis/moved/{'d' * 12}/aggregates.json"]
+    assert "plumbing" in by_path[f"{BENCHMARK}/tiny/{'e' * 12}/aggregates.json"]
+    assert "state 'DONE'" in by_path[f"{BENCHMARK}/x/{'f' * 12}.json"]
+    assert hub_mirror.current(tmp_path / "mirror").skipped == info.skipped  # what the Status page reads
+
+
+def test_records_of_the_older_sync_get_defaults(repos, tmp_path):
+    requests, results = repos
+    old = {"model": "old", "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": HASH_A, "state": "PENDING",
+           "submitted_at": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+    add_request(requests, old)
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert info.skipped == ()
+    [job] = jobs_table(Store(info.store_home))
+    assert (job["state"], job["attempts"], job["model"]) == ("PENDING", 0, "old")
+    assert Store(info.store_home).submission(1)["task"] == "reference"
+
+
+def test_refresher_checks_heads_only_when_due_and_keeps_the_last_mirror_on_failure(repos, tmp_path):
+    requests, results = repos
+    add_result(results, result_record("model-a", HASH_A, 0.7), None)
+    clock = [0.0]
+    refresher = hub_mirror.Refresher(requests, results, tmp_path / "mirror", interval=300, clock=lambda: clock[0])
+    first = refresher.get()
+    add_result(results, result_record("model-b", HASH_B, 0.8), None)
+    clock[0] = 299.0
+    assert refresher.get() == first  # not due yet: the new commit is not read
+    clock[0] = 300.0
+    assert refresher.get().results == 2
+
+    class Down:
+        repo_id = "org/results"
+
+        def head(self):
+            raise OSError("the Hub is unreachable")
+
+    refresher.results = Down()
+    clock[0] = 600.0
+    kept = refresher.get()
+    assert kept.results == 2 and refresher.error == "OSError: the Hub is unreachable"
+
+
+def test_refresh_interval_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(hub_mirror.REFRESH_ENV, raising=False)
+    assert hub_mirror.refresh_interval() == 300
+    monkeypatch.setenv(hub_mirror.REFRESH_ENV, "0")
+    assert hub_mirror.refresh_interval() == 0
+    monkeypatch.setenv(hub_mirror.REFRESH_ENV, "soon")
+    with pytest.raises(ValueError, match="IDBENCH_HUB_REFRESH_S='soon'"):
+        hub_mirror.refresh_interval()
+
+
+# --- the app over the mirror (AppTest) ----------------------------------------------------------------
+
+APP_TIMEOUT = 60
+
+
+@pytest.fixture
+def hub_app(tmp_path, monkeypatch):
+    """The app configured as a Space (the two repo ids) over the local stand-in, refreshing on every rerun."""
+    from idbench.leaderboard.hubrepo import STAND_IN_ENV
+
+    monkeypatch.setenv(STAND_IN_ENV, str(tmp_path / "hub"))
+    monkeypatch.setenv("IDBENCH_HUB_REQUESTS", "org/requests")
+    monkeypatch.setenv("IDBENCH_HUB_RESULTS", "org/results")
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(hub_mirror.REFRESH_ENV, "0")
+    monkeypatch.setenv("IDBENCH_DATA_DIR", str(tmp_path / "benchmarks"))
+    requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
+    results = LocalRepoStandIn(tmp_path / "hub" / "org" / "results", "org/results")
+    return requests, results
+
+
+def _app():
+    from streamlit.testing.v1 import AppTest
+
+    from idbench.leaderboard.app import APP_PATH
+
+    return AppTest.from_file(str(APP_PATH), default_timeout=APP_TIMEOUT).run()
+
+
+def test_the_benchmark_page_shows_the_mirrored_model(hub_app, tmp_path):
+    requests, results = hub_app
+    add_request(requests, request_record("hub-model", HASH_A, "FINISHED"))
+    add_result(results, result_record("hub-model", HASH_A, 0.71), samples_parquet(tmp_path, [0.7]))
+    at = _app().switch_page("views/benchmark.py").run()
+    assert not at.exception
+    [table] = at.dataframe
+    assert table.value["model"].tolist() == ["hub-model"]
+
+    add_result(results, result_record("second", HASH_B, 0.9), None)  # a worker pushes another result
+    at.run()
+    [table] = at.dataframe
+    assert sorted(table.value["model"]) == ["hub-model", "second"]
+
+    at.switch_page("views/model.py").run()  # no images are public: the page shows values, not a traceback
+    assert not at.exception
+    assert any(t.value.startswith("model: second\nfamily: Hand-made\nsubmitter: \n") for t in at.text)  # the newest first
+
+    at.switch_page("views/status.py").run()
+    assert not at.exception
+    assert any(f"org/results at {results.head()[:12]}" in t.value for t in at.text)  # the revision shown
+    assert any("Admin actions act on the Hub repos" in t.value for t in at.text)
+
+
+def test_the_status_page_reports_a_malformed_file(hub_app):
+    requests, results = hub_app
+    results.commit([FileAdd(f"{BENCHMARK}/bad/{HASH_C[:12]}/aggregates.json", data=b"[]")], "bad", None)
+    at = _app().switch_page("views/status.py").run()
+    assert not at.exception
+    assert any("1 file(s)" in w.value for w in at.warning)
+    assert any(f"org/results: {BENCHMARK}/bad/{HASH_C[:12]}/aggregates.json: not a JSON object" in t.value for t in at.text)
+
+
+class FakeHubQueue:
+    """A stand-in for ``hub_queue.submit_request`` (that module is the hubworker's): it writes the request
+    record and the zip the contract describes, in one commit, and records how it was called."""
+
+    def __init__(self):
+        self.calls = []
+
+    def submit_request(self, requests, submission_path, data_dir, model_name=None, *, family=None, link=None, submitter=None):
+        from types import SimpleNamespace
+
+        self.calls.append(dict(repo=requests.repo_id, data_dir=data_dir, model_name=model_name, family=family, link=link, submitter=submitter))
+        record = request_record(model_name, HASH_A, "PENDING", metadata={"family": family, "link": link, "model": model_name})
+        path = f"{BENCHMARK}/{model_name}/{HASH_A[:12]}"
+        ops = [FileAdd(f"{path}.json", data=_json(record)), FileAdd(f"{path}.zip", data=Path(submission_path).read_bytes())]
+        requests.commit(ops, "submission", requests.head())
+        return SimpleNamespace(path=f"{path}.json", duplicate=False)
+
+
+def test_the_submit_page_queues_a_request_on_the_hub(hub_app, tmp_path, monkeypatch):
+    import sys
+    import types
+
+    fake = FakeHubQueue()
+    module = types.ModuleType("idbench.leaderboard.hub_queue")
+    module.submit_request = fake.submit_request
+    monkeypatch.setitem(sys.modules, "idbench.leaderboard.hub_queue", module)
+    requests, _ = hub_app
+    at = _app().switch_page("views/submit.py").run()
+    assert not at.error  # the stand-in needs no token
+    at.file_uploader(key="submit-file").upload("mine.zip", b"PK zip bytes", "application/zip")
+    at.text_input(key="submit-model").input("my-model")
+    at.text_input(key="submit-family").input("Mine")
+    at.text_input(key="submit-submitter").input("carol")
+    at.button(key="submit-button").click().run()
+    assert not at.exception and not at.error
+    assert f"request {BENCHMARK}/my-model/{HASH_A[:12]}.json in org/requests" in at.success[0].value
+    [call] = fake.calls
+    assert call["repo"] == "org/requests" and call["data_dir"] == tmp_path / "benchmarks" / BENCHMARK
+    assert (call["model_name"], call["family"], call["submitter"]) == ("my-model", "Mine", "carol")
+    files = sorted(p.relative_to(requests.snapshot(requests.head())).as_posix() for p in requests.snapshot(requests.head()).rglob("*.*"))
+    assert files == [f"{BENCHMARK}/my-model/{HASH_A[:12]}.json", f"{BENCHMARK}/my-model/{HASH_A[:12]}.zip"]
+
+    at.switch_page("views/status.py").run()  # the mirror reads the new request at once
+    [jobs] = at.dataframe
+    assert jobs.value["model"].tolist() == ["my-model"] and jobs.value["state"].tolist() == ["PENDING"]
+    assert jobs.value["submitter"].isna().all()  # never public
+
+
+def test_the_submit_page_says_when_the_space_has_no_token(hub_app, monkeypatch):
+    from idbench.leaderboard.hubrepo import STAND_IN_ENV
+
+    monkeypatch.delenv(STAND_IN_ENV)  # the real Hub: HubDatasetRepo, which the page never reaches here
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_TOKEN_PATH", "/nonexistent/token")
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    from idbench.leaderboard.app import backend
+
+    monkeypatch.setattr(backend, "store", lambda: Store())  # no Hub to mirror in a test
+    at = _app().switch_page("views/submit.py").run()
+    assert not at.exception
+    [error] = at.error
+    assert "HF_TOKEN" in error.value and "org/requests" in error.value
