@@ -32,6 +32,17 @@ def sample_source(benchmark: str) -> Path:
     return SAMPLES_DIR / f"{benchmark}.csv"
 
 
+def is_sample_source(source: Path | None) -> bool:
+    """Whether a build reads the shipped samples: no --source, or a --source inside the samples' folder.
+
+    ``build_info.json`` records it as ``sample_build``; the card then says it is a plumbing copy, and
+    ``score --hub-eval-results`` refuses results scored on it.
+    """
+    if source is None:
+        return True
+    return Path(source).resolve().is_relative_to(SAMPLES_DIR.resolve())
+
+
 def build(
     benchmark: str,
     out: Path,
@@ -50,8 +61,8 @@ def build(
     """
     spec: BenchmarkSpec = get_benchmark(benchmark)
     recipe = spec.load("recipe")
-    sample_build = source is None
-    source_data = read_source(spec, sample_source(spec.name) if sample_build else Path(source), spec.unique_source_column)
+    sample_build = is_sample_source(source)
+    source_data = read_source(spec, sample_source(spec.name) if source is None else Path(source), spec.unique_source_column)
     if curator is not None and Path(out).exists() and not overwrite:  # refuse before the (slow) model stages
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
     result, dropped = recipe(source_data, seed, n_prompts, max_distance, curator)

@@ -148,6 +148,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.runner import score_submission
 
+    eval_results_source = _check_hub_eval_results(args) if args.hub_eval_results else None
     accelerator = _accelerator_if_launched(args.device)
     options = ScoreOptions(
         profile=args.profile,
@@ -167,9 +168,10 @@ def _cmd_score(args: argparse.Namespace) -> int:
         from idbench.builders.benchmarks import get_benchmark
         from idbench.leaderboard.hub import write_eval_results
 
-        if not args.dataset_id:
-            raise ScoringErrorForCli("--hub-eval-results needs --dataset-id ORG/NAME (the benchmark's Hub repo)")
-        path = write_eval_results(summary, get_benchmark(summary["benchmark"]), args.hub_eval_results, args.dataset_id)
+        path = write_eval_results(
+            summary, get_benchmark(summary["benchmark"]), args.hub_eval_results, args.dataset_id,
+            dataset_revision=args.dataset_revision, source=eval_results_source,
+        )  # fmt: skip
         print(f"wrote {path} (commit it to the model's Hub repo)")
     if accelerator is None or accelerator.is_main_process:
         from idbench.evaluate_pkg.report import format_summary
@@ -182,6 +184,38 @@ def _cmd_score(args: argparse.Namespace) -> int:
         accelerator.wait_for_everyone()
         accelerator.end_training()
     return 0
+
+
+def _check_hub_eval_results(args: argparse.Namespace) -> dict[str, str] | None:
+    """Refuse, before any scoring, a --hub-eval-results run whose results could not be published; return
+    the entries' source ({"url", "name"?}) or None.
+
+    Refused: no --dataset-id, --source-name without --source-url, a plumbing profile (tiny), and data
+    that is a sample build (build_info.json's ``sample_build``: the shipped samples, not the benchmark).
+    """
+    import json
+
+    from idbench.evaluate_pkg.models.registry import profile_is_plumbing
+    from idbench.leaderboard.hub import refuse_unpublishable
+
+    if not args.dataset_id:
+        raise ScoringErrorForCli("--hub-eval-results needs --dataset-id ORG/NAME (the benchmark's Hub repo)")
+    if args.source_name and not args.source_url:
+        raise ScoringErrorForCli("--source-name needs --source-url (the Hub shows the name as the link's text)")
+    info_path = Path(args.data) / "build_info.json"
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = None  # not a built folder: scoring itself reports it, naming the file
+    if isinstance(info, dict):
+        refuse_unpublishable({
+            "profile": args.profile,
+            "plumbing": profile_is_plumbing(args.profile),
+            "sample_build": bool(info.get("sample_build", False)),
+        })  # fmt: skip
+    if not args.source_url:
+        return None
+    return {"url": args.source_url, **({"name": args.source_name} if args.source_name else {})}
 
 
 class ScoringErrorForCli(IdbenchError, ValueError):
@@ -528,8 +562,14 @@ def make_parser() -> argparse.ArgumentParser:
     score.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
     score.add_argument("--overwrite", action="store_true")
     score.add_argument("--hub-eval-results", type=Path, metavar="DIR",
-                       help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile only)")
+                       help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile and a "
+                       "non-sample build only; refused before scoring otherwise)")
     score.add_argument("--dataset-id", help="the benchmark's Hub dataset repo, for --hub-eval-results")
+    score.add_argument("--dataset-revision", metavar="SHA",
+                       help="the commit of that dataset repo the data was downloaded at (recorded in each entry's dataset.revision)")
+    score.add_argument("--source-url", metavar="URL",
+                       help="where the result can be checked (the leaderboard, a results repo); each entry's source.url")
+    score.add_argument("--source-name", help="display name of --source-url (e.g. \"idbench leaderboard\")")
     _add_judge_arguments(score)
     score.set_defaults(func=_cmd_score)
 

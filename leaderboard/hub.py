@@ -206,6 +206,14 @@ def dump_yaml(data: Any) -> str:
 # --- .eval_results -----------------------------------------------------------------------------------
 
 
+def refuse_unpublishable(summary: dict[str, Any]) -> None:
+    """Raise :class:`HubExportError` unless a summary may become a model's Eval Results: not a plumbing
+    check, not scored on a sample build. The CLI also calls it on what it knows before scoring
+    (``profile``, ``plumbing``, ``sample_build``), so a refused run is refused before the work."""
+    _refuse_plumbing(summary)
+    _refuse_sample_build(summary)
+
+
 def _refuse_plumbing(summary: dict[str, Any]) -> None:
     """Raise unless the summary is positively a real (non-plumbing) scoring run."""
     profile = summary.get("profile")
@@ -261,8 +269,7 @@ def eval_results_entries(
     # other command should need it.
     from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
 
-    _refuse_plumbing(summary)
-    _refuse_sample_build(summary)
+    refuse_unpublishable(summary)
     if summary.get("benchmark") != spec.name:
         raise HubExportError(f"the summary is of benchmark {summary.get('benchmark')!r}, not {spec.name!r}")
     try:
@@ -273,6 +280,8 @@ def eval_results_entries(
     unknown = set(source) - {"url", "name", "user", "org"}
     if unknown:
         raise HubExportError(f"source: unknown keys {sorted(unknown)}; allowed: url, name, user, org")
+    if source.get("url") is not None and not re.match(r"https?://[^\s/]+", source["url"]):
+        raise HubExportError(f"source url {source['url']!r} is not an http(s) URL")
 
     aggregates = summary.get("aggregates") or {}
     overall = aggregates.get("overall", {})
