@@ -16,7 +16,7 @@ from pathlib import Path
 
 import idbench
 from idbench.builders.benchmarks import get_benchmark
-from idbench.builders.card import render_card
+from idbench.builders.card import render_card, render_license
 from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
 from idbench.builders.recipes import Curator
 from idbench.builders.sources import read_source
@@ -83,7 +83,8 @@ def build(
         **result.info,
     }
     extra = curator.log.write if curator is not None else None
-    return write_benchmark(Path(out), spec, result.tables, info, render_card, overwrite=overwrite, extra=extra)
+    return write_benchmark(Path(out), spec, result.tables, info, render_card, overwrite=overwrite, extra=extra,
+                           render_license=render_license)
 
 
 def format_report(info: dict) -> str:

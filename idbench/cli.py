@@ -96,7 +96,7 @@ def _quality_thresholds(path: Path | None, shipped_samples: bool = False):
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    from idbench.builders.publish import EVAL_YAML, publish
+    from idbench.builders.publish import EVAL_YAML, EvalYamlRejected, publish
 
     if args.eval_yaml:
         import json
@@ -108,11 +108,17 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         if "benchmark" in info:
             (args.folder / EVAL_YAML).write_text(dump_yaml(eval_yaml(get_benchmark(info["benchmark"]))))
 
-    files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
-    verb = "would upload" if args.dry_run else "uploaded"
-    print(f"{verb} {len(files)} file(s) to dataset repo {args.repo_id}:")
-    for name in files:
-        print(f"  {name}")
+    def report(verb: str, files: list[str]) -> None:
+        print(f"{verb} {len(files)} file(s) to dataset repo {args.repo_id}:")
+        for name in files:
+            print(f"  {name}")
+
+    try:
+        files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
+    except EvalYamlRejected as rejected:  # the dataset commit is up; say what is, then why eval.yaml is not
+        report("uploaded", rejected.uploaded)
+        raise
+    report("would upload" if args.dry_run else "uploaded", files)
     return 0
 
 
@@ -508,8 +514,10 @@ def make_parser() -> argparse.ArgumentParser:
     publish = commands.add_parser(
         "publish",
         help="upload a built dataset folder to the Hugging Face Hub",
-        description="Create the dataset repo (if needed) and upload the card, build_info.json and every shard "
-        "in one commit. The token comes from `hf auth login` or HF_TOKEN, never from a flag.",
+        description="Check the card's metadata and the shards, then create the dataset repo (if needed) and upload "
+        "the card, LICENSE, build_info.json and every shard in one commit; eval.yaml (--eval-yaml) follows in a "
+        "commit of its own, so a refusal of it leaves the dataset up. The token comes from `hf auth login` or "
+        "HF_TOKEN, never from a flag.",
     )
     publish.add_argument("folder", type=Path, help="a folder written by `idbench build`")
     publish.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repo")
