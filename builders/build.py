@@ -16,7 +16,7 @@ from pathlib import Path
 
 import idbench
 from idbench.builders.benchmarks import get_benchmark
-from idbench.builders.card import render_card
+from idbench.builders.card import render_card, render_license
 from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
 from idbench.builders.recipes import Curator
 from idbench.builders.sources import read_source
@@ -30,6 +30,17 @@ SAMPLES_DIR = Path(str(resources.files("idbench.samples")))
 def sample_source(benchmark: str) -> Path:
     """The shipped sample manifest of a benchmark (the default source)."""
     return SAMPLES_DIR / f"{benchmark}.csv"
+
+
+def is_sample_source(source: Path | None) -> bool:
+    """Whether a build reads the shipped samples: no --source, or a --source inside the samples' folder.
+
+    ``build_info.json`` records it as ``sample_build``; the card then says it is a plumbing copy, and
+    ``score --hub-eval-results`` refuses results scored on it.
+    """
+    if source is None:
+        return True
+    return Path(source).resolve().is_relative_to(SAMPLES_DIR.resolve())
 
 
 def build(
@@ -50,8 +61,8 @@ def build(
     """
     spec: BenchmarkSpec = get_benchmark(benchmark)
     recipe = spec.load("recipe")
-    sample_build = source is None
-    source_data = read_source(spec, sample_source(spec.name) if sample_build else Path(source), spec.unique_source_column)
+    sample_build = is_sample_source(source)
+    source_data = read_source(spec, sample_source(spec.name) if source is None else Path(source), spec.unique_source_column)
     if curator is not None and Path(out).exists() and not overwrite:  # refuse before the (slow) model stages
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
     result, dropped = recipe(source_data, seed, n_prompts, max_distance, curator)
@@ -72,7 +83,8 @@ def build(
         **result.info,
     }
     extra = curator.log.write if curator is not None else None
-    return write_benchmark(Path(out), spec, result.tables, info, render_card, overwrite=overwrite, extra=extra)
+    return write_benchmark(Path(out), spec, result.tables, info, render_card, overwrite=overwrite, extra=extra,
+                           render_license=render_license)
 
 
 def format_report(info: dict) -> str:

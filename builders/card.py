@@ -39,7 +39,8 @@ from idbench.builders.write import SPLIT
 CARDS_DIR = Path(str(resources.files(cards)))
 BASE_TEMPLATE = "card.md.j2"
 DEFAULT_CONFIG = "prompts"  # what `load_dataset(repo)` opens when no config is named
-LICENSE_ANCHOR = "licenses"  # the anchor of the card's "## Licenses" heading
+LICENSE_FILE = "LICENSE"  # the per-image license table, next to the card; the front matter's license_link
+LANGUAGES = ("en",)  # prompts, questions and metadata are English
 SHARD_GLOB = "{config}/" + SPLIT + "-*.parquet"
 
 # The Hub's size buckets, by exclusive upper bound. A count equal to a bound belongs to the next
@@ -183,9 +184,56 @@ def render_card(spec: BenchmarkSpec, build_info: dict) -> str:
         "dropped": None if build_info.get("dropped_duplicates") is None else list(build_info["dropped_duplicates"]),
         "n_prompts": next((c.rows for c in configs if c.name == DEFAULT_CONFIG), None),
         "seeds": list(spec.seeds),
-        "license_anchor": LICENSE_ANCHOR,
+        "license_file": LICENSE_FILE,
+        # Headline metrics the Hub's Eval Results get as 1 - value (it ranks every task higher-first).
+        "flipped_metrics": [m.name for m in spec.metric_suite if not m.higher_is_better and m.name in spec.ranking],
     }
     return _template_for(spec).render(**context)
+
+
+def render_license(spec: BenchmarkSpec, tables: Mapping[str, list[Mapping[str, Any]]], build_info: dict) -> str:
+    """The ``LICENSE`` file of a built dataset: the license and attribution of every image, one row each.
+
+    The card's front matter says ``license: other`` and links this file (the Hub asks for the license
+    text in a LICENSE file then). Rows come from the configs that carry ``license`` and ``attribution``
+    columns, in the table's order, identified by the config's primary key. Deterministic.
+    """
+    lines = [
+        f"# {spec.title}: licenses of the images",
+        "",
+        "There is no single license for this dataset: every image keeps the license it came with, listed",
+        "below with whom to credit. Anyone who redistributes or shows an image must follow its license,",
+        "including its attribution terms. The same columns (`license`, `attribution`) are in the rows of",
+        "the dataset itself.",
+    ]
+    if build_info.get("sample_build"):
+        lines += [
+            "",
+            "This is a sample build: its images are the samples shipped in idbench's `samples/` folder, whose",
+            "`LICENSES.md` names for every file the package it was taken from. Files under MIT need their",
+            "package's copyright notice, which that file quotes.",
+        ]
+    for name in spec.configs:
+        config = spec.configs[name]
+        rows = tables.get(name)
+        if rows is None or not {"license", "attribution"} <= set(config.features):
+            continue
+        key = " + ".join(config.primary_key)
+        has_source = "source" in config.features
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[str(row.get("license") or "")] = counts.get(str(row.get("license") or ""), 0) + 1
+        lines += ["", f"## `{name}` ({len(rows)} image{'s' if len(rows) != 1 else ''})", ""]
+        lines += [f"- {_md_cell(lic) or '(none given)'}: {n}" for lic, n in sorted(counts.items())]
+        lines += ["", f"| {key} | license | attribution |" + (" source |" if has_source else ""),
+                  "| --- | --- | --- |" + (" --- |" if has_source else "")]  # fmt: skip
+        for row in rows:
+            ident = " + ".join(_md_cell(row.get(k, "")) for k in config.primary_key)
+            cells = [ident, _md_cell(row.get("license") or ""), _md_cell(row.get("attribution") or "")]
+            if has_source:
+                cells.append(_md_cell(row.get("source") or ""))
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def card_metadata(spec: BenchmarkSpec, build_info: dict) -> dict[str, Any]:
@@ -206,7 +254,8 @@ def card_metadata(spec: BenchmarkSpec, build_info: dict) -> dict[str, Any]:
         # Rows come from many sources under different licenses; each row names its own.
         "license": "other",
         "license_name": "mixed-per-image",
-        "license_link": f"README.md#{LICENSE_ANCHOR}",
+        "license_link": LICENSE_FILE,  # the per-image table (render_license), shipped next to the card
+        "language": list(LANGUAGES),
         "task_categories": list(spec.task_categories),
         "tags": list(spec.tags),
         "size_categories": [size_category(largest)],

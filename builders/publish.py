@@ -1,10 +1,17 @@
 """Publish a built benchmark folder to a Hugging Face dataset repo.
 
 A built folder holds ``README.md`` (the card, whose YAML front matter declares the configs and their
-``data_files`` globs), ``build_info.json`` and the parquet shards. :func:`publish` checks that the
-folder is complete and self-consistent *before* anything touches the network, then uploads exactly
-those files in one ``upload_folder`` call: hidden files, temporary files and anything the card does
-not reference stay local.
+``data_files`` globs), ``LICENSE`` (the per-image license table the card's ``license_link`` names),
+``build_info.json`` and the parquet shards. :func:`publish` checks that the folder is complete and
+self-consistent, and that the card's metadata passes :mod:`idbench.builders.card_check`, *before*
+anything touches the network, then uploads exactly those files in one ``upload_folder`` commit:
+hidden files, temporary files and anything the card does not reference stay local.
+
+``eval.yaml`` (the Hub's Eval Results task declarations, written by ``idbench publish --eval-yaml``)
+goes up in a second commit of its own, after the dataset's: the Hub validates it at push time and
+does not know ``idbench`` as an evaluation framework yet (docs/publishing.md), so a refusal of it
+must not keep the dataset off the Hub. When that second commit fails, :class:`EvalYamlRejected`
+says the dataset is up and why eval.yaml was not accepted.
 
 Authentication is huggingface_hub's own (``hf auth login`` or the ``HF_TOKEN`` environment
 variable). This module never takes a token as an argument and never prints one.
@@ -26,10 +33,11 @@ from typing import Any
 
 import yaml
 from datasets.data_files import resolve_pattern
-from huggingface_hub import HfApi, constants, get_token
+from huggingface_hub import DatasetCard, HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from idbench.builders.card_check import CardError, check_card_metadata
 from idbench.errors import IdbenchError
 
 CARD = "README.md"
@@ -47,6 +55,14 @@ class PublishError(IdbenchError):
     """The folder cannot be published as it is; the message names the file or config at fault."""
 
 
+class EvalYamlRejected(PublishError):
+    """The dataset commit went up, the eval.yaml commit after it did not; ``uploaded`` lists what is up."""
+
+    def __init__(self, message: str, uploaded: list[str]) -> None:
+        super().__init__(message)
+        self.uploaded = uploaded
+
+
 def publish(
     folder: Path,
     repo_id: str,
@@ -59,10 +75,12 @@ def publish(
 
     The folder is validated first (see :func:`plan_upload`). With ``dry_run=True`` nothing else
     happens: no network, no token needed, and the returned list is exactly what a real run uploads.
-    Otherwise the repo is created if missing (``private`` only applies to a new repo) and the files
-    are uploaded in one ``upload_folder`` call. Shards on the Hub that match the card's
+    Otherwise the repo is created if missing (``private`` only applies to a new repo) and the dataset
+    files are uploaded in one ``upload_folder`` call. Shards on the Hub that match the card's
     ``data_files`` globs but are not part of this build are deleted in the same commit, so a stale
-    shard from an earlier build cannot end up in ``load_dataset``.
+    shard from an earlier build cannot end up in ``load_dataset``. A folder's ``eval.yaml`` follows
+    in a commit of its own; if the Hub refuses it, :class:`EvalYamlRejected` is raised with the
+    dataset files (which are up) in ``uploaded``.
 
     ``api`` is for tests and for callers who configured their own client (endpoint, token);
     by default a plain :class:`HfApi` is used, which reads the user's login.
@@ -90,6 +108,7 @@ def publish(
 
     card = _read_front_matter(folder)
     globs = sorted({pattern for _, pattern in _data_file_patterns(card)})
+    dataset_files = [name for name in files if name != EVAL_YAML]
     try:
         api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
         api.upload_folder(
@@ -97,11 +116,29 @@ def publish(
             folder_path=folder,
             repo_type=REPO_TYPE,
             commit_message=_commit_message(folder),
-            allow_patterns=files,
+            allow_patterns=dataset_files,
             delete_patterns=globs,
         )
     except HfHubHTTPError as err:
         raise PublishError(f"publishing {folder} to dataset repo {repo_id!r} failed: {err}") from err
+    if EVAL_YAML in files:
+        try:
+            api.upload_file(
+                path_or_fileobj=str(folder / EVAL_YAML),
+                path_in_repo=EVAL_YAML,
+                repo_id=repo_id,
+                repo_type=REPO_TYPE,
+                commit_message="Declare the benchmark's Eval Results tasks (eval.yaml)",
+            )
+        except HfHubHTTPError as err:
+            why = " ".join(str(err).split())  # the Hub's reason, on one line
+            raise EvalYamlRejected(
+                f"the dataset is up on {repo_id!r} ({len(dataset_files)} files, one commit), but the Hub did not "
+                f"accept {EVAL_YAML}: {why}. The Hub validates eval.yaml when it is pushed and knows only the "
+                "evaluation frameworks of its list, which does not include idbench yet (see docs/publishing.md); "
+                f"rerun with --eval-yaml once it does",
+                dataset_files,
+            ) from err
     return files
 
 
@@ -111,10 +148,12 @@ EVAL_YAML = "eval.yaml"
 def plan_upload(folder: Path) -> list[str]:
     """Validate a built folder and list, sorted, the repo paths a publish uploads.
 
-    The list holds ``README.md``, ``build_info.json`` and every shard that one of the card's
-    ``data_files`` globs matches. Raises :class:`PublishError` when the folder or either file is
-    missing, the card has no front matter or no ``configs``, a glob is malformed or matches no
-    shard, or ``build_info.json`` names a shard that is missing or that the card does not reach.
+    The list holds ``README.md``, ``build_info.json``, the file the card's ``license_link`` names
+    (``LICENSE``), every shard that one of the card's ``data_files`` globs matches and, when the folder
+    has one, ``eval.yaml``. Raises :class:`PublishError` when the folder or either file is missing, the
+    card's metadata fails :func:`~idbench.builders.card_check.check_card_metadata` (the error names
+    the field), a glob is malformed or matches no shard, or ``build_info.json`` names a shard that is
+    missing or that the card does not reach.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -124,6 +163,10 @@ def plan_upload(folder: Path) -> list[str]:
             raise PublishError(f"{folder / name}: missing; is {folder} a built dataset folder?")
 
     card = _read_front_matter(folder)
+    try:
+        linked = check_card_metadata(card, folder, CARD)
+    except CardError as err:
+        raise PublishError(str(err)) from None
     shards_by_config: dict[str, set[str]] = {}
     for config, pattern in _data_file_patterns(card):
         matched = _resolve(folder, config, pattern)
@@ -139,7 +182,7 @@ def plan_upload(folder: Path) -> list[str]:
     # eval.yaml (the Hub's task declarations for its Eval Results) is uploaded when the folder has one:
     # `idbench publish --eval-yaml` writes it; the Hub validates it on push, so it is opt-in.
     extras = {EVAL_YAML} if (folder / EVAL_YAML).is_file() else set()
-    return sorted({CARD, BUILD_INFO, *shards, *extras})
+    return sorted({CARD, BUILD_INFO, *linked, *shards, *extras})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,6 +204,10 @@ def _read_front_matter(folder: Path) -> dict[str, Any]:
         raise PublishError(f"{path}: the YAML front matter does not parse: {err}") from None
     if not isinstance(meta, dict):
         raise PublishError(f"{path}: the YAML front matter must be a mapping")
+    try:  # huggingface_hub's own (offline) parse of the card, as the Hub's tools will read it
+        DatasetCard(text)
+    except ValueError as err:
+        raise PublishError(f"{path}: huggingface_hub cannot read the card: {err}") from None
     configs = meta.get("configs")
     if not isinstance(configs, list) or not configs:
         raise PublishError(f"{path}: the front matter declares no `configs` (a list with data_files per config)")

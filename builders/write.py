@@ -74,11 +74,13 @@ def write_benchmark(
     overwrite: bool = False,
     max_shard_bytes: int = MAX_SHARD_BYTES,
     extra: Callable[[Path], None] | None = None,
+    render_license: Callable[[BenchmarkSpec, Mapping[str, list[dict]], dict], str] | None = None,
 ) -> dict:
     """Write ``tables`` (config name -> rows) atomically into ``out``; returns the completed build_info.
 
     ``extra`` writes more files into the staging folder (the curation audit), so they appear with
-    the rest or not at all.
+    the rest or not at all. ``render_license`` writes ``LICENSE`` (the per-image license table the
+    card links) from the tables.
     """
     with atomic_directory(out, overwrite=overwrite) as staging:
         info = dict(build_info)
@@ -88,6 +90,8 @@ def write_benchmark(
             info["configs"][name] = {"rows": len(rows), "shards": shards}
         (staging / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         (staging / "README.md").write_text(render_card(spec, info))
+        if render_license is not None:
+            (staging / "LICENSE").write_text(render_license(spec, tables, info), encoding="utf-8")
         if extra is not None:
             extra(staging)
     return info

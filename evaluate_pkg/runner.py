@@ -227,6 +227,8 @@ def summarize(data: BenchmarkData, metadata: dict, results: list[Result], contex
         "submission": metadata,
         "profile": context.options.profile,
         "plumbing": profile_is_plumbing(context.options.profile),
+        # Scored on a build of the shipped samples (build_info.json): never published as benchmark scores.
+        "sample_build": bool(data.build_info.get("sample_build", False)),
         "suite_version": data.spec.suite_version,
         "idbench_version": idbench.__version__,
         "images": len(context.submission.entries),

@@ -103,7 +103,7 @@ def _quality_thresholds(path: Path | None, shipped_samples: bool = False):
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    from idbench.builders.publish import EVAL_YAML, publish
+    from idbench.builders.publish import EVAL_YAML, EvalYamlRejected, publish
 
     if args.eval_yaml:
         import json
@@ -115,11 +115,17 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         if "benchmark" in info:
             (args.folder / EVAL_YAML).write_text(dump_yaml(eval_yaml(get_benchmark(info["benchmark"]))))
 
-    files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
-    verb = "would upload" if args.dry_run else "uploaded"
-    print(f"{verb} {len(files)} file(s) to dataset repo {args.repo_id}:")
-    for name in files:
-        print(f"  {name}")
+    def report(verb: str, files: list[str]) -> None:
+        print(f"{verb} {len(files)} file(s) to dataset repo {args.repo_id}:")
+        for name in files:
+            print(f"  {name}")
+
+    try:
+        files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
+    except EvalYamlRejected as rejected:  # the dataset commit is up; say what is, then why eval.yaml is not
+        report("uploaded", rejected.uploaded)
+        raise
+    report("would upload" if args.dry_run else "uploaded", files)
     return 0
 
 
@@ -161,6 +167,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.runner import score_submission
 
+    eval_results_source = _check_hub_eval_results(args) if args.hub_eval_results else None
     accelerator = _accelerator_if_launched(args.device)
     options = ScoreOptions(
         profile=args.profile,
@@ -180,9 +187,10 @@ def _cmd_score(args: argparse.Namespace) -> int:
         from idbench.builders.benchmarks import get_benchmark
         from idbench.leaderboard.hub import write_eval_results
 
-        if not args.dataset_id:
-            raise ScoringErrorForCli("--hub-eval-results needs --dataset-id ORG/NAME (the benchmark's Hub repo)")
-        path = write_eval_results(summary, get_benchmark(summary["benchmark"]), args.hub_eval_results, args.dataset_id)
+        path = write_eval_results(
+            summary, get_benchmark(summary["benchmark"]), args.hub_eval_results, args.dataset_id,
+            dataset_revision=args.dataset_revision, source=eval_results_source,
+        )  # fmt: skip
         print(f"wrote {path} (commit it to the model's Hub repo)")
     if accelerator is None or accelerator.is_main_process:
         from idbench.evaluate_pkg.report import format_summary
@@ -195,6 +203,38 @@ def _cmd_score(args: argparse.Namespace) -> int:
         accelerator.wait_for_everyone()
         accelerator.end_training()
     return 0
+
+
+def _check_hub_eval_results(args: argparse.Namespace) -> dict[str, str] | None:
+    """Refuse, before any scoring, a --hub-eval-results run whose results could not be published; return
+    the entries' source ({"url", "name"?}) or None.
+
+    Refused: no --dataset-id, --source-name without --source-url, a plumbing profile (tiny), and data
+    that is a sample build (build_info.json's ``sample_build``: the shipped samples, not the benchmark).
+    """
+    import json
+
+    from idbench.evaluate_pkg.models.registry import profile_is_plumbing
+    from idbench.leaderboard.hub import refuse_unpublishable
+
+    if not args.dataset_id:
+        raise ScoringErrorForCli("--hub-eval-results needs --dataset-id ORG/NAME (the benchmark's Hub repo)")
+    if args.source_name and not args.source_url:
+        raise ScoringErrorForCli("--source-name needs --source-url (the Hub shows the name as the link's text)")
+    info_path = Path(args.data) / "build_info.json"
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = None  # not a built folder: scoring itself reports it, naming the file
+    if isinstance(info, dict):
+        refuse_unpublishable({
+            "profile": args.profile,
+            "plumbing": profile_is_plumbing(args.profile),
+            "sample_build": bool(info.get("sample_build", False)),
+        })  # fmt: skip
+    if not args.source_url:
+        return None
+    return {"url": args.source_url, **({"name": args.source_name} if args.source_name else {})}
 
 
 class ScoringErrorForCli(IdbenchError, ValueError):
@@ -487,8 +527,10 @@ def make_parser() -> argparse.ArgumentParser:
     publish = commands.add_parser(
         "publish",
         help="upload a built dataset folder to the Hugging Face Hub",
-        description="Create the dataset repo (if needed) and upload the card, build_info.json and every shard "
-        "in one commit. The token comes from `hf auth login` or HF_TOKEN, never from a flag.",
+        description="Check the card's metadata and the shards, then create the dataset repo (if needed) and upload "
+        "the card, LICENSE, build_info.json and every shard in one commit; eval.yaml (--eval-yaml) follows in a "
+        "commit of its own, so a refusal of it leaves the dataset up. The token comes from `hf auth login` or "
+        "HF_TOKEN, never from a flag.",
     )
     publish.add_argument("folder", type=Path, help="a folder written by `idbench build`")
     publish.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repo")
@@ -543,8 +585,14 @@ def make_parser() -> argparse.ArgumentParser:
     score.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
     score.add_argument("--overwrite", action="store_true")
     score.add_argument("--hub-eval-results", type=Path, metavar="DIR",
-                       help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile only)")
+                       help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile and a "
+                       "non-sample build only; refused before scoring otherwise)")
     score.add_argument("--dataset-id", help="the benchmark's Hub dataset repo, for --hub-eval-results")
+    score.add_argument("--dataset-revision", metavar="SHA",
+                       help="the commit of that dataset repo the data was downloaded at (recorded in each entry's dataset.revision)")
+    score.add_argument("--source-url", metavar="URL",
+                       help="where the result can be checked (the leaderboard, a results repo); each entry's source.url")
+    score.add_argument("--source-name", help="display name of --source-url (e.g. \"idbench leaderboard\")")
     _add_judge_arguments(score)
     score.set_defaults(func=_cmd_score)
 
@@ -650,7 +698,9 @@ def make_parser() -> argparse.ArgumentParser:
         description="One page per benchmark (ranked table, filters, CSV, plots), a model page, a submit page, "
         "the queue's status and an about page. Plumbing-check rows are hidden unless asked for.",
     )
-    serve_parser.add_argument("--port", type=int, default=8501)
+    serve_parser.add_argument("--port", type=int, default=None,
+                              help="port to listen on (default: Streamlit's own setting: STREAMLIT_SERVER_PORT, "
+                              ".streamlit/config.toml, else 8501)")
     serve_parser.add_argument("--browser", action="store_true", help="also open a browser window")
     serve_parser.set_defaults(func=_cmd_serve)
 

@@ -37,12 +37,18 @@ Two independent things live here; nothing in this module runs unless a command a
      made id-safe (``scr@0.5`` becomes ``scr_at_0.5``), e.g. ``dino_sim-n_subjects-4``.
    - Each task names ``config: prompts`` and ``split: test``: the config and split a model is run on.
    - Values are raw (a cosine stays a cosine, a rate stays a fraction): display conventions such as
-     x100 are for our own reports only. The Hub format has no way to say "lower is better" (the
-     ``metrics``/``lower_is_better`` proposal of hub-docs PR #2221 was closed unmerged), so entries
-     of such metrics (the SCR) say it in ``notes``, and the Hub may sort their leaderboard the wrong
-     way round.
+     x100 are for our own reports only.
+   - **Lower-is-better metrics are published flipped.** The Hub format has no way to say "lower is
+     better" (the ``metrics``/``lower_is_better`` proposal of hub-docs PR #2221 was closed unmerged)
+     and ranks every task higher-first. So a lower-is-better headline metric (the Subject Collapse
+     Rate ``scr@0.5``; every lower-is-better metric of the suites is a rate in [0, 1]) is published
+     as ``1 - value`` under its own task id, ``one_minus_<metric>`` (``one_minus_scr_at_0.5``), its
+     interval flipped with it (``[1 - ci_high, 1 - ci_low]``); ``eval.yaml``'s description and each
+     entry's ``notes`` say so ("1 - Subject Collapse Rate, higher is better"). Tasks carry only the
+     documented fields, so the explanation lives in the benchmark's description, not on the task.
    - Summaries scored with a plumbing profile (``tiny``: random weights) are refused: they must never
-     be published as a model's scores.
+     be published as a model's scores. So are summaries of a sample build (the shipped samples, see
+     ``build_info.json``'s ``sample_build``): their numbers are not the benchmark's.
 
 2. **A requests/results sync** for a public deployment, the pattern of the Hugging Face leaderboard
    template (one dataset repo of request files, one of result files, the Space reading both):
@@ -79,7 +85,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from huggingface_hub import CommitOperationAdd, EvalResultEntry, HfApi, constants, eval_result_entries_to_yaml, get_token
+from huggingface_hub import CommitOperationAdd, HfApi, constants, get_token
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
@@ -91,7 +97,9 @@ logger = logging.getLogger(__name__)
 
 EVALUATION_FRAMEWORK = "idbench"
 EVAL_YAML = "eval.yaml"
-EVAL_RESULTS_FOLDER = constants.EVAL_RESULTS_FOLDER  # ".eval_results", as huggingface_hub names it
+EVAL_RESULTS_FOLDER = ".eval_results"  # huggingface_hub.constants.EVAL_RESULTS_FOLDER (>= 1.4), spelt out so
+# that importing this module never needs the Eval Results part of huggingface_hub
+FLIPPED_PREFIX = "one_minus_"  # task ids of lower-is-better metrics, published as 1 - value
 TASK_CONFIG = "prompts"  # the config a model is run on
 TASK_SPLIT = "test"  # builders.write.SPLIT: every config is built as one "test" split
 REPO_TYPE = "dataset"
@@ -106,13 +114,16 @@ class HubExportError(IdbenchError, ValueError):
 # --- eval.yaml ---------------------------------------------------------------------------------------
 
 
-def task_id(metric: str, axis: str | None = None, size: int | str | None = None) -> str:
+def task_id(metric: str, axis: str | None = None, size: int | str | None = None, *, flipped: bool = False) -> str:
     """The Hub task id of a headline metric, overall (``dino_sim``) or per group size (``dino_sim-n_subjects-4``).
 
     Metric names may hold ``@`` (``scr@0.5``); ids keep to letters, digits, ``_``, ``.`` and ``-``,
-    the characters the documented examples use.
+    the characters the documented examples use. ``flipped`` (a lower-is-better metric, published as
+    ``1 - value``) prefixes ``one_minus_``: ``one_minus_scr_at_0.5``.
     """
     slug = re.sub(r"[^A-Za-z0-9_.]+", "_", metric.replace("@", "_at_"))
+    if flipped:
+        slug = FLIPPED_PREFIX + slug
     if axis is None:
         return slug
     return f"{slug}-{axis}-{size}"
@@ -141,12 +152,34 @@ def task_ids(spec: BenchmarkSpec, group_sizes: Iterable[int] | None = None) -> l
     """Every task id :func:`eval_yaml` declares, in its order: per metric, overall then each group size."""
     axis = group_size_axis(spec)
     sizes = tuple(group_sizes) if group_sizes is not None else _declared_group_sizes(spec)
+    flipped = _flipped_metrics(spec)
     ids = []
     for metric in headline_metrics(spec):
-        ids.append(task_id(metric))
+        ids.append(task_id(metric, flipped=metric in flipped))
         if axis is not None:
-            ids += [task_id(metric, axis, size) for size in sizes]
+            ids += [task_id(metric, axis, size, flipped=metric in flipped) for size in sizes]
     return ids
+
+
+def _flipped_metrics(spec: BenchmarkSpec) -> set[str]:
+    """The headline metrics published as ``1 - value``: those where lower is better."""
+    return {m.name for m in spec.metric_suite if not m.higher_is_better and m.name in spec.ranking}
+
+
+def _description(spec: BenchmarkSpec) -> str:
+    """The benchmark's summary, plus what the flipped tasks hold (tasks have no description field)."""
+    flipped = sorted(_flipped_metrics(spec))
+    if not flipped:
+        return spec.summary
+    names = "; ".join(f"{task_id(m, flipped=True)}: {flipped_label(spec, m)}" for m in flipped)
+    return f"{spec.summary} Tasks rank higher-first, so lower-is-better metrics are published as 1 minus their value ({names})."
+
+
+def flipped_label(spec: BenchmarkSpec, metric: str) -> str:
+    """What a flipped task holds, in words: "1 - Subject Collapse Rate (scr@0.5), higher is better"."""
+    description = spec.metric(metric).description
+    name = description.split(":", 1)[0] if ":" in description else metric
+    return f"1 - {name} ({metric}), higher is better"
 
 
 def eval_yaml(spec: BenchmarkSpec, group_sizes: Iterable[int] | None = None) -> dict[str, Any]:
@@ -159,7 +192,7 @@ def eval_yaml(spec: BenchmarkSpec, group_sizes: Iterable[int] | None = None) -> 
     """
     return {
         "name": spec.title,
-        "description": spec.summary,
+        "description": _description(spec),
         "evaluation_framework": EVALUATION_FRAMEWORK,
         "tasks": [{"id": tid, "config": TASK_CONFIG, "split": TASK_SPLIT} for tid in task_ids(spec, group_sizes)],
     }
@@ -173,6 +206,14 @@ def dump_yaml(data: Any) -> str:
 # --- .eval_results -----------------------------------------------------------------------------------
 
 
+def refuse_unpublishable(summary: dict[str, Any]) -> None:
+    """Raise :class:`HubExportError` unless a summary may become a model's Eval Results: not a plumbing
+    check, not scored on a sample build. The CLI also calls it on what it knows before scoring
+    (``profile``, ``plumbing``, ``sample_build``), so a refused run is refused before the work."""
+    _refuse_plumbing(summary)
+    _refuse_sample_build(summary)
+
+
 def _refuse_plumbing(summary: dict[str, Any]) -> None:
     """Raise unless the summary is positively a real (non-plumbing) scoring run."""
     profile = summary.get("profile")
@@ -183,6 +224,22 @@ def _refuse_plumbing(summary: dict[str, Any]) -> None:
         raise HubExportError(
             f"the summary was scored with the {profile!r} profile, a plumbing check (random weights): its "
             "numbers are not a model's scores and must never be published; rescore with a real profile"
+        )
+
+
+def _refuse_sample_build(summary: dict[str, Any]) -> None:
+    """Raise unless the summary is positively of a real build (not of the shipped samples)."""
+    if "sample_build" not in summary:
+        # Fail closed, as for plumbing: older summaries do not say what data they were scored on.
+        raise HubExportError(
+            "the summary does not say whether its benchmark data is a sample build; rescore it with this "
+            "idbench (aggregates.json then records `sample_build`)"
+        )
+    if summary["sample_build"]:
+        raise HubExportError(
+            "the summary was scored on a sample build (the small samples shipped with idbench, `sample_build` in "
+            "the data's build_info.json): its numbers are not scores on the benchmark and must never be published "
+            "against its dataset; score on the published benchmark (`hf download --repo-type dataset ORG/NAME`)"
         )
 
 
@@ -203,10 +260,16 @@ def eval_results_entries(
     entry needs a value). ``dataset_id`` is the benchmark dataset repo (the one holding
     :func:`eval_yaml`), ``dataset_revision`` its commit. ``source`` is ``{"url", "name"?, "user"?,
     "org"?}``: where the result comes from. ``date`` (ISO 8601) is omitted by default, so the output
-    is deterministic and the Hub uses the commit time. Raises :class:`HubExportError` for a plumbing
-    summary, another benchmark's summary, or a bad dataset id.
+    is deterministic and the Hub uses the commit time. A lower-is-better metric is published as
+    ``1 - mean`` under its ``one_minus_`` task id (see the module docstring). Raises
+    :class:`HubExportError` for a plumbing summary, a summary of a sample build, another benchmark's
+    summary, or a bad dataset id.
     """
-    _refuse_plumbing(summary)
+    # Imported here, not at module level: EvalResultEntry exists from huggingface_hub 1.4 on, and no
+    # other command should need it.
+    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+
+    refuse_unpublishable(summary)
     if summary.get("benchmark") != spec.name:
         raise HubExportError(f"the summary is of benchmark {summary.get('benchmark')!r}, not {spec.name!r}")
     try:
@@ -217,13 +280,15 @@ def eval_results_entries(
     unknown = set(source) - {"url", "name", "user", "org"}
     if unknown:
         raise HubExportError(f"source: unknown keys {sorted(unknown)}; allowed: url, name, user, org")
+    if source.get("url") is not None and not re.match(r"https?://[^\s/]+", source["url"]):
+        raise HubExportError(f"source url {source['url']!r} is not an http(s) URL")
 
     aggregates = summary.get("aggregates") or {}
     overall = aggregates.get("overall", {})
     axis = group_size_axis(spec)
     cells = aggregates.get("breakdowns", {}).get(axis, {}) if axis else {}
     declared = set(task_ids(spec, group_sizes))
-    lower_is_better = {m.name for m in spec.metric_suite if not m.higher_is_better}
+    flipped = _flipped_metrics(spec)
 
     def entry(tid: str, stats: dict[str, Any] | None, metric: str) -> EvalResultEntry | None:
         if not stats or stats.get("mean") is None:
@@ -233,38 +298,59 @@ def eval_results_entries(
                 f"{spec.name}: the summary has a cell ({tid!r}) that eval.yaml does not declare; "
                 "was it scored against another build of the benchmark?"
             )
+        published = flip_stats(stats, metric) if metric in flipped else stats
+        label = flipped_label(spec, metric) if metric in flipped else None
         try:
             return EvalResultEntry(
                 dataset_id=dataset_id,
                 task_id=tid,
-                value=float(stats["mean"]),
+                value=float(published["mean"]),
                 dataset_revision=dataset_revision,
                 date=date,
                 source_url=source.get("url"),
                 source_name=source.get("name"),
                 source_user=source.get("user"),
                 source_org=source.get("org"),
-                notes=_notes(summary, stats, metric in lower_is_better),
+                notes=_notes(summary, published, label),
             )
         except ValueError as err:  # EvalResultEntry: source name/user/org without a url
             raise HubExportError(f"source: {err}") from None
 
     entries: list[EvalResultEntry] = []
     for metric in headline_metrics(spec):
-        candidates = [(task_id(metric), overall.get(metric))]
+        is_flipped = metric in flipped
+        candidates = [(task_id(metric, flipped=is_flipped), overall.get(metric))]
         # Cells are labelled by the group size as a string ("2"); sort numerically for a stable order.
         for label in sorted(cells, key=lambda label: (0, int(label), "") if label.isdigit() else (1, 0, label)):
-            candidates.append((task_id(metric, axis, label), cells[label].get(metric)))
+            candidates.append((task_id(metric, axis, label, flipped=is_flipped), cells[label].get(metric)))
         entries += [e for tid, stats in candidates if (e := entry(tid, stats, metric)) is not None]
     if not entries:
         raise HubExportError(f"the summary has none of {spec.name}'s headline metrics ({', '.join(spec.ranking)})")
     return eval_result_entries_to_yaml(entries)
 
 
-def _notes(summary: dict[str, Any], stats: dict[str, Any], lower_is_better: bool) -> str:
+def flip_stats(stats: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The aggregate of a lower-is-better rate as ``1 - rate``: the mean flips, the interval flips and swaps.
+
+    A rate's interval ``[low, high]`` becomes ``[1 - high, 1 - low]``; counts (``n``, ...) are kept.
+    Refuses a value outside [0, 1]: ``1 - value`` would not be a rate any more.
+    """
+    flipped = dict(stats)
+    for key in ("mean", "ci_low", "ci_high"):
+        value = stats.get(key)
+        if value is not None and not 0.0 <= float(value) <= 1.0:
+            raise HubExportError(f"{metric}: {key} {value} is outside [0, 1]; it cannot be published as 1 - {metric}")
+    flipped["mean"] = 1.0 - float(stats["mean"])
+    if stats.get("ci_low") is not None and stats.get("ci_high") is not None:
+        flipped["ci_low"], flipped["ci_high"] = 1.0 - float(stats["ci_high"]), 1.0 - float(stats["ci_low"])
+    return flipped
+
+
+def _notes(summary: dict[str, Any], stats: dict[str, Any], flipped_label: str | None) -> str:
     """How the value was obtained, in one line: what a reader needs to compare it with another."""
-    parts = [f"idbench {summary.get('idbench_version', '?')}", f"metric suite {summary.get('suite_version', '?')}",
-             f"profile {summary.get('profile', '?')}"]  # fmt: skip
+    parts = [flipped_label] if flipped_label else []  # first: the value is not the metric itself
+    parts += [f"idbench {summary.get('idbench_version', '?')}", f"metric suite {summary.get('suite_version', '?')}",
+              f"profile {summary.get('profile', '?')}"]  # fmt: skip
     if stats.get("n") is not None:
         parts.append(f"n={stats['n']}")
     if stats.get("ci_low") is not None and stats.get("ci_high") is not None:
@@ -272,8 +358,6 @@ def _notes(summary: dict[str, Any], stats: dict[str, Any], lower_is_better: bool
         ci = (summary.get("aggregates") or {}).get("ci") or {}
         how = f" ({ci['method']}, {stats['n_prompts']} prompts)" if ci and stats.get("n_prompts") else ""
         parts.append(f"95% CI [{stats['ci_low']:.4f}, {stats['ci_high']:.4f}]{how}")
-    if lower_is_better:
-        parts.append("lower is better")
     return "; ".join(parts)
 
 

@@ -123,3 +123,12 @@ def test_collapse_from_a_larger_pool(tmp_path, fresh_cache):
     assert all(v == 5 for v in info["cells"]["prompts by n_subjects x scene"].values())
     prompts = datasets.load_dataset(str(tmp_path / "out"), "prompts", split="test", cache_dir=fresh_cache)
     assert sorted({s for ids in prompts["subject_ids"] for s in ids}) == [f"S{k:03d}" for k in range(1, 41)]
+
+
+def test_a_source_inside_the_shipped_samples_is_a_sample_build(tmp_path):
+    # An explicit --source pointing at the shipped samples is still a sample build (build_info's
+    # sample_build, which `score --hub-eval-results` refuses); a manifest elsewhere is not.
+    assert build_module.is_sample_source(None)
+    assert build_module.is_sample_source(build_module.SAMPLES_DIR / "identity-collapse.csv")
+    assert build_module.is_sample_source(build_module.SAMPLES_DIR)
+    assert not build_module.is_sample_source(tmp_path / "manifest.csv")

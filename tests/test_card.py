@@ -17,7 +17,7 @@ import yaml
 from datasets import ClassLabel, Features, Image, List, Value
 from PIL import Image as PILImage
 
-from idbench.builders.card import card_metadata, describe_feature, render_card, size_category
+from idbench.builders.card import card_metadata, describe_feature, render_card, render_license, size_category
 from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec
 
 SAMPLE_WARNING = "Sample build: a plumbing check"
@@ -100,7 +100,8 @@ def test_front_matter_parses_and_declares_the_built_configs():
     assert meta["pretty_name"] == "Toy Bench"
     assert meta["license"] == "other"
     assert meta["license_name"] == "mixed-per-image"
-    assert meta["license_link"].endswith("#licenses")
+    assert meta["license_link"] == "LICENSE"
+    assert meta["language"] == ["en"]
     assert meta["task_categories"] == ["text-to-image"]
     assert meta["tags"] == ["identity-preservation", "benchmark"]
     assert meta["size_categories"] == ["n<1K"]
@@ -115,11 +116,102 @@ def test_front_matter_parses_and_declares_the_built_configs():
     ]
 
 
-def test_license_link_points_at_the_license_section():
+def test_license_link_points_at_the_license_file():
     meta, body = split_card(render_card(TOY, toy_build_info()))
-    assert meta["license_link"] == "README.md#licenses"
-    assert "\n## Licenses\n" in body
+    assert meta["license_link"] == "LICENSE"
+    assert "\n## Licenses\n" in body and "[`LICENSE`](LICENSE)" in body
     assert "`license`" in body and "`attribution`" in body
+
+
+def test_license_file_lists_every_image_with_its_license():
+    rows = {
+        "references": [
+            {"ref_id": "a", "license": "CC0-1.0", "attribution": "Ann | Co"},
+            {"ref_id": "b", "license": "CC-BY-4.0", "attribution": "Bob"},
+            {"ref_id": "c", "license": "CC0-1.0", "attribution": ""},
+        ],
+        "prompts": [{"prompt_id": "p1"}],  # no license columns: not listed
+    }
+    text = render_license(TOY, rows, toy_build_info(sample_build=False))
+    assert text.startswith("# Toy Bench: licenses of the images\n")
+    assert "## `references` (3 images)" in text and "`prompts`" not in text
+    assert "- CC-BY-4.0: 1\n- CC0-1.0: 2\n" in text  # images per license, licenses sorted
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert table == [
+        "| ref_id | license | attribution |",
+        "| --- | --- | --- |",
+        "| a | CC0-1.0 | Ann \\| Co |",  # a '|' cannot break the table
+        "| b | CC-BY-4.0 | Bob |",
+        "| c | CC0-1.0 |  |",
+    ]
+    assert "samples/" not in text
+    assert "LICENSES.md" in render_license(TOY, rows, toy_build_info(sample_build=True))
+    assert render_license(TOY, rows, toy_build_info()) == render_license(TOY, rows, toy_build_info())
+
+
+def test_sensitive_information_bias_and_submission_sections():
+    _, body = split_card(render_card(TOY, toy_build_info()))
+    headings = re.findall(r"^## (.+)$", body, re.M)
+    for heading in ("How to submit", "Personal and sensitive information", "Bias, risks and limitations", "Citation"):
+        assert heading in headings
+    assert "not part of this release" not in body  # the stale wording is gone
+    assert "request" in body.lower() or "removed" in body
+    sensitive = body.split("## Personal and sensitive information", 1)[1].split("\n## ", 1)[0]
+    assert "Community tab" in sensitive and "removed" in sensitive
+
+
+def _bash_commands(body: str) -> list[list[str]]:
+    """The `idbench ...` command lines of the card's bash blocks, split like a shell would (no pipes here)."""
+    import shlex
+
+    blocks = re.findall(r"```bash\n(.*?)```", body, re.S)
+    lines = [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()]
+    return [shlex.split(line) for line in lines if line.startswith("idbench ")]
+
+
+@pytest.mark.parametrize("name", ["charis", "cogcanvas", "identity-collapse"])
+def test_how_to_submit_uses_real_commands(name):
+    from idbench.builders.benchmarks import get_benchmark
+    from idbench.cli import make_parser
+
+    spec = get_benchmark(name)
+    built = [c for c in spec.configs.values() if not c.optional]
+    info = {"benchmark": name, "seed": 0, "sample_build": False,
+            "configs": {c.name: {"rows": 3, "shards": []} for c in built}}  # fmt: skip
+    _, body = split_card(render_card(spec, info))
+    commands = _bash_commands(body.split("## How to submit", 1)[1].split("\n## ", 1)[0])
+    assert [argv[1] for argv in commands] == ["template", "validate", "score", "submit"]
+    parser = make_parser()
+    for argv in commands:
+        args = parser.parse_args(argv[1:])  # exits (fails the test) on a flag the CLI does not have
+        assert args.command == argv[1]
+
+
+def test_real_cards_state_sensitive_data_and_cite_only_what_the_paper_gives():
+    from idbench.builders.benchmarks import get_benchmark
+
+    def body_of(name):
+        spec = get_benchmark(name)
+        built = [c for c in spec.configs.values() if not c.optional]
+        info = {"benchmark": name, "seed": 0, "sample_build": False,
+                "configs": {c.name: {"rows": 3, "shards": []} for c in built}}  # fmt: skip
+        return spec, split_card(render_card(spec, info))[1]
+
+    spec, body = body_of("cogcanvas")
+    sensitive = body.split("## Personal and sensitive information", 1)[1].split("\n## ", 1)[0]
+    assert "face photographs" in sensitive
+    for label in ("`age_group`", "`gender`", "`ethnicity`"):
+        assert label in sensitive
+    assert "ArcFace" in body.split("## Bias, risks and limitations", 1)[1]
+    for name in ("charis", "cogcanvas", "identity-collapse"):
+        spec, body = body_of(name)
+        bibtex = re.search(r"```bibtex\n(.*?)```", body, re.S).group(1)
+        entry = re.fullmatch(r"@misc\{(\w+),\n((?:  \w+ = \{[^{}]*\},?\n)+)\}\n", bibtex)
+        assert entry, bibtex
+        fields = dict(re.findall(r"  (\w+) = \{([^{}]*)\}", entry.group(2)))
+        # The paper texts (shared/papers) give the title and nothing else: no author, year or venue is invented.
+        assert fields == {"title": spec.paper}
+        assert "names no authors, year or venue" in body
 
 
 @pytest.mark.parametrize(
@@ -177,7 +269,7 @@ def test_every_config_and_metric_is_described():
     assert "| `image` | `image` |" in body
     # Submission: prompts x seeds, through a manifest, scored by idbench.
     assert "3 prompts x 2 seeds = 6 images" in body
-    assert "manifest" in body and "`idbench`" in body
+    assert "manifest" in body and "idbench score my-submission" in body
 
 
 def test_provenance_cells_citation_and_limitations():

@@ -165,3 +165,73 @@ def test_verbose_log_lines_go_to_stderr(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "INFO idbench.leaderboard.worker: job 1: FINISHED" in done.stderr
     assert "job 1: FINISHED" not in done.stdout
+
+
+# --- score --hub-eval-results ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def recorded_scoring(monkeypatch, tmp_path):
+    """`idbench score` with the scorer replaced by a hand-made summary; records whether it ran."""
+    import json
+
+    import idbench.evaluate_pkg.runner as runner
+
+    calls = []
+
+    def fake_score(submission, data, out, options, **kwargs):
+        calls.append(options.profile)
+        stats = {"mean": 0.30, "ci_low": 0.20, "ci_high": 0.40, "n": 45}
+        return {
+            "benchmark": "identity-collapse", "submission": {"model": "m"}, "profile": options.profile,
+            "plumbing": False, "sample_build": json.loads((data / "build_info.json").read_text())["sample_build"],
+            "suite_version": "s", "idbench_version": "0", "not_run": {},
+            "aggregates": {"overall": {"dino_sim": dict(stats), "scr@0.5": dict(stats)}, "breakdowns": {}},
+        }  # fmt: skip
+
+    monkeypatch.setattr(runner, "score_submission", fake_score)
+
+    def data(sample_build: bool):
+        folder = tmp_path / ("sample" if sample_build else "real")
+        folder.mkdir(exist_ok=True)
+        (folder / "build_info.json").write_text(json.dumps({"benchmark": "identity-collapse", "sample_build": sample_build}))
+        return folder
+
+    return calls, data
+
+
+def _score_args(tmp_path, data, *extra):
+    return ["score", str(tmp_path / "sub"), "--data", str(data), "--out", str(tmp_path / "out"),
+            "--hub-eval-results", str(tmp_path / "model-repo"), "--dataset-id", "org/identity-collapse", *extra]  # fmt: skip
+
+
+def test_hub_eval_results_refuses_a_sample_build_before_scoring(recorded_scoring, tmp_path, capsys):
+    calls, data = recorded_scoring
+    assert main(_score_args(tmp_path, data(sample_build=True))) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "sample build" in err and "Traceback" not in err
+    assert calls == []  # refused before any scoring
+    assert not (tmp_path / "model-repo").exists()
+    # and a plumbing profile as before, also before scoring
+    assert main(_score_args(tmp_path, data(sample_build=False), "--profile", "tiny")) == 2
+    assert "plumbing" in capsys.readouterr().err and calls == []
+
+
+def test_hub_eval_results_records_revision_and_source(recorded_scoring, tmp_path, capsys):
+    import yaml
+
+    calls, data = recorded_scoring
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    url = "https://huggingface.co/spaces/org/leaderboard"
+    args = _score_args(tmp_path, data(sample_build=False), "--dataset-revision", revision,
+                       "--source-url", url, "--source-name", "idbench leaderboard")  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    assert calls == ["paper"]
+    entries = yaml.safe_load((tmp_path / "model-repo" / ".eval_results" / "identity-collapse.yaml").read_text())
+    assert {e["dataset"]["task_id"] for e in entries} == {"dino_sim", "one_minus_scr_at_0.5"}
+    assert all(e["dataset"]["revision"] == revision for e in entries)
+    assert all(e["source"] == {"url": url, "name": "idbench leaderboard"} for e in entries)
+    assert next(e for e in entries if e["dataset"]["task_id"] == "one_minus_scr_at_0.5")["value"] == pytest.approx(0.70)
+    # a source name needs its url
+    assert main(_score_args(tmp_path, data(sample_build=False), "--source-name", "x")) == 2
+    assert "--source-url" in capsys.readouterr().err

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from datasets import Features, Image, List, Value
 from huggingface_hub import constants
 
 import idbench.builders.publish as publish_module
-from idbench.builders.card import render_card
-from idbench.builders.publish import PublishError, plan_upload, publish
+from idbench.builders.card import render_card, render_license
+from idbench.builders.publish import EvalYamlRejected, PublishError, plan_upload, publish
 from idbench.cli import main as idbench_main
 from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
 
@@ -49,7 +52,7 @@ SHARDS = {
     "subjects": ["subjects/test-00000-of-00001.parquet"],
     "prompts": ["prompts/test-00000-of-00002.parquet", "prompts/test-00001-of-00002.parquet"],
 }
-EXPECTED = sorted(["README.md", "build_info.json", *SHARDS["subjects"], *SHARDS["prompts"]])
+EXPECTED = sorted(["README.md", "LICENSE", "build_info.json", *SHARDS["subjects"], *SHARDS["prompts"]])
 
 
 @pytest.fixture
@@ -70,6 +73,7 @@ def built(tmp_path: Path) -> Path:
     }
     (folder / "build_info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
     (folder / "README.md").write_text(render_card(SPEC, info), encoding="utf-8")
+    (folder / "LICENSE").write_text(render_license(SPEC, {"subjects": []}, info), encoding="utf-8")
     # Litter: a hidden temp file, a half-written shard, a stray note.
     (folder / ".tmp").write_text("scratch")
     (folder / "prompts" / ".test-00002-of-00002.parquet.tmp").write_bytes(b"partial")
@@ -105,6 +109,22 @@ class FakeApi:
         self.calls.append(("upload_folder", args, kwargs))
         return "commit-info"
 
+    def upload_file(self, *args, **kwargs):
+        self.calls.append(("upload_file", args, kwargs))
+        return "commit-info"
+
+
+class RefusingEvalYamlApi(FakeApi):
+    """The Hub as it is today: the dataset commit goes through, eval.yaml's is refused at push time."""
+
+    def upload_file(self, *args, **kwargs):
+        super().upload_file(*args, **kwargs)
+        from huggingface_hub.errors import HfHubHTTPError
+
+        response = SimpleNamespace(headers={}, request=None)  # what HfHubHTTPError reads of a response
+        raise HfHubHTTPError("400 Client Error: Bad Request\nevaluation_framework: 'idbench' is not a known framework",
+                             response=response)
+
 
 # ----------------------------------------------------------------------------------------------
 
@@ -118,7 +138,7 @@ def test_dry_run_lists_exactly_card_build_info_and_shards(built, offline):
 def test_cli_dry_run_prints_the_plan(built, offline, capsys):
     assert idbench_main(["publish", str(built), "--repo-id", "my-org/toybench", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "would upload 5 file" in out
+    assert "would upload 6 file" in out
     assert [line.strip() for line in out.splitlines()[1:]] == EXPECTED
 
 
@@ -229,3 +249,97 @@ def test_offline_mode_is_refused_before_building_a_client(built, monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(PublishError, match="HF_HUB_OFFLINE"):
         publish(built, "my-org/toybench")
+
+
+# --- eval.yaml in its own commit -----------------------------------------------------------------------
+
+
+def _with_eval_yaml(folder: Path) -> Path:
+    (folder / "eval.yaml").write_text("name: Toy Bench\nevaluation_framework: idbench\ntasks:\n- id: clip_t\n")
+    return folder
+
+
+def test_eval_yaml_goes_up_in_its_own_commit_after_the_dataset(built, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    api = FakeApi()
+    files = publish(_with_eval_yaml(built), "my-org/toybench", api=api)
+    assert files == sorted([*EXPECTED, "eval.yaml"])
+    assert [name for name, _, _ in api.calls] == ["create_repo", "upload_folder", "upload_file"]
+    assert "eval.yaml" not in api.calls[1][2]["allow_patterns"]  # the dataset commit holds no eval.yaml
+    assert api.calls[1][2]["allow_patterns"] == EXPECTED
+    upload = api.calls[2][2]
+    assert upload["path_in_repo"] == "eval.yaml" and Path(upload["path_or_fileobj"]) == built / "eval.yaml"
+    assert upload["repo_id"] == "my-org/toybench" and upload["repo_type"] == "dataset"
+
+
+def test_a_refused_eval_yaml_leaves_the_dataset_up_with_one_clear_message(built, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    api = RefusingEvalYamlApi()
+    with pytest.raises(EvalYamlRejected) as refused:
+        publish(_with_eval_yaml(built), "my-org/toybench", api=api)
+    assert refused.value.uploaded == EXPECTED
+    assert [name for name, _, _ in api.calls] == ["create_repo", "upload_folder", "upload_file"]
+    message = str(refused.value)
+    assert "the dataset is up" in message and "eval.yaml" in message and "not a known framework" in message
+    assert "\n" not in message
+
+    # The CLI: the uploaded files, then the one message; exit status 2 (eval.yaml is not up).
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(publish_module, "HfApi", RefusingEvalYamlApi)
+    assert idbench_main(["publish", str(built), "--repo-id", "my-org/toybench"]) == 2
+    out, err = capsys.readouterr()
+    assert "uploaded 6 file(s)" in out and "eval.yaml" not in out
+    assert len(err.strip().splitlines()) == 1 and "the dataset is up" in err and "Traceback" not in err
+    assert SECRET not in out + err
+
+
+# --- the card's metadata, checked before any upload ----------------------------------------------------
+
+
+def _edit_front_matter(folder: Path, edit) -> None:
+    text = (folder / "README.md").read_text()
+    _, head, body = text.split("---\n", 2)
+    meta = yaml.safe_load(head)
+    edit(meta)
+    (folder / "README.md").write_text("---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n" + body)
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda m: m.update(license="apache2"), "`license`"),
+        (lambda m: m.pop("language"), "`language`"),
+        (lambda m: m.update(language="english"), "`language`"),
+        (lambda m: m.pop("license_name"), "`license_name`"),
+        (lambda m: m.update(license_link="LICENSE.txt"), "`license_link`"),
+        (lambda m: m.update(license_link="../LICENSE"), "`license_link`"),
+        (lambda m: m.update(size_categories=["tiny"]), "`size_categories`"),
+        (lambda m: m.update(pretty_name=["a", "list"]), "`pretty_name`"),
+        (lambda m: m.update(tags="one-tag-is-fine") or m.update(task_categories=[1]), "`task_categories`"),
+        (lambda m: m["configs"].append(dict(m["configs"][0])), "more than once"),
+        (lambda m: m["configs"][0].update(default="yes"), "default"),
+    ],
+)
+def test_a_bad_card_is_one_error_naming_the_field_and_nothing_is_uploaded(built, monkeypatch, edit, field):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    _edit_front_matter(built, edit)
+    api = FakeApi()
+    with pytest.raises(PublishError, match=re.escape(field)) as error:
+        publish(built, "my-org/toybench", api=api)
+    assert api.calls == []  # refused before any request
+    assert "README.md: front matter" in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(PublishError, match=re.escape(field)):
+        publish(built, "my-org/toybench", dry_run=True)  # a dry run checks the same
+
+
+def test_the_license_file_is_part_of_the_upload_and_must_exist(built, offline):
+    assert "LICENSE" in plan_upload(built)
+    (built / "LICENSE").unlink()
+    with pytest.raises(PublishError, match=r"`license_link` 'LICENSE' names no file"):
+        plan_upload(built)
+
+
+def test_a_license_link_url_uploads_no_file(built, offline):
+    _edit_front_matter(built, lambda m: m.update(license_link="https://example.org/terms"))
+    (built / "LICENSE").unlink()
+    assert plan_upload(built) == [name for name in EXPECTED if name != "LICENSE"]

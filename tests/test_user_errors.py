@@ -13,6 +13,8 @@ from idbench.errors import IdbenchError
 # Every user-error class, with the built-in base it had before IdbenchError (callers catch those).
 USER_ERRORS = [
     ("idbench.atomic", "OutputExistsError", FileExistsError),
+    ("idbench.builders.card_check", "CardError", Exception),
+    ("idbench.builders.publish", "EvalYamlRejected", Exception),
     ("idbench.builders.publish", "PublishError", Exception),
     ("idbench.builders.sources", "SourceError", ValueError),
     ("idbench.cli", "ScoringErrorForCli", ValueError),

@@ -14,15 +14,26 @@ from pathlib import Path
 APP_PATH: Path = Path(__file__).resolve().parent / "main.py"
 
 
-def serve(port: int = 8501, headless: bool = True) -> int:
-    """Run ``streamlit run APP_PATH`` on ``port`` in this Python, until it stops; its exit status."""
-    command = [
-        sys.executable, "-m", "streamlit", "run", str(APP_PATH),
-        "--server.port", str(int(port)),
+def streamlit_command(port: int | None = None, headless: bool = True) -> list[str]:
+    """The ``streamlit run APP_PATH`` command line :func:`serve` runs.
+
+    ``--server.port`` is passed only when ``port`` is given: otherwise Streamlit's own configuration
+    decides (``STREAMLIT_SERVER_PORT``, ``.streamlit/config.toml``, else its default 8501), as a
+    deployment (a Hugging Face Space, a container) expects.
+    """
+    command = [sys.executable, "-m", "streamlit", "run", str(APP_PATH)]
+    if port is not None:
+        command += ["--server.port", str(int(port))]
+    command += [
         "--server.headless", "true" if headless else "false",
         "--client.toolbarMode", "viewer",  # no "Deploy" or developer menu for the leaderboard's readers
     ]  # fmt: skip
+    return command
+
+
+def serve(port: int | None = None, headless: bool = True) -> int:
+    """Run :func:`streamlit_command` in this Python, until it stops; its exit status."""
     try:
-        return subprocess.call(command)
+        return subprocess.call(streamlit_command(port, headless))
     except KeyboardInterrupt:  # Ctrl-C reaches streamlit too; its own shutdown is the normal end
         return 0

@@ -42,6 +42,7 @@ def collapse_summary(profile: str = "standard", plumbing: bool = False) -> dict[
         "submission": {"model": "my-model"},
         "profile": profile,
         "plumbing": plumbing,
+        "sample_build": False,
         "suite_version": "s1",
         "idbench_version": "0.1.0",
         "aggregates": {
@@ -61,7 +62,7 @@ def test_eval_yaml_declares_a_task_per_headline_metric_and_group_size():
     assert data["name"] == COLLAPSE.title and data["evaluation_framework"] == "idbench"
     ids = [task["id"] for task in data["tasks"]]
     expected = []
-    for metric in ("dino_sim", "scr_at_0.5", "clip_t"):  # COLLAPSE.ranking, id-safe
+    for metric in ("dino_sim", "one_minus_scr_at_0.5", "clip_t"):  # COLLAPSE.ranking, id-safe, SCR flipped
         expected += [metric] + [f"{metric}-n_subjects-{n}" for n in (2, 4, 6, 8, 10)]
     assert ids == expected and len(set(ids)) == len(ids)
     assert all(task == {"id": task["id"], "config": "prompts", "split": "test"} for task in data["tasks"])
@@ -89,8 +90,9 @@ def test_entries_one_per_headline_metric_and_group_size_with_raw_values():
     by_id = {e["dataset"]["task_id"]: e for e in entries}
     assert by_id["dino_sim"]["value"] == 0.5  # raw, not x100
     assert by_id["dino_sim-n_subjects-4"]["value"] == pytest.approx(0.46)
-    assert by_id["scr_at_0.5-n_subjects-10"]["value"] == pytest.approx(0.1)
-    assert "lower is better" in by_id["scr_at_0.5"]["notes"] and "lower is better" not in by_id["dino_sim"]["notes"]
+    assert by_id["one_minus_scr_at_0.5-n_subjects-10"]["value"] == pytest.approx(0.9)  # 1 - 0.1
+    assert by_id["one_minus_scr_at_0.5"]["notes"].startswith("1 - Subject Collapse Rate (scr@0.5), higher is better")
+    assert "higher is better" not in by_id["dino_sim"]["notes"]
     assert "profile standard" in by_id["dino_sim"]["notes"]
     assert by_id["clip_t"]["source"] == source
     # the notes say what the interval resampled when the scorer recorded it
@@ -276,3 +278,70 @@ def test_sync_without_token_says_how_to_log_in(store, monkeypatch, capsys):
 def test_invalid_repo_ids_are_refused(store):
     with pytest.raises(hub.HubExportError, match="repo id"):
         hub.sync_plan(store, "not a repo", "idbench/results")
+
+
+# --- lower-is-better metrics and sample builds ------------------------------------------------------
+
+
+def test_lower_is_better_metrics_are_published_as_one_minus_with_the_interval_flipped():
+    # Hand numbers: SCR 0.30 with 95% CI [0.22, 0.41] must read 0.70 with CI [0.59, 0.78].
+    summary = collapse_summary()
+    summary["aggregates"]["overall"]["scr@0.5"] = {"mean": 0.30, "ci_low": 0.22, "ci_high": 0.41, "n": 45, "n_nan": 0}
+    by_id = {e["dataset"]["task_id"]: e for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)}
+    assert "scr_at_0.5" not in by_id  # the raw rate never goes up under a task the Hub would rank higher-first
+    flipped = by_id["one_minus_scr_at_0.5"]
+    assert flipped["value"] == pytest.approx(0.70)
+    assert "95% CI [0.5900, 0.7800]" in flipped["notes"]
+    assert by_id["dino_sim"]["value"] == 0.5  # higher-is-better metrics are left as they are
+    # eval.yaml declares the flipped task, and its description says what the task holds.
+    data = hub.eval_yaml(COLLAPSE)
+    assert {"id": "one_minus_scr_at_0.5", "config": "prompts", "split": "test"} in data["tasks"]
+    assert not any(task["id"].startswith("scr") for task in data["tasks"])
+    assert "one_minus_scr_at_0.5: 1 - Subject Collapse Rate (scr@0.5), higher is better" in data["description"]
+    assert set(by_id) <= {task["id"] for task in data["tasks"]}
+    # Benchmarks without a lower-is-better headline metric keep their summary as it is.
+    assert hub.eval_yaml(CHARIS)["description"] == CHARIS.summary
+
+
+def test_a_rate_outside_zero_one_cannot_be_flipped():
+    summary = collapse_summary()
+    summary["aggregates"]["overall"]["scr@0.5"] = _stats(1.5)
+    with pytest.raises(hub.HubExportError, match=r"scr@0\.5.*outside \[0, 1\]"):
+        hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)
+
+
+def test_summaries_of_sample_builds_are_refused(tmp_path):
+    summary = collapse_summary()
+    summary["sample_build"] = True
+    with pytest.raises(hub.HubExportError, match="sample build"):
+        hub.write_eval_results(summary, COLLAPSE, tmp_path, DATASET)
+    assert not (tmp_path / ".eval_results").exists()
+    del summary["sample_build"]  # an older summary that does not say: refused too (fail closed)
+    with pytest.raises(hub.HubExportError, match="sample build"):
+        hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)
+
+
+def test_importing_the_module_does_not_need_eval_result_entry(monkeypatch):
+    # huggingface_hub < 1.4 has no EvalResultEntry: the module (and so every other command) must still import.
+    import importlib
+    import sys
+
+    import huggingface_hub
+
+    missing = {"EvalResultEntry", "eval_result_entries_to_yaml", "parse_eval_result_entries"}
+    for name in missing & set(vars(huggingface_hub)):
+        monkeypatch.delitem(vars(huggingface_hub), name)
+    lazy = huggingface_hub.__getattr__  # huggingface_hub resolves its names lazily, through __getattr__
+
+    def older_huggingface_hub(name):
+        if name in missing:
+            raise AttributeError(name)
+        return lazy(name)
+
+    monkeypatch.setattr(huggingface_hub, "__getattr__", older_huggingface_hub)
+    with pytest.raises(ImportError):
+        from huggingface_hub import EvalResultEntry  # noqa: F401  (the stand-in works)
+    monkeypatch.delitem(sys.modules, "idbench.leaderboard.hub")
+    monkeypatch.setattr(sys.modules["idbench.leaderboard"], "hub", hub)  # restored afterwards: other tests keep theirs
+    fresh = importlib.import_module("idbench.leaderboard.hub")
+    assert fresh.eval_yaml(COLLAPSE)["evaluation_framework"] == "idbench"
