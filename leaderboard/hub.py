@@ -336,7 +336,7 @@ def _slug(name: str) -> str:
     return slug or "model"
 
 
-def _json_bytes(record: dict[str, Any]) -> bytes:
+def json_bytes(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
 
 
@@ -427,7 +427,7 @@ def sync_plan(store: Store, requests_repo: str, results_repo: str) -> list[Opera
             "submitted_at": iso(submission["created_at"]),
         }
         path = request_path(submission["benchmark"], submission["model_name"], submission["content_hash"])
-        operations.append(Operation(requests_repo, path, data=_json_bytes(record)))
+        operations.append(Operation(requests_repo, path, data=json_bytes(record)))
 
     for benchmark in sorted(benchmarks):
         for row in store.current_results(benchmark).to_dict("records"):
@@ -443,7 +443,7 @@ def sync_plan(store: Store, requests_repo: str, results_repo: str) -> list[Opera
                 content_hash=row["content_hash"], scored_at=iso(row["created_at"]), samples=samples_in_repo,
                 task=row["task"], metadata=row["metadata"],
             )  # fmt: skip
-            operations.append(Operation(results_repo, f"{folder}/{AGGREGATES_FILE}", data=_json_bytes(record)))
+            operations.append(Operation(results_repo, f"{folder}/{AGGREGATES_FILE}", data=json_bytes(record)))
             if samples_in_repo is not None:
                 operations.append(Operation(results_repo, samples_in_repo, local_path=samples))
     return sorted(operations, key=lambda op: (op.repo_id, op.path_in_repo))
