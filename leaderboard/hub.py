@@ -386,7 +386,7 @@ def result_record(
         "content_hash": content_hash,
         "samples": samples,
         "task": task or DEFAULT_TASK,
-        "metadata": {key: metadata.get(key) for key in PUBLIC_METADATA},
+        "metadata": {key: metadata.get(key) or None for key in PUBLIC_METADATA},  # blank = not given
     }
 
 

@@ -334,7 +334,7 @@ def submit_request(
             record = Request(
                 path=path, model=name, benchmark=data.name, benchmark_version=version, content_hash=digest,
                 state="PENDING", submitted_at=moment, updated_at=moment, task=submission.task,
-                metadata={key: metadata.get(key) for key in RECORD_METADATA}, files=ref.files,
+                metadata={key: metadata.get(key) or None for key in RECORD_METADATA}, files=ref.files,
             )  # fmt: skip
             return [FileAdd(path, data=record.to_bytes()), FileAdd(ref.files, local_path=archive)]
 
