@@ -346,3 +346,17 @@ def _real_then_published(real):
         return dict(real(submission, data_dir, out, options, cache_dir, models=models), plumbing=False, profile="standard")
 
     return scorer
+
+
+def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, collapse, tmp_path):
+    requests, results = repos
+    ref = submit_request(requests, collapse / "collage", collapse / "data")
+
+    def withdrawn_then_scored(submission, data_dir, out, options, cache_dir):
+        summary = _published(submission, data_dir, out, options, cache_dir)
+        withdraw(requests, results, ref.path, "withdrawn meanwhile")  # before the worker pushes
+        return summary
+
+    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=withdrawn_then_scored, home=tmp_path) == 0
+    assert _record(requests, ref.path)["state"] == "WITHDRAWN"
+    assert results.head() is None  # the lease check before the push saw the withdrawal: nothing pushed
