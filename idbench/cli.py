@@ -324,6 +324,7 @@ def _leaderboard_data_dir(benchmark: str, data: Path | None) -> Path:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    import functools
     import tempfile
 
     from idbench.evaluate_pkg.hub_submission import fetch_submission, is_hub_ref
@@ -333,12 +334,23 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     data_dir = _leaderboard_data_dir(args.benchmark, args.data)
     _load_data(data_dir, args.benchmark)
     options = dict(model_name=args.model_name, submitter=args.submitter, family=args.family, link=args.link)
+    if args.hub:  # a maintainer queueing a submission straight into the Hub requests repo
+        from idbench.leaderboard.hub_queue import submit_request
+        from idbench.leaderboard.hubrepo import open_repo
+
+        queue = functools.partial(submit_request, open_repo(args.hub))
+    else:
+        queue = functools.partial(submit, Store())
     if is_hub_ref(args.submission):
         with tempfile.TemporaryDirectory(prefix="idbench-hub-") as folder:
             fetched = fetch_submission(args.submission, Path(folder) / "submission")
-            result = submit(Store(), fetched, data_dir, **options)
+            result = queue(fetched, data_dir, **options)
     else:
-        result = submit(Store(), Path(args.submission), data_dir, **options)
+        result = queue(Path(args.submission), data_dir, **options)
+    if args.hub:
+        verb = "already requested" if result.duplicate else "requested"
+        print(f"{verb}: {args.hub}: {result.path} ({'not committed again' if result.duplicate else 'PENDING'})")
+        return 0
     if result.duplicate:
         print(f"already submitted: submission {result.submission_id} (job {result.job_id}); not queued again")
     else:
@@ -352,8 +364,50 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from idbench.leaderboard.worker import run_worker
 
     options = ScoreOptions(profile=args.profile, device=args.device, batch_size=args.batch_size, judge=_judge_config(args))
+    if args.hub or args.results:
+        return _hub_worker(args, options)
+    if args.data or args.dry_run:
+        raise HubArgumentError("--data and --dry-run are options of the Hub worker (with --hub and --results)")
     done = run_worker(Store(), once=args.once, lease_seconds=args.lease_seconds, options=options)
     print(f"worker finished {done} job(s)")
+    return 0
+
+
+class HubArgumentError(IdbenchError):
+    """Options of the Hub-backed commands that do not go together."""
+
+
+def _hub_data_dirs(entries: list[str]) -> dict[str, Path]:
+    """``--data BENCH=DIR`` entries over the defaults ``$IDBENCH_HOME/benchmarks/<benchmark>``."""
+    from idbench.builders.benchmarks import BENCHMARKS
+    from idbench.leaderboard.store import default_home
+
+    folders = {name: default_home() / "benchmarks" / name for name in BENCHMARKS}
+    for entry in entries:
+        name, sep, folder = entry.partition("=")
+        if not sep or not folder:
+            raise HubArgumentError(f"--data {entry!r}: expected BENCHMARK=DIR, e.g. identity-collapse=data/identity-collapse")
+        try:
+            folders[benchmark_name(name)] = Path(folder)
+        except argparse.ArgumentTypeError as err:
+            raise HubArgumentError(f"--data {entry!r}: {err}") from None
+    return folders
+
+
+def _hub_worker(args: argparse.Namespace, options) -> int:
+    from idbench.leaderboard.hub_queue import run_hub_worker
+    from idbench.leaderboard.hubrepo import open_repo
+
+    if not (args.hub and args.results):
+        raise HubArgumentError("the Hub worker needs both --hub ORG/REQUESTS and --results ORG/RESULTS")
+    done = run_hub_worker(
+        open_repo(args.hub), open_repo(args.results), _hub_data_dirs(args.data), options,
+        once=args.once, dry_run=args.dry_run, lease_seconds=args.lease_seconds,
+    )  # fmt: skip
+    if args.dry_run:
+        print(f"dry run: {done} request(s) would be claimed; nothing was committed")
+    else:
+        print(f"worker finished {done} request(s)")
     return 0
 
 
@@ -363,6 +417,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     from idbench.leaderboard.queue import jobs_table
     from idbench.leaderboard.store import Store
 
+    if args.hub:
+        return _hub_jobs(args)
     rows = jobs_table(Store())
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
@@ -372,6 +428,29 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     for row in rows:
         reason = f"  {row['reason']}" if row.get("reason") else ""
         print(f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {row['model']}{reason}")
+    return 0
+
+
+def _hub_jobs(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from idbench.leaderboard.hub_queue import scan_requests
+    from idbench.leaderboard.hubrepo import open_repo
+
+    repo = open_repo(args.hub)
+    head = repo.head()
+    found, problems = scan_requests(repo.snapshot(head)) if head is not None else ([], [])
+    for problem in problems:  # a malformed record is named, the others still listed
+        print(f"idbench jobs: skipped {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in found], indent=2))
+        return 0
+    if not found:
+        print(f"no requests in {args.hub}")
+    for r in found:
+        reason = f"  {r.reason}" if r.reason else ""
+        print(f"{r.state:<9} attempts {r.attempts}  {r.path}  {r.model}{reason}")
     return 0
 
 
@@ -393,8 +472,19 @@ def _cmd_alignment(args: argparse.Namespace) -> int:
 def _cmd_withdraw(args: argparse.Namespace) -> int:
     from idbench.leaderboard.store import Store
 
-    Store().withdraw(args.submission_id, args.reason)
-    print(f"withdrew submission {args.submission_id}; its files and results are kept, off the rankings")
+    if args.hub or args.results:
+        from idbench.leaderboard.hub_queue import withdraw
+        from idbench.leaderboard.hubrepo import open_repo
+
+        if not (args.hub and args.results):
+            raise HubArgumentError("withdrawing from the Hub needs both --hub ORG/REQUESTS and --results ORG/RESULTS")
+        request, deleted = withdraw(open_repo(args.hub), open_repo(args.results), args.submission, args.reason)
+        print(f"withdrew {args.hub}: {request.path}; deleted {len(deleted)} result file(s) from {args.results}")
+        return 0
+    if not args.submission.isdigit():
+        raise HubArgumentError(f"submission id {args.submission!r} is not a number (a Hub request needs --hub and --results)")
+    Store().withdraw(int(args.submission), args.reason)
+    print(f"withdrew submission {args.submission}; its files and results are kept, off the rankings")
     return 0
 
 
@@ -402,6 +492,15 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
     from idbench.leaderboard.queue import rescore, rescore_all
     from idbench.leaderboard.store import Store
 
+    if args.hub or args.request:
+        from idbench.leaderboard.hub_queue import requeue
+        from idbench.leaderboard.hubrepo import open_repo
+
+        if not (args.hub and args.request):
+            raise HubArgumentError("requeueing a Hub request needs --hub ORG/REQUESTS and --request PATH")
+        request = requeue(open_repo(args.hub), args.request)
+        print(f"requeued {args.hub}: {request.path} (PENDING, attempts reset)")
+        return 0
     if args.submission is not None:
         try:
             job = rescore(Store(), args.submission)
@@ -634,6 +733,7 @@ def make_parser() -> argparse.ArgumentParser:
     submit.add_argument("--submitter", help="who submits (shown on the leaderboard)")
     submit.add_argument("--family", help="overrides the model family of submission.json (the leaderboard filters by it)")
     submit.add_argument("--link", help="overrides the link of submission.json (an http(s) URL to the paper, code or weights)")
+    submit.add_argument("--hub", metavar="ORG/REQUESTS", help="add it to this Hub requests repo instead of the local store (maintainers)")
     submit.set_defaults(func=_cmd_submit)
 
     alignment = commands.add_parser(
@@ -657,8 +757,10 @@ def make_parser() -> argparse.ArgumentParser:
         "withdraw",
         help="take a submission off the leaderboard (an admin action); its files, jobs and results are kept",
     )
-    withdraw.add_argument("submission_id", type=int)
+    withdraw.add_argument("submission", metavar="SUBMISSION", help="the local submission id; with --hub, the request's path or hash12")
     withdraw.add_argument("--reason", required=True, help="shown on the status page")
+    withdraw.add_argument("--hub", metavar="ORG/REQUESTS", help="withdraw a request of this Hub requests repo (needs --results)")
+    withdraw.add_argument("--results", metavar="ORG/RESULTS", help="the Hub results repo whose result files of it are deleted")
     withdraw.set_defaults(func=_cmd_withdraw)
 
     worker = commands.add_parser(
@@ -676,11 +778,21 @@ def make_parser() -> argparse.ArgumentParser:
     worker.add_argument("--device", default="cpu")
     worker.add_argument("--batch-size", type=int, default=32)
     worker.add_argument("--lease-seconds", type=float, default=600)
+    hub = worker.add_argument_group(
+        "Hub queue", "claim requests from a Hub requests repo and push results to a Hub results repo instead of the "
+        "local store (IDBENCH_HUB_STAND_IN=DIR: a local stand-in for both, for trials)",
+    )
+    hub.add_argument("--hub", metavar="ORG/REQUESTS", help="the requests dataset repo")
+    hub.add_argument("--results", metavar="ORG/RESULTS", help="the results dataset repo")
+    hub.add_argument("--data", action="append", default=[], metavar="BENCHMARK=DIR",
+                     help="a built benchmark folder (repeatable; default: $IDBENCH_HOME/benchmarks/<benchmark>)")
+    hub.add_argument("--dry-run", action="store_true", help="list what would be claimed and check this worker; commit nothing")
     _add_judge_arguments(worker)
     worker.set_defaults(func=_cmd_worker)
 
     jobs = commands.add_parser("jobs", help="list submissions with their job states and failure reasons")
     jobs.add_argument("--json", action="store_true")
+    jobs.add_argument("--hub", metavar="ORG/REQUESTS", help="list the requests of this Hub requests repo instead")
     jobs.set_defaults(func=_cmd_jobs)
 
     rescore = commands.add_parser(
@@ -689,7 +801,9 @@ def make_parser() -> argparse.ArgumentParser:
     which = rescore.add_mutually_exclusive_group(required=True)
     which.add_argument("--all", action="store_true", help="every submission with results")
     which.add_argument("--submission", type=int, metavar="ID", help="one submission")
+    which.add_argument("--request", metavar="PATH", help="with --hub: a PARKED or FAILED request (its path or hash12)")
     rescore.add_argument("--benchmark", type=benchmark_name, metavar="BENCHMARK", help="with --all: only this benchmark")
+    rescore.add_argument("--hub", metavar="ORG/REQUESTS", help="with --request: the Hub requests repo")
     rescore.set_defaults(func=_cmd_rescore)
 
     serve_parser = commands.add_parser(

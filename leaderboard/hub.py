@@ -62,7 +62,9 @@ Two independent things live here; nothing in this module runs unless a command a
    ``<hash12>`` is the start of the submission's content hash, so two submissions under one model name
    never collide and a rescore overwrites its own files (the repo's git history keeps the old ones).
    Nothing of a submitter beyond that metadata is pushed: no images, no manifest, no submitter name.
-   Plumbing results are never pushed.
+   Plumbing results are never pushed. :func:`result_record` builds ``aggregates.json`` for this sync
+   and for the Hub-backed worker (``leaderboard/hub_queue.py``, which reads and writes the same
+   layout), so both publish the same fields.
 
 Authentication is huggingface_hub's own (``hf auth login`` or ``HF_TOKEN``); a token is never taken as
 an argument, printed or logged. A dry run needs neither network nor token.
@@ -89,7 +91,7 @@ from huggingface_hub import CommitOperationAdd, HfApi, constants, get_token
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from idbench.builders.spec import BenchmarkSpec
+from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.errors import IdbenchError
 from idbench.leaderboard.store import Store, iso
 
@@ -104,6 +106,7 @@ TASK_CONFIG = "prompts"  # the config a model is run on
 TASK_SPLIT = "test"  # builders.write.SPLIT: every config is built as one "test" split
 REPO_TYPE = "dataset"
 SAMPLES_FILE = "results.parquet"  # what the worker writes next to aggregates.json in each results folder
+AGGREGATES_FILE = "aggregates.json"
 
 
 
@@ -419,8 +422,58 @@ def _slug(name: str) -> str:
     return slug or "model"
 
 
-def _json_bytes(record: dict[str, Any]) -> bytes:
+def json_bytes(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def request_path(benchmark: str, model: str, content_hash: str) -> str:
+    """A submission's record in the requests repo: ``<benchmark>/<slug>/<hash12>.json``."""
+    return f"{benchmark}/{_slug(model)}/{content_hash[:12]}.json"
+
+
+def result_folder(benchmark: str, model: str, content_hash: str) -> str:
+    """A submission's folder in the results repo: ``<benchmark>/<slug>/<hash12>``."""
+    return f"{benchmark}/{_slug(model)}/{content_hash[:12]}"
+
+
+PUBLIC_METADATA = ("family", "link")  # what a result record shows of submission.json: never the submitter
+
+
+def result_record(
+    scored: dict[str, Any],
+    *,
+    model: str,
+    benchmark: str,
+    benchmark_version: str,
+    content_hash: str,
+    scored_at: str | None,
+    samples: str | None,
+    task: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A result's ``aggregates.json`` in the results repo, for ``idbench sync`` and ``idbench worker --hub`` alike.
+
+    ``scored`` is a scoring summary or a store result row: its ``suite_version``, ``idbench_version``,
+    ``profile``, ``models``, ``aggregates`` and ``not_run`` are copied. ``samples`` is the repo path
+    of the per-sample parquet, or None. Of ``metadata`` only ``family`` and ``link`` are kept.
+    """
+    metadata = metadata or {}
+    return {
+        "model": model,
+        "benchmark": benchmark,
+        "benchmark_version": benchmark_version,
+        "suite_version": scored["suite_version"],
+        "idbench_version": scored["idbench_version"],
+        "profile": scored["profile"],
+        "models": scored.get("models") or {},
+        "aggregates": scored["aggregates"],
+        "not_run": scored.get("not_run") or {},
+        "scored_at": scored_at,
+        "content_hash": content_hash,
+        "samples": samples,
+        "task": task or DEFAULT_TASK,
+        "metadata": {key: metadata.get(key) or None for key in PUBLIC_METADATA},  # blank = not given
+    }
 
 
 def _submissions(store: Store) -> list[dict[str, Any]]:
@@ -451,7 +504,6 @@ def sync_plan(store: Store, requests_repo: str, results_repo: str) -> list[Opera
     for job in _submissions(store):
         submission = store.submission(job["submission_id"])
         benchmarks.add(submission["benchmark"])
-        folder = f"{submission['benchmark']}/{_slug(submission['model_name'])}"
         record = {
             "model": submission["model_name"],
             "benchmark": submission["benchmark"],
@@ -460,33 +512,24 @@ def sync_plan(store: Store, requests_repo: str, results_repo: str) -> list[Opera
             "state": job["state"],
             "submitted_at": iso(submission["created_at"]),
         }
-        path = f"{folder}/{submission['content_hash'][:12]}.json"
-        operations.append(Operation(requests_repo, path, data=_json_bytes(record)))
+        path = request_path(submission["benchmark"], submission["model_name"], submission["content_hash"])
+        operations.append(Operation(requests_repo, path, data=json_bytes(record)))
 
     for benchmark in sorted(benchmarks):
         for row in store.current_results(benchmark).to_dict("records"):
             if row["plumbing"]:
                 continue  # random-weight numbers are never published
-            folder = f"{benchmark}/{_slug(row['model_name'])}/{row['content_hash'][:12]}"
+            folder = result_folder(benchmark, row["model_name"], row["content_hash"])
             samples = Path(row["results_path"]) / SAMPLES_FILE
             samples_in_repo = f"{folder}/{SAMPLES_FILE}" if samples.is_file() else None
             if samples_in_repo is None:
                 logger.warning("result %s: %s is missing; pushing its aggregates only", row["id"], samples)
-            record = {
-                "model": row["model_name"],
-                "benchmark": benchmark,
-                "benchmark_version": row["benchmark_version"],
-                "suite_version": row["suite_version"],
-                "idbench_version": row["idbench_version"],
-                "profile": row["profile"],
-                "models": row["models"],
-                "aggregates": row["aggregates"],
-                "not_run": row["not_run"],
-                "scored_at": iso(row["created_at"]),
-                "content_hash": row["content_hash"],
-                "samples": samples_in_repo,
-            }
-            operations.append(Operation(results_repo, f"{folder}/aggregates.json", data=_json_bytes(record)))
+            record = result_record(
+                row, model=row["model_name"], benchmark=benchmark, benchmark_version=row["benchmark_version"],
+                content_hash=row["content_hash"], scored_at=iso(row["created_at"]), samples=samples_in_repo,
+                task=row["task"], metadata=row["metadata"],
+            )  # fmt: skip
+            operations.append(Operation(results_repo, f"{folder}/{AGGREGATES_FILE}", data=json_bytes(record)))
             if samples_in_repo is not None:
                 operations.append(Operation(results_repo, samples_in_repo, local_path=samples))
     return sorted(operations, key=lambda op: (op.repo_id, op.path_in_repo))

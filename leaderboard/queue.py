@@ -37,6 +37,7 @@ from idbench.evaluate_pkg.submission import (
     METADATA_NAME,
     Entry,
     Problem,
+    Submission,
     SubmissionError,
     metadata_text_problems,
     validate_submission,
@@ -129,23 +130,15 @@ def submit(
     """
     if rate_limit is not None:
         _check_rate(store, submitter, rate_limit)
-    overrides = {key: value.strip() for key, value in (("family", family), ("link", link)) if value is not None and value.strip()}
     data_dir = Path(data_dir).resolve()
     data = load_benchmark_data(data_dir)
     version = benchmark_version(data_dir)
     with validate_submission(Path(submission_path), data) as submission:
-        if submission.task == "retrieval":  # the leaderboard ranks generations; a ranking is scored alone
-            raise SubmissionError([Problem(None, None, METADATA_NAME, RETRIEVAL_NOT_QUEUED)])
-        name = (model_name or "").strip() or submission.model
-        metadata = dict(submission.metadata, **overrides, model=name)
-        problems = metadata_text_problems(metadata)
-        if problems:
-            raise SubmissionError([Problem(None, None, "model metadata", message) for message in problems])
-        digest = submission_hash(data.name, name, submission.entries, submission.task)
+        name, metadata, digest = queued_metadata(submission, data.name, model_name, family=family, link=link)
         existing = store.find_duplicate(digest)
         if existing is not None:
             return SubmitResult(existing[0], existing[1], duplicate=True)
-        stored = _store_files(store.submissions_dir, digest, metadata, submission.entries)
+        stored = store_files(store.submissions_dir, digest, metadata, submission.entries)
     submission_id, job_id, duplicate = store.add_submission(
         benchmark=data.name,
         benchmark_version=version,
@@ -161,6 +154,27 @@ def submit(
     return SubmitResult(submission_id, job_id, duplicate)
 
 
+def queued_metadata(
+    submission: Submission, benchmark: str, model_name: str | None = None, *, family: str | None = None, link: str | None = None
+) -> tuple[str, dict, str]:
+    """The model name, metadata and content hash a validated submission is queued under (any queue: local or Hub).
+
+    ``model_name``, ``family`` and ``link`` override ``submission.json``'s fields (blank ones are
+    ignored) under :func:`~idbench.evaluate_pkg.submission.metadata_text_problems`' limits. Raises
+    :class:`SubmissionError` for a retrieval submission (the leaderboard ranks generations; a ranking
+    is scored alone) or metadata over the limits.
+    """
+    if submission.task == "retrieval":
+        raise SubmissionError([Problem(None, None, METADATA_NAME, RETRIEVAL_NOT_QUEUED)])
+    overrides = {key: value.strip() for key, value in (("family", family), ("link", link)) if value is not None and value.strip()}
+    name = (model_name or "").strip() or submission.model
+    metadata = dict(submission.metadata, **overrides, model=name)
+    problems = metadata_text_problems(metadata)
+    if problems:
+        raise SubmissionError([Problem(None, None, "model metadata", message) for message in problems])
+    return name, metadata, submission_hash(benchmark, name, submission.entries, submission.task)
+
+
 def _check_rate(store: Store, submitter: str | None, limit: RateLimit) -> None:
     """Raise :class:`RateLimitError` when ``submitter`` (anonymous counts as one submitter) is over ``limit``."""
     recent = store.count_recent_submissions(submitter, time.time() - limit.window_s)
@@ -170,7 +184,7 @@ def _check_rate(store: Store, submitter: str | None, limit: RateLimit) -> None:
         raise RateLimitError(f"{who} made {recent} submissions in the last {hours:g} h; the limit is {limit.max_submissions}")
 
 
-def _store_files(root: Path, digest: str, metadata: dict, entries: tuple[Entry, ...]) -> Path:
+def store_files(root: Path, digest: str, metadata: dict, entries: tuple[Entry, ...]) -> Path:
     """Write the submission as ``root/<digest>/`` (submission.json, manifest.csv, images/<hash>.<ext>).
 
     Written into a temporary sibling and renamed into place, so the folder is complete or absent.

@@ -32,7 +32,7 @@ import time
 import traceback
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Models, ScoreOptions
@@ -135,11 +135,23 @@ def check_worker(store: Store, options: ScoreOptions, models: Models | None = No
     the profile that the metrics to compute there need (``Models.missing``). Folders in ``checked``
     are skipped; those that pass are added, so a polling worker checks each folder once.
     """
+    problems = readiness_problems(queued_data_dirs(store), options, models, checked)
+    if problems:
+        raise WorkerNotReadyError("not ready, no job claimed (the queue is as it was): " + "; ".join(problems))
+
+
+def readiness_problems(
+    data_dirs: Iterable[Path], options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None
+) -> list[str]:
+    """What keeps this worker from scoring submissions of the benchmark folders ``data_dirs`` (one line each).
+
+    The checks of :func:`check_worker`, for any queue (the local store or the Hub's requests repo).
+    """
     models = models or Models(options)
     checked = set() if checked is None else checked
     problems = _judge_problems(options.judge)
     missing: dict[str, str] = {}
-    for data_dir in queued_data_dirs(store):
+    for data_dir in data_dirs:
         if data_dir in checked:
             continue
         try:
@@ -161,8 +173,7 @@ def check_worker(store: Store, options: ScoreOptions, models: Models | None = No
             log.info("%s", message)  # how to get each one: shown with `idbench -v worker`
         problems.insert(0, f"{len(missing)} model(s) of profile {options.profile!r} not on this machine: {', '.join(sorted(missing))}"
                         " (`idbench -v worker` or `idbench models list` tells how to get them)")
-    if problems:
-        raise WorkerNotReadyError("not ready, no job claimed (the queue is as it was): " + "; ".join(problems))
+    return problems
 
 
 def _judge_problems(judge: Any) -> list[str]:
@@ -189,7 +200,7 @@ def _run_job(store: Store, job: Job, lease_seconds: float, options: ScoreOptions
     out = store.results_dir / str(job.submission_id) / str(job.id)
     log.info("job %s (submission %s, %s): attempt %s by %s", job.id, job.submission_id, job.model_name, job.attempts, job.lease_owner)
     try:
-        with _Heartbeat(store, job, lease_seconds):
+        with Heartbeat(lambda: heartbeat(store, job, lease_seconds), f"job {job.id}", lease_seconds):
             version = benchmark_version(job.data_dir) if job.data_dir.is_dir() else None
             summary = scorer(job, out, options, store.features_dir)
         finish(store, job, summary, out, benchmark_version=version)
@@ -223,8 +234,12 @@ def _run_job(store: Store, job: Job, lease_seconds: float, options: ScoreOptions
 
 def _record_traceback(store: Store, job: Job, err: BaseException) -> str:
     """Write the traceback to the job's log file; the one-line reason (naming that file) for the table."""
-    store.logs_dir.mkdir(parents=True, exist_ok=True)
-    path = store.logs_dir / f"job-{job.id}-attempt-{job.attempts}.log"
+    return record_traceback(store.logs_dir / f"job-{job.id}-attempt-{job.attempts}.log", err)
+
+
+def record_traceback(path: Path, err: BaseException) -> str:
+    """Write ``err``'s traceback to ``path``; the one-line reason (naming that file) a job's record shows."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(traceback.format_exception(type(err), err, err.__traceback__)), encoding="utf-8")
     message = _one_line(err) or "(no message)"  # the error on one line, whatever it held
     if len(message) > MAX_REASON_CHARS:
@@ -232,27 +247,28 @@ def _record_traceback(store: Store, job: Job, err: BaseException) -> str:
     return f"{type(err).__name__}: {message} (traceback: {path})"
 
 
-class _Heartbeat:
-    """Extend a job's lease every third of ``lease_seconds`` while the block runs (in a daemon thread).
+class Heartbeat:
+    """Call ``beat`` (extend a lease; False: the lease was lost) every third of ``lease_seconds`` while the block runs.
 
-    A daemon thread dies with the process, so a killed worker stops renewing and its lease expires.
+    It runs in a daemon thread, which dies with the process: a killed worker stops renewing and its
+    lease expires. ``name`` (e.g. "job 7") is for the log.
     """
 
-    def __init__(self, store: Store, job: Job, lease_seconds: float):
-        self.store, self.job, self.lease_seconds = store, job, lease_seconds
+    def __init__(self, beat: Callable[[], bool], name: str, lease_seconds: float):
+        self.beat, self.name, self.lease_seconds = beat, name, lease_seconds
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-job-{job.id}", daemon=True)
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{name}", daemon=True)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.lease_seconds / 3):
             try:
-                if not heartbeat(self.store, self.job, self.lease_seconds):
-                    log.warning("job %s: lease lost to another worker; its outcome will not be recorded", self.job.id)
+                if not self.beat():
+                    log.warning("%s: lease lost to another worker; its outcome will not be recorded", self.name)
                     return
-            except Exception:  # noqa: BLE001 - a busy database now and then must not kill the heartbeat
-                log.exception("job %s: heartbeat failed; retrying", self.job.id)
+            except Exception:  # noqa: BLE001 - a busy database (or Hub) now and then must not kill the heartbeat
+                log.exception("%s: heartbeat failed; retrying", self.name)
 
-    def __enter__(self) -> _Heartbeat:
+    def __enter__(self) -> Heartbeat:
         self._thread.start()
         return self
 

@@ -1,0 +1,772 @@
+"""The leaderboard queue on the Hub: request files in a dataset repo, claimed by commits on a parent revision.
+
+A public deployment (a Space plus GPU workers elsewhere) keeps its queue in a **requests** dataset repo
+and its public results in a **results** dataset repo, the pattern of the Hub's leaderboard template.
+Everything here is a function over :class:`~idbench.leaderboard.hubrepo.DatasetRepo` (the Hub, or the
+local stand-in in tests), and follows ``docs/deploy.md``'s layout:
+
+    requests:  <benchmark>/<slug>/<hash12>.json    the request record (state, attempts, lease, reason)
+               <benchmark>/<slug>/<hash12>.zip     the submission, normalised after validation
+    results:   <benchmark>/<slug>/<hash12>/aggregates.json, results.parquet   (hub.result_record)
+
+The states are the local queue's (``leaderboard.queue``): PENDING -> RUNNING -> FINISHED | FAILED |
+PARKED, plus WITHDRAWN. Every change of a record is **one commit on the revision it was read at**
+(``DatasetRepo.commit(..., parent=head)``): when two workers read the same head and both try to claim
+a request, the Hub (or the stand-in) accepts the first commit and refuses the second with
+:class:`RepoConflict`, whose worker re-reads and takes the next request. So no request is won twice.
+A claim is a lease (``lease_until``) that a heartbeat extends; a worker that dies leaves a RUNNING
+record whose lease runs out, and the next claim takes it again (PARKED after
+``queue.MAX_ATTEMPTS``). Ending a request is fenced by (worker, attempts), as locally.
+
+Whose fault, as in ``leaderboard.worker``: a fault of the submission ends it FAILED with the reason;
+any other error is the worker's: the request goes back to PENDING with the attempt counted and the
+worker stops (:class:`~idbench.leaderboard.worker.WorkerFaultError`). Results are pushed to the
+results repo *before* the request is marked FINISHED: a crash in between leaves a RUNNING request
+whose lease runs out and which is scored again (its result files are overwritten), never a FINISHED
+request without results. Plumbing (tiny-profile) results are never pushed.
+
+Example::
+
+    requests, results = open_repo("org/idbench-requests"), open_repo("org/idbench-results")
+    submit_request(requests, Path("my-submission.zip"), Path("data/identity-collapse"))
+    run_hub_worker(requests, results, {"identity-collapse": Path("data/identity-collapse")}, once=True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from idbench.builders.spec import DEFAULT_TASK
+from idbench.errors import IdbenchError
+from idbench.evaluate_pkg.context import Models, ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.runner import score_submission
+from idbench.evaluate_pkg.submission import Problem, SubmissionError, validate_submission
+from idbench.leaderboard.hub import AGGREGATES_FILE, SAMPLES_FILE, json_bytes, request_path, result_folder, result_record
+from idbench.leaderboard.hubrepo import DatasetRepo, FileAdd, FileDelete, Operation, RepoConflict
+from idbench.leaderboard.queue import MAX_ATTEMPTS, benchmark_version, queued_metadata, store_files
+from idbench.leaderboard.store import LeaseLostError, default_home, iso
+from idbench.leaderboard.worker import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_POLL_SECONDS,
+    SUBMISSION_FAULTS,
+    Heartbeat,
+    WorkerFaultError,
+    WorkerNotReadyError,
+    default_worker_id,
+    readiness_problems,
+    record_traceback,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA = 1
+STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED", "PARKED", "WITHDRAWN")
+# A commit refused because the head moved is retried on the new head this many times in a row; each
+# refusal means another commit landed, so running out means a repo far busier than a leaderboard's.
+CONFLICT_RETRIES = 50
+RECORD_METADATA = ("family", "link", "model")  # what a request record shows of submission.json
+
+
+class HubQueueError(IdbenchError):
+    """A request cannot be found, read or changed as asked; the message names it."""
+
+
+# --- records -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request record of the requests repo (``path`` is where it lives there)."""
+
+    path: str
+    model: str
+    benchmark: str
+    benchmark_version: str
+    content_hash: str
+    state: str
+    submitted_at: str
+    task: str = DEFAULT_TASK
+    metadata: dict = field(default_factory=dict)
+    updated_at: str | None = None
+    attempts: int = 0
+    worker: str | None = None
+    lease_until: str | None = None
+    reason: str | None = None
+    files: str | None = None  # the submission zip's repo path; None in records of the older `idbench sync`
+    schema: int = SCHEMA
+
+    def to_bytes(self) -> bytes:
+        record = asdict(self)
+        del record["path"]  # the path is where the record is, not what it holds
+        return json_bytes(record)
+
+    @classmethod
+    def parse(cls, path: str, data: bytes) -> Request:
+        """The record at ``path``; :class:`HubQueueError` says what is wrong with a malformed one.
+
+        Records written by the older ``idbench sync`` (model, benchmark, benchmark_version,
+        content_hash, state, submitted_at only) get the defaults of the other fields.
+        """
+        try:
+            record = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise HubQueueError(f"{path}: not a JSON record ({err})") from None
+        if not isinstance(record, dict):
+            raise HubQueueError(f"{path}: expected a JSON object")
+        known = {f for f in cls.__dataclass_fields__ if f != "path"}
+        required = ("model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at")
+        problems = [f"missing or non-text field {key!r}" for key in required if not isinstance(record.get(key), str)]
+        problems += [f"unknown field {key!r}" for key in sorted(set(record) - known)]
+        if not problems:
+            if record["state"] not in STATES:
+                problems.append(f"state {record['state']!r} is none of {', '.join(STATES)}")
+            if not isinstance(record.get("attempts", 0), int) or record.get("attempts", 0) < 0:
+                problems.append(f"attempts {record.get('attempts')!r} is not a count")
+            if not isinstance(record.get("metadata", {}), dict):
+                problems.append("metadata is not an object")
+            for key in ("task", "updated_at", "worker", "lease_until", "reason", "files"):
+                if record.get(key) is not None and not isinstance(record[key], str):
+                    problems.append(f"field {key!r} is not text")
+            if record.get("lease_until") and _parse_time(record["lease_until"]) is None:
+                problems.append(f"lease_until {record['lease_until']!r} is not an ISO 8601 time")
+            if record.get("files") is not None and record["files"] != path.removesuffix(".json") + ".zip":
+                problems.append(f"files {record['files']!r} is not the record's own zip ({path.removesuffix('.json')}.zip)")
+            if path != request_path(record["benchmark"], record["model"], record["content_hash"]):
+                expected = request_path(record["benchmark"], record["model"], record["content_hash"])
+                problems.append(f"its model, benchmark and content_hash belong at {expected}")
+        if problems:
+            raise HubQueueError(f"{path}: malformed request record: {'; '.join(problems)}")
+        record.setdefault("task", DEFAULT_TASK)
+        record["task"] = record["task"] or DEFAULT_TASK
+        return cls(path=path, **record)
+
+    @property
+    def hash12(self) -> str:
+        return self.content_hash[:12]
+
+    def lease_expired(self, now: float) -> bool:
+        until = _parse_time(self.lease_until) if self.lease_until else None
+        return until is None or until < now
+
+
+@dataclass(frozen=True)
+class RequestRef:
+    """What :func:`submit_request` made (or found): the record's and the zip's repo paths, and the commit."""
+
+    path: str
+    files: str
+    content_hash: str
+    model: str
+    benchmark: str
+    duplicate: bool  # True: this submission was already requested; nothing was committed
+    revision: str | None  # the commit that added it (the head that already had it, for a duplicate)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A request this worker won: the record as the claim wrote it, and the claim's commit."""
+
+    request: Request
+    revision: str
+
+    @property
+    def worker(self) -> str:
+        return self.request.worker or ""
+
+    @property
+    def attempts(self) -> int:
+        return self.request.attempts
+
+
+def _parse_time(text: str) -> float | None:
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return moment.timestamp() if moment.tzinfo is not None else None
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else now
+
+
+# --- reading -----------------------------------------------------------------------------------------
+
+
+def scan_requests(folder: Path) -> tuple[list[Request], list[str]]:
+    """The request records in a snapshot folder, oldest first, and one problem line per malformed file.
+
+    Records are the ``.json`` files three levels down (``<benchmark>/<slug>/<hash12>.json``); other
+    files (the zips, a README, ``.gitattributes``) are not records.
+    """
+    requests, problems = [], []
+    for file in sorted(folder.rglob("*.json")):
+        relative = file.relative_to(folder).as_posix()
+        if any(part.startswith(".") for part in relative.split("/")):
+            continue  # .cache/ of a local Hub download, hidden files
+        if relative.count("/") != 2:
+            problems.append(f"{relative}: not a request record (records are <benchmark>/<model>/<hash12>.json)")
+            continue
+        try:
+            requests.append(Request.parse(relative, file.read_bytes()))
+        except HubQueueError as err:
+            problems.append(str(err))
+    return sorted(requests, key=lambda r: (r.submitted_at, r.path)), problems
+
+
+def list_requests(requests: DatasetRepo, revision: str | None = None) -> list[Request]:
+    """Every well-formed request record at ``revision`` (default: the head), oldest first.
+
+    A malformed record is logged as a warning naming its path and skipped: one bad file never stops a
+    worker or the Space.
+    """
+    revision = revision or requests.head()
+    if revision is None:
+        return []
+    found, problems = scan_requests(requests.snapshot(revision))
+    for problem in problems:
+        log.warning("%s: skipped: %s", requests.repo_id, problem)
+    return found
+
+
+def claimable(requests: Iterable[Request], now: float) -> list[Request]:
+    """What a claim could take, in the order it takes them: PENDING oldest first, then expired RUNNING leases.
+
+    Records without files (those of the older ``idbench sync``) cannot be scored and are left alone.
+    """
+    requests = [r for r in requests if r.files]
+    pending = [r for r in requests if r.state == "PENDING"]
+    expired = [r for r in requests if r.state == "RUNNING" and r.lease_expired(now)]
+    return pending + expired
+
+
+def _read(requests: DatasetRepo, revision: str | None, path: str) -> Request | None:
+    if revision is None:
+        return None
+    file = requests.snapshot(revision) / path
+    return Request.parse(path, file.read_bytes()) if file.is_file() else None
+
+
+def _commit_retrying(repo: DatasetRepo, operations_at: Callable[[str | None], list[Operation]], message: str) -> str | None:
+    """Commit ``operations_at(head)`` on the head, again on the new head while it moves; None when nothing to do."""
+    for _ in range(CONFLICT_RETRIES):
+        head = repo.head()
+        operations = operations_at(head)
+        if not operations:
+            return None
+        try:
+            return repo.commit(operations, message, parent=head)
+        except RepoConflict:
+            continue
+    raise HubQueueError(f"{repo.repo_id}: {CONFLICT_RETRIES} commits in a row were overtaken by others; try again")
+
+
+def _update(requests: DatasetRepo, path: str, change: Callable[[Request | None], Request | None], message: str) -> Request | None:
+    """Rewrite one record as ``change(current)`` in one commit on the revision it was read at.
+
+    ``change`` returning None means there is nothing to write (then nothing is committed). When the
+    head moved meanwhile the record is read again and ``change`` asked again, so it always decides on
+    the record it replaces.
+    """
+    written: list[Request | None] = [None]
+
+    def operations(head: str | None) -> list[Operation]:
+        new = change(_read(requests, head, path))
+        written[0] = new
+        return [] if new is None else [FileAdd(path, data=new.to_bytes())]
+
+    _commit_retrying(requests, operations, message)
+    return written[0]
+
+
+# --- submit ------------------------------------------------------------------------------------------
+
+
+def submit_request(
+    requests: DatasetRepo,
+    submission_path: Path,
+    data_dir: Path,
+    model_name: str | None = None,
+    *,
+    family: str | None = None,
+    link: str | None = None,
+    submitter: str | None = None,
+    now: float | None = None,
+) -> RequestRef:
+    """Validate a submission as ``queue.submit`` does and add it to the requests repo as one PENDING request.
+
+    Raises :class:`~idbench.evaluate_pkg.submission.SubmissionError` (every problem listed) before
+    anything is committed. The submission goes up normalised (submission.json with the overrides,
+    manifest.csv, images/<sha>.<ext>, as the local store keeps it), zipped, in the same commit as its
+    record. The same files and model submitted again (the record's path exists) come back with
+    ``duplicate=True`` and nothing is committed. ``submitter`` is accepted for the app's sake but never
+    written: the requests repo may be public.
+    """
+    del submitter  # not published (see the docstring)
+    data_dir = Path(data_dir).resolve()
+    data = load_benchmark_data(data_dir)
+    version = benchmark_version(data_dir)
+    with validate_submission(Path(submission_path), data) as submission, tempfile.TemporaryDirectory(prefix="idbench-request-") as tmp:
+        name, metadata, digest = queued_metadata(submission, data.name, model_name, family=family, link=link)
+        path = request_path(data.name, name, digest)
+        ref = RequestRef(path, path.removesuffix(".json") + ".zip", digest, name, data.name, duplicate=False, revision=None)
+        folder = store_files(Path(tmp), digest, metadata, submission.entries)
+        archive = _zip_folder(folder, Path(tmp) / "submission.zip")
+        duplicate_at: list[str | None] = [None]
+
+        def operations(head: str | None) -> list[Operation]:
+            if _read(requests, head, path) is not None:
+                duplicate_at[0] = head
+                return []
+            moment = iso(_now(now))
+            record = Request(
+                path=path, model=name, benchmark=data.name, benchmark_version=version, content_hash=digest,
+                state="PENDING", submitted_at=moment, updated_at=moment, task=submission.task,
+                metadata={key: metadata.get(key) or None for key in RECORD_METADATA}, files=ref.files,
+            )  # fmt: skip
+            return [FileAdd(path, data=record.to_bytes()), FileAdd(ref.files, local_path=archive)]
+
+        revision = _commit_retrying(requests, operations, f"submit {path}")
+    if revision is None:
+        return replace(ref, duplicate=True, revision=duplicate_at[0])
+    log.info("%s: requested %s (%s)", requests.repo_id, path, revision)
+    return replace(ref, revision=revision)
+
+
+def _zip_folder(folder: Path, archive: Path) -> Path:
+    """``folder``'s files as an uncompressed zip (images are compressed already; a ratio of 1 is no bomb)."""
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as zf:
+        for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+            zf.write(file, file.relative_to(folder).as_posix())
+    return archive
+
+
+# --- claim and report back ---------------------------------------------------------------------------
+
+
+def parked_reason(attempts: int, last: str) -> str:
+    """The reason a PARKED request shows: not the submitter's fault, how it is requeued, the last fault."""
+    return (
+        f"parked after {attempts} attempts ended by worker faults; not a fault of the submission"
+        f" (requeue with `idbench rescore --hub REQUESTS --request PATH` once the workers are fixed); last: {last}"
+    )
+
+
+def claim_request(
+    requests: DatasetRepo,
+    worker_id: str,
+    lease_seconds: float,
+    now: float | None = None,
+    *,
+    max_attempts: int = MAX_ATTEMPTS,
+    accept: Callable[[Request], bool] | None = None,
+) -> Claim | None:
+    """Win the oldest claimable request (:func:`claimable`) for ``worker_id``; None when there is none.
+
+    The claim is one commit on the revision the request was read at, rewriting its record: RUNNING,
+    ``worker``, one more attempt, ``lease_until`` = now + ``lease_seconds``. When another commit landed
+    first (a rival's claim), the repo refuses ours and the next claimable request at the new head is
+    tried. An expired lease of a request that already had ``max_attempts`` is PARKED instead.
+    ``accept`` skips requests this worker cannot score (the benchmark builds it has).
+    """
+    for _ in range(CONFLICT_RETRIES):
+        head = requests.head()
+        if head is None:
+            return None
+        moment = _now(now)
+        candidates = [r for r in claimable(list_requests(requests, head), moment) if accept is None or accept(r)]
+        if not candidates:
+            return None
+        request = candidates[0]
+        if request.state == "RUNNING" and request.attempts >= max_attempts:
+            new = replace(request, state="PARKED", worker=None, lease_until=None, updated_at=iso(moment),
+                          reason=parked_reason(request.attempts, "the lease expired (worker killed or stuck?)"))  # fmt: skip
+            message = f"park {request.path}"
+        else:
+            new = replace(request, state="RUNNING", worker=worker_id, attempts=request.attempts + 1,
+                          lease_until=iso(moment + lease_seconds), updated_at=iso(moment), reason=None)  # fmt: skip
+            message = f"claim {request.path} by {worker_id} (attempt {new.attempts})"
+        try:
+            revision = requests.commit([FileAdd(new.path, data=new.to_bytes())], message, parent=head)
+        except RepoConflict:
+            continue  # someone committed first: read the new head and take what is claimable there
+        if new.state == "RUNNING":
+            return Claim(new, revision)
+    raise HubQueueError(f"{requests.repo_id}: {CONFLICT_RETRIES} claims in a row were overtaken by others; try again")
+
+
+def _is_ours(current: Request | None, claim: Claim) -> bool:
+    return (
+        current is not None and current.state == "RUNNING"
+        and current.worker == claim.worker and current.attempts == claim.attempts
+    )  # fmt: skip
+
+
+def _end(requests: DatasetRepo, claim: Claim, what: str, **fields: Any) -> Request:
+    """Rewrite a request we hold with ``fields``; :class:`LeaseLostError` (nothing written) if it is not ours."""
+    path = claim.request.path
+
+    def change(current: Request | None) -> Request:
+        if not _is_ours(current, claim):
+            state = "gone" if current is None else f"{current.state} (worker {current.worker}, attempt {current.attempts})"
+            raise LeaseLostError(f"{path}: lease of {claim.worker} (attempt {claim.attempts}) was lost, it is {state}; {what} not recorded")
+        return replace(current, **fields)
+
+    return _update(requests, path, change, f"{what} {path} ({claim.worker}, attempt {claim.attempts})")
+
+
+def heartbeat(requests: DatasetRepo, claim: Claim, lease_seconds: float, now: float | None = None) -> bool:
+    """Extend the lease of a request we still hold; False if it is no longer ours (stop working on it)."""
+    try:
+        _end(requests, claim, "heartbeat", lease_until=iso(_now(now) + lease_seconds))
+    except LeaseLostError:
+        return False
+    return True
+
+
+def finish_request(requests: DatasetRepo, claim: Claim, note: str | None = None, now: float | None = None) -> Request:
+    """Mark a request we hold FINISHED (``note``: e.g. why no result was published); LeaseLostError if not ours."""
+    return _end(requests, claim, "finish", state="FINISHED", lease_until=None, reason=note, updated_at=iso(_now(now)))
+
+
+def fail_request(requests: DatasetRepo, claim: Claim, reason: str, now: float | None = None) -> Request:
+    """Mark a request we hold FAILED with a ``reason`` for the submitter; LeaseLostError if not ours."""
+    return _end(requests, claim, "fail", state="FAILED", lease_until=None, reason=reason, updated_at=iso(_now(now)))
+
+
+def requeue_request(requests: DatasetRepo, claim: Claim, reason: str, now: float | None = None, max_attempts: int = MAX_ATTEMPTS) -> str:
+    """After a fault of the worker: back to PENDING with the attempt counted, or PARKED at ``max_attempts``; the state."""
+    if claim.attempts >= max_attempts:
+        state, reason = "PARKED", parked_reason(claim.attempts, reason)
+    else:
+        state, reason = "PENDING", f"back in the queue after a worker fault (attempt {claim.attempts}): {reason}"
+    _end(requests, claim, "requeue", state=state, worker=None, lease_until=None, reason=reason, updated_at=iso(_now(now)))
+    return state
+
+
+def release_request(requests: DatasetRepo, claim: Claim, now: float | None = None) -> bool:
+    """Put a request we hold back to PENDING (a worker stopped by the user); False if it was not ours."""
+    try:
+        _end(requests, claim, "release", state="PENDING", worker=None, lease_until=None, updated_at=iso(_now(now)))
+    except LeaseLostError:
+        return False
+    return True
+
+
+def find_request(requests: DatasetRepo, ref: str, revision: str | None = None) -> Request:
+    """The request named by ``ref``: its record path (with or without ``.json``) or a prefix of its content hash.
+
+    :class:`HubQueueError` when none or several match (a hash prefix needs at least 8 characters).
+    """
+    ref = ref.strip()
+    found = list_requests(requests, revision)
+    matches = [r for r in found if r.path in (ref, ref + ".json")]
+    if not matches and len(ref) >= 8:
+        matches = [r for r in found if r.content_hash.startswith(ref.lower())]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise HubQueueError(f"{requests.repo_id}: no request {ref!r} (give its path, e.g. <benchmark>/<model>/<hash12>.json, or its hash12)")
+    raise HubQueueError(f"{requests.repo_id}: {ref!r} names {len(matches)} requests: {', '.join(r.path for r in matches)}")
+
+
+def requeue(requests: DatasetRepo, ref: str, now: float | None = None) -> Request:
+    """An admin's requeue of a PARKED or FAILED request: PENDING again, attempts reset; the new record."""
+
+    def change(current: Request | None) -> Request:
+        if current is None or current.state not in ("PARKED", "FAILED"):
+            raise HubQueueError(f"{request.path}: is {current.state if current else 'gone'}; only PARKED or FAILED requests are requeued")
+        return replace(current, state="PENDING", attempts=0, worker=None, lease_until=None, reason=None, updated_at=iso(_now(now)))
+
+    request = find_request(requests, ref)
+    return _update(requests, request.path, change, f"requeue {request.path}")
+
+
+def withdraw(requests: DatasetRepo, results: DatasetRepo, ref: str, reason: str, now: float | None = None) -> tuple[Request, list[str]]:
+    """Withdraw a request: its record WITHDRAWN (with ``reason``), then its public result files deleted.
+
+    Two commits, in that order: once the record says WITHDRAWN no worker can finish it (a worker that
+    pushed results meanwhile sees that and deletes them again). Returns the record and the result
+    paths deleted. ``ref`` is as :func:`find_request` takes it.
+    """
+    if not reason.strip():
+        raise HubQueueError("a withdrawal needs a reason (it is shown with the request)")
+    request = find_request(requests, ref)
+    record = _update(
+        requests, request.path,
+        lambda current: replace(current or request, state="WITHDRAWN", worker=None, lease_until=None, reason=reason.strip(),
+                                updated_at=iso(_now(now))),
+        f"withdraw {request.path}",
+    )  # fmt: skip
+    return record, delete_results(results, request)
+
+
+def delete_results(results: DatasetRepo, request: Request) -> list[str]:
+    """Delete the request's result folder's files from the results repo (one commit, none if empty); their paths."""
+    folder = result_folder(request.benchmark, request.model, request.content_hash)
+    deleted: list[str] = []
+
+    def operations(head: str | None) -> list[Operation]:
+        root = results.snapshot(head) / folder if head is not None else None
+        deleted[:] = sorted(f"{folder}/{p.relative_to(root).as_posix()}" for p in root.rglob("*") if p.is_file()) if root and root.is_dir() else []
+        return [FileDelete(path) for path in deleted]
+
+    _commit_retrying(results, operations, f"withdraw {folder}")
+    return deleted
+
+
+# --- results -----------------------------------------------------------------------------------------
+
+
+def is_plumbing(summary: Mapping[str, Any]) -> bool:
+    """A summary that is (or may be) a plumbing check: never published. Fails closed when it does not say."""
+    return bool(summary.get("plumbing", True)) or summary.get("profile") == "tiny"
+
+
+def result_operations(request: Request, summary: dict[str, Any], samples: Path | None, scored_at: str) -> list[FileAdd]:
+    """The files one scored request puts in the results repo: aggregates.json and, when present, the samples parquet.
+
+    The record is :func:`~idbench.leaderboard.hub.result_record`'s (the one ``idbench sync`` writes),
+    with the request's model, benchmark build, task and public metadata. Raises :class:`HubQueueError`
+    for a plumbing summary.
+    """
+    if is_plumbing(summary):
+        raise HubQueueError(f"{request.path}: scored with the {summary.get('profile')!r} profile, a plumbing check; never published")
+    folder = result_folder(request.benchmark, request.model, request.content_hash)
+    samples_in_repo = f"{folder}/{SAMPLES_FILE}" if samples is not None and Path(samples).is_file() else None
+    record = result_record(
+        summary, model=request.model, benchmark=request.benchmark, benchmark_version=request.benchmark_version,
+        content_hash=request.content_hash, scored_at=scored_at, samples=samples_in_repo, task=request.task,
+        metadata=request.metadata,
+    )  # fmt: skip
+    operations = [FileAdd(f"{folder}/{AGGREGATES_FILE}", data=json_bytes(record))]
+    if samples_in_repo is not None:
+        operations.append(FileAdd(samples_in_repo, local_path=Path(samples)))
+    return operations
+
+
+# --- the worker --------------------------------------------------------------------------------------
+
+# (validated submission folder, benchmark folder, output folder, options, feature cache) -> the summary.
+HubScorer = Callable[[Path, Path, Path, ScoreOptions, Path], dict[str, Any]]
+
+
+def score_request(submission: Path, data_dir: Path, out: Path, options: ScoreOptions, cache_dir: Path, models: Models | None = None) -> dict[str, Any]:
+    """The default scorer: what ``worker.score_job`` does for a stored job, for a downloaded request."""
+    return score_submission(submission, data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=False, models=models)
+
+
+class _Builds:
+    """The benchmark builds this worker has: ``benchmark -> folder``, each folder's version computed once."""
+
+    def __init__(self, data_dirs: Mapping[str, Path]):
+        self.folders = {name: Path(folder).resolve() for name, folder in data_dirs.items()}
+        self._versions: dict[Path, str] = {}
+
+    def version(self, benchmark: str) -> str | None:
+        folder = self.folders.get(benchmark)
+        if folder is None or not folder.is_dir():
+            return None
+        if folder not in self._versions:
+            self._versions[folder] = benchmark_version(folder)
+        return self._versions[folder]
+
+    def can_score(self, request: Request) -> bool:
+        return self.version(request.benchmark) == request.benchmark_version
+
+
+def check_hub_worker(queued: Iterable[Request], builds: _Builds, options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None) -> None:
+    """Raise :class:`WorkerNotReadyError` unless this worker can score every request in ``queued``.
+
+    ``worker.readiness_problems``' checks (models of the profile, judge configuration, the data loads),
+    and for each queued benchmark: a folder given for it, of the very build (``benchmark_version``)
+    the requests were submitted against: a score against another build is not comparable.
+    """
+    problems, folders = [], []
+    by_benchmark: dict[str, list[Request]] = {}
+    for request in queued:
+        by_benchmark.setdefault(request.benchmark, []).append(request)
+    for benchmark, waiting in sorted(by_benchmark.items()):
+        folder, version = builds.folders.get(benchmark), builds.version(benchmark)
+        if folder is None:
+            problems.append(f"{len(waiting)} queued request(s) of {benchmark}, but no benchmark data for it (--data {benchmark}=DIR)")
+            continue
+        if version is None:
+            problems.append(f"benchmark data of queued requests not readable here: {folder} is not a folder")
+            continue
+        other = [r for r in waiting if r.benchmark_version != version]
+        if other:
+            problems.append(
+                f"{benchmark}: {folder} is build {version}, but {len(other)} queued request(s) were submitted against "
+                f"build {other[0].benchmark_version} ({', '.join(r.path for r in other[:3])}{', ...' if len(other) > 3 else ''})"
+            )
+        folders.append(folder)
+    problems += readiness_problems(folders, options, models, checked)
+    if problems:
+        raise WorkerNotReadyError("not ready, no request claimed (the requests repo is as it was): " + "; ".join(problems))
+
+
+def run_hub_worker(
+    requests: DatasetRepo,
+    results: DatasetRepo,
+    data_dirs: Mapping[str, Path],
+    options: ScoreOptions | None = None,
+    *,
+    once: bool = False,
+    dry_run: bool = False,
+    worker_id: str | None = None,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    poll_seconds: float = DEFAULT_POLL_SECONDS,
+    scorer: HubScorer | None = None,
+    check: bool | None = None,
+    home: Path | None = None,
+    echo: Callable[[str], None] = print,
+) -> int:
+    """Claim requests from the requests repo, score them, push results; the requests completed.
+
+    ``data_dirs`` maps each benchmark to its built folder. Before each claim the worker checks itself
+    (:func:`check_hub_worker`; ``check`` defaults to on with the default scorer) and raises
+    :class:`WorkerNotReadyError` without claiming anything. ``dry_run`` lists (through ``echo``) what
+    would be claimed, runs the check, and commits nothing; it returns how many requests are claimable.
+    ``home`` (default ``$IDBENCH_HOME``) holds the scoring outputs (``hub-worker/``), the feature cache
+    (``features/``, shared with the local worker) and the traceback logs (``logs/``). Otherwise as
+    ``worker.run_worker``: with ``once`` return when nothing is claimable; a fault of the worker
+    raises :class:`WorkerFaultError` once the request is back in the queue.
+    """
+    options = options or ScoreOptions(profile="paper")
+    worker_id = worker_id or default_worker_id()
+    check = scorer is None if check is None else check
+    models = Models(options)
+    scorer = scorer or functools.partial(score_request, models=models)  # each model loaded once per worker
+    home = Path(home) if home is not None else default_home()
+    builds = _Builds(data_dirs)
+    checked: set[Path] = set()
+
+    def queued() -> list[Request]:
+        return claimable(list_requests(requests), time.time())
+
+    if dry_run:
+        waiting = queued()
+        for request in waiting:
+            lease = f", lease ran out {request.lease_until}" if request.state == "RUNNING" else ""
+            echo(f"would claim {request.path}  {request.state}  attempts {request.attempts}{lease}")
+        if not waiting:
+            echo(f"nothing to claim in {requests.repo_id}")
+        if check:
+            check_hub_worker(waiting, builds, options, models, checked)
+        return len(waiting)
+
+    done = 0
+    while True:
+        if check:
+            check_hub_worker(queued(), builds, options, models, checked)
+        # Only builds the check passed: a request submitted since is checked on the next round.
+        claim = claim_request(requests, worker_id, lease_seconds, accept=builds.can_score if check else None)
+        if claim is None:
+            if once:
+                return done
+            time.sleep(poll_seconds)
+            continue
+        done += _run_request(requests, results, claim, builds, home, lease_seconds, options, scorer)
+
+
+def _run_request(
+    requests: DatasetRepo, results: DatasetRepo, claim: Claim, builds: _Builds, home: Path,
+    lease_seconds: float, options: ScoreOptions, scorer: HubScorer,
+) -> int:  # fmt: skip
+    """Score one claimed request and record the outcome; 1 if recorded, 0 if the lease was lost meanwhile."""
+    request = claim.request
+    where = request.path.removesuffix(".json")
+    log.info("%s: attempt %s by %s", request.path, claim.attempts, claim.worker)
+    try:
+        with Heartbeat(lambda: heartbeat(requests, claim, lease_seconds), request.path, lease_seconds):
+            data_dir = builds.folders.get(request.benchmark)
+            if data_dir is None:
+                raise HubQueueError(f"{request.path}: this worker has no benchmark data for {request.benchmark}")
+            out = home / "hub-worker" / where / f"attempt-{claim.attempts}"
+            with _downloaded(requests, claim, data_dir) as submission:
+                summary = scorer(submission, data_dir, out, options, home / "features")
+            note = None
+            if is_plumbing(summary):
+                note = f"scored with the {summary.get('profile')!r} profile, a plumbing check: results not published"
+            elif not _is_ours(_read(requests, requests.head(), request.path), claim):
+                raise LeaseLostError(f"{request.path}: lease of {claim.worker} (attempt {claim.attempts}) was lost; results not pushed")
+            else:
+                # Results first, then FINISHED: a crash in between leaves a request to claim again.
+                operations = result_operations(request, summary, out / SAMPLES_FILE, iso(time.time()))
+                _commit_retrying(results, lambda head: operations, f"results of {request.path} ({claim.worker})")
+        try:
+            finish_request(requests, claim, note)
+        except LeaseLostError:
+            if note is None:
+                _withdrawn_meanwhile(requests, results, request)
+            raise
+        log.info("%s: FINISHED", request.path)
+        return 1
+    except LeaseLostError as err:
+        log.warning("%s", err)
+        return 0
+    except KeyboardInterrupt:
+        release_request(requests, claim)  # the user stopped us: back to the queue, not FAILED
+        raise
+    except SUBMISSION_FAULTS as err:  # the submission's fault: FAILED, with what to fix
+        reason = record_traceback(_log_path(home, request, claim), err)
+        try:
+            fail_request(requests, claim, reason)
+        except LeaseLostError as lost:
+            log.warning("%s", lost)
+            return 0
+        log.warning("%s: FAILED: %s", request.path, reason)
+        return 1
+    except Exception as err:  # noqa: BLE001 - any other error is this worker's: the request goes back
+        reason = record_traceback(_log_path(home, request, claim), err)
+        try:
+            state = requeue_request(requests, claim, reason)
+        except LeaseLostError as lost:
+            log.warning("%s", lost)
+            return 0
+        where = "parked (not the submitter's fault)" if state == "PARKED" else "back in the queue"
+        raise WorkerFaultError(f"{request.path} {where} after a fault of this worker on attempt {claim.attempts}: {reason}") from err
+
+
+def _log_path(home: Path, request: Request, claim: Claim) -> Path:
+    return home / "logs" / f"hub-{request.path.removesuffix('.json').replace('/', '--')}-attempt-{claim.attempts}.log"
+
+
+def _withdrawn_meanwhile(requests: DatasetRepo, results: DatasetRepo, request: Request) -> None:
+    """A request withdrawn while we pushed its results: delete them again (withdrawal wins)."""
+    current = _read(requests, requests.head(), request.path)
+    if current is not None and current.state == "WITHDRAWN":
+        deleted = delete_results(results, request)
+        log.warning("%s: withdrawn while it was scored; deleted the results just pushed (%d file(s))", request.path, len(deleted))
+
+
+@contextlib.contextmanager
+def _downloaded(requests: DatasetRepo, claim: Claim, data_dir: Path) -> Iterator[Path]:
+    """The claimed submission, fetched at the claim's revision and validated again (it is untrusted input).
+
+    Yields the validated folder (the zip's bounded extraction), after checking that the files are the
+    ones the request names (their content hash and model), so a record cannot be scored with others.
+    """
+    request = claim.request
+    archive = requests.snapshot(claim.revision) / request.files
+    data = load_benchmark_data(data_dir)
+    with validate_submission(archive, data) as submission:
+        _, _, digest = queued_metadata(submission, data.name)
+        if digest != request.content_hash or submission.model != request.model:
+            message = (f"its files (content hash {digest[:12]}, model {submission.model!r}) are not the ones "
+                       f"the request names ({request.hash12}, {request.model!r})")  # fmt: skip
+            raise SubmissionError([Problem(None, None, request.files, message)])
+        yield submission.root
