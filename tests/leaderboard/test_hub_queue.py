@@ -360,3 +360,42 @@ def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, co
     assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=withdrawn_then_scored, home=tmp_path) == 0
     assert _record(requests, ref.path)["state"] == "WITHDRAWN"
     assert results.head() is None  # the lease check before the push saw the withdrawal: nothing pushed
+
+
+# --- the Space reads what a worker wrote ----------------------------------------------------------------
+
+
+def test_the_space_shows_results_a_worker_pushed(repos, collapse, tmp_path, monkeypatch):
+    """submit_request -> run_hub_worker -> results repo -> hub_mirror -> the app's benchmark and status pages."""
+    from streamlit.testing.v1 import AppTest
+
+    from idbench.leaderboard import hub_mirror
+    from idbench.leaderboard.app import APP_PATH
+    from idbench.leaderboard.hubrepo import STAND_IN_ENV
+    from idbench.leaderboard.store import Store
+
+    requests, results = repos
+    ref = submit_request(requests, collapse / "collage", collapse / "data", "org/collage", family="Collages")
+    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=tmp_path / "worker") == 1
+    published = json.loads((results.snapshot(results.head()) / f"{BENCH}/org__collage/{ref.content_hash[:12]}/aggregates.json").read_text())
+
+    info = hub_mirror.mirror(requests, results, tmp_path / "space")
+    [row] = Store(info.store_home).current_results(BENCH).to_dict("records")
+    assert (row["model_name"], row["content_hash"], row["submitter"]) == ("org/collage", ref.content_hash, None)
+    assert row["aggregates"] == published["aggregates"] and row["metadata"]["family"] == "Collages"
+
+    monkeypatch.setenv(STAND_IN_ENV, str(tmp_path / "hub"))
+    monkeypatch.setenv("IDBENCH_HUB_REQUESTS", "org/requests")
+    monkeypatch.setenv("IDBENCH_HUB_RESULTS", "org/results")
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "space-app"))
+    monkeypatch.setenv(hub_mirror.REFRESH_ENV, "0")
+    at = AppTest.from_file(str(APP_PATH), default_timeout=120).run()
+    at.switch_page("views/status.py").run()
+    assert not at.exception
+    [jobs] = at.dataframe
+    assert jobs.value["model"].tolist() == ["org/collage"] and jobs.value["state"].tolist() == ["FINISHED"]
+    at.switch_page("views/benchmark.py").run()
+    assert not at.exception
+    # one metric scored (clip_t): an incomplete suite, listed once that switch is on
+    at.checkbox(key=f"{BENCH}-incomplete").check().run()
+    assert "org/collage" in at.dataframe[0].value["model"].tolist()
