@@ -436,11 +436,11 @@ def _hub_jobs(args: argparse.Namespace) -> int:
     import json
 
     from idbench.leaderboard.hub_queue import scan_requests
-    from idbench.leaderboard.hubrepo import open_repo
+    from idbench.leaderboard.hubrepo import JSON_FILES, open_repo
 
     repo = open_repo(args.hub)
     head = repo.head()
-    found, problems = scan_requests(repo.snapshot(head)) if head is not None else ([], [])
+    found, problems = scan_requests(repo.snapshot(head, JSON_FILES)) if head is not None else ([], [])
     for problem in problems:  # a malformed record is named, the others still listed
         print(f"idbench jobs: skipped {problem}", file=sys.stderr)
     if args.json:

@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
-from idbench.leaderboard.hubrepo import DatasetRepo
+from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo
 from idbench.leaderboard.store import JOB_STATES, Store
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def mirror(requests: DatasetRepo, results: DatasetRepo, home: Path, now: Callabl
         counts, skipped = build_store(
             Store(staging),
             home / name,
-            requests.snapshot(heads[0]) if heads[0] else None,
+            requests.snapshot(heads[0], JSON_FILES) if heads[0] else None,  # not the zips
             results.snapshot(heads[1]) if heads[1] else None,
             requests.repo_id,
             results.repo_id,

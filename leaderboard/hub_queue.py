@@ -54,7 +54,7 @@ from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import Problem, SubmissionError, validate_submission
 from idbench.leaderboard.hub import AGGREGATES_FILE, SAMPLES_FILE, json_bytes, request_path, result_folder, result_record
-from idbench.leaderboard.hubrepo import DatasetRepo, FileAdd, FileDelete, Operation, RepoConflict
+from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo, FileAdd, FileDelete, Operation, RepoConflict
 from idbench.leaderboard.queue import MAX_ATTEMPTS, benchmark_version, queued_metadata, store_files
 from idbench.leaderboard.store import LeaseLostError, default_home, iso
 from idbench.leaderboard.worker import (
@@ -235,7 +235,7 @@ def list_requests(requests: DatasetRepo, revision: str | None = None) -> list[Re
     revision = revision or requests.head()
     if revision is None:
         return []
-    found, problems = scan_requests(requests.snapshot(revision))
+    found, problems = scan_requests(requests.snapshot(revision, JSON_FILES))
     for problem in problems:
         log.warning("%s: skipped: %s", requests.repo_id, problem)
     return found
@@ -255,7 +255,7 @@ def claimable(requests: Iterable[Request], now: float) -> list[Request]:
 def _read(requests: DatasetRepo, revision: str | None, path: str) -> Request | None:
     if revision is None:
         return None
-    file = requests.snapshot(revision) / path
+    file = requests.snapshot(revision, [path]) / path
     return Request.parse(path, file.read_bytes()) if file.is_file() else None
 
 
@@ -761,7 +761,7 @@ def _downloaded(requests: DatasetRepo, claim: Claim, data_dir: Path) -> Iterator
     ones the request names (their content hash and model), so a record cannot be scored with others.
     """
     request = claim.request
-    archive = requests.snapshot(claim.revision) / request.files
+    archive = requests.snapshot(claim.revision, [request.files]) / request.files
     data = load_benchmark_data(data_dir)
     with validate_submission(archive, data) as submission:
         _, _, digest = queued_metadata(submission, data.name)

@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 REPO_TYPE = "dataset"
 STAND_IN_ENV = "IDBENCH_HUB_STAND_IN"
+JSON_FILES = ("*.json",)  # snapshot patterns of the records alone (request files), not the zips beside them
 
 
 class RepoConflict(IdbenchError):
@@ -97,8 +98,14 @@ class DatasetRepo(Protocol):
     def head(self) -> str | None:
         """The current revision, or None when the repo does not exist (or has no commit) yet."""
 
-    def snapshot(self, revision: str) -> Path:
-        """A local folder with the repo's files at ``revision``; callers must not write into it."""
+    def snapshot(self, revision: str, patterns: Sequence[str] | None = None) -> Path:
+        """A local folder with the repo's files at ``revision``; callers must not write into it.
+
+        ``patterns`` (fnmatch over the whole repo path, ``*`` crossing folders, as
+        ``snapshot_download``'s ``allow_patterns``) limits what must be there: a worker scanning the
+        request records asks for ``*.json`` and does not download every submission's zip. Files
+        outside the patterns may be there too (the stand-in has them all).
+        """
 
     def commit(self, operations: Sequence[Operation], message: str, parent: str | None) -> str:
         """Apply ``operations`` in one commit on top of ``parent``; the new revision.
@@ -131,8 +138,8 @@ class LocalRepoStandIn:
         except FileNotFoundError:
             return None
 
-    def snapshot(self, revision: str) -> Path:
-        folder = self.root / "revisions" / revision
+    def snapshot(self, revision: str, patterns: Sequence[str] | None = None) -> Path:
+        folder = self.root / "revisions" / revision  # every file is local: patterns change nothing
         if not revision or not folder.is_dir():
             raise HubRepoError(f"{self.repo_id}: no revision {revision!r}")
         return folder
@@ -211,10 +218,13 @@ class HubDatasetRepo:
         except (RepositoryNotFoundError, RevisionNotFoundError):
             return None
 
-    def snapshot(self, revision: str) -> Path:
+    def snapshot(self, revision: str, patterns: Sequence[str] | None = None) -> Path:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(self.repo_id, repo_type=REPO_TYPE, revision=revision, token=self.api.token))
+        return Path(snapshot_download(
+            self.repo_id, repo_type=REPO_TYPE, revision=revision, token=self.api.token,
+            allow_patterns=list(patterns) if patterns is not None else None,
+        ))  # fmt: skip
 
     def commit(self, operations: Sequence[Operation], message: str, parent: str | None) -> str:
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete

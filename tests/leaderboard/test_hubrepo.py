@@ -110,3 +110,20 @@ def test_hub_client_passes_the_parent_and_reports_a_moved_head_as_a_conflict():
     assert new == repo.head() and api.commits == [("claim", ["x.json", "y.json"])]
     with pytest.raises(RepoConflict):
         repo.commit([FileAdd("x.json", b"2")], "late claim", parent="a" * 40)
+
+
+def test_hub_snapshots_download_only_the_patterns_asked(monkeypatch, tmp_path):
+    """Scanning request records must not download every submission's zip: allow_patterns reaches the download,
+    and huggingface_hub's own filter keeps the nested records and drops the zips."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    from idbench.leaderboard.hubrepo import JSON_FILES
+
+    calls = []
+    monkeypatch.setattr("huggingface_hub.snapshot_download", lambda repo_id, **kw: calls.append((repo_id, kw)) or str(tmp_path))
+    repo = HubDatasetRepo("org/requests", api=FakeApi("a" * 40))
+    assert repo.snapshot("a" * 40, JSON_FILES) == tmp_path
+    [(repo_id, kw)] = calls
+    assert repo_id == "org/requests" and kw["revision"] == "a" * 40 and kw["repo_type"] == "dataset"
+    paths = ["cogcanvas/m/abc.json", "cogcanvas/m/abc.zip", "README.md"]
+    assert list(filter_repo_objects(paths, allow_patterns=kw["allow_patterns"])) == ["cogcanvas/m/abc.json"]
