@@ -587,12 +587,18 @@ class _Builds:
         return self.version(request.benchmark) == request.benchmark_version
 
 
-def check_hub_worker(queued: Iterable[Request], builds: _Builds, options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None) -> None:
-    """Raise :class:`WorkerNotReadyError` unless this worker can score every request in ``queued``.
+def check_hub_worker(
+    queued: Iterable[Request], builds: _Builds, options: ScoreOptions, models: Models | None = None,
+    checked: set[Path] | None = None, *, started: bool = False,
+) -> None:  # fmt: skip
+    """Raise :class:`WorkerNotReadyError` unless this worker can score the requests in ``queued``.
 
     ``worker.readiness_problems``' checks (models of the profile, judge configuration, the data loads),
-    and for each queued benchmark: a folder given for it, of the very build (``benchmark_version``)
-    the requests were submitted against: a score against another build is not comparable.
+    and for each queued benchmark: a folder given for it, of the build (``benchmark_version``) the
+    requests were submitted against: a score against another build is not comparable. When only some of
+    a benchmark's requests are of another build (left from before a benchmark update), the worker
+    serves the others and warns about those; when none is of its build, it is not ready, unless it
+    ``started`` already (it has served requests of this build: the rest are simply left from before).
     """
     problems, folders = [], []
     by_benchmark: dict[str, list[Request]] = {}
@@ -608,10 +614,15 @@ def check_hub_worker(queued: Iterable[Request], builds: _Builds, options: ScoreO
             continue
         other = [r for r in waiting if r.benchmark_version != version]
         if other:
-            problems.append(
-                f"{benchmark}: {folder} is build {version}, but {len(other)} queued request(s) were submitted against "
-                f"build {other[0].benchmark_version} ({', '.join(r.path for r in other[:3])}{', ...' if len(other) > 3 else ''})"
-            )
+            listed = f"{', '.join(r.path for r in other[:3])}{', ...' if len(other) > 3 else ''}"
+            stale = (f"{benchmark}: {folder} is build {version}, but {len(other)} queued request(s) were submitted "
+                     f"against build {other[0].benchmark_version} ({listed})")  # fmt: skip
+            if len(other) == len(waiting) and not started:  # it can serve none of them: the wrong worker
+                problems.append(stale)
+                continue
+            # Some match: serve those (claims skip the others, builds.can_score) rather than let requests
+            # left from an older build stop every worker; they stay PENDING, listed here and by `jobs --hub`.
+            log.warning("%s; skipping those, serving the %d of this build", stale, len(waiting) - len(other))
         folders.append(folder)
     problems += readiness_problems(folders, options, models, checked)
     if problems:
@@ -671,7 +682,7 @@ def run_hub_worker(
     done = 0
     while True:
         if check:
-            check_hub_worker(queued(), builds, options, models, checked)
+            check_hub_worker(queued(), builds, options, models, checked, started=done > 0)
         # Only builds the check passed: a request submitted since is checked on the next round.
         claim = claim_request(requests, worker_id, lease_seconds, accept=builds.can_score if check else None)
         if claim is None:

@@ -248,6 +248,19 @@ def test_a_misconfigured_worker_claims_nothing(repos, collapse, tmp_path, monkey
     assert requests.head() == head and _record(requests, ref.path)["state"] == "PENDING" and results.head() is None
 
 
+def test_requests_of_an_older_build_are_skipped_not_blocking(repos, collapse, tmp_path, caplog):
+    """After a benchmark update: one request of the old build (seeded, oldest), one of this build. The
+    worker serves the latter and leaves the former PENDING with a warning naming it."""
+    requests, results = repos
+    [stale] = _fake_requests(requests, 1)  # benchmark_version "v": not this build
+    ref = submit_request(requests, collapse / "collage", collapse / "data")
+    with caplog.at_level(logging.WARNING):
+        assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, home=tmp_path) == 1
+    assert _record(requests, ref.path)["state"] == "FINISHED"
+    assert _record(requests, stale)["state"] == "PENDING" and _record(requests, stale)["attempts"] == 0
+    assert stale in caplog.text and "skipping those" in caplog.text
+
+
 def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collapse, tmp_path):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data", "org/collage", family="Collages", link="https://example.org/c")
