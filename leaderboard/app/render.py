@@ -317,6 +317,7 @@ def ranked_frame(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec
         shown,
         hide_index=True,
         key=key,
+        placeholder="-",  # a missing value (no link given, no judge-failure rate) reads as a dash, not "None"
         column_config={
             "model": st.column_config.LinkColumn(
                 "model", display_text=query.MODEL_NAME_IN_URL, alignment="left", help="Opens the model page."
@@ -444,12 +445,12 @@ def model_page() -> None:
     row = results[results["submission_id"] == submission].iloc[0].to_dict()
     params = {"benchmark": benchmark, "submission": str(submission), "model": str(row["model_name"])}
     st.query_params.from_dict(params | ({"track": track} if track != query.tracks(spec)[0] else {}))
-    marks = query.marks(row, spec)
-    if row["plumbing"]:
-        st.warning(f"{PLUMBING_BANNER}: this result was scored with the tiny profile.")
-    if marks:
-        missing = query.missing_metrics(row, spec)
-        st.warning(f"Marked: {marks}" + (f" (no value for: {', '.join(missing)})" if missing else ""))
+    # What a reader must know before reading the numbers, in one alert: plumbing check, incomplete suite.
+    missing = query.missing_metrics(row, spec)
+    warnings = [f"{PLUMBING_BANNER}: this result was scored with the tiny profile."] * bool(row["plumbing"])
+    warnings += [f"Incomplete suite: no value for {', '.join(missing)}."] * bool(missing)
+    if warnings:
+        st.warning(" ".join(warnings))
     st.subheader("Metadata")
     # A table of plain strings: the submitter wrote these; they must not render as Markdown or HTML.
     st.dataframe(query.metadata_table(row), hide_index=True, key="model-metadata")

@@ -29,7 +29,7 @@ from idbench.leaderboard.app.render import plain
 from idbench.leaderboard.queue import jobs_table
 from idbench.leaderboard.store import Store
 
-from filled_store import fill_store, zip_folder
+from filled_store import add_cogcanvas, fill_store, zip_folder
 
 BENCHMARK = "identity-collapse"
 TIMEOUT = 60  # seconds per script run; the first import of matplotlib and the store can be slow
@@ -451,3 +451,27 @@ def test_the_submit_fields_are_one_form(app):
     for key in ("submit-repo", "submit-model", "submit-family", "submit-link", "submit-submitter"):
         assert app.text_input(key=key).proto.form_id == "submit-form"
     assert app.file_uploader(key="submit-file").proto.form_id == "submit-form"
+
+
+def test_the_text_to_image_track_is_listed_where_it_has_results(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    add_cogcanvas(tmp_path, home)  # one reference-based CogCanvas row (a plumbing check)
+    monkeypatch.setenv("IDBENCH_HOME", str(home))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    assert not any("text-to-image" in t.value for t in at.text)  # no text-to-image result: no line for the track
+    assert any(t.value.startswith("reference-based track: top of 1") for t in at.text)
+    # The same result filed under the text-to-image task (a stand-in: the sample has no T2I submission).
+    with sqlite3.connect(home / "leaderboard.sqlite3") as db:
+        db.execute("UPDATE submissions SET task = 'text-to-image'")
+    st.cache_data.clear()  # an edit in place, which the store's version does not see
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    assert any(t.value.startswith("text-to-image (no references) track: top of 1") for t in at.text)
+    assert any(t.value.startswith("reference-based track: 0 scored") for t in at.text)
+    [latest] = [d.value for d in at.dataframe if "state" in d.value.columns]
+    assert latest["task"].tolist() == ["text-to-image"] and latest["benchmark"].tolist() == ["cogcanvas"]
+    # A link to the track opens it on the model page.
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": "cogcanvas", "track": "text-to-image"})
+    at.switch_page("views/model.py").run()
+    assert not at.exception and at.radio(key="model-track").value == "text-to-image"
+    assert dict(zip(at.dataframe[0].value["field"], at.dataframe[0].value["value"]))["task"] == "text-to-image"
