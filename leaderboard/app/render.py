@@ -267,9 +267,12 @@ def benchmark_page(benchmark: str) -> None:
     full = query.display_table(table, spec)  # the CSV: the same rows and columns, with the numbers apart
     # What each displayed unit is and where its convention comes from (docs/display-conventions.md).
     legend = [f"{column}: {text}" for column, text in query.display_legend(spec).items() if column in full.columns]
+    ci = results.iloc[0]["aggregates"].get("ci") or {}  # the scorer's interval, as it recorded it
+    level = f"{ci['confidence']:.0%} " if isinstance(ci.get("confidence"), float) else ""
     st.caption(
-        "Shown as: " + "; ".join(legend) + ". Each cell is the mean and its 95% bootstrap interval over prompts "
-        "[low, high]. The CSV has the same rows and columns with the numbers apart (value, ci_low, ci_high), "
+        "Shown as: " + "; ".join(legend) + f". Each cell is the mean and its {level}interval [low, high]"
+        + (f" ({ci['method']})" if ci.get("method") else "")
+        + ". The CSV has the same rows and columns with the numbers apart (value, ci_low, ci_high), "
         "in these displayed units; stored values are raw."
     )
     # The rows and columns the reader sees, with full numbers (filters, search and all).
