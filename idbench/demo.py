@@ -131,6 +131,6 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES) -> None:
     print("\n\n".join(tables))
     print(f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/; "
           f"scores in the local leaderboard at {store.home} (`idbench jobs` lists them).")
-    print(f"Open the leaderboard:  {this_command()} serve   (then http://localhost:8501; tick "
-          "'show plumbing-check rows' to see these baselines, and on CogCanvas and CHARIS also "
-          "'show incomplete-suite rows': their judged metrics need a VLM judge)")
+    print(f"Open the leaderboard:  {this_command()} serve   (then http://localhost:8501; with no real "
+          "results yet, each page shows these baselines marked plumbing and incomplete suite, under a "
+          "banner: random weights, and their judged metrics need a VLM judge)")

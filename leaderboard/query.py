@@ -24,11 +24,13 @@ Example::
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+import re
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import pandas as pd
 
-from idbench.builders.display import DISPLAYS, show
+from idbench.builders.display import DISPLAYS, show, show_text
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec, MetricSpec
 from idbench.leaderboard.store import Store
 
@@ -302,7 +304,7 @@ def display_legend(spec: BenchmarkSpec) -> dict[str, str]:
     return {display_name(spec, m.name): m.display_label for m in spec.metric_suite}
 
 
-def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
+def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = False) -> pd.DataFrame:
     """The table as shown and downloaded: each metric column under its display convention.
 
     Each metric's mean and CI go through its ``display`` (``idbench.builders.display``: x100, percent,
@@ -311,8 +313,18 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
     values are rounded as :func:`idbench.evaluate_pkg.report.display_value` rounds them (4 decimals
     raw, 2 scaled). Judge-failure rates are shown in percent, missing-evidence counts as they are (a
     mean per image). Numbers stay numbers, so the app's table sorts numerically.
+
+    ``compact`` (the app's table): each metric's mean and interval become one text column,
+    ``"72.00 [65.00, 78.60]"`` (:func:`interval_text`), without the two CI columns; the CSV keeps
+    the numbers (``compact=False``). Rows keep the ranking's order either way.
     """
     shown = table.copy()
+    intervals = {}  # metric -> its compact texts, made from the raw values (one rounding, as show_text)
+    for m in metric_specs(spec).values():
+        if compact and m.name in table.columns:
+            low, high = (table.get(m.name + suffix, pd.Series(math.nan, index=table.index)) for suffix in (CI_LOW, CI_HIGH))
+            intervals[m.name] = [interval_text(*values, m.display) for values in zip(table[m.name], low, high)]
+            shown = shown.drop(columns=[c for c in (m.name + CI_LOW, m.name + CI_HIGH) if c in shown.columns])
     renames = {}
     for column in [c for c in shown.columns if c.endswith((FAILURES, *(suffix for _, suffix in SHARES.values())))]:  # a share of images: shown in percent
         shown[column] = (shown[column].astype(float) * 100).round(2)
@@ -324,9 +336,124 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
         convention = DISPLAYS[m.display]
         for column in (m.name, m.name + CI_LOW, m.name + CI_HIGH):
             if column in shown.columns:
-                shown[column] = shown[column].astype(float).map(lambda v: show(v, m.display)).round(convention.decimals)
+                if m.name in intervals and column == m.name:
+                    shown[column] = pd.Series(intervals[m.name], index=shown.index, dtype=object)
+                else:
+                    shown[column] = shown[column].astype(float).map(lambda v: show(v, m.display)).round(convention.decimals)
                 renames[column] = m.name + convention.suffix + column[len(m.name):]
     return shown.rename(columns=renames)
+
+
+def interval_text(mean: Any, low: Any, high: Any, display: str) -> str:
+    """A value and its interval as one short text in the display convention: ``"72.00 [65.00, 78.60]"``;
+    the value alone when it has no interval (one prompt), "n/a" when it has no value."""
+    text = show_text(_num(mean), display)
+    if text == "n/a" or math.isnan(_num(low)) or math.isnan(_num(high)):
+        return text
+    return f"{text} [{show_text(_num(low), display)}, {show_text(_num(high), display)}]"
+
+
+# --- what the app's table offers around the ranking ----------------------------------------------
+
+
+def default_switches(results: pd.DataFrame, spec: BenchmarkSpec) -> tuple[bool, bool]:
+    """Defaults of (show plumbing-check rows, show incomplete-suite rows): each kind is hidden only when
+    rows remain without it, so a store of plumbing checks alone (the demo) shows them rather than
+    nothing, while real, complete rows are ranked alone once they exist."""
+    if results.empty:
+        return False, False
+    plumbing = bool(results["plumbing"].astype(bool).all())
+    kept = visible_results(results, plumbing, spec)
+    incomplete = all(missing_metrics(row, spec) for _, row in kept.iterrows())
+    return plumbing, incomplete
+
+
+def search_models(table: pd.DataFrame, text: str) -> pd.DataFrame:
+    """The rows whose model name contains ``text`` (case-insensitive, literal); all rows for blank text.
+
+    Ranks stay those of the whole ranking, so a found model shows its place among all of them.
+    """
+    needle = text.strip().casefold()
+    if not needle or table.empty:
+        return table
+    return table[table["model"].astype(str).str.casefold().str.contains(needle, regex=False)].reset_index(drop=True)
+
+
+def keep_metrics(table: pd.DataFrame, spec: BenchmarkSpec, metrics: Iterable[str]) -> pd.DataFrame:
+    """The ranked table with only the columns of ``metrics`` (each with its CI and diagnostic columns)."""
+    specs, kept = metric_specs(spec), set(metrics)
+    dropped = [c for m in specs if m not in kept for c in _metric_columns(m, specs) if c in table.columns]
+    return table.drop(columns=dropped)
+
+
+MODEL_PAGE = "./model"  # relative, so a link works under whatever host and path serves the app
+MODEL_NAME_IN_URL = r"[?&]model=([^&]*)$"  # the LinkColumn's display_text: the model name (the URL's last parameter)
+
+
+def model_url(benchmark: str, task: str, submission: int, model: str) -> str:
+    """The model page's deep link for one result: benchmark, track, submission, then the model's name
+    last (the table shows it through :data:`MODEL_NAME_IN_URL`). Spaces as %20: the grid decodes those."""
+    params = {"benchmark": benchmark, "track": task, "submission": str(int(submission)), "model": model}
+    return f"{MODEL_PAGE}?{urlencode(params, quote_via=quote)}"
+
+
+def safe_link(link: Any) -> str | None:
+    """A submitter's link when it is an http(s) URL with a host, else None (nothing else becomes clickable)."""
+    if not isinstance(link, str) or any(c.isspace() or ord(c) < 32 for c in link.strip()):
+        return None
+    parts = urlsplit(link.strip())
+    return link.strip() if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+def with_links(shown: pd.DataFrame, results: pd.DataFrame, task: str) -> pd.DataFrame:
+    """The displayed table with each model name turned into its model-page URL and, after it, a
+    ``link`` column with the model's own link (``safe_link``: None when absent or not http(s))."""
+    if shown.empty:
+        return shown.assign(link=pd.Series(dtype=object))
+    by_id = {int(row["submission_id"]): row for _, row in results.iterrows()}
+    out = shown.copy()
+    out["model"] = [
+        model_url(by_id[i]["benchmark"], task, i, name) for i, name in zip(out["submission"].astype(int), out["model"].astype(str))
+    ]
+    out.insert(out.columns.get_loc("model") + 1, "link", [safe_link((by_id[i]["metadata"] or {}).get("link")) for i in out["submission"].astype(int)])
+    return out
+
+
+def model_from_url(url: str) -> str:
+    """The model name a :func:`model_url` shows (what the grid displays), for tests and plain views."""
+    found = re.search(MODEL_NAME_IN_URL, url)
+    return unquote(found.group(1)) if found else url
+
+
+def metadata_table(row: Mapping[str, Any]) -> pd.DataFrame:
+    """One result's metadata as ``field, value`` rows of text (shown as a table, never as Markdown)."""
+    metadata = row.get("metadata") or {}
+    fields = [
+        ("model", row.get("model_name")),
+        ("family", family_of(row)),
+        ("submitter", row.get("submitter")),
+        ("link", metadata.get("link")),
+        ("task", task_of(row)),
+        ("profile", row.get("profile")),
+        ("plumbing check", "yes (random weights)" if row.get("plumbing") else "no"),
+        ("benchmark version", row.get("benchmark_version")),
+        ("suite version", row.get("suite_version")),
+        ("idbench version", row.get("idbench_version")),
+        ("submission", row.get("submission_id")),
+    ]
+    return pd.DataFrame([(name, "" if value is None else str(value)) for name, value in fields], columns=["field", "value"])
+
+
+def latest_jobs(jobs: list[Mapping[str, Any]], tasks: Mapping[int, str], n: int) -> pd.DataFrame:
+    """The ``n`` newest jobs (of :func:`idbench.leaderboard.queue.jobs_table`, oldest first) newest first:
+    ``submitted, model, benchmark, task, state``; ``tasks`` maps a submission id to its task."""
+    columns = ["submitted", "model", "benchmark", "task", "state", "submission"]
+    newest = sorted(jobs, key=lambda j: int(j["job"]), reverse=True)[:n]
+    rows = [
+        (j["created"], j["model"], j["benchmark"], tasks.get(int(j["submission"]), DEFAULT_TASK), j["state"], int(j["submission"]))
+        for j in newest
+    ]
+    return pd.DataFrame(rows, columns=columns)
 
 
 # --- plots' data ---------------------------------------------------------------------------------

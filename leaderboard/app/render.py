@@ -15,7 +15,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -44,6 +44,9 @@ MAX_REASON = 200
 RATE_LIMIT_ENV, DEFAULT_RATE_LIMIT = "IDBENCH_SUBMIT_RATE_LIMIT", "5/86400"
 # Withdrawing and rescoring from the app need this token; with it unset the app offers neither.
 ADMIN_TOKEN_ENV = "IDBENCH_ADMIN_TOKEN"
+MAX_SEARCH = 100  # characters of the model search box (and of a link's ``search``)
+# Above any table that holds a row scored with the tiny profile (the demo's rows among them).
+PLUMBING_BANNER = "Plumbing check: random weights, not model scores"
 SAMPLES_PER_SIDE = 3  # best and worst images on the model page
 GENERATION_PX, REFERENCE_PX = 256, 128
 ALL = "all"  # the filter choice that means "no filter on this axis"
@@ -107,34 +110,96 @@ def current_results(benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
 TRACK_LABELS = {"reference": "reference-based", "text-to-image": "text-to-image (no references)"}
 
 
-def track_choice(spec: BenchmarkSpec, key: str) -> str:
+def track_choice(spec: BenchmarkSpec, key: str, notes: list[str] | None = None) -> str:
     """The track a page shows: a choice when the benchmark has several (CogCanvas's text-to-image task
-    ranks apart from the reference-based one), else its only one."""
+    ranks apart from the reference-based one), else its only one. The URL's ``track`` picks the first."""
     tracks = query.tracks(spec)
     if len(tracks) == 1:
         return tracks[0]
+    initial(key, "track", tracks, tracks[0], notes if notes is not None else [])
     return st.radio("Track", tracks, format_func=lambda t: TRACK_LABELS.get(t, t), horizontal=True, key=key)
+
+
+# --- deep links ----------------------------------------------------------------------------------
+# A page reads its URL's query parameters once per session (a page load, or a link opened in a new
+# tab) to give its widgets their first values, then writes the widgets' values back, so the address
+# bar always holds a link to what is on screen. A value the page cannot use is ignored and named in
+# a caption: a hand-edited link never raises.
+
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+_INVALID = object()  # what a parser returns for a value it cannot read
+
+
+def _allowed(value: Any, options: Sequence[Any] | None) -> bool:
+    """``value`` is one of ``options`` (a list value: each of its items is); anything when None."""
+    if value is _INVALID:
+        return False
+    if options is None:
+        return True
+    return all(v in options for v in value) if isinstance(value, list) else value in options
+
+
+def initial(key: str, param: str, options: Sequence[Any] | None, default: Any, notes: list[str], parse=str) -> None:
+    """Give widget ``key`` its first value in this session: the URL's ``param`` if ``parse`` reads it as
+    one of ``options`` (any value when None), else ``default``. A value already chosen (still one of
+    ``options``) is kept; an unusable URL value is appended to ``notes``. The widget is then created
+    with ``key`` and no default of its own (Streamlit warns when both set one)."""
+    if key in st.session_state and _allowed(st.session_state[key], options):
+        return
+    value, raw = default, st.query_params.get(param)
+    if raw is not None and key not in st.session_state:
+        try:
+            parsed = parse(raw)
+        except ValueError:
+            parsed = _INVALID
+        if _allowed(parsed, options):
+            value = parsed
+        else:
+            notes.append(f"{param}={raw[:60]}")
+    st.session_state[key] = value
+
+
+def parse_bool(raw: str) -> bool:
+    """A switch's URL value: 1/true/yes/on or 0/false/no/off (any case); ValueError otherwise."""
+    if raw.strip().lower() in TRUE:
+        return True
+    if raw.strip().lower() in FALSE:
+        return False
+    raise ValueError(raw)
+
+
+def link_notes(notes: list[str]) -> None:
+    """One small caption naming the link's values the page ignored (escaped: the URL is anyone's text)."""
+    if notes:
+        st.caption(plain(f"Ignored in the link (not a value this page offers): {', '.join(notes)}."))
 
 
 # --- a benchmark's page --------------------------------------------------------------------------
 
 
 def benchmark_page(benchmark: str) -> None:
-    """Ranked table with metric, filters and plumbing switch; CSV download; the benchmark's plots."""
+    """Ranked table with metric, filters, plumbing switch, model search and column choice; CSV download;
+    the benchmark's plots. Every choice is read from and written to the URL (see "deep links")."""
     spec = get_benchmark(benchmark)
     st.title(spec.title)
     st.caption(spec.summary)
-    results = current_results(benchmark, track_choice(spec, f"{benchmark}-track"))
+    notes: list[str] = []
+    track = track_choice(spec, f"{benchmark}-track", notes)
+    results = current_results(benchmark, track)
     if results.empty:
+        link_notes(notes)
         st.info("No scored submissions yet.")
         return
 
     metrics = query.available_metrics(results, spec)
     specs = query.metric_specs(spec)
+    default_metric = query.default_metric(results, spec)
+    initial(f"{benchmark}-metric", "metric", metrics, default_metric, notes)
     metric = st.selectbox(
         "Rank by",
         metrics,
-        index=metrics.index(query.default_metric(results, spec)),
         format_func=lambda m: f"{m} ({'higher' if specs[m].higher_is_better else 'lower'} is better)",
         key=f"{benchmark}-metric",
     )
@@ -142,27 +207,51 @@ def benchmark_page(benchmark: str) -> None:
     filters = {}
     columns = st.columns(max(len(options), 1))
     for column, (axis, values) in zip(columns, options.items()):
+        initial(f"{benchmark}-filter-{axis}", axis, [ALL, *values], ALL, notes)
         choice = column.selectbox(axis, [ALL, *values], key=f"{benchmark}-filter-{axis}")
         filters[axis] = None if choice == ALL else choice
     families = query.families(results)
     family = None
     if families:
+        initial(f"{benchmark}-family", "family", [ALL, *families], ALL, notes)
         choice = st.selectbox("model family", [ALL, *families], key=f"{benchmark}-family")
         family = None if choice == ALL else choice
+    search_column, picker_column = st.columns(2)
+    initial(f"{benchmark}-search", "search", None, "", notes, parse=lambda raw: raw[:MAX_SEARCH])
+    search = search_column.text_input(
+        "Search models", max_chars=MAX_SEARCH, key=f"{benchmark}-search", placeholder="part of a model name", help="Case-insensitive."
+    )
+    initial(f"{benchmark}-columns", "columns", metrics, metrics, notes, parse=lambda raw: _metric_list(raw, metrics))
+    picked = picker_column.multiselect(
+        "Metric columns",
+        metrics,
+        format_func=lambda m: query.display_name(spec, m),
+        key=f"{benchmark}-columns",
+        help="The metric ranked by is always shown.",
+    )
+    # Plumbing checks and incomplete suites are hidden only when other rows remain (query.default_switches).
+    show_plumbing, show_incomplete = query.default_switches(results, spec)
     left, right = st.columns(2)
+    initial(f"{benchmark}-plumbing", "plumbing", (True, False), show_plumbing, notes, parse=parse_bool)
     plumbing = left.checkbox(
         "show plumbing-check rows",
-        value=False,
         key=f"{benchmark}-plumbing",
         help="Rows scored with the tiny profile (random weights): they check the pipeline, not the model.",
     )
+    initial(f"{benchmark}-incomplete", "incomplete", (True, False), show_incomplete, notes, parse=parse_bool)
     incomplete = right.checkbox(
         "show incomplete-suite rows",
-        value=False,
         key=f"{benchmark}-incomplete",
         help="Rows that lack a metric of the suite (a judged metric with no judge configured, say): "
         "their ranking is not comparable on every axis.",
     )
+    link_notes(notes)
+    chosen = {"metric": metric if metric != default_metric else None, **filters, "family": family, "search": search.strip() or None}
+    chosen["columns"] = ",".join(picked) if set(picked) != set(metrics) else None
+    chosen |= {"plumbing": _flag(plumbing, show_plumbing), "incomplete": _flag(incomplete, show_incomplete)}
+    if len(query.tracks(spec)) > 1 and track != query.tracks(spec)[0]:
+        chosen["track"] = track
+    st.query_params.from_dict({k: v for k, v in chosen.items() if v is not None})
     view = dict(include_plumbing=plumbing, include_incomplete=incomplete, family=family)
 
     try:
@@ -170,24 +259,72 @@ def benchmark_page(benchmark: str) -> None:
     except ValueError as error:  # a combination of filters no breakdown answers (e.g. type alone for a 2-axis-only spec)
         st.warning(plain(str(error)))
         return
-    shown = query.display_table(table, spec)
-    st.dataframe(shown, hide_index=True)
+    table = query.keep_metrics(query.search_models(table, search), spec, {metric, *picked})
+    ranked_frame(table, results, spec, track)
+    full = query.display_table(table, spec)  # the CSV: the same rows and columns, with the numbers apart
     # What each displayed unit is and where its convention comes from (docs/display-conventions.md).
-    legend = [f"{column}: {text}" for column, text in query.display_legend(spec).items() if column in shown.columns]
-    st.caption("Shown as: " + "; ".join(legend) + ". Stored values are raw.")
-    # Exactly the shown table, so the download is what the reader saw (filters and all).
+    legend = [f"{column}: {text}" for column, text in query.display_legend(spec).items() if column in full.columns]
+    ci = results.iloc[0]["aggregates"].get("ci") or {}  # the scorer's interval, as it recorded it
+    level = f"{ci['confidence']:.0%} " if isinstance(ci.get("confidence"), float) else ""
+    st.caption(
+        "Shown as: " + "; ".join(legend) + f". Each cell is the mean and its {level}interval [low, high]"
+        + (f" ({ci['method']})" if ci.get("method") else "")
+        + ". The CSV has the same rows and columns with the numbers apart (value, ci_low, ci_high), "
+        "in these displayed units; stored values are raw."
+    )
+    # The rows and columns the reader sees, with full numbers (filters, search and all).
     st.download_button(
         "Download CSV",
-        shown.to_csv(index=False).encode("utf-8"),
+        full.to_csv(index=False).encode("utf-8"),
         file_name=f"{benchmark}-leaderboard.csv",
         mime="text/csv",
         on_click="ignore",
         key=f"{benchmark}-csv",
     )
     if table.empty:
-        st.info(_hidden_note(results, spec, family))
+        st.info(_hidden_note(results, spec, family) if not search.strip() else "No model name contains that text.")
         return
-    _plots(query.visible_results(results, plumbing, spec, incomplete, family), spec, metric)
+    shown_ids = set(table["submission"])
+    _plots(results[results["submission_id"].isin(shown_ids)], spec, metric)
+
+
+def _metric_list(raw: str, metrics: list[str]) -> list[str]:
+    """The URL's ``columns`` (comma-separated metric names) when each is one of ``metrics``, in their order."""
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    if not names or any(name not in metrics for name in names):
+        raise ValueError(raw)
+    return [m for m in metrics if m in names]
+
+
+def _flag(value: bool, default: bool) -> str | None:
+    """A switch's URL value, only when it differs from the page's default (short links)."""
+    return None if value == default else ("1" if value else "0")
+
+
+def ranked_frame(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, track: str, key: str | None = None) -> None:
+    """A ranked table as the app shows it: one compact column per metric (value [interval]), the model
+    name linking to its model page and the model's own http(s) link beside it; the plumbing banner
+    above it when a plumbing-check row is among the rows."""
+    if not table.empty and table["marks"].str.contains(query.PLUMBING_MARK).any():
+        everything = table["marks"].str.contains(query.PLUMBING_MARK).all()
+        st.warning(
+            f"{PLUMBING_BANNER}. "
+            + ("Every row here" if everything else "Each row marked plumbing")
+            + " was scored with the tiny profile: it shows that the pipeline runs, not how good a model is."
+        )
+    shown = query.with_links(query.display_table(table, spec, compact=True), results, track)
+    st.dataframe(
+        shown,
+        hide_index=True,
+        key=key,
+        placeholder="-",  # a missing value (no link given, no judge-failure rate) reads as a dash, not "None"
+        column_config={
+            "model": st.column_config.LinkColumn(
+                "model", display_text=query.MODEL_NAME_IN_URL, alignment="left", help="Opens the model page."
+            ),
+            "link": st.column_config.LinkColumn("link", help="The model's own link (paper, code or weights), when given."),
+        },
+    )
 
 
 def _hidden_note(results: pd.DataFrame, spec: BenchmarkSpec, family: str | None) -> str:
@@ -278,39 +415,54 @@ def _benchmark_data(folder: str) -> BenchmarkData:
 
 
 def model_page() -> None:
-    """One scored submission: metadata and encoders as text, every breakdown, best and worst samples."""
+    """One scored submission: metadata as a table, encoders and raw metadata in expanders, every
+    breakdown, best and worst samples. The URL's ``benchmark``, ``track`` and ``submission`` (or
+    ``model``, a name: its newest result) pick the result, as the ranked tables' model links do."""
     st.title("Model")
-    benchmark = st.selectbox("Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="model-benchmark")
+    notes: list[str] = []
+    names = list(benchmark_names())
+    initial("model-benchmark", "benchmark", names, names[0], notes)
+    benchmark = st.selectbox("Benchmark", names, format_func=lambda n: BENCHMARKS[n].title, key="model-benchmark")
     spec = get_benchmark(benchmark)
-    results = current_results(benchmark, track_choice(spec, "model-track"))
+    track = track_choice(spec, "model-track", notes)
+    results = current_results(benchmark, track)
     if results.empty:
+        link_notes(notes)
         st.info("No scored submissions yet.")
         return
-    labels = dict(zip(results["submission_id"], query.model_labels(results)))
-    submission = st.selectbox("Submission", list(labels), format_func=lambda i: labels[i], key="model-submission")
+    labels = dict(zip(results["submission_id"].astype(int), query.model_labels(results)))
+    ids = list(labels)
+    # A name picks its newest result (results come newest first); an id, when given, wins over a name.
+    by_name = {}
+    for i, name in zip(ids, results["model_name"].astype(str)):
+        by_name.setdefault(name, i)
+    if "submission" in st.query_params or "model-submission" in st.session_state:
+        initial("model-submission", "submission", ids, ids[0], notes, parse=int)
+    else:
+        initial("model-submission", "model", ids, ids[0], notes, parse=lambda raw: by_name.get(raw, _INVALID))
+    submission = st.selectbox("Submission", ids, format_func=lambda i: labels[i], key="model-submission")
+    link_notes(notes)
     row = results[results["submission_id"] == submission].iloc[0].to_dict()
-    marks = query.marks(row, spec)
-    if marks:
-        missing = query.missing_metrics(row, spec)
-        st.warning(f"Marked: {marks}" + (f" (no value for: {', '.join(missing)})" if missing else ""))
+    params = {"benchmark": benchmark, "submission": str(submission), "model": str(row["model_name"])}
+    st.query_params.from_dict(params | ({"track": track} if track != query.tracks(spec)[0] else {}))
+    # What a reader must know before reading the numbers, in one alert: plumbing check, incomplete suite.
+    missing = query.missing_metrics(row, spec)
+    warnings = [f"{PLUMBING_BANNER}: this result was scored with the tiny profile."] * bool(row["plumbing"])
+    warnings += [f"Incomplete suite: no value for {', '.join(missing)}."] * bool(missing)
+    if warnings:
+        st.warning(" ".join(warnings))
     st.subheader("Metadata")
-    metadata = row["metadata"]
-    # st.text: the submitter wrote these; they must not render as Markdown or HTML.
-    st.text(
-        f"model: {row['model_name']}\nfamily: {query.family_of(row)}\nsubmitter: {row['submitter'] or ''}\n"
-        f"profile: {row['profile']}\nlink: {metadata.get('link') or ''}"
-    )
-    st.json(metadata, expanded=False)
-    st.text(
-        f"benchmark version: {row['benchmark_version']}\nsuite version: {row['suite_version']}\n"
-        f"idbench version: {row['idbench_version']}"
-    )
-    st.json(row["models"], expanded=False)
+    # A table of plain strings: the submitter wrote these; they must not render as Markdown or HTML.
+    st.dataframe(query.metadata_table(row), hide_index=True, key="model-metadata")
     if row["not_run"]:
         st.text("not run:\n" + "\n".join(f"  {m}: {why}" for m, why in row["not_run"].items()))
+    with st.expander("metadata as submitted (JSON)"):
+        st.json(row["metadata"])
+    with st.expander("models and revisions it was scored with (JSON)"):
+        st.json(row["models"])
     st.subheader("Overall")
     overall = query.ranked_table(results[results["submission_id"] == submission], spec, include_plumbing=True)
-    st.dataframe(query.display_table(overall, spec), hide_index=True)
+    st.dataframe(query.display_table(overall, spec, compact=True), hide_index=True)
     for name, table in query.breakdown_tables(row, spec).items():
         if not table.empty:
             st.subheader(f"By {name}")
@@ -372,16 +524,18 @@ def submit_page() -> None:
     """Upload a zip or name a Hub dataset repo; validate through :func:`idbench.leaderboard.queue.submit`; job id or problems."""
     st.title("Submit")
     backend.submit_notice()
-    benchmark = st.selectbox("Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark")
-    upload = st.file_uploader(
+    # A form: typing in a field does not rerun the page; the button sends every field at once.
+    form = st.form("submit-form", enter_to_submit=False)
+    benchmark = form.selectbox("Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark")
+    upload = form.file_uploader(
         "Submission (.zip of manifest.csv, submission.json and images)", type=["zip"], max_upload_size=MAX_UPLOAD_MB, key="submit-file"
     )
-    repo = st.text_input("... or a Hugging Face dataset repo (owner/name or owner/name@revision)", max_chars=200, key="submit-repo")
-    model_name = st.text_input("Model name (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["model"], key="submit-model")
-    family = st.text_input("Model family (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["family"], key="submit-family")
-    link = st.text_input("Link to the paper, code or weights (http(s))", max_chars=MAX_TEXT_CHARS["link"], key="submit-link")
-    submitter = st.text_input("Submitter (optional)", max_chars=MAX_SUBMITTER, key="submit-submitter")
-    if not st.button("Submit", key="submit-button"):
+    repo = form.text_input("... or a Hugging Face dataset repo (owner/name or owner/name@revision)", max_chars=200, key="submit-repo")
+    model_name = form.text_input("Model name (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["model"], key="submit-model")
+    family = form.text_input("Model family (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["family"], key="submit-family")
+    link = form.text_input("Link to the paper, code or weights (http(s))", max_chars=MAX_TEXT_CHARS["link"], key="submit-link")
+    submitter = form.text_input("Submitter (optional)", max_chars=MAX_SUBMITTER, key="submit-submitter")
+    if not form.form_submit_button("Submit", key="submit-button"):
         return
     if (upload is None) == (not repo.strip()):
         st.error("Choose a .zip file or give a dataset repo id (one of the two).")
@@ -489,25 +643,52 @@ def _admin(submission_ids: list[int]) -> None:
             st.error(plain(str(error)))
 
 
+LATEST_JOBS = 10  # submissions listed on the overview
+
+
 def overview_page() -> None:
-    """The landing page: each benchmark's leader and how many submissions it ranks, with a link to it."""
+    """The landing page: each benchmark's (and track's) leaders with a link to its page, then the latest
+    submissions. A track of plumbing checks alone (the demo) shows them, marked, under the banner."""
     st.title("idbench leaderboard")
     st.caption("Identity preservation in reference-guided and multi-subject image generation.")
     pages = benchmark_pages()
     for name in benchmark_names():
         spec = get_benchmark(name)
-        results = current_results(name)
         st.subheader(spec.title)
         st.text(spec.summary)
-        table = pd.DataFrame() if results.empty else query.ranked_table(results, spec, include_plumbing=False, include_incomplete=False)
-        if table.empty:
-            why = " (all are plumbing checks or incomplete suites)" if len(results) else ""
-            st.text(f"{len(results)} scored submission(s); none in the default ranking yet{why}.")
-        else:
-            top = query.display_table(table.head(3), spec)
-            st.text(f"Top of {len(table)} ranked submission(s):")
-            st.dataframe(top[["rank", "model", "family", query.display_name(spec, query.default_metric(results, spec))]], hide_index=True)
+        tracks = query.tracks(spec)
+        for track in tracks:
+            results = current_results(name, track)
+            if track != tracks[0] and results.empty:
+                continue  # a second track (text-to-image) is listed once it has results
+            label = f"{TRACK_LABELS.get(track, track)} track: " if len(tracks) > 1 else ""
+            if results.empty:
+                st.text(f"{label}0 scored submission(s).")
+                continue
+            plumbing, incomplete = query.default_switches(results, spec)
+            table = query.ranked_table(results, spec, include_plumbing=plumbing, include_incomplete=incomplete)
+            if table.empty:  # cannot happen with the defaults above, but never show an empty frame
+                st.text(f"{label}{len(results)} scored submission(s); none to rank.")
+                continue
+            metric = query.default_metric(results, spec)
+            st.text(f"{label}top of {len(table)} ranked submission(s), by {metric}:")
+            keep = table.head(3)[["rank", "model", "family", "marks", "submission", metric, metric + query.CI_LOW, metric + query.CI_HIGH]]
+            ranked_frame(keep, results, spec, track, key=f"overview-{name}-{track}")
         st.page_link(pages[name], label=f"Open {spec.title}")
+    _latest_submissions()
+
+
+def _latest_submissions() -> None:
+    """The newest jobs of the queue (any state), newest first, with their submission's task."""
+    st.subheader("Latest submissions")
+    s = store()
+    jobs = jobs_table(s)[-LATEST_JOBS:]
+    if not jobs:
+        st.info("No submissions yet.")
+        return
+    tasks = {int(j["submission"]): query.task_of(s.submission(int(j["submission"]))) for j in jobs}
+    st.dataframe(query.latest_jobs(jobs, tasks, LATEST_JOBS), hide_index=True, key="overview-latest")
+    st.caption("Every job with its reason is on the Status page.")
 
 
 def about_page() -> None:

@@ -18,12 +18,16 @@ from idbench.leaderboard.worker import run_worker
 BENCHMARK = "identity-collapse"
 
 
-def fill_store(root: Path) -> Path:
+def fill_store(root: Path, cogcanvas: bool = False) -> Path:
     """``root/home`` as ``$IDBENCH_HOME``: the built benchmark and collage, clone, swap scored (tiny).
 
     Submission 1 (the collage) is then marked as not a plumbing check, so that the default view,
     which hides plumbing rows, has one row to show; it is given the family "Collages". The whole
     suite is scored, so no row is an incomplete suite.
+
+    With ``cogcanvas``, the CogCanvas sample is built too and its collage baseline scored with the
+    tiny profile on DINO and CLIP-T only (seconds, where the whole suite takes minutes): one
+    plumbing-check, incomplete-suite row, as the demo leaves a benchmark (submission 4).
     """
     home = root / "home"
     data_dir = home / "benchmarks" / BENCHMARK  # where the app (like `idbench submit`) looks for it
@@ -37,7 +41,20 @@ def fill_store(root: Path) -> Path:
     with sqlite3.connect(store.path) as db:
         db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 1")
         db.execute("UPDATE submissions SET metadata_json = json_set(metadata_json, '$.family', 'Collages') WHERE id = 1")
+    if cogcanvas:
+        add_cogcanvas(root, home)
     return home
+
+
+def add_cogcanvas(root: Path, home: Path) -> None:
+    """Build the CogCanvas sample under ``home`` and score its collage baseline with the tiny profile on
+    DINO and CLIP-T only (seconds; the whole suite takes minutes): a plumbing, incomplete-suite row."""
+    data_dir = home / "benchmarks" / "cogcanvas"
+    build("cogcanvas", out=data_dir)
+    make_baseline("collage", load_benchmark_data(data_dir), root / "cogcanvas-collage", size=128)
+    store = Store(home)
+    submit(store, root / "cogcanvas-collage", data_dir)
+    run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("dino_sim", "clip_t")))
 
 
 def zip_folder(folder: Path) -> bytes:

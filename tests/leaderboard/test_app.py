@@ -2,18 +2,23 @@
 
 The store holds three identity-collapse baselines scored with the tiny profile (the whole suite);
 submission 1's result is marked as a real run, so by default the table shows one row and the plumbing
-switch shows three.
+switch shows three. Model names in the ranked tables are links to the model page
+(``./model?...&model=<name>``): ``_names`` reads the names back from them.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
+import streamlit as st
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
@@ -24,7 +29,7 @@ from idbench.leaderboard.app.render import plain
 from idbench.leaderboard.queue import jobs_table
 from idbench.leaderboard.store import Store
 
-from filled_store import fill_store, zip_folder
+from filled_store import add_cogcanvas, fill_store, zip_folder
 
 BENCHMARK = "identity-collapse"
 TIMEOUT = 60  # seconds per script run; the first import of matplotlib and the store can be slow
@@ -60,22 +65,49 @@ def _table(at: AppTest) -> pd.DataFrame:
     return frame.value
 
 
+def _names(table: pd.DataFrame) -> list[str]:
+    """The model names of a ranked table, read from the model-page links the grid shows them through."""
+    return [parse_qs(urlsplit(url).query)["model"][0] for url in table["model"]]
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)  # alerts and captions render Markdown, so the app escapes them
+
+
+def _aggregates(home: Path, submission: int) -> dict:
+    """A result's aggregates as stored (read with sqlite3, not through the store or the app)."""
+    with sqlite3.connect(home / "leaderboard.sqlite3") as db:
+        (text,) = db.execute("SELECT aggregates_json FROM results WHERE submission_id = ? AND current", (submission,)).fetchone()
+    return json.loads(text)
+
+
+def _all_plumbing(home: Path) -> None:
+    with sqlite3.connect(home / "leaderboard.sqlite3") as db:
+        db.execute("UPDATE results SET plumbing = 1")
+
+
 def test_the_overview_is_the_default_page(filled, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(filled))
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
     assert not at.exception and at.title[0].value == "idbench leaderboard"
-    assert [h.value for h in at.subheader] == ["Identity Collapse", "CHARIS", "CogCanvas"]
-    [top] = at.dataframe  # only the stress test has a ranked row in this store
-    assert top.value["model"].tolist() == ["baseline-collage"] and top.value["family"].tolist() == ["Collages"]
+    assert [h.value for h in at.subheader] == ["Identity Collapse", "CHARIS", "CogCanvas", "Latest submissions"]
+    top, latest = at.dataframe  # only the stress test has a ranked row in this store
+    assert _names(top.value) == ["baseline-collage"] and top.value["family"].tolist() == ["Collages"]
     assert "dino_sim" in top.value.columns  # the ranking metric, in its display convention (raw here)
     assert any("0 scored submission(s)" in t.value for t in at.text)
+    assert not at.warning  # the ranked row is a real run: no plumbing banner
+    # The latest submissions, newest first, with benchmark, task and state.
+    assert latest.value["model"].tolist() == ["baseline-swap", "baseline-clone", "baseline-collage"]
+    assert set(latest.value["benchmark"]) == {BENCHMARK} and set(latest.value["task"]) == {"reference"}
+    assert set(latest.value["state"]) == {"FINISHED"} and latest.value["submitted"].str.match(r"\d{4}-\d\d-\d\dT").all()
 
 
 def test_benchmark_page_renders_the_ranked_table(app):
     assert not app.exception and not app.error
     assert app.title[0].value == "Identity Collapse"
     table = _table(app)
-    assert list(table["model"]) == ["baseline-collage"] and table.loc[0, "marks"] == ""
+    assert _names(table) == ["baseline-collage"] and table.loc[0, "marks"] == ""
+    assert not app.warning  # no plumbing row among those shown
     assert app.selectbox(key=f"{BENCHMARK}-metric").value == "dino_sim"  # the spec's ranking metric
     assert app.download_button(key=f"{BENCHMARK}-csv").label == "Download CSV"
     assert any("number of subjects" in h.value for h in app.subheader)
@@ -86,11 +118,9 @@ def test_group_size_filter_changes_the_table(app, filled):
     app.selectbox(key=f"{BENCHMARK}-filter-n_subjects").select("4").run()
     after = _table(app)
     assert before.loc[0, "dino_sim"] != after.loc[0, "dino_sim"]
-    spec = get_benchmark(BENCHMARK)
-    expected = query.display_table(
-        query.ranked_table(Store(filled).current_results(BENCHMARK), spec, filters={"n_subjects": "4"}), spec
-    )
-    assert after["dino_sim"].tolist() == expected["dino_sim"].tolist()
+    cell = _aggregates(filled, 1)["breakdowns"]["n_subjects"]["4"]["dino_sim"]  # the collage's, as stored
+    assert after.loc[0, "dino_sim"] == f"{cell['mean']:.4f} [{cell['ci_low']:.4f}, {cell['ci_high']:.4f}]"
+    assert app.query_params["n_subjects"] == "4"  # the address bar links to this view
 
 
 def test_plumbing_checkbox_shows_and_hides_rows(app):
@@ -98,8 +128,10 @@ def test_plumbing_checkbox_shows_and_hides_rows(app):
     app.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
     shown = _table(app)
     assert len(shown) == 3 and (shown["marks"].str.contains("plumbing")).sum() == 2
+    assert "plumbing check: random weights, not model scores" in app.warning[0].value.lower()
+    assert app.query_params["plumbing"] == "1"
     app.checkbox(key=f"{BENCHMARK}-plumbing").uncheck().run()
-    assert len(_table(app)) == 1
+    assert len(_table(app)) == 1 and "plumbing" not in app.query_params
 
 
 def test_family_filter_keeps_one_family(app):
@@ -107,7 +139,7 @@ def test_family_filter_keeps_one_family(app):
     assert len(_table(app)) == 3
     assert app.selectbox(key=f"{BENCHMARK}-family").options == ["all", "Collages"]
     app.selectbox(key=f"{BENCHMARK}-family").select("Collages").run()
-    assert _table(app)["model"].tolist() == ["baseline-collage"]
+    assert _names(_table(app)) == ["baseline-collage"]
 
 
 def test_incomplete_rows_are_hidden_until_asked_for(home_copy):
@@ -121,9 +153,17 @@ def test_incomplete_rows_are_hidden_until_asked_for(home_copy):
         del aggregates["overall"]["clip_t"]
         db.execute("UPDATE results SET aggregates_json = ? WHERE submission_id = 1", (json.dumps(aggregates),))
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run().switch_page(PAGE).run()
-    assert _table(at).empty and any("1 incomplete-suite row(s)" in i.value for i in at.info)
-    at.checkbox(key=f"{BENCHMARK}-incomplete").check().run()
+    # The only real run is incomplete: rather than an empty table, it is shown, marked.
+    assert at.checkbox(key=f"{BENCHMARK}-incomplete").value is True
     assert _table(at).loc[0, "marks"] == "incomplete suite"
+    at.checkbox(key=f"{BENCHMARK}-incomplete").uncheck().run()
+    assert _table(at).empty and any("1 incomplete-suite row(s)" in i.value for i in at.info)
+    # Once a complete real run exists, incomplete ones are hidden by default.
+    with sqlite3.connect(home_copy / "leaderboard.sqlite3") as db:
+        db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 2")
+    st.cache_data.clear()  # an edit in place, which the store's version (new results, withdrawals) does not see
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run().switch_page(PAGE).run()
+    assert at.checkbox(key=f"{BENCHMARK}-incomplete").value is False and _names(_table(at)) == ["baseline-clone"]
 
 
 def test_csv_download_equals_the_shown_table(filled, monkeypatch):
@@ -146,8 +186,17 @@ def test_csv_download_equals_the_shown_table(filled, monkeypatch):
     assert len(csvs) == 1
     shown = _table(at)
     assert len(shown) == 3
-    assert csvs[0].decode("utf-8") == shown.to_csv(index=False)
-    assert pd.read_csv(io.BytesIO(csvs[0]))["model"].tolist() == shown["model"].tolist()
+    csv = pd.read_csv(io.BytesIO(csvs[0]))
+    assert csv["model"].tolist() == _names(shown) and csv["rank"].tolist() == shown["rank"].tolist()
+    # The full numbers, each bound in a numeric column of its own, in the displayed units (SCR in percent).
+    for column in ("dino_sim", "dino_sim ci_low", "dino_sim ci_high", "scr@0.5 (%)", "scr@0.5 (%) ci_low", "scr@0.5 (%) ci_high"):
+        assert pd.api.types.is_float_dtype(csv[column]), column
+    assert "dino_sim ci_low" not in shown.columns and "scr@0.5 (%) ci_high" not in shown.columns  # compact on screen
+    for _, row in csv.iterrows():
+        cell = _aggregates(filled, int(row["submission"]))["breakdowns"]["scene"]["occlusion"]
+        assert row["dino_sim ci_low"] == pytest.approx(cell["dino_sim"]["ci_low"], abs=5e-5)
+        assert row["scr@0.5 (%) ci_high"] == pytest.approx(100 * cell["scr@0.5"]["ci_high"], abs=5e-3)
+    assert any("CSV" in c.value and "ci_low" in c.value for c in at.caption)  # the legend says what the CSV holds
 
 
 def test_submit_page_rejects_a_malformed_zip_and_queues_nothing(app, filled):
@@ -273,3 +322,156 @@ def test_admin_actions_need_the_token(home_copy, monkeypatch):
     at.selectbox(key="admin-submission").select(2)
     at.button(key="admin-rescore").click().run()
     assert "Queued job" in at.success[0].value
+
+
+# --- the views of issue 12 (item 4) ----------------------------------------------------------------
+
+BANNER = "plumbing check: random weights, not model scores"
+
+
+def test_a_store_of_plumbing_checks_alone_shows_them_under_the_banner(home_copy):
+    _all_plumbing(home_copy)  # as after the README's demo: every row from the tiny profile
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    [banner] = at.warning  # the overview: the leaders shown, under the banner, each row marked
+    assert BANNER in banner.value.lower()
+    top = at.dataframe[0].value
+    assert len(top) == 3 and top["marks"].str.contains("plumbing").all()
+    at.switch_page(PAGE).run()
+    assert at.checkbox(key=f"{BENCHMARK}-plumbing").value is True  # no real row: shown by default
+    table = _table(at)
+    assert sorted(_names(table)) == ["baseline-clone", "baseline-collage", "baseline-swap"]
+    assert table["marks"].str.contains("plumbing").all() and BANNER in at.warning[0].value.lower()
+    assert not at.info  # no "hidden: N plumbing-check rows" note
+    assert "plumbing" not in at.query_params  # the default is not written into the link
+
+
+def test_model_search_is_a_case_insensitive_substring(app):
+    app.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
+    full = _table(app)
+    app.text_input(key=f"{BENCHMARK}-search").input("CLO").run()
+    found = _table(app)
+    assert _names(found) == ["baseline-clone"]
+    # The rank stays the one in the whole ranking.
+    assert found.loc[0, "rank"] == full.loc[_names(full).index("baseline-clone"), "rank"]
+    assert app.query_params["search"] == "CLO"
+    app.text_input(key=f"{BENCHMARK}-search").input("no such model").run()
+    assert _table(app).empty and any("No model name contains" in i.value for i in app.info)
+
+
+def test_a_deep_link_sets_the_filters_and_an_invalid_value_is_ignored(filled, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(filled))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    for name, value in {"n_subjects": "4", "search": "swap", "plumbing": "1", "metric": "scr@0.5", "scene": "underwater"}.items():
+        at.query_params[name] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key=f"{BENCHMARK}-filter-n_subjects").value == "4"
+    assert at.selectbox(key=f"{BENCHMARK}-metric").value == "scr@0.5"
+    assert at.selectbox(key=f"{BENCHMARK}-filter-scene").value == "all"  # not a scene of this benchmark
+    assert any("scene=underwater" in _unescape(c.value) for c in at.caption)
+    table = _table(at)
+    assert _names(table) == ["baseline-swap"]
+    cell = _aggregates(filled, 3)["breakdowns"]["n_subjects"]["4"]["scr@0.5"]
+    assert table.loc[0, "scr@0.5 (%)"] == f"{100 * cell['mean']:.2f} [{100 * cell['ci_low']:.2f}, {100 * cell['ci_high']:.2f}]"
+    assert "scene" not in at.query_params and at.query_params["metric"] == "scr@0.5"  # the ignored value leaves the link
+
+
+def test_compact_intervals_and_the_column_picker(app, filled):
+    table = _table(app)
+    overall = _aggregates(filled, 1)["overall"]
+    for column, metric, scale, decimals in (("dino_sim", "dino_sim", 1, 4), ("scr@0.4 (%)", "scr@0.4", 100, 2)):
+        s = overall[metric]
+        hand = f"{scale * s['mean']:.{decimals}f} [{scale * s['ci_low']:.{decimals}f}, {scale * s['ci_high']:.{decimals}f}]"
+        assert table.loc[0, column] == hand
+    assert not [c for c in table.columns if "ci_low" in c or "ci_high" in c]
+    picker = app.multiselect(key=f"{BENCHMARK}-columns")
+    assert "clip_t" in picker.value and "scr@0.5" in picker.value  # every metric by default
+    picker.set_value(["clip_t"]).run()
+    columns = list(_table(app).columns)
+    assert "dino_sim" in columns and "clip_t" in columns  # the metric ranked by stays
+    assert not [c for c in columns if c.startswith("scr")]
+    assert app.query_params["columns"] == "clip_t"
+
+
+def test_model_names_link_to_the_model_page_and_to_their_own_link(home_copy):
+    with sqlite3.connect(home_copy / "leaderboard.sqlite3") as db:
+        for submission, link in ((1, "https://example.org/collage"), (2, "javascript:alert(1)")):
+            db.execute("UPDATE submissions SET metadata_json = json_set(metadata_json, '$.link', ?) WHERE id = ?", (link, submission))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run().switch_page(PAGE).run()
+    at.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
+    [frame] = at.dataframe
+    config = json.loads(frame.proto.columns)
+    assert config["model"]["type_config"]["type"] == "link" and config["link"]["type_config"]["type"] == "link"
+    # The display regex shows the name: the model name is the link's last parameter.
+    pattern = re.compile(config["model"]["type_config"]["display_text"])
+    table = frame.value
+    by_name = dict(zip(_names(table), table["link"]))
+    assert by_name["baseline-collage"] == "https://example.org/collage"
+    assert pd.isna(by_name["baseline-clone"]) and pd.isna(by_name["baseline-swap"])  # not http(s), or none: no link at all
+    for url, submission in zip(table["model"], table["submission"]):
+        assert url.startswith("./model?") and parse_qs(urlsplit(url).query)["submission"] == [str(submission)]
+        assert pattern.search(url).group(1) == parse_qs(urlsplit(url).query)["model"][0]
+
+
+def test_a_model_link_opens_its_model_page_with_the_metadata_table(filled, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(filled))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": BENCHMARK, "submission": "2", "model": "baseline-clone"})
+    at.switch_page("views/model.py").run()
+    assert not at.exception
+    assert at.selectbox(key="model-submission").value == 2
+    metadata = at.dataframe[0].value
+    assert list(metadata.columns) == ["field", "value"]
+    fields = dict(zip(metadata["field"], metadata["value"]))
+    assert fields["model"] == "baseline-clone" and fields["profile"] == "tiny" and fields["task"] == "reference"
+    assert {"family", "submitter", "link", "benchmark version", "suite version", "idbench version"} <= set(fields)
+    assert BANNER in at.warning[0].value.lower()  # a plumbing check, said at the top
+    # JSON only inside expanders (metadata, models; judge evidence has its own).
+    in_expanders = sum(len(expander.get("json")) for expander in at.expander)
+    assert len(at.json) == in_expanders >= 2
+    assert at.query_params["submission"] == "2"
+
+    # By name alone: that model's result; an unknown name is ignored with a note.
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": BENCHMARK, "model": "baseline-swap"})
+    assert at.switch_page("views/model.py").run().selectbox(key="model-submission").value == 3
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": "no-such-benchmark", "submission": "x1"})
+    at.switch_page("views/model.py").run()
+    assert not at.exception and at.selectbox(key="model-benchmark").value == BENCHMARK
+    notes = " ".join(_unescape(c.value) for c in at.caption)
+    assert "benchmark=no-such-benchmark" in notes and "submission=x1" in notes
+
+
+def test_the_submit_fields_are_one_form(app):
+    app.switch_page("views/submit.py").run()
+    button = app.button(key="submit-button")
+    assert button.proto.is_form_submitter and button.proto.form_id == "submit-form"
+    for key in ("submit-repo", "submit-model", "submit-family", "submit-link", "submit-submitter"):
+        assert app.text_input(key=key).proto.form_id == "submit-form"
+    assert app.file_uploader(key="submit-file").proto.form_id == "submit-form"
+
+
+def test_the_text_to_image_track_is_listed_where_it_has_results(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    add_cogcanvas(tmp_path, home)  # one reference-based CogCanvas row (a plumbing check)
+    monkeypatch.setenv("IDBENCH_HOME", str(home))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    assert not any("text-to-image" in t.value for t in at.text)  # no text-to-image result: no line for the track
+    assert any(t.value.startswith("reference-based track: top of 1") for t in at.text)
+    # The same result filed under the text-to-image task (a stand-in: the sample has no T2I submission).
+    with sqlite3.connect(home / "leaderboard.sqlite3") as db:
+        db.execute("UPDATE submissions SET task = 'text-to-image'")
+    st.cache_data.clear()  # an edit in place, which the store's version does not see
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    assert any(t.value.startswith("text-to-image (no references) track: top of 1") for t in at.text)
+    assert any(t.value.startswith("reference-based track: 0 scored") for t in at.text)
+    [latest] = [d.value for d in at.dataframe if "state" in d.value.columns]
+    assert latest["task"].tolist() == ["text-to-image"] and latest["benchmark"].tolist() == ["cogcanvas"]
+    # A link to the track opens it on the model page.
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": "cogcanvas", "track": "text-to-image"})
+    at.switch_page("views/model.py").run()
+    assert not at.exception and at.radio(key="model-track").value == "text-to-image"
+    assert dict(zip(at.dataframe[0].value["field"], at.dataframe[0].value["value"]))["task"] == "text-to-image"

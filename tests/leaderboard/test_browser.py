@@ -1,9 +1,14 @@
 """The leaderboard app in a real browser: ``streamlit run`` as a subprocess, driven by Playwright in Chromium.
 
 The store is filled as in ``test_app.py`` (three identity-collapse baselines scored with the tiny
-profile; submission 1 marked as a real run, so the default table shows one row). The tests navigate
-between the benchmark pages, change the group-size filter, and submit a valid and a malformed zip.
-Screenshots go to ``tests/artifacts/`` (gitignored) for a human to look at.
+profile; submission 1 marked as a real run, so the default table shows one row), plus one CogCanvas
+baseline scored with the tiny profile on two metrics: a plumbing-check, incomplete-suite row alone, as
+the demo leaves a benchmark. The tests navigate between the benchmark pages, change the group-size
+filter, open deep links (a filtered table, a model page), download the CSV, and submit a valid and a
+malformed zip. Streamlit draws table cells on a canvas: the tests read the grid's accessible table (a
+model cell there holds its model-page URL; the canvas shows the name), widget values and the CSV.
+Screenshots go to ``tests/artifacts/`` (gitignored) for a human to look at, among them
+``browser-cogcanvas-page.png`` and ``browser-model-page.png``.
 
 Chromium and Playwright are required, not optional: CI installs them (``.ci/run`` installs Debian's
 ``chromium``; ``playwright`` is in the ``dev`` extra). Playwright's own browser download is not used:
@@ -12,19 +17,22 @@ Debian's ``/usr/bin/chromium`` is launched instead (override with ``IDBENCH_CHRO
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import pandas as pd
 import pytest
 
-from idbench.builders.benchmarks import get_benchmark
-from idbench.leaderboard import query
 from idbench.leaderboard.app import APP_PATH
 from idbench.leaderboard.queue import jobs_table
 from idbench.evaluate_pkg.context import ScoreOptions
@@ -69,7 +77,7 @@ def sync_api():
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory) -> Path:
     """``$IDBENCH_HOME`` with the built benchmark and three scored baselines (the root holds the baselines)."""
-    return fill_store(tmp_path_factory.mktemp("browser"))
+    return fill_store(tmp_path_factory.mktemp("browser"), cogcanvas=True)
 
 
 def _free_port() -> int:
@@ -153,21 +161,39 @@ def _title(page, text: str, expect) -> None:
     expect(page.get_by_role("heading", name=text, level=1)).to_be_visible()
 
 
-def _rows(page) -> list[list[str]]:
-    """The ranked table's body rows as cell texts.
+def _rows(page, nth: int = 0) -> list[list[str]]:
+    """The body rows of the page's ``nth`` table as cell texts.
 
     The data grid draws on a canvas; its accessible (visually hidden) table holds the same cells, and
     it is filled a moment after the grid appears: wait for a body row to be attached first.
     """
-    rows = page.get_by_test_id("stDataFrame").locator("table tbody tr")
+    rows = page.get_by_test_id("stDataFrame").nth(nth).locator("table tbody tr")
     rows.first.wait_for(state="attached", timeout=WAIT_MS)
     return [[cell.strip() for cell in row.locator("td").all_text_contents()] for row in rows.all()]
 
 
 def _header(page) -> list[str]:
-    header = page.get_by_test_id("stDataFrame").locator("table thead tr").first
+    header = page.get_by_test_id("stDataFrame").first.locator("table thead tr").first
     header.wait_for(state="attached", timeout=WAIT_MS)
     return [cell.strip() for cell in header.locator("th").all_text_contents()]
+
+
+def _name(cell: str) -> str:
+    """The model name of a ranked table's model cell: the accessible table holds the model-page link."""
+    return parse_qs(urlsplit(cell).query)["model"][0]
+
+
+def _aggregates(home: Path, submission: int) -> dict:
+    """A result's aggregates as stored (read with sqlite3, not through the app)."""
+    with sqlite3.connect(home / "leaderboard.sqlite3") as db:
+        (text,) = db.execute("SELECT aggregates_json FROM results WHERE submission_id = ? AND current", (submission,)).fetchone()
+    return json.loads(text)
+
+
+def _download_csv(page) -> pd.DataFrame:
+    with page.expect_download() as download:
+        page.get_by_test_id("stDownloadButton").locator("button").click()
+    return pd.read_csv(io.BytesIO(Path(download.value.path()).read_bytes()))
 
 
 def _upload(page, expect, name: str, payload: bytes) -> None:
@@ -195,8 +221,10 @@ def test_navigation_between_benchmark_pages(page, server, sync_api):
     expect = sync_api.expect
     page.goto(server)  # the default page is the overview, with each benchmark's leaders
     _title(page, "idbench leaderboard", expect)
-    expect(page.get_by_test_id("stDataFrame")).to_be_visible()
-    assert _rows(page)[0][1] == "baseline-collage"
+    expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+    assert _name(_rows(page)[0][1]) == "baseline-collage"
+    expect(page.get_by_role("heading", name="Latest submissions")).to_be_visible()
+    _idle(page, expect)
     _screenshot(page, "overview")
 
     nav = page.get_by_test_id("stSidebarNav")
@@ -204,9 +232,9 @@ def test_navigation_between_benchmark_pages(page, server, sync_api):
         nav.get_by_role("link", name=link, exact=True).click()
         _title(page, "idbench leaderboard" if link == "Overview" else link, expect)
         expect(page).to_have_url(re.compile(re.escape(server + path) + "$"))
-        if link in ("Identity Collapse", "Overview"):
-            expect(page.get_by_test_id("stDataFrame")).to_be_visible()
-        else:  # nothing scored for these in this store
+        if link in ("Identity Collapse", "CogCanvas", "Overview"):
+            expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+        else:  # nothing scored for CHARIS in this store
             expect(page.get_by_text("No scored submissions yet.")).to_be_visible()
             _screenshot(page, link.lower())
     # Each page also opens by its own URL, with no "Page not found" dialog.
@@ -219,7 +247,7 @@ def test_navigation_between_benchmark_pages(page, server, sync_api):
         expect(page.get_by_role("dialog")).to_have_count(0)
     assert not page.get_by_test_id("stException").count()
     # The model page ends with the best and worst samples: generated image beside its references.
-    page.goto(server + "/model")
+    page.goto(server + f"/model?benchmark={BENCHMARK}")
     expect(page.get_by_role("heading", name="Best and worst samples")).to_be_visible()
     expect(page.get_by_test_id("stImage").first).to_be_visible()
     _idle(page, expect)
@@ -235,7 +263,7 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     expect(page.get_by_test_id("stDataFrame")).to_be_visible()
     _idle(page, expect)
     header, before = _header(page), _rows(page)
-    assert len(before) == 1 and before[0][1] == "baseline-collage"
+    assert len(before) == 1 and _name(before[0][1]) == "baseline-collage"
     column = header.index("dino_sim")
 
     page.get_by_role("combobox", name="n_subjects").click()
@@ -247,13 +275,68 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     after = _rows(page)
     _screenshot(page, "identity-collapse-n_subjects-4")
 
-    spec = get_benchmark(BENCHMARK)
-    expected = query.display_table(
-        query.ranked_table(Store(filled).current_results(BENCHMARK), spec, filters={"n_subjects": "4"}), spec
+    # One cell: mean [ci_low, ci_high] of the collage's n_subjects = 4 cell, as stored (dino_sim is shown raw).
+    cell = _aggregates(filled, 1)["breakdowns"]["n_subjects"]["4"]["dino_sim"]
+    assert [_name(row[1]) for row in after] == ["baseline-collage"]
+    assert after[0][column] == f"{cell['mean']:.4f} [{cell['ci_low']:.4f}, {cell['ci_high']:.4f}]"
+    expect(page).to_have_url(re.compile(r"[?&]n_subjects=4(&|$)"))  # the address bar links to this view
+    assert not page.get_by_test_id("stException").count()
+
+
+def test_a_plumbing_only_benchmark_shows_its_rows_under_the_banner(page, server, filled, sync_api):
+    # CogCanvas holds one row, a plumbing check with an incomplete suite (as after the demo): shown, not hidden.
+    expect = sync_api.expect
+    page.goto(server + "/cogcanvas")
+    _title(page, "CogCanvas", expect)
+    expect(page.get_by_test_id("stAlertContentWarning").first).to_contain_text("Plumbing check: random weights, not model scores")
+    _idle(page, expect)
+    [row] = _rows(page)
+    header = _header(page)
+    assert _name(row[header.index("model")]) == "baseline-collage" and row[header.index("marks")] == "plumbing, incomplete suite"
+    expect(page.get_by_role("checkbox", name="show plumbing-check rows")).to_be_checked()
+    assert not page.get_by_text("No rows to show").count()
+    overall = _aggregates(filled, 4)["overall"]["dino_sim"]  # dino_sim is shown x100 on CogCanvas
+    assert row[header.index("dino_sim (x100)")] == f"{100 * overall['mean']:.2f} [{100 * overall['ci_low']:.2f}, {100 * overall['ci_high']:.2f}]"
+    csv = _download_csv(page)
+    assert csv["model"].tolist() == ["baseline-collage"]
+    assert csv.loc[0, "dino_sim (x100) ci_low"] == pytest.approx(100 * overall["ci_low"], abs=5e-3)  # full numbers, numeric
+    _screenshot(page, "cogcanvas-page")
+    assert not page.get_by_test_id("stException").count()
+
+
+def test_a_deep_link_opens_a_filtered_table(page, server, filled, sync_api):
+    expect = sync_api.expect
+    page.goto(server + "/identity_collapse?search=SWAP&n_subjects=4&plumbing=1&scene=nowhere")
+    _title(page, "Identity Collapse", expect)
+    expect(page.get_by_role("combobox", name="n_subjects")).to_have_value("4")
+    expect(page.get_by_role("textbox", name="Search models")).to_have_value("SWAP")
+    expect(page.get_by_role("checkbox", name="show plumbing-check rows")).to_be_checked()
+    expect(page.get_by_text("Ignored in the link (not a value this page offers): scene=nowhere.")).to_be_visible()
+    _idle(page, expect)
+    assert [_name(row[1]) for row in _rows(page)] == ["baseline-swap"]
+    csv = _download_csv(page)  # the filter applied: the swap's n_subjects = 4 cell, full numbers
+    cell = _aggregates(filled, 3)["breakdowns"]["n_subjects"]["4"]["dino_sim"]
+    assert csv["model"].tolist() == ["baseline-swap"]
+    assert [csv.loc[0, c] for c in ("dino_sim", "dino_sim ci_low", "dino_sim ci_high")] == pytest.approx(
+        [cell["mean"], cell["ci_low"], cell["ci_high"]], abs=5e-5
     )
-    assert [row[1] for row in after] == expected["model"].tolist()
-    assert float(after[0][column]) == pytest.approx(expected.loc[0, "dino_sim"], abs=5e-5)
-    assert float(after[0][column]) != pytest.approx(float(before[0][column]), abs=5e-5)
+    assert not page.get_by_test_id("stException").count()
+
+
+def test_a_deep_link_opens_a_model_page_with_its_metadata_table(page, server, sync_api):
+    expect = sync_api.expect
+    page.goto(server + "/model?benchmark=cogcanvas&submission=4&model=baseline-collage")
+    _title(page, "Model", expect)
+    expect(page.get_by_role("heading", name="Metadata")).to_be_visible()
+    _idle(page, expect)
+    fields = dict(_rows(page, 0))
+    assert fields["model"] == "baseline-collage" and fields["profile"] == "tiny" and fields["task"] == "reference"
+    assert fields["submission"] == "4" and fields["plumbing check"] == "yes (random weights)"
+    expect(page.get_by_test_id("stAlertContentWarning").first).to_contain_text("Plumbing check: random weights")
+    # The JSON is folded away: the expanders are closed, so no JSON viewer is on screen.
+    expect(page.get_by_text("metadata as submitted (JSON)")).to_be_visible()
+    assert not page.get_by_test_id("stJson").filter(visible=True).count()
+    _screenshot(page, "model-page")
     assert not page.get_by_test_id("stException").count()
 
 
@@ -299,8 +382,8 @@ def test_submit_page_queues_a_valid_zip(page, server, filled, sync_api):
     page.get_by_text("show plumbing-check rows").click()
     expect(page.get_by_test_id("stDataFrame").locator("table tbody tr")).to_have_count(4)
     _idle(page, expect)
-    models = [row[1] for row in _rows(page)]
+    models = [_name(row[1]) for row in _rows(page)]
     assert "browser model" in models
     _screenshot(page, "identity-collapse-after-submit")
-    shown = [row for row in _rows(page) if row[1] == "browser model"][0]
+    shown = [row for row in _rows(page) if _name(row[1]) == "browser model"][0]
     assert "plumbing" in " ".join(shown)

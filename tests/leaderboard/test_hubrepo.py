@@ -3,7 +3,8 @@ client's parent check (against a recording fake of the two ``HfApi`` calls it ma
 
 from __future__ import annotations
 
-import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,29 +41,31 @@ def test_a_commit_on_a_stale_parent_is_refused_and_changes_nothing(tmp_path):
     assert repo.head() == mine and files(repo.snapshot(mine)) == {"q.json": b"claimed by A"}
 
 
-def _race(root: str, parent: str, name: str, barrier, wins) -> None:
-    barrier.wait()
-    try:
-        LocalRepoStandIn(Path(root)).commit([FileAdd("q.json", name.encode())], name, parent=parent)
-        wins.put(name)
-    except RepoConflict:
-        pass
+RACE = """
+import sys
+from pathlib import Path
+from idbench.leaderboard.hubrepo import FileAdd, LocalRepoStandIn, RepoConflict
+root, parent, name = sys.argv[1:]
+try:
+    LocalRepoStandIn(Path(root)).commit([FileAdd("q.json", name.encode())], name, parent=parent)
+    print("won")
+except RepoConflict:
+    print("lost")
+"""
 
 
 def test_concurrent_processes_on_one_parent_exactly_one_wins(tmp_path):
+    """Four processes commit on the same parent at once: whatever the interleaving, one wins."""
     repo = LocalRepoStandIn(tmp_path / "r")
     base = repo.commit([FileAdd("q.json", b"pending")], "base", parent=None)
-    ctx = multiprocessing.get_context("spawn")
-    barrier, wins = ctx.Barrier(4), ctx.Queue()
-    procs = [ctx.Process(target=_race, args=(str(repo.root), base, f"w{i}", barrier, wins)) for i in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    winners = []
-    while not wins.empty():
-        winners.append(wins.get())
-    assert len(winners) == 1
+    procs = {
+        f"w{i}": subprocess.Popen([sys.executable, "-c", RACE, str(repo.root), base, f"w{i}"], stdout=subprocess.PIPE, text=True)
+        for i in range(4)
+    }
+    outcomes = {name: p.communicate(timeout=120)[0].strip() for name, p in procs.items()}
+    assert all(p.returncode == 0 for p in procs.values()), outcomes
+    winners = [name for name, outcome in outcomes.items() if outcome == "won"]
+    assert len(winners) == 1 and sorted(outcomes.values()) == ["lost", "lost", "lost", "won"]
     assert files(repo.snapshot(repo.head())) == {"q.json": winners[0].encode()}
 
 
