@@ -375,6 +375,51 @@ def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, co
     assert results.head() is None  # the lease check before the push saw the withdrawal: nothing pushed
 
 
+def test_a_withdrawal_between_the_lease_check_and_the_push_still_wins(repos, collapse, tmp_path, monkeypatch):
+    """The narrow race: the worker has checked its lease, the withdrawal lands (deleting nothing: no results
+    yet), then the worker pushes. Its FINISHED commit is refused, and it deletes what it pushed."""
+    requests, results = repos
+    ref = submit_request(requests, collapse / "collage", collapse / "data")
+    real = hub_queue.result_operations
+
+    def withdrawn_then_operations(*args, **kwargs):
+        withdraw(requests, results, ref.path, "withdrawn during the push")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hub_queue, "result_operations", withdrawn_then_operations)
+    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=tmp_path) == 0
+    assert _record(requests, ref.path)["state"] == "WITHDRAWN"
+    pushed_then_deleted = results.snapshot(results.head())
+    assert results.head() is not None and not any(p.is_file() for p in pushed_then_deleted.rglob("*"))
+
+
+def test_the_heartbeat_extends_the_lease_while_a_request_is_scored(repos, collapse, tmp_path, monkeypatch):
+    """A 0.6 s lease, renewed every 0.2 s: the scorer waits (on an event, no fixed sleep) until two renewals
+    landed, each a commit of lease_until; then the request finishes normally."""
+    requests, results = repos
+    ref = submit_request(requests, collapse / "collage", collapse / "data")
+    leases, renewed = [], threading.Event()
+    real = hub_queue.heartbeat
+
+    def counted(repo, claim, lease_seconds, now=None):
+        ok = real(repo, claim, lease_seconds, now)
+        leases.append(_record(repo, ref.path)["lease_until"])
+        if len(leases) >= 2:
+            renewed.set()
+        return ok
+
+    def scorer(submission, data_dir, out, options, cache_dir):
+        assert renewed.wait(60), "no heartbeat within 60 s"
+        return _published(submission, data_dir, out, options, cache_dir)
+
+    monkeypatch.setattr(hub_queue, "heartbeat", counted)
+    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=scorer, home=tmp_path, lease_seconds=0.6) == 1
+    assert leases == sorted(leases)  # never moved back (ISO seconds: two renewals may share one)
+    steps = [line.split()[1] for line in _log(requests)]
+    assert steps[:2] == ["submit", "claim"] and steps[-1] == "finish" and steps.count("heartbeat") >= 2
+    assert _record(requests, ref.path)["state"] == "FINISHED"
+
+
 # --- the Space reads what a worker wrote ----------------------------------------------------------------
 
 
