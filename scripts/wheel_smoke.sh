@@ -75,6 +75,16 @@ timeout 600 "$BIN/idbench" score collage --data built/identity-collapse --out sc
     --models-dir demo/models --cache-dir "$IDBENCH_HOME/features" > score.log 2>&1 || { tail -n 40 score.log; exit 1; }
 for file in results.parquet aggregates.json report.md; do [ -f "scores/$file" ]; done
 
+step "the Hub-backed queue on the local stand-in: submit --hub, worker --hub --once, jobs --hub"
+# The Space's and a GPU worker's commands, with IDBENCH_HUB_STAND_IN in place of the Hub (no network);
+# the worker serves $IDBENCH_HOME/benchmarks/<benchmark> and reuses the demo's tiny models.
+mkdir -p "$IDBENCH_HOME/benchmarks" && cp -r built/identity-collapse "$IDBENCH_HOME/benchmarks/"
+hub() { IDBENCH_HUB_STAND_IN="$PWD/hub" IDBENCH_MODELS="$PWD/demo/models" timeout 600 "$BIN/idbench" "$@"; }
+{ hub submit collage --benchmark identity-collapse --data "$IDBENCH_HOME/benchmarks/identity-collapse" --hub org/requests \
+  && hub worker --hub org/requests --results org/results --profile tiny --once \
+  && hub jobs --hub org/requests; } > hub.log 2>&1 || { tail -n 40 hub.log; exit 1; }
+grep "^FINISHED " hub.log || { tail -n 40 hub.log; echo "the Hub worker did not finish the request" >&2; exit 1; }
+
 step "the evaluate modules, by name"
 "$BIN/python" - <<'EOF'
 import math
