@@ -22,8 +22,6 @@ import streamlit as st
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
-from idbench.builders.benchmarks import get_benchmark
-from idbench.leaderboard import query
 from idbench.leaderboard.app import APP_PATH
 from idbench.leaderboard.app.render import plain
 from idbench.leaderboard.queue import jobs_table

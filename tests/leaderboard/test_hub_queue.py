@@ -13,7 +13,6 @@ import logging
 import shutil
 import threading
 import zipfile
-from pathlib import Path
 
 import pandas as pd
 import pytest
