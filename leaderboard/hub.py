@@ -55,7 +55,7 @@ Two independent things live here; nothing in this module runs unless a command a
    :func:`sync_plan` lists what to push, :func:`sync` pushes it in one commit per repo
    (``HfApi.create_commit`` with ``CommitOperationAdd``). Layout::
 
-       requests repo:  <benchmark>/<model>/<hash12>.json                 model, benchmark, state, submitted_at
+       requests repo:  <benchmark>/<model>/<hash12>.json                 model, benchmark, task, state, submitted_at
        results repo:   <benchmark>/<model>/<hash12>/aggregates.json      the current result's aggregates
                        <benchmark>/<model>/<hash12>/results.parquet      its per-sample values
 
@@ -487,9 +487,10 @@ def _submissions(store: Store) -> list[dict[str, Any]]:
 def sync_plan(store: Store, requests_repo: str, results_repo: str) -> list[Operation]:
     """What :func:`sync` pushes: one request file per submission, two result files per current result.
 
-    Reads the store only. Request records hold ``model``, ``benchmark``, ``state`` (of the latest
-    job), ``submitted_at`` and, to tell submissions apart, ``benchmark_version`` and
-    ``content_hash``; nothing else of the submitter. Each current, non-plumbing result gives its
+    Reads the store only. Request records hold ``model``, ``benchmark``, ``task``, ``state`` (of the
+    latest job), ``submitted_at`` and, to tell submissions apart, ``benchmark_version`` and
+    ``content_hash``; nothing else of the submitter. Each current, non-plumbing result of every track
+    (the reference-based one, text-to-image, ...) gives its
     aggregates JSON and, when the worker's folder still has it, its per-sample parquet (the JSON
     names the parquet's path in the repo, or null). Sorted by repo, then path.
     """
@@ -500,23 +501,24 @@ def sync_plan(store: Store, requests_repo: str, results_repo: str) -> list[Opera
             raise HubExportError(f"invalid dataset repo id {repo!r}: {err}") from None
 
     operations: list[Operation] = []
-    benchmarks: set[str] = set()
+    tracks: set[tuple[str, str]] = set()  # (benchmark, task): each task ranks on a track of its own
     for job in _submissions(store):
         submission = store.submission(job["submission_id"])
-        benchmarks.add(submission["benchmark"])
+        tracks.add((submission["benchmark"], submission["task"]))
         record = {
             "model": submission["model_name"],
             "benchmark": submission["benchmark"],
             "benchmark_version": submission["benchmark_version"],
             "content_hash": submission["content_hash"],
+            "task": submission["task"],
             "state": job["state"],
             "submitted_at": iso(submission["created_at"]),
         }
         path = request_path(submission["benchmark"], submission["model_name"], submission["content_hash"])
         operations.append(Operation(requests_repo, path, data=json_bytes(record)))
 
-    for benchmark in sorted(benchmarks):
-        for row in store.current_results(benchmark).to_dict("records"):
+    for benchmark, task in sorted(tracks):
+        for row in store.current_results(benchmark, task).to_dict("records"):
             if row["plumbing"]:
                 continue  # random-weight numbers are never published
             folder = result_folder(benchmark, row["model_name"], row["content_hash"])

@@ -234,7 +234,7 @@ def test_dry_run_lists_the_repo_paths_without_network_or_token(store, monkeypatc
 def test_request_and_result_records_hold_metadata_only(store):
     operations = {op.path_in_repo: op for op in hub.sync_plan(store, "idbench/requests", "idbench/results")}
     request = json.loads(operations[EXPECTED[0][1]].data)
-    assert set(request) == {"model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at"}
+    assert set(request) == {"model", "benchmark", "benchmark_version", "content_hash", "task", "state", "submitted_at"}
     assert request["model"] == "org/real-model" and request["state"] == "FINISHED"
     assert json.loads(operations[EXPECTED[1][1]].data)["state"] == "PENDING"
     result = json.loads(operations[EXPECTED[3][1]].data)
@@ -243,6 +243,25 @@ def test_request_and_result_records_hold_metadata_only(store):
     assert operations[EXPECTED[4][1]].local_path.name == "results.parquet"
     everything = b"".join(op.data for op in operations.values() if op.data is not None)
     assert b"alice" not in everything and b"secret@example.org" not in everything
+
+
+def test_a_text_to_image_result_is_synced_on_its_own_track(tmp_path):
+    """The T2I track is not the reference-based one: its current result goes up too, marked with its task."""
+    store = Store(tmp_path / "home")
+    for k, task in ((1, "reference"), (2, "text-to-image")):
+        store.add_submission(
+            benchmark="identity-collapse", benchmark_version="v1", data_dir=Path("/nowhere"), model_name=f"m-{task}",
+            metadata={"model": f"m-{task}"}, content_hash=str(k) * 64, stored_path=Path("/nowhere"), task=task,
+        )  # fmt: skip
+        job = claim(store, "w", 60)
+        out = tmp_path / "results" / str(job.id)
+        out.mkdir(parents=True)
+        finish(store, job, collapse_summary(), out)
+    operations = {op.path_in_repo: op for op in hub.sync_plan(store, "idbench/requests", "idbench/results")}
+    for k, task in ((1, "reference"), (2, "text-to-image")):
+        folder = f"identity-collapse/m-{task}/{str(k) * 12}"
+        assert json.loads(operations[f"{folder}.json"].data)["task"] == task
+        assert json.loads(operations[f"{folder}/aggregates.json"].data)["task"] == task
 
 
 def test_sync_makes_one_commit_per_repo_with_the_planned_files(store, capsys):
