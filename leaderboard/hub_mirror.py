@@ -140,26 +140,11 @@ def build_store(
     folder): the paths recorded in it point there.
     """
     skipped: list[str] = []
-    requests: dict[str, dict[str, Any]] = {}  # content hash -> request record
-    for path, record in _records(requests_dir, "*/*/*.json", requests_repo, skipped):
-        try:
-            request = parse_request(record, path)
-            if request["content_hash"] in requests:
-                raise MalformedFile(f"a second request for content hash {request['content_hash']}")
-        except MalformedFile as error:
-            _skip(skipped, requests_repo, path, error)
-            continue
-        requests[request["content_hash"]] = request
-    scored: dict[str, tuple[dict[str, Any], Path]] = {}
-    for path, record in _records(results_dir, f"*/*/*/{AGGREGATES_FILE}", results_repo, skipped):
-        try:
-            result = parse_result(record, path)
-            if result["content_hash"] in scored:
-                raise MalformedFile(f"a second result for content hash {result['content_hash']}")
-        except MalformedFile as error:
-            _skip(skipped, results_repo, path, error)
-            continue
-        scored[result["content_hash"]] = (result, results_dir / Path(path).parent)
+    # content hash -> (parsed record, its path in the repo)
+    requests = _parsed_by_hash(requests_dir, "*/*/*.json", requests_repo, parse_request, "request", skipped)
+    results = _parsed_by_hash(results_dir, f"*/*/*/{AGGREGATES_FILE}", results_repo, parse_result, "result", skipped)
+    requests = {digest: request for digest, (request, _) in requests.items()}
+    scored = {digest: (result, results_dir / Path(path).parent) for digest, (result, path) in results.items()}
 
     not_public = str(Path(final_home) / NOT_PUBLIC)
     with store.transaction() as db:
@@ -173,6 +158,24 @@ def build_store(
             if request is not None and not (result is not None and request["state"] == "FINISHED"):
                 _insert_job(db, submission_id, *_job_state(request), request["attempts"], request["submitted_at"], request["updated_at"])
     return (len(set(requests) | set(scored)), len(scored)), skipped
+
+
+def _parsed_by_hash(
+    folder: Path | None, pattern: str, repo: str, parse: Callable[[dict[str, Any], str], dict[str, Any]], what: str, skipped: list[str]
+) -> dict[str, tuple[dict[str, Any], str]]:
+    """content hash -> (``parse`` of each record under ``folder``, its path); a malformed record, or a
+    second one for the same content hash, is skipped and listed in ``skipped``."""
+    out: dict[str, tuple[dict[str, Any], str]] = {}
+    for path, record in _records(folder, pattern, repo, skipped):
+        try:
+            parsed = parse(record, path)
+            if parsed["content_hash"] in out:
+                raise MalformedFile(f"a second {what} for content hash {parsed['content_hash']}")
+        except MalformedFile as error:
+            _skip(skipped, repo, path, error)
+            continue
+        out[parsed["content_hash"]] = (parsed, path)
+    return out
 
 
 def _records(folder: Path | None, pattern: str, repo: str, skipped: list[str]):
