@@ -21,12 +21,8 @@ import io
 import json
 import os
 import re
-import socket
 import sqlite3
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -40,6 +36,7 @@ from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
 
 from filled_store import fill_store, zip_folder
+from streamlit_server import free_port, running
 
 BENCHMARK = "identity-collapse"
 CHROMIUM = Path(os.environ.get("IDBENCH_CHROMIUM", "/usr/bin/chromium"))
@@ -48,7 +45,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-STARTUP_TIMEOUT = 90  # seconds for the server to answer /_stcore/health
 WAIT_MS = 60_000  # per wait on the page: the first render imports matplotlib and reads the store
 INSTALL_HINT = (
     "The browser tests need Playwright and Chromium (CI installs both). Install them with:\n"
@@ -80,16 +76,10 @@ def filled(tmp_path_factory) -> Path:
     return fill_store(tmp_path_factory.mktemp("browser"), cogcanvas=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(sync_api, filled, tmp_path_factory):
     """Base URL of ``streamlit run APP_PATH`` over the filled store; the process is always stopped."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
     env = {**os.environ, "IDBENCH_HOME": str(filled), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     command = [
@@ -97,31 +87,8 @@ def server(sync_api, filled, tmp_path_factory):
         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
         "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer", "--server.fileWatcherType", "none",
     ]  # fmt: skip
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + STARTUP_TIMEOUT
-            while True:
-                if process.poll() is not None:
-                    pytest.fail(f"streamlit exited with {process.returncode}:\n{log_path.read_text(errors='replace')}")
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not answer in {STARTUP_TIMEOUT}s:\n{log_path.read_text(errors='replace')}")
-                time.sleep(0.2)  # polling the health endpoint, not waiting on the page
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+    with running(command, env, port, log_path) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
