@@ -314,3 +314,24 @@ def derive_questions(
             }
         )
     return questions
+
+
+def binding_phrases(
+    interaction_graph: Sequence[Edge], position_graph: Sequence[Edge], item_names: Mapping[str, str]
+) -> dict[str, tuple[str, str]]:
+    """slot -> (what the person does with its own item, what it would do with another person's item),
+    e.g. ``("holding the red cup", "wearing the green dress")``: the yes and the no of a binding question
+    asked about a person located in the image rather than at a position of the row.
+
+    The other item is chosen as the built binding "no" question chooses it (strongest interaction,
+    then the nearest neighbour, then the leftmost), so the two families of questions test the same
+    confusion.
+    """
+    layout = layout_from_position_graph(position_graph)
+    bindings = _item_bindings(interaction_graph)
+
+    def doing(slot: str) -> str:
+        binding = bindings[slot]
+        return f"{ITEM_INTERACTIONS[binding['relation']].progressive} {item_names[binding['target']]}"
+
+    return {slot: (doing(slot), doing(_negative_binding_partner(i, layout, bindings))) for i, slot in enumerate(layout)}

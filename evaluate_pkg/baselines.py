@@ -27,6 +27,14 @@ noise       seeded uniform RGB noise, a new picture per prompt          nothing 
 copy        a single-subject prompt (CHARIS): the reference itself, at  the ceiling: identical features,
             its own size and pixels; a multi-subject prompt: the        cosine 1 (multi-subject: the
             collage, the closest thing to a copy a picture can be       collage's values)
+crossed     the collage's subjects rotated by one slot while the items  identity and position-blind
+            stay in their columns, so every identity holds another      binding as for the collage; a
+            person's item (no items: the same picture as ``swap``)      binding grounded on the located
+                                                                        identity fails
+crowd       the prompt's subjects in its layout, then one image of      the paper's ID-Sim as for the
+            every other identity of the pool, each in a column of its   collage (surplus faces ignored);
+            own: a submitter padding the picture with faces             a padding-proof identity score
+                                                                        falls
 ==========  ==========================================================  ===================================
 
 Layout (:func:`compose`): the canvas is split into N equal-width columns, left to right; each subject is
@@ -69,7 +77,7 @@ import idbench
 from idbench.atomic import atomic_directory
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
-BASELINES = ("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy")
+BASELINES = ("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy", "crossed", "crowd")
 
 # --- geometry ------------------------------------------------------------------------------------
 
@@ -209,11 +217,14 @@ class Layout:
     ``background_ref_id(prompt)``: the reference id of its background, or None (a grey canvas).
     ``impostors(data, slots, rng)``: the slots with every subject replaced by another identity; None
     uses :func:`pick_impostors` over the whole reference pool (identity = reference id).
+    ``pool(data)``: one slot per identity of the benchmark (``crowd``); None: one per reference.
     """
 
     slots: Callable[[BenchmarkData, dict], list[Slot]]
     background_ref_id: Callable[[dict], str | None] = _no_background
     impostors: Callable[[BenchmarkData, list[Slot], random.Random], list[Slot]] | None = None
+    #: every identity of the pool, one slot each (``crowd``); None: every reference is an identity
+    pool: Callable[[BenchmarkData], list[Slot]] | None = None
 
 
 def layout(data: BenchmarkData) -> Layout:
@@ -340,6 +351,25 @@ def clone(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.
     return render(data, prompt, [replace(s, identity=first.identity, ref_id=first.ref_id) for s in slots], size)
 
 
+def crossed(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """The collage's subjects rotated by one column, each item left in its column: every identity stands
+    with another person's item (the binding failure the paper names). Without items, ``swap``."""
+    slots = prompt_slots(data, prompt)
+    if len(slots) < 2:
+        return swap(data, prompt, size, seed)
+    moved = rotate(slots)
+    return render(data, prompt, [replace(m, item_ref_id=s.item_ref_id) for m, s in zip(moved, slots)], size)
+
+
+def crowd(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """The prompt's subjects in its layout (with their items), then every other identity of the pool."""
+    slots = prompt_slots(data, prompt)
+    own = layout(data).pool
+    pool = own(data) if own is not None else [Slot(r, r) for r in data.references]
+    shown = {s.identity for s in slots}
+    return render(data, prompt, slots + [p for p in pool if p.identity not in shown], size)
+
+
 def background(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
     """No subject: the background reference resized to the canvas, or the empty grey canvas."""
     return fit_background(background_image(data, prompt), size)
@@ -377,6 +407,8 @@ RENDERERS: dict[str, Callable[[BenchmarkData, dict, int, int], Image.Image]] = {
     "blank": blank,
     "noise": noise,
     "copy": copy,
+    "crossed": crossed,
+    "crowd": crowd,
 }
 
 NOTES = {
@@ -395,6 +427,11 @@ NOTES = {
     "noise": "Not a generative model: seeded uniform RGB noise, a different picture per prompt.",
     "copy": "Not a generative model: the reference image itself for a single-subject prompt (the ceiling of "
     "similarity metrics), the collage for a multi-subject one.",
+    "crossed": "Not a generative model: the collage with every subject moved one slot while the items stay in "
+    "their places, so each identity holds another person's item; position-blind binding checks pass, "
+    "binding grounded on the located identity must fail.",
+    "crowd": "Not a generative model: the collage followed by one image of every other identity of the pool, "
+    "a picture padded with faces; identity scores that ignore surplus faces keep the collage's value.",
 }
 
 # --- writing a submission ------------------------------------------------------------------------

@@ -15,6 +15,9 @@ DINO-Sim                   :func:`dino_sim`
 SCR@tau (paper 002)        :func:`subject_collapse_rate` (whole image), :func:`instance_collapse_rate`
 matching                   :func:`hungarian_match`
 ID-Sim                     :func:`id_sim`, :func:`id_sim_with_faceless`
+who became whom            :func:`who_became_whom`, :func:`layout_score`, :func:`id_sim_strict`
+grounded binding           :func:`person_for_face`, :func:`body_from_face`, :func:`assign_items`,
+                           :func:`bound_right`
 BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_features`, :func:`bg_sim`,
                            :func:`background_patches`
 Aesth.                     :func:`aesthetic_score` (LAION aesthetic predictor v2 head)
@@ -26,11 +29,13 @@ confidence intervals       :func:`bootstrap_ci` (prompts resampled: :func:`clust
 """
 
 from .aesthetic import AESTHETIC_V2_LAYERS, aesthetic_score
+from .binding import assign_items, body_from_face, bound_right, person_for_face
 from .background import PATCH_THRESHOLD, background_patches, bg_sim, mask_to_patch_grid, pooled_masked_features
 from .bootstrap import CI_METHOD, BootstrapCI, bootstrap_ci, cluster_bootstrap_weights, percentile_interval
 from .collapse import SCR_TAUS, instance_collapse_rate, subject_collapse_rate
 from .counting import count_accuracy, count_correct
 from .faces import IdSim, id_sim, id_sim_with_faceless
+from .identity import WhoBecameWhom, id_sim_strict, layout_score, who_became_whom
 from .matching import UNMATCHED_SIMILARITY, Match, hungarian_match
 from .retrieval import RETRIEVAL_KS, precision_recall_at_k, retrieval_precision_recall
 from .similarity import (
@@ -56,7 +61,11 @@ __all__ = [
     "DinoSim",
     "IdSim",
     "Match",
+    "WhoBecameWhom",
     "aesthetic_score",
+    "assign_items",
+    "body_from_face",
+    "bound_right",
     "background_patches",
     "bg_sim",
     "bootstrap_ci",
@@ -71,14 +80,18 @@ __all__ = [
     "dino_sim",
     "hungarian_match",
     "id_sim",
+    "id_sim_strict",
     "id_sim_with_faceless",
+    "layout_score",
     "instance_collapse_rate",
     "l2_normalize",
     "mask_to_patch_grid",
     "percentile_interval",
+    "person_for_face",
     "pooled_masked_features",
     "precision_recall_at_k",
     "retrieval_precision_recall",
     "subject_collapse_rate",
     "torchmetrics_clipscore_of_mean",
+    "who_became_whom",
 ]

@@ -163,9 +163,12 @@ def _package_version(name: str) -> str:
 
 
 class _FaceEncoderBase:
-    """What both families share: trivial preprocessing and a list collate."""
+    """What both families share: trivial preprocessing and a list collate, and the cosine at or above
+    which two faces are taken for one person (``same_identity_cosine``, per family: the "found", "clone"
+    and "who became whom" verdicts of CogCanvas read it; ID-Sim's values never do)."""
 
     feature_version: int = FEATURE_VERSION
+    same_identity_cosine: float = float("nan")
 
     def preprocess(self, image: Image.Image) -> np.ndarray:
         """CPU, in a DataLoader worker: only the RGB uint8 array (detection needs the full image)."""
@@ -219,6 +222,11 @@ def _find_dlib_files(models_dir: str | os.PathLike | None) -> tuple[dict[str, Pa
 class DlibFaceEncoder(_FaceEncoderBase):
     """dlib: HOG detector (CNN fallback) -> 5-point shape predictor -> aligned chip -> 128-d ResNet.
 
+    Same person at cosine >= 0.95 (``same_identity_cosine``): measured on the samples, the same person
+    pasted, resized or flipped scores 0.98-1.00 and different people at most 0.91; dlib's own "same
+    below distance 0.6" rule sits at about 0.91 on normalised descriptors and lets two of the sample's
+    different people through (module docstring), so the threshold sits between the two clusters.
+
     Detection: the HOG frontal detector at ``upsample`` (default 1), dlib's usual setting. Only when
     it finds nothing in an image does the CNN (``mmod``) detector run, on a copy scaled so that its
     long side is ``cnn_max_side`` pixels (upsampled 0 times). The bound is there because the CNN is
@@ -233,6 +241,8 @@ class DlibFaceEncoder(_FaceEncoderBase):
     ``dlib.get_face_chip`` does (150x150, padding 0.25; rotated upright, scaled) and embeds it. The
     raw descriptors are L2-normalised here so that a dot product is a cosine, like ArcFace's.
     """
+
+    same_identity_cosine = 0.95
 
     def __init__(
         self,
@@ -408,7 +418,14 @@ class ArcFaceEncoder(_FaceEncoderBase):
     detected 5 points, and embeds *all* the crops of the batch in one recogniser call (or one per crop
     if the recogniser's batch dimension is fixed to 1). This is what ``FaceAnalysis.get`` does face by
     face; only the batching differs. ``pack_dir`` is the folder holding the pack's ONNX files.
+
+    Same person at cosine >= 0.32 (``same_identity_cosine``): deepface's verification threshold for
+    ArcFace, cosine distance 0.68 (serengil/deepface, its table of per-model thresholds); different
+    people under ArcFace sit near 0 (reported max ~0.35 among five strangers, cosanlab/py-feat #284).
+    The tiny random pack keeps the number but its cosines mean nothing (a plumbing check).
     """
+
+    same_identity_cosine = 0.32
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ rankings of references, not generations: ``evaluate_pkg/retrieval.py``.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,6 +32,14 @@ PERSON_NMS_IOU = SUBJECT_NMS_IOU
 
 # The judged metrics: one set of answers (one request per image) gives them all.
 VQA_METRICS = frozenset({"attr_vqa", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding"})
+# The metrics grounded on the located identities (``functional/identity.py``, ``functional/binding.py``):
+# not the paper's, named apart. All read one face assignment per image ("who became whom").
+IDENTITY_METRICS = frozenset({"id_sim", "id_sim_strict", "layout_grounded", "binding_grounded"})
+GROUNDED_VQA_METRICS = frozenset({"binding_grounded_vqa", "binding_grounded_vqa_paired"})
+# A person's item boxes compared with the prompt's items: the most confident few per person of the
+# prompt (a detector's long tail of weak boxes would only add DINOv2 crops to encode).
+ITEM_BOXES_PER_PERSON = 3
+WHO = "who_became_whom"  # the evidence record of the face assignment (judge_evidence.parquet)
 # Every metric of the spec is computed for the tasks it declares (the runner reports the others).
 NOT_RUN: dict[str, str] = {}
 # The per-image count of ID-Sim's missing evidence (references without a face), a diagnostic below.
@@ -43,6 +51,22 @@ DIAGNOSTICS: dict[str, str] = {
     # Missing evidence, not a generator's miss: those references' ID-Sim is NaN and outside the mean.
     REFERENCE_WITHOUT_FACE: "person references of the prompt whose own image shows no detectable face",
     "persons_detected": "persons counted after NMS (count accuracy)",
+    # ID-Sim = face_share x matched_mean, exactly: how many persons got a face, and how alike those are.
+    "id_sim.face_share": "share of the persons (with a reference face) that ID-Sim's matching gave a generated face",
+    "id_sim.matched_mean": "mean matched cosine of those persons (NaN when none got a face)",
+    # Who became whom (counts per image; the face model's same-identity threshold decides "found").
+    "who.found": "persons recognised as themselves: matched face at or above the same-identity cosine, closer to "
+    "them than to any other person of the prompt",
+    "who.missing": "persons with a reference face that were not found",
+    "who.swapped": "found persons standing at another person's place (left-to-right rank among the found ones)",
+    "who.cloned": "generated faces repeating a person another generated face already shows",
+    "who.extra": "faces beyond the persons the prompt asks for",
+    "layout_grounded.not_located": "position edges left out: a person of the edge has no reference face",
+    "binding_grounded.not_located": "persons left out of the grounded binding: no reference face",
+    "binding_grounded_vqa.not_located": "persons left out of the judged grounded binding: no reference face",
+    "binding_grounded_vqa.failure_rate": "share of the located persons' binding questions the judge gave no usable answer to",
+    "dino_sim.items_detected": "bound items the detector found (DINO-Sim; an item not found scores 0)",
+    "dino_sim.items_expected": "bound items the prompt names",
     "bg_sim.no_foreground": "1 when no subject was found in a generation whose prompt has subjects: its BG-Sim "
     "is computed over the whole image, subjects included (flagged, not dropped)",
     "bg_sim.all_foreground": "1 when the generation's subject masks leave no background patch: BG-Sim is NaN",
@@ -57,6 +81,36 @@ DIAGNOSTICS: dict[str, str] = {
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
     results = _vqa(ctx, metrics) if metrics & VQA_METRICS else []
     return results + _encoders(ctx, metrics)
+
+
+class _Lazy:
+    """What several metric groups share, computed on first use: person detections, item detections and
+    the face assignment of every generation."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.gen_loaders = ctx.generation_loaders()
+        self._persons = self._items = self._located = None
+
+    @property
+    def persons(self) -> dict:
+        if self._persons is None:
+            self._persons = _person_detections(self.ctx, self.gen_loaders)
+        return self._persons
+
+    @property
+    def items(self) -> dict:
+        if self._items is None:
+            prompts, names = self.ctx.data.prompt_rows, _item_names(self.ctx)
+            queries = {key: _queries(prompts[p], names) for (p, _), key in self.ctx.generation_keys().items()}
+            self._items = self.ctx.detections(self.gen_loaders, queries)
+        return self._items
+
+    @property
+    def located(self) -> dict:
+        if self._located is None:
+            self._located = _locate(self.ctx, self.gen_loaders)
+        return self._located
 
 
 def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
@@ -108,7 +162,8 @@ def _vqa_owner(name: str) -> str:
 def _encoders(ctx: Context, metrics: set[str]) -> list[Result]:
     prompts, results = ctx.data.prompt_rows, []
     generations = ctx.generation_keys()
-    gen_loaders = ctx.generation_loaders()
+    shared = _Lazy(ctx)
+    gen_loaders = shared.gen_loaders
 
     if metrics & (TEXT_METRICS | {"aesthetic"}):
         gen_clip = ctx.image_features("clip", gen_loaders)
@@ -119,25 +174,19 @@ def _encoders(ctx: Context, metrics: set[str]) -> list[Result]:
             values = F.aesthetic_score(ctx.models["aesthetic"].weights, embeddings)
             results.extend(Result(p, s, "aesthetic", float(v)) for (p, s), v in zip(pairs, values))
 
-    if "id_sim" in metrics:
-        results.extend(_id_sim(ctx, generations, gen_loaders))
+    if metrics & (IDENTITY_METRICS | GROUNDED_VQA_METRICS):
+        results.extend(_identities(ctx, metrics, shared))
 
-    if metrics & {"count_accuracy", "bg_sim"}:
-        persons = _person_detections(ctx, gen_loaders)
-        if "count_accuracy" in metrics:
-            for (prompt_id, seed), key in generations.items():
-                found = len(person_boxes(persons[key]))
-                expected = prompts[prompt_id]["n_persons"]
-                results.append(Result(prompt_id, seed, "persons_detected", float(found)))
-                results.append(Result(prompt_id, seed, "count_accuracy", float(found == expected)))
-    if metrics & {"dino_sim", "bg_sim"}:
-        names = _item_names(ctx)
-        queries = {key: _queries(prompts[p], names) for (p, _), key in generations.items()}
-        detections = ctx.detections(gen_loaders, queries)
-        if "dino_sim" in metrics:
-            results.extend(_item_dino_sim(ctx, generations, gen_loaders, detections))
-        if "bg_sim" in metrics:
-            results.extend(_bg_sim(ctx, generations, gen_loaders, detections, persons))
+    if "count_accuracy" in metrics:
+        for (prompt_id, seed), key in generations.items():
+            found = len(person_boxes(shared.persons[key]))
+            expected = prompts[prompt_id]["n_persons"]
+            results.append(Result(prompt_id, seed, "persons_detected", float(found)))
+            results.append(Result(prompt_id, seed, "count_accuracy", float(found == expected)))
+    if "dino_sim" in metrics:
+        results.extend(_item_dino_sim(ctx, generations, gen_loaders, shared.items))
+    if "bg_sim" in metrics:
+        results.extend(_bg_sim(ctx, generations, gen_loaders, shared.items, shared.persons))
     return results
 
 
@@ -193,37 +242,247 @@ def _item_names(ctx: Context) -> dict[str, str]:
     return {r["entity_id"]: r["name"] for r in ctx.data.references.values()}
 
 
-def _id_sim(ctx: Context, generations, gen_loaders) -> list[Result]:
-    """Faces of the prompt's person references vs all faces found in the generation, Hungarian-matched.
+@dataclass(frozen=True)
+class _Located:
+    """One generation's faces read against its prompt's persons."""
 
-    A reference image without a detectable face is missing evidence: its per-subject value is NaN, the
-    image's id_sim is the mean over the references that have a face, and ``id_sim.reference_without_face``
-    counts the others (NaN id_sim when none has one). A generation that misses a person whose reference
-    has a face still scores 0 for that person, as the paper averages over all persons.
+    persons: list[dict]  # the prompt's persons, left to right (its layout)
+    boxes: np.ndarray  # (k, 4) every generated face
+    assignment: F.WhoBecameWhom  # indexed like ``persons``
+    paper: F.IdSim  # the paper's ID-Sim, indexed like the prompt's ``persons`` list
+
+
+def _layout_persons(prompt: dict) -> list[dict]:
+    by_slot = {p["slot"]: p for p in prompt["persons"]}
+    return [by_slot[slot] for slot in prompt["layout"]]
+
+
+def _locate(ctx: Context, gen_loaders) -> dict[tuple[str, int], _Located]:
+    """Every generation's faces against its prompt's reference faces: the paper's ID-Sim matching and
+    the assignment that says who became whom (``functional/identity.py``), from one set of features.
+
+    A reference portrait shows one person: its most confident face is the person's. A reference with
+    no detectable face is missing evidence (NaN in ID-Sim, "not located" in the grounded metrics).
     """
     prompts = ctx.data.prompt_rows
     person_refs = sorted({p["ref_id"] for prompt in prompts.values() for p in prompt["persons"]})
     ref_faces = ctx.image_features("face", ctx.reference_loaders(person_refs))
     gen_faces = ctx.image_features("face", gen_loaders)
 
-    def best_face(ref_id: str):  # a reference portrait shows one person: its most confident face
+    def best_face(ref_id: str):
         faces = ref_faces[ctx.reference_key(ref_id)]
         return faces["embeddings"][int(np.argmax(faces["scores"]))] if len(faces["embeddings"]) else None
 
     reference_face = {ref_id: best_face(ref_id) for ref_id in person_refs}
-    missing_reference_faces = sorted(r for r, e in reference_face.items() if e is None)
-    results = []
-    for (prompt_id, seed), key in generations.items():
-        persons = prompts[prompt_id]["persons"]
-        sim = F.id_sim_with_faceless([reference_face[p["ref_id"]] for p in persons], gen_faces[key]["embeddings"])
-        results.append(Result(prompt_id, seed, "faces_detected", float(sim.detected)))
-        results.append(Result(prompt_id, seed, "faces_expected", float(len(persons))))
-        results.append(Result(prompt_id, seed, REFERENCE_WITHOUT_FACE, float(sim.without_face)))
-        results.append(Result(prompt_id, seed, "id_sim", sim.mean))
-        for person, value in zip(persons, sim.per_reference):
-            results.append(Result(prompt_id, seed, "id_sim", float(value), person["slot"]))
-    ctx.notes["reference_faces_not_found"] = missing_reference_faces
+    threshold = float(ctx.models["face"].same_identity_cosine)
+    out = {}
+    for (prompt_id, seed), key in ctx.generation_keys().items():
+        prompt, faces = prompts[prompt_id], gen_faces[key]
+        ordered = _layout_persons(prompt)
+        assignment = F.who_became_whom([reference_face[p["ref_id"]] for p in ordered], faces["embeddings"], faces["boxes"], threshold)
+        paper = F.id_sim_with_faceless([reference_face[p["ref_id"]] for p in prompt["persons"]], faces["embeddings"])
+        out[(prompt_id, seed)] = _Located(ordered, np.asarray(faces["boxes"]).reshape(-1, 4), assignment, paper)
+    ctx.notes["reference_faces_not_found"] = sorted(r for r, e in reference_face.items() if e is None)
+    ctx.notes[WHO] = {
+        "same_identity_cosine": threshold,
+        "rule": "found: matched face cosine >= same_identity_cosine and closer to the person than to any other "
+        "person of the prompt; swapped: found, at another rank from the left among the found persons; "
+        "cloned: faces alike at that cosine whose references are not; extra: faces beyond N",
+    }
+    return out
+
+
+def _identities(ctx: Context, metrics: set[str], shared: _Lazy) -> list[Result]:
+    """ID-Sim (the paper's), its strict variant, the counts of who became whom, and the metrics grounded
+    on the located persons: layout, binding (detector + DINOv2) and the judged binding.
+
+    ID-Sim (paper): faces of the prompt's person references vs all faces found in the generation,
+    Hungarian-matched; a reference image without a detectable face is NaN and counted
+    (``id_sim.reference_without_face``); a person whose reference has a face and who got no face scores
+    0. It is ``id_sim.face_share`` x ``id_sim.matched_mean`` exactly, so "faces found" and "faces alike"
+    can be read apart. ``id_sim_strict`` (not in the paper) divides by ``max(N, faces found)``, so a
+    crowd of faces cannot raise it.
+    """
+    results: list[Result] = []
+    for (prompt_id, seed), loc in shared.located.items():
+        sim, who = loc.paper, loc.assignment
+        if "id_sim" in metrics:
+            matched = sim.gen_index >= 0
+            usable = ~np.isnan(sim.per_reference)
+            results.append(Result(prompt_id, seed, "faces_detected", float(sim.detected)))
+            results.append(Result(prompt_id, seed, "faces_expected", float(sim.expected)))
+            results.append(Result(prompt_id, seed, REFERENCE_WITHOUT_FACE, float(sim.without_face)))
+            results.append(Result(prompt_id, seed, "id_sim", sim.mean))
+            share = matched.sum() / usable.sum() if usable.any() else float("nan")
+            results.append(Result(prompt_id, seed, "id_sim.face_share", float(share)))
+            mean = float(sim.per_reference[matched].mean()) if matched.any() else float("nan")
+            results.append(Result(prompt_id, seed, "id_sim.matched_mean", mean))
+            for person, value in zip(ctx.data.prompt_rows[prompt_id]["persons"], sim.per_reference):
+                results.append(Result(prompt_id, seed, "id_sim", float(value), person["slot"]))
+        counts = {"found": who.n_found, "missing": who.n_missing, "swapped": who.n_swapped, "cloned": who.n_cloned, "extra": who.n_extra}
+        results.extend(Result(prompt_id, seed, f"who.{name}", float(value)) for name, value in counts.items())
+        if "id_sim_strict" in metrics:
+            results.append(Result(prompt_id, seed, "id_sim_strict", F.id_sim_strict(who, sim.without_face)))
+        if "layout_grounded" in metrics:
+            prompt = ctx.data.prompt_rows[prompt_id]
+            value, skipped = F.layout_score([p["slot"] for p in loc.persons], prompt["position_graph"], who, loc.boxes)
+            results.append(Result(prompt_id, seed, "layout_grounded", value))
+            results.append(Result(prompt_id, seed, "layout_grounded.not_located", float(skipped)))
+    evidence = {pair: loc.assignment.as_evidence([p["slot"] for p in loc.persons], loc.boxes) for pair, loc in shared.located.items()}
+    if metrics & ({"binding_grounded"} | GROUNDED_VQA_METRICS):
+        bodies = _bodies(ctx, shared)
+        for pair, boxes in bodies.items():
+            evidence[pair]["bodies"] = {slot: [round(float(v), 1) for v in box] for slot, box in boxes.items()}
+        if "binding_grounded" in metrics:
+            results.extend(_binding_grounded(ctx, shared, bodies, evidence))
+        if metrics & GROUNDED_VQA_METRICS and ctx.judge is not None:
+            results.extend(_binding_grounded_vqa(ctx, shared, bodies, evidence, metrics))
+    ctx.evidence.extend((p, s, WHO, record) for (p, s), record in evidence.items())
     return results
+
+
+def _bodies(ctx: Context, shared: _Lazy) -> dict[tuple[str, int], dict[str, np.ndarray]]:
+    """(prompt, seed) -> slot -> the box of each *found* person: the detected person box holding its
+    face (``functional.person_for_face``), else a body box grown from the face."""
+    from idbench.evaluate_pkg.context import image_size
+
+    out = {}
+    keys = ctx.generation_keys()
+    for pair, loc in shared.located.items():
+        who, persons = loc.assignment, person_boxes(shared.persons[keys[pair]])
+        found = np.flatnonzero(who.found)
+        size = None
+        boxes = {}
+        for i in found:
+            face = loc.boxes[who.face[i]]
+            others = [loc.boxes[who.face[j]] for j in found if j != i]
+            index = F.person_for_face(face, persons, others)
+            if index >= 0:
+                boxes[loc.persons[i]["slot"]] = persons[index].astype(np.float64)
+            else:
+                size = size or image_size(shared.gen_loaders[keys[pair]]())
+                boxes[loc.persons[i]["slot"]] = F.body_from_face(face, size)
+        out[pair] = boxes
+    return out
+
+
+def _item_boxes(found: dict[str, np.ndarray], n_persons: int) -> np.ndarray:
+    """Every item box of the item query (any item's phrase: the detector may give a box the wrong
+    phrase, which is why crops are compared with every item of the prompt), NMS'd across phrases, the
+    ``ITEM_BOXES_PER_PERSON * N`` most confident."""
+    items = np.flatnonzero(found["labels"] >= 1)
+    boxes, scores = found["boxes"][items], found["scores"][items]
+    kept = nms_per_label(boxes, scores, np.ones(len(items), dtype=np.int64), PERSON_NMS_IOU)
+    return boxes[kept][: ITEM_BOXES_PER_PERSON * n_persons].reshape(-1, 4)
+
+
+def _binding_grounded(ctx: Context, shared: _Lazy, bodies, evidence) -> list[Result]:
+    """Per person: is its own item the one with it? Item boxes go to the found persons' boxes
+    (``functional.assign_items``); each person's crops are compared (DINOv2 CLS, crops padded to a
+    square as for DINO-Sim) with the prompt's item references; bound when the most alike is its own
+    (``functional.bound_right``). A person not found is not bound (0); one without a reference face
+    cannot be located (NaN, counted in ``binding_grounded.not_located``)."""
+    prompts, keys = ctx.data.prompt_rows, ctx.generation_keys()
+    item_refs = sorted({p["item_ref_id"] for prompt in prompts.values() for p in prompt["persons"]})
+    refs = ctx.image_features("dinov2", ctx.reference_loaders(item_refs))
+    keep = ctx.models["dinov2"].square_keep()
+    crops: dict[tuple[str, int], list[tuple[str, str]]] = {}  # pair -> [(slot, crop key)]
+    loaders = {}
+    for pair, loc in shared.located.items():
+        slots = [s for s in (p["slot"] for p in loc.persons) if s in bodies[pair]]
+        boxes = _item_boxes(shared.items[keys[pair]], len(loc.persons))
+        owner = F.assign_items(np.array([bodies[pair][s] for s in slots]).reshape(-1, 4), boxes)
+        data = shared.gen_loaders[keys[pair]]() if (owner >= 0).any() else None
+        crops[pair] = []
+        for box, person in zip(boxes, owner):
+            if person < 0:
+                continue
+            blob = crop_bytes(data, box, keep)
+            crop_key = content_hash(blob)
+            loaders[crop_key] = lambda blob=blob: blob
+            crops[pair].append((slots[person], crop_key))
+    feats = ctx.image_features("dinov2", loaders) if loaders else {}
+    results = []
+    for pair, loc in shared.located.items():
+        prompt_id, seed = pair
+        items = [refs[ctx.reference_key(p["item_ref_id"])]["cls"] for p in loc.persons]
+        values, verdicts = [], {}
+        for i, person in enumerate(loc.persons):
+            slot = person["slot"]
+            if not loc.assignment.has_reference[i]:
+                value = float("nan")
+            else:
+                mine = np.array([[F.cosine(feats[c]["cls"], item) for item in items] for s, c in crops[pair] if s == slot]).reshape(-1, len(items))
+                value = float(F.bound_right(mine, i))
+                verdicts[slot] = {"crops": int(len(mine)), "most_alike_item": loc.persons[int(np.argmax(mine.max(axis=0)))]["slot"] if len(mine) else None}
+            values.append(value)
+            results.append(Result(prompt_id, seed, "binding_grounded", value, slot))
+        known = [v for v in values if not np.isnan(v)]
+        results.append(Result(prompt_id, seed, "binding_grounded", float(np.mean(known)) if known else float("nan")))
+        results.append(Result(prompt_id, seed, "binding_grounded.not_located", float(len(values) - len(known))))
+        evidence[pair]["binding"] = verdicts
+    return results
+
+
+def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence, metrics: set[str]) -> list[Result]:
+    """The binding questions asked about the located person: each found person is marked with a red box
+    on the generation and the judge asks whether *that* person does the prompt's thing with its own
+    item (yes) and with another person's item (no); ``judge/grounded.py``. One request per found
+    person. A person not found is not confirmed (0); no reference face: NaN, counted; a failed answer:
+    NaN, counted in ``binding_grounded_vqa.failure_rate``."""
+    from idbench.builders.graphs import binding_phrases
+    from idbench.evaluate_pkg.judge import grounded
+
+    prompts, keys = ctx.data.prompt_rows, ctx.generation_keys()
+    names = _item_names(ctx)
+    planned = []  # (pair, slot, request)
+    for pair, loc in shared.located.items():
+        prompt = prompts[pair[0]]
+        phrases = binding_phrases(prompt["interaction_graph"], prompt["position_graph"], names)
+        data = shared.gen_loaders[keys[pair]]() if bodies[pair] else None
+        for slot, box in bodies[pair].items():
+            own, other = phrases[slot]
+            planned.append((pair, slot, grounded.binding_request(grounded.mark_person(data, box), own, other)))
+    answers = list(ctx.judge.ask([r for _, _, r in planned])) if planned else []
+    read = {(pair, slot): grounded.read_binding(answer) for (pair, slot, _), answer in zip(planned, answers)}
+    results, failed, asked = [], 0, 0
+    for pair, loc in shared.located.items():
+        prompt_id, seed = pair
+        confirmed, paired, answered = [], [], {}
+        image_failed = image_asked = 0
+        for i, person in enumerate(loc.persons):
+            slot = person["slot"]
+            if not loc.assignment.has_reference[i]:
+                one = two = float("nan")
+            elif (pair, slot) not in read:  # not found: nothing to ask about, not confirmed
+                one = two = 0.0
+            else:
+                verdict = read[(pair, slot)]
+                image_asked += 1
+                answered[slot] = verdict.as_dict()
+                if verdict.failure:
+                    image_failed += 1
+                    one = two = float("nan")
+                else:
+                    one, two = float(verdict.own == "yes"), float(verdict.own == "yes" and verdict.other == "no")
+            confirmed.append(one)
+            paired.append(two)
+            results.append(Result(prompt_id, seed, "binding_grounded_vqa", one, slot))
+            results.append(Result(prompt_id, seed, "binding_grounded_vqa_paired", two, slot))
+        for name, values in (("binding_grounded_vqa", confirmed), ("binding_grounded_vqa_paired", paired)):
+            known = [v for v in values if not np.isnan(v)]
+            results.append(Result(prompt_id, seed, name, float(np.mean(known)) if known else float("nan")))
+        not_located = int((~loc.assignment.has_reference).sum())
+        results.append(Result(prompt_id, seed, "binding_grounded_vqa.not_located", float(not_located)))
+        rate = image_failed / image_asked if image_asked else float("nan")
+        results.append(Result(prompt_id, seed, "binding_grounded_vqa.failure_rate", float(rate)))
+        failed, asked = failed + image_failed, asked + image_asked
+        evidence[pair]["judge"] = answered
+    ctx.notes["binding_grounded_vqa"] = {
+        "judge_model": ctx.judge.model, "requests": len(planned), "cached": sum(a.cached for a in answers),
+        "failed": failed, "failure_rate": failed / asked if asked else None,
+    }  # fmt: skip
+    return [r for r in results if r.metric.split(".")[0] in metrics or "." in r.metric]
 
 
 def _item_dino_sim(ctx: Context, generations, gen_loaders, detections) -> list[Result]:
@@ -257,6 +516,9 @@ def _item_dino_sim(ctx: Context, generations, gen_loaders, detections) -> list[R
             values.append(value)
             results.append(Result(prompt_id, seed, "dino_sim", value, f"{person['slot']}.item"))
         results.append(Result(prompt_id, seed, "dino_sim", float(np.mean(values))))
+        found = sum((prompt_id, seed, p["slot"]) in crop_of for p in prompts[prompt_id]["persons"])
+        results.append(Result(prompt_id, seed, "dino_sim.items_detected", float(found)))
+        results.append(Result(prompt_id, seed, "dino_sim.items_expected", float(len(prompts[prompt_id]["persons"]))))
     return results
 
 
@@ -334,4 +596,15 @@ def _impostors(data: BenchmarkData, slots: list[Slot], rng: random.Random) -> li
     return [replace(s, identity=e, ref_id=rng.choice(sorted(refs[e]))) for s, e in zip(slots, chosen)]
 
 
-BASELINES = Layout(slots=_slots, background_ref_id=lambda prompt: prompt.get("background_ref_id"), impostors=_impostors)
+def _pool(data: BenchmarkData) -> list[Slot]:
+    """Every person entity of the references, with its first image (by ref id), no item."""
+    first: dict[str, str] = {}
+    for ref_id, row in sorted(data.references.items()):
+        if row["kind"] == "person":
+            first.setdefault(row["entity_id"], ref_id)
+    return [Slot(entity, ref_id) for entity, ref_id in sorted(first.items())]
+
+
+BASELINES = Layout(
+    slots=_slots, background_ref_id=lambda prompt: prompt.get("background_ref_id"), impostors=_impostors, pool=_pool
+)
