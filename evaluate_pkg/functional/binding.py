@@ -77,8 +77,8 @@ def assign_items(person_boxes: Any, item_boxes: Any) -> np.ndarray:
     """(m,) the person each item box goes to, -1 for none.
 
     The person whose box covers the largest share of the item's area; an item that touches no person
-    goes to the nearest one (by horizontal distance of the centres) when that is within the person
-    box's width, since a looked-at or leaned-on item may stand beside its person.
+    goes to the nearest one (by the horizontal gap between the boxes) when the gap is at most that
+    person box's width, since a looked-at or leaned-on item may stand beside its person.
 
     >>> assign_items([[0, 0, 50, 100], [60, 0, 110, 100]], [[40, 50, 55, 60], [70, 50, 80, 60], [300, 0, 310, 10]]).tolist()
     [0, 1, -1]
@@ -96,12 +96,10 @@ def assign_items(person_boxes: Any, item_boxes: Any) -> np.ndarray:
         if inter.max() > 0:
             out[j] = int(np.argmax(inter))
             continue
-        cx = (item[0] + item[2]) / 2
-        centres = (persons[:, 0] + persons[:, 2]) / 2
+        gap = np.maximum(persons[:, 0] - item[2], item[0] - persons[:, 2])  # horizontal space between the two
         widths = persons[:, 2] - persons[:, 0]
-        distance = np.abs(centres - cx)
-        nearest = int(np.argmin(distance))
-        if distance[nearest] <= widths[nearest]:
+        nearest = int(np.argmin(gap))
+        if gap[nearest] <= widths[nearest]:
             out[j] = nearest
     return out
 

@@ -52,7 +52,7 @@ PROFILE = "tiny"
 BASELINES = ("blank", "noise", "background", "clone", "swap", "impostor", "collage")
 RUNS: dict[str, tuple[int | None, int, tuple[str, ...]]] = {
     "charis": (29, 128, (*BASELINES, "copy")),  # one prompt per subject
-    "cogcanvas": (8, 512, BASELINES),
+    "cogcanvas": (8, 512, (*BASELINES, "crossed", "crowd")),
     "identity-collapse": (None, 128, BASELINES),  # the fixed 75-prompt grid
 }
 # Judged runs: (benchmark, picture, judge, metrics). Scripted judges never look at the picture; it is
@@ -249,6 +249,26 @@ def swap_keeps_matched_faces(m) -> tuple[bool, str]:
     return both.mean() >= 0.5 and diff < 0.02, f"found in both {both.mean():.0%}, max |diff| {diff:.3f}"
 
 
+def mean_above(run: str, metric: str, value: float) -> Check:
+    def check(m):
+        got = m[run].mean(metric)
+        return got > value, f"{run} mean {_f(got)}"
+
+    return check
+
+
+def id_sim_decomposes(run: str) -> Check:
+    """Per image, id_sim = id_sim.face_share x id_sim.matched_mean (a person without a face scores 0)."""
+
+    def check(m):
+        whole, share, matched = (m[run].images(x) for x in ("id_sim", "id_sim.face_share", "id_sim.matched_mean"))
+        product = (share * matched.reindex(share.index)).fillna(0.0)
+        diff = float(np.abs(whole - product).max())
+        return diff < 1e-9, _diff(diff)
+
+    return check
+
+
 def faces_expected(run: str) -> Check:
     def check(m):
         expected = m[run].images("faces_expected")
@@ -359,6 +379,14 @@ def _cogcanvas() -> list[Prop]:
         Prop(b, "collage > clone > impostor", "id_sim", "real dlib faces: clone keeps 1 identity of N, impostor none", order("id_sim", "collage", "clone", "impostor")),
         Prop(b, "swap vs collage", "id_sim", "each person found in both matches as well (position-blind)", swap_keeps_matched_faces),
         Prop(b, "collage", "faces_expected", "= the prompt's N on every image", faces_expected("collage")),
+        Prop(b, "collage", "id_sim", "= id_sim.face_share x id_sim.matched_mean per image (faces found x faces alike)", id_sim_decomposes("collage")),
+        Prop(b, "collage > crowd", "id_sim_strict", "every pool identity pasted: surplus faces lower the default ranking metric", order("id_sim_strict", "collage", "crowd")),
+        Prop(b, "crowd", "who.extra", "> 0: the surplus faces are counted", mean_above("crowd", "who.extra", 0.0)),
+        Prop(b, "clone", "who.cloned", "> 0: one person shown on several faces", mean_above("clone", "who.cloned", 0.0)),
+        Prop(b, "swap", "who.swapped", "> 0: found persons out of place", mean_above("swap", "who.swapped", 0.0)),
+        Prop(b, "collage > swap", "layout_grounded", "the located identities' order breaks the left-of edges", order("layout_grounded", "collage", "swap")),
+        Prop(b, "collage", "who.swapped", "= 0 on every image", equals("collage", "who.swapped", 0.0)),
+        *(Prop(b, run, "id_sim_strict", "= 0: no face, nobody found", equals(run, "id_sim_strict", 0.0)) for run in ("blank", "background")),
         Prop(b, "blank+always-yes", "attr_vqa", "= 1: a yes-judge confirms every fact of a blank image", equals("blank+always-yes", "attr_vqa", 1.0)),
         Prop(b, "blank+always-yes", "igc", "= 1", equals("blank+always-yes", "igc", 1.0)),
         Prop(b, "blank+always-yes", "attr_vqa_paired", "= 0: no negative denied", mean_is("blank+always-yes", "attr_vqa_paired", 0.0)),
