@@ -19,7 +19,8 @@ BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_feat
                            :func:`background_patches`
 Aesth.                     :func:`aesthetic_score` (LAION aesthetic predictor v2 head)
 count accuracy             :func:`count_correct`, :func:`count_accuracy`
-retrieval P@k / R@k        :func:`precision_recall_at_k`, :func:`retrieval_precision_recall`
+retrieval P@k / R@k        :func:`precision_recall_at_k`, :func:`retrieval_precision_recall`,
+                           :func:`random_expected_precision_recall` (a random ranker's mean)
 confidence intervals       :func:`bootstrap_ci` (prompts resampled: :func:`cluster_bootstrap_weights`,
                            :func:`percentile_interval`)
 =========================  =====================================================================
@@ -32,7 +33,7 @@ from .collapse import SCR_TAUS, instance_collapse_rate, subject_collapse_rate
 from .counting import count_accuracy, count_correct
 from .faces import IdSim, id_sim, id_sim_with_faceless
 from .matching import UNMATCHED_SIMILARITY, Match, hungarian_match
-from .retrieval import RETRIEVAL_KS, precision_recall_at_k, retrieval_precision_recall
+from .retrieval import RETRIEVAL_KS, precision_recall_at_k, random_expected_precision_recall, retrieval_precision_recall
 from .similarity import (
     DinoSim,
     clip_i,
@@ -78,6 +79,7 @@ __all__ = [
     "percentile_interval",
     "pooled_masked_features",
     "precision_recall_at_k",
+    "random_expected_precision_recall",
     "retrieval_precision_recall",
     "subject_collapse_rate",
     "torchmetrics_clipscore_of_mean",
