@@ -137,6 +137,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"  {metric + DISPLAYS[display].suffix:22s} {display_value(stats['mean'], display):>9s}  "
             f"[{interval_text(stats, display, ', ')}]  n={stats['n']}"
             + (f" ({stats['n_prompts']} prompts)" if "n_prompts" in stats else "")
+            + (f" ({stats['n_nan']} undefined)" if stats.get("n_nan") else "")
             + chance_text(overall, metric, spec)
         )
     lines += [f"  {metric:22s} not run: {why}" for metric, why in summary["not_run"].items()]
