@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 
 import idbench
-from idbench.builders.benchmarks.cogcanvas import RANDOM_SUFFIX, RETRIEVAL_GROUPS, RETRIEVAL_GROUP_WORDS
 from idbench.atomic import atomic_directory
+from idbench.builders.benchmarks.cogcanvas import RANDOM_SUFFIX, RETRIEVAL_GROUP_WORDS, RETRIEVAL_GROUPS
 from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.context import Result
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
