@@ -129,6 +129,10 @@ class MetricSpec:
     # reference without a face, a subject with no core feature in view): those samples are NaN, and
     # the count is shown beside the metric (report.md, leaderboard). Empty: none.
     missing_evidence: str = ""
+    # The per-prompt diagnostic that holds what a random guess scores on this metric in expectation
+    # (a retrieval metric's random ranker): shown beside the value (report.md, leaderboard), since a
+    # score means little without its chance level. Empty: none.
+    chance: str = ""
 
     def __post_init__(self) -> None:
         if self.display not in DISPLAYS:

@@ -105,21 +105,40 @@ def ranking_metric(spec: BenchmarkSpec, computed: set[str]) -> str | None:
     return next((m for m in spec.ranking if m in computed), None)
 
 
+def metric_displays(spec: BenchmarkSpec) -> dict[str, str]:
+    """Metric -> display name, a metric's chance-level diagnostic (``MetricSpec.chance``) shown like it."""
+    return {**{m.chance: m.display for m in spec.metric_suite if m.chance}, **{m.name: m.display for m in spec.metric_suite}}
+
+
+def chance_text(overall: dict[str, Any], metric: str, spec: BenchmarkSpec) -> str:
+    """" (random 33.3)": a metric's chance level (its ``MetricSpec.chance`` diagnostic) to print beside
+    its value, in the same display; empty for a metric without one or a run that lacks it."""
+    specs = {m.name: m for m in spec.metric_suite}
+    chance = specs[metric].chance if metric in specs else ""
+    stats = overall.get(chance) if chance else None
+    if not stats or stats.get("mean") is None:
+        return ""
+    return f" (random {display_value(stats['mean'], specs[metric].display)})"
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     """A few lines for the terminal: every metric's mean and CI as displayed (its name carries the
     display's unit, e.g. ``clip_t (CLIPScore)``), plus what was not run."""
     from idbench.builders.benchmarks import get_benchmark
 
     spec = get_benchmark(summary["benchmark"])
-    displays = {m.name: m.display for m in spec.metric_suite}
+    displays = metric_displays(spec)
     head = f"{spec.title} / {summary['submission'].get('model', '?')} / profile {summary['profile']}"
     lines = [head + ("  [PLUMBING CHECK: random weights]" if summary["plumbing"] else "")]
-    for metric, stats in summary["aggregates"]["overall"].items():
+    overall = summary["aggregates"]["overall"]
+    for metric, stats in overall.items():
         display = displays.get(metric, "raw")
         lines.append(
             f"  {metric + DISPLAYS[display].suffix:22s} {display_value(stats['mean'], display):>9s}  "
             f"[{interval_text(stats, display, ', ')}]  n={stats['n']}"
             + (f" ({stats['n_prompts']} prompts)" if "n_prompts" in stats else "")
+            + (f" ({stats['n_nan']} undefined)" if stats.get("n_nan") else "")
+            + chance_text(overall, metric, spec)
         )
     lines += [f"  {metric:22s} not run: {why}" for metric, why in summary["not_run"].items()]
     return "\n".join(lines)
@@ -142,7 +161,7 @@ def missing_evidence_lines(overall: dict[str, Any], spec: BenchmarkSpec) -> list
 
 def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> list[str]:
     """README-style Markdown plus PNG plots; returns the files written (relative names)."""
-    displays = {m.name: m.display for m in spec.metric_suite}
+    displays = metric_displays(spec)
     specs = {m.name: m for m in spec.metric_suite}
     higher = {m.name: m.higher_is_better for m in spec.metric_suite}
     lines = [f"# {spec.title}: {summary['submission'].get('model', '?')}", ""]
@@ -157,12 +176,16 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
               "Values are shown under each metric's display convention (last column; evidence in "
               "docs/display-conventions.md); results.parquet and aggregates.json hold the raw values.", "",
               "| metric | value | 95 % CI | n | prompts | better | shown as |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    for metric, stats in summary["aggregates"]["overall"].items():
+    overall = summary["aggregates"]["overall"]
+    chance_of = {m.chance: m.name for m in spec.metric_suite if m.chance}
+    for metric, stats in overall.items():
         display = displays.get(metric, "raw")
         better = {True: "higher", False: "lower"}.get(higher.get(metric), "")
         nan = f" ({stats['n_nan']} undefined)" if stats["n_nan"] else ""
-        shown_as = specs[metric].display_label if metric in specs else "raw value"
-        lines.append(f"| `{metric}` | {display_value(stats['mean'], display)} | {interval_text(stats, display)} | "
+        shown_as = (specs[metric].display_label if metric in specs
+                    else f"chance level of `{chance_of[metric]}`, shown like it" if metric in chance_of else "raw value")
+        value = display_value(stats["mean"], display) + chance_text(overall, metric, spec)
+        lines.append(f"| `{metric}` | {value} | {interval_text(stats, display)} | "
                      f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {shown_as} |")
     lines += missing_evidence_lines(summary["aggregates"]["overall"], spec)
     cut = summary["aggregates"]["overall"].get(TRUNCATED)

@@ -3,13 +3,28 @@
 Each row of the built ``retrieval`` config is one slot of one prompt (``A``, ``A.item``,
 ``background``): the slot's ``query`` (the prompt's own words for it, what a generator sees), the
 ``candidate_ref_ids`` (every image of that entity) and the ``ground_truth_ref_id`` (the image the
-prompt was built from, the one relevant id). A retrieval submission (``"task": "retrieval"``,
-``rankings.csv``; :mod:`idbench.evaluate_pkg.submission`) ranks every slot's candidates.
+prompt was built from). A retrieval submission (``"task": "retrieval"``, ``rankings.csv``;
+:mod:`idbench.evaluate_pkg.submission`) ranks every slot's candidates.
 
-Scores (paper 001, section 3.5): P@k and R@k for k in 1, 3, 5 per slot
-(:func:`idbench.evaluate_pkg.functional.retrieval_precision_recall`), then per prompt the mean over its
-slots; the aggregates average the prompts with the prompt-level bootstrap like every other metric.
-With one relevant image per slot, R@k is 1 when the ground truth is in the top k and P@k = R@k / k.
+Relevant ids: the ground truth, plus any ids of an optional ``relevant_ref_ids`` list in the row (the
+built config has none today: one relevant image per slot, the paper's "annotated attribute-matched
+image per slot"). A config that gains such a column is scored with the whole set, no code change.
+
+Scores (paper 001, section 3.5): P@k = hits in the top k / k and R@k = hits / |relevant| per slot,
+k in 1, 3, 5 (:func:`idbench.evaluate_pkg.functional.retrieval_precision_recall`); then per prompt the
+mean over the slots of one group, each group under its own names (``RETRIEVAL_GROUPS`` of the spec):
+
+- ``retrieval_p@k`` / ``retrieval_r@k``, the headline: the identity (person) slots, the paper's task;
+- ``retrieval_item_p@k`` / ``..._r@k``: the object and fashion slots;
+- ``retrieval_background_p@k`` / ``..._r@k``: the background slot.
+
+A slot with a single candidate cannot be ranked wrong: it is left out of its group's values and
+counted (``<group>.single_candidate_slots`` per prompt, beside ``<group>.scored_slots``, and a run
+note). A prompt with no scored slot in a group gets NaN for that group (undefined, counted by the
+aggregates as ``n_nan``), never 1. Beside every value ``<metric>.random`` holds what a uniformly random
+ordering of the same candidates scores in expectation (exact,
+:func:`idbench.evaluate_pkg.functional.random_expected_precision_recall`), per slot and per prompt.
+The aggregates average the prompts with the prompt-level bootstrap like every other metric.
 
 Baselines (``idbench baseline retrieval-clip|retrieval-metadata``):
 
@@ -28,7 +43,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +51,7 @@ import numpy as np
 
 import idbench
 from idbench.atomic import atomic_directory
+from idbench.builders.benchmarks.cogcanvas import RANDOM_SUFFIX, RETRIEVAL_GROUP_WORDS, RETRIEVAL_GROUPS
 from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.context import Result
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
@@ -55,6 +71,11 @@ NOTES = {
 METADATA_COLUMNS = ("name", "description", "age_group", "gender", "ethnicity", "size_category", "interactions", "scene_type", "landmark")
 # A result's seed: a ranking has none (the prompts are the resampled units all the same).
 RANKING_SEED = 0
+# Per-prompt slot counts stored beside each group's values, ``<group>.<count>`` (diagnostics, never ranked).
+SLOT_COUNTS = {
+    "single_candidate_slots": "slots with one candidate, left out (they cannot be ranked wrong)",
+    "scored_slots": "slots with two or more candidates, the ones the values average",
+}
 
 
 def retrieval_rows(data: BenchmarkData) -> dict[tuple[str, str], dict]:
@@ -64,19 +85,96 @@ def retrieval_rows(data: BenchmarkData) -> dict[tuple[str, str], dict]:
     return {(row["prompt_id"], row["slot"]): row for row in data.tables["retrieval"]}
 
 
-def score_rankings(data: BenchmarkData, rankings: Rankings, ks=F.RETRIEVAL_KS) -> list[Result]:
-    """``retrieval_p@k`` / ``retrieval_r@k`` per slot (``subject`` = the slot) and per prompt (the mean
-    over its slots, ``subject`` = "", what the aggregates average)."""
+def relevant_ids(row: Mapping[str, Any]) -> set[str]:
+    """The ids that count as correct for a slot: its ground truth and an optional ``relevant_ref_ids``."""
+    return {row["ground_truth_ref_id"], *(row.get("relevant_ref_ids") or ())}
+
+
+def slot_group(row: Mapping[str, Any]) -> str:
+    """The metric-name prefix of the group a slot is scored in (``RETRIEVAL_GROUPS`` by its ``kind``)."""
+    for group, kinds in RETRIEVAL_GROUPS.items():
+        if row["kind"] in kinds:
+            return group
+    raise BenchmarkDataError(f"retrieval slot {row['prompt_id']}/{row['slot']}: unknown kind {row['kind']!r}")
+
+
+def group_metrics(group: str, ks=F.RETRIEVAL_KS) -> list[str]:
+    """The metric names of one slot group: ``<group>_p@k`` and ``<group>_r@k`` for each k."""
+    return [f"{group}_{m}@{k}" for k in ks for m in "pr"]
+
+
+# Every per-prompt side value the retrieval task stores (the CogCanvas suite declares them).
+DIAGNOSTICS: dict[str, str] = {
+    **{f"{group}.{count}": f"{RETRIEVAL_GROUP_WORDS[group]} {what}" for group in RETRIEVAL_GROUPS for count, what in SLOT_COUNTS.items()},
+    **{f"{name}{RANDOM_SUFFIX}": f"a random ranker's expected {name} on the same slots"
+       for group in RETRIEVAL_GROUPS for name in group_metrics(group)},
+}
+
+
+def _wanted(name: str, metrics: Collection[str] | None) -> bool:
+    """Whether a result belongs to the requested metrics: a metric, its ``.random`` beside it, or a
+    group's slot counts when any metric of that group is requested."""
+    if metrics is None:
+        return True
+    owner, _, tail = name.partition(".")
+    if owner in RETRIEVAL_GROUPS and tail in SLOT_COUNTS:
+        return any(m in metrics for m in group_metrics(owner))
+    return owner in metrics
+
+
+def score_rankings(
+    data: BenchmarkData, rankings: Rankings, ks=F.RETRIEVAL_KS, metrics: Collection[str] | None = None
+) -> list[Result]:
+    """Each slot group's P@k / R@k and their random-ranker expectation per scored slot (``subject`` =
+    the slot) and per prompt (the mean over the group's scored slots, ``subject`` = "", what the
+    aggregates average), with the group's slot counts per prompt; see the module doc.
+
+    ``metrics``: keep only those metrics (with their diagnostics); ``None`` keeps everything.
+    """
     results: list[Result] = []
-    by_prompt: dict[str, dict[str, list[float]]] = {}
+    # prompt -> group -> metric -> per-slot values (each prompt has every group: persons, items, a background)
+    by_prompt: dict[str, dict[str, dict[str, list[float]]]] = {}
+    single: dict[str, dict[str, int]] = {}
     for (prompt_id, slot), row in retrieval_rows(data).items():
-        scores = F.retrieval_precision_recall(rankings[(prompt_id, slot)], {row["ground_truth_ref_id"]}, ks)
-        for key, value in scores.items():
-            results.append(Result(prompt_id, RANKING_SEED, f"retrieval_{key}", float(value), slot))
-            by_prompt.setdefault(prompt_id, {}).setdefault(f"retrieval_{key}", []).append(float(value))
-    for prompt_id, metrics in by_prompt.items():
-        results.extend(Result(prompt_id, RANKING_SEED, m, float(np.mean(v))) for m, v in metrics.items())
-    return results
+        group = slot_group(row)
+        values = by_prompt.setdefault(prompt_id, {g: {} for g in RETRIEVAL_GROUPS})[group]
+        counts = single.setdefault(prompt_id, dict.fromkeys(RETRIEVAL_GROUPS, 0))
+        candidates = list(row["candidate_ref_ids"])
+        if len(candidates) < 2:  # always found, whatever the ranker: says nothing about it
+            counts[group] += 1
+            continue
+        relevant = relevant_ids(row) & set(candidates)
+        scores = F.retrieval_precision_recall(rankings[(prompt_id, slot)], relevant, ks)
+        chance = F.random_expected_precision_recall(len(candidates), len(relevant), ks)
+        for key in scores:
+            name = f"{group}_{key}"
+            for metric, value in ((name, scores[key]), (name + RANDOM_SUFFIX, chance[key])):
+                results.append(Result(prompt_id, RANKING_SEED, metric, float(value), slot))
+                values.setdefault(metric, []).append(float(value))
+    for prompt_id, groups in by_prompt.items():
+        for group, values in groups.items():
+            for name in group_metrics(group, ks):
+                for metric in (name, name + RANDOM_SUFFIX):
+                    # NaN when no slot of the group could be ranked wrong: undefined, not a perfect score
+                    value = float(np.mean(values[metric])) if values.get(metric) else float("nan")
+                    results.append(Result(prompt_id, RANKING_SEED, metric, value))
+            scored = len(next(iter(values.values()), []))
+            results.append(Result(prompt_id, RANKING_SEED, f"{group}.single_candidate_slots", float(single[prompt_id][group])))
+            results.append(Result(prompt_id, RANKING_SEED, f"{group}.scored_slots", float(scored)))
+    return [r for r in results if _wanted(r.metric, metrics)]
+
+
+def slot_count_note(data: BenchmarkData) -> str:
+    """One sentence for the run's notes: per group, the slots scored and those left out with one candidate."""
+    scored = dict.fromkeys(RETRIEVAL_GROUPS, 0)
+    single = dict.fromkeys(RETRIEVAL_GROUPS, 0)
+    for row in retrieval_rows(data).values():
+        (scored if len(row["candidate_ref_ids"]) > 1 else single)[slot_group(row)] += 1
+    parts = [f"{RETRIEVAL_GROUP_WORDS[group]} slots (`{group}_p@k`, `{group}_r@k`) {scored[group]} scored, "
+             f"{single[group]} left out" for group in RETRIEVAL_GROUPS]
+    return ("a slot with a single candidate cannot be ranked wrong, so it is left out of every retrieval value "
+            "and counted (a prompt with no slot left in a group is NaN there, not 1): " + "; ".join(parts)
+            + ". `<metric>.random` is a random ranker's expected value on the same slots.")
 
 
 # --- rankers -------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 from idbench.evaluate_pkg.report import aggregate, write_report
-from idbench.evaluate_pkg.retrieval import score_rankings
+from idbench.evaluate_pkg.retrieval import score_rankings, slot_count_note
 from idbench.evaluate_pkg.submission import validate_submission
 from idbench.evaluate_pkg.suites import suite_for
 
@@ -181,7 +181,8 @@ def score_submission(
         store = FeatureStore(Path(cache_dir or default_cache_dir()), accelerator=accelerator)
         context = Context(data, submission, store, models, options, progress=_progress_factory(progress and is_main), judge=judge)
         if submission.task == "retrieval":
-            results = [r for r in score_rankings(data, submission.rankings) if r.metric in metrics]
+            results = score_rankings(data, submission.rankings, metrics=set(metrics))
+            context.notes["retrieval"] = slot_count_note(data)
         else:
             results = suite_for(data.name).score(context, set(metrics))
         summary = summarize(data, submission.metadata, results, context, not_run)

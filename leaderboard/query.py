@@ -49,6 +49,9 @@ MISSING = " missing evidence"
 # (diagnostic, column suffix). CLIP-T's share of samples whose prompt was cut at 77 tokens.
 PROMPTS_CUT = " prompts cut"
 SHARES: dict[str, tuple[str, str]] = {"clip_t": ("clip_t.truncated", PROMPTS_CUT)}
+# Suffix of the column holding a metric's chance level (``MetricSpec.chance``: a retrieval metric's
+# random-ranker expectation), shown under the metric's own display so the two read side by side.
+CHANCE = " random"
 
 
 # --- small helpers -------------------------------------------------------------------------------
@@ -234,8 +237,9 @@ def ranked_table(
 
     Columns: ``rank, model, submitter, profile, marks, submission``, then for each metric the suite
     computed (``metric`` first) its raw mean and ``"<metric> ci_low"`` / ``"<metric> ci_high"`` (plus
-    ``"<metric> judge failures"`` for a judged metric and ``"<metric> missing evidence"`` for one that
-    declares ``missing_evidence``), taken
+    ``"<metric> judge failures"`` for a judged metric, ``"<metric> missing evidence"`` for one that
+    declares ``missing_evidence`` and ``"<metric> random"``, its chance level, for one that declares
+    ``chance``), taken
     from the overall aggregates or, when ``filters`` set axes, from the matching breakdown cell (NaN
     where a result lacks that cell). Sorting respects the metric's ``higher_is_better``; NaN last.
     Plumbing-check rows are left out unless ``include_plumbing``, rows that lack a generation metric
@@ -269,6 +273,8 @@ def ranked_table(
                 record[m + FAILURES] = _num((stats.get(f"{m}.failure_rate") or {}).get("mean"))
             if specs[m].missing_evidence:
                 record[m + MISSING] = _num((stats.get(specs[m].missing_evidence) or {}).get("mean"))
+            if specs[m].chance:
+                record[m + CHANCE] = _num((stats.get(specs[m].chance) or {}).get("mean"))
             if m in SHARES:
                 diagnostic, suffix = SHARES[m]
                 record[m + suffix] = _num((stats.get(diagnostic) or {}).get("mean"))
@@ -289,6 +295,7 @@ def _metric_columns(metric: str, specs: Mapping[str, MetricSpec]) -> tuple[str, 
     columns = (metric, metric + CI_LOW, metric + CI_HIGH)
     columns += (metric + FAILURES,) if specs[metric].judged else ()
     columns += (metric + MISSING,) if specs[metric].missing_evidence else ()
+    columns += (metric + CHANCE,) if specs[metric].chance else ()
     return columns + ((metric + SHARES[metric][1],) if metric in SHARES else ())
 
 
@@ -312,7 +319,7 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
     (``"id_sim (x100)"``, ``"scr@0.5 (%)"``, ``"clip_t (CLIPScore)"``) so a reader of the CSV knows it;
     values are rounded as :func:`idbench.evaluate_pkg.report.display_value` rounds them (4 decimals
     raw, 2 scaled). Judge-failure rates are shown in percent, missing-evidence counts as they are (a
-    mean per image). Numbers stay numbers, so the app's table sorts numerically.
+    mean per image), a chance level (``"<metric> random"``) under its metric's convention. Numbers stay numbers, so the app's table sorts numerically.
 
     ``compact`` (the app's table): each metric's mean and interval become one text column,
     ``"72.00 [65.00, 78.60]"`` (:func:`interval_text`), without the two CI columns; the CSV keeps
@@ -334,7 +341,7 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
         renames[column] = column + " (per image)"
     for m in metric_specs(spec).values():
         convention = DISPLAYS[m.display]
-        for column in (m.name, m.name + CI_LOW, m.name + CI_HIGH):
+        for column in (m.name, m.name + CI_LOW, m.name + CI_HIGH, m.name + CHANCE):
             if column in shown.columns:
                 if m.name in intervals and column == m.name:
                     shown[column] = pd.Series(intervals[m.name], index=shown.index, dtype=object)

@@ -22,7 +22,8 @@ BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_feat
                            :func:`background_patches`
 Aesth.                     :func:`aesthetic_score` (LAION aesthetic predictor v2 head)
 count accuracy             :func:`count_correct`, :func:`count_accuracy`
-retrieval P@k / R@k        :func:`precision_recall_at_k`, :func:`retrieval_precision_recall`
+retrieval P@k / R@k        :func:`precision_recall_at_k`, :func:`retrieval_precision_recall`,
+                           :func:`random_expected_precision_recall` (a random ranker's mean)
 confidence intervals       :func:`bootstrap_ci` (prompts resampled: :func:`cluster_bootstrap_weights`,
                            :func:`percentile_interval`)
 =========================  =====================================================================
@@ -37,7 +38,7 @@ from .counting import count_accuracy, count_correct
 from .faces import IdSim, id_sim, id_sim_with_faceless
 from .identity import WhoBecameWhom, id_sim_strict, layout_score, who_became_whom
 from .matching import UNMATCHED_SIMILARITY, Match, hungarian_match
-from .retrieval import RETRIEVAL_KS, precision_recall_at_k, retrieval_precision_recall
+from .retrieval import RETRIEVAL_KS, precision_recall_at_k, random_expected_precision_recall, retrieval_precision_recall
 from .similarity import (
     DinoSim,
     clip_i,
@@ -90,6 +91,7 @@ __all__ = [
     "person_for_face",
     "pooled_masked_features",
     "precision_recall_at_k",
+    "random_expected_precision_recall",
     "retrieval_precision_recall",
     "subject_collapse_rate",
     "torchmetrics_clipscore_of_mean",

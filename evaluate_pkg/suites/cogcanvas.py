@@ -20,6 +20,7 @@ from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result, crop_bytes
 from idbench.evaluate_pkg.images import content_hash
 from idbench.evaluate_pkg.models.detection import SUBJECT_NMS_IOU, nms_per_label
+from idbench.evaluate_pkg.retrieval import DIAGNOSTICS as RETRIEVAL_DIAGNOSTICS
 from idbench.evaluate_pkg.suites.text_alignment import DIAGNOSTICS as TEXT_DIAGNOSTICS
 from idbench.evaluate_pkg.suites.text_alignment import METRICS as TEXT_METRICS
 from idbench.evaluate_pkg.suites.text_alignment import text_alignment
@@ -75,6 +76,8 @@ DIAGNOSTICS: dict[str, str] = {
     **{f"attr_vqa.{kind}": f"Attr-VQA accuracy on the {kind} facts" for kind in QUESTION_KINDS if kind != "binding"},
     "attr_vqa.negative_yes_rate": "share of the negative questions the judge answered yes (its yes-bias)",
     **TEXT_DIAGNOSTICS,
+    # The retrieval task's per-prompt slot counts and random-ranker expectations (evaluate_pkg/retrieval.py).
+    **RETRIEVAL_DIAGNOSTICS,
 }
 
 

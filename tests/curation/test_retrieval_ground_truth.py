@@ -5,7 +5,8 @@ Retrieval version 1 queried with the ground-truth image's own description and a 
 scored P@1 = 1 on every slot with several images. The queries of version 2 are what a generator sees:
 an entity's images share its name, so text alone cannot tell them apart. Figures on the sample build
 (82 prompts, 580 slots, 31 of them with two candidate images: the sample fashion items that ship a flat and a 3D image):
-the metadata ranker scores P@1 = 16/31 = 0.516 on those slots and 0.9762 over all prompts (it was 1.0).
+the metadata ranker scores P@1 = 16/31 = 0.516 on those slots (0.9762 over all prompts when the scores
+still averaged the single-candidate slots in; they are left out now, docs/cogcanvas-tasks.md).
 """
 
 from __future__ import annotations

@@ -350,3 +350,17 @@ def test_judged_metrics_carry_their_failure_rate():
     assert "clip_i judge failures" not in columns  # an encoder metric has no judge to fail
     shown = query.display_table(table, spec)
     assert shown.loc[0, "charis_score judge failures (%)"] == 12.5
+
+
+def test_a_retrieval_metric_shows_its_random_ranker_beside_it():
+    cog = get_benchmark("cogcanvas")
+    # hand-made raw means: P@1 0.8 against a random ranker's 0.5 (two candidates a slot), shown in percent
+    rows = [_row(1, {"retrieval_p@1": 0.8, "retrieval_p@1.random": 0.5, "retrieval_r@5": 1.0, "retrieval_r@5.random": 1.0})]
+    table = query.ranked_table(pd.DataFrame(rows), cog, metric="retrieval_p@1", include_incomplete=True)
+    columns = list(table.columns)
+    assert columns.index("retrieval_p@1 random") == columns.index("retrieval_p@1 ci_high") + 1
+    assert table.loc[0, "retrieval_p@1 random"] == 0.5 and table.loc[0, "retrieval_r@5 random"] == 1.0
+    shown = query.display_table(table, cog)
+    assert shown.loc[0, "retrieval_p@1 (%)"] == 80.0 and shown.loc[0, "retrieval_p@1 (%) random"] == 50.0
+    # a metric that declares no chance level gets no such column
+    assert not any(c.startswith("id_sim") and c.endswith(" random") for c in query.ranked_table(pd.DataFrame([_row(1, {"id_sim": 0.4})]), cog).columns)

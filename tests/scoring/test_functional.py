@@ -31,6 +31,7 @@ from idbench.evaluate_pkg.functional import (
     percentile_interval,
     pooled_masked_features,
     precision_recall_at_k,
+    random_expected_precision_recall,
     retrieval_precision_recall,
     subject_collapse_rate,
     torchmetrics_clipscore_of_mean,
@@ -411,6 +412,33 @@ def test_retrieval_precision_recall_by_hand():
     assert precision_recall_at_k(["r1"], {"r1"}, 5) == (0.2, 1.0)  # fewer than k ranked: denominator stays k
     p, r = precision_recall_at_k(["r1"], set(), 1)
     assert p == 0.0 and np.isnan(r)
+
+
+@pytest.mark.parametrize("n_candidates", [1, 2, 3, 4, 5, 6])
+def test_random_expectation_is_the_mean_over_every_ordering(n_candidates):
+    candidates = [f"c{i}" for i in range(n_candidates)]
+    orders = list(itertools.permutations(candidates))
+    for n_relevant in range(n_candidates + 1):
+        relevant = set(candidates[:n_relevant])
+        got = random_expected_precision_recall(n_candidates, n_relevant, ks=(1, 2, 3, 5, 7))
+        for k in (1, 2, 3, 5, 7):
+            hits = [len(set(order[:k]) & relevant) for order in orders]
+            assert got[f"p@{k}"] == pytest.approx(sum(hits) / len(orders) / k)
+            if n_relevant:
+                assert got[f"r@{k}"] == pytest.approx(sum(hits) / len(orders) / n_relevant)
+            else:
+                assert np.isnan(got[f"r@{k}"])
+
+
+def test_random_expectation_by_hand_and_bad_counts():
+    # 4 candidates, 1 relevant: a random pick is right 1 time in 4; the top 3 holds it 3 times in 4
+    assert random_expected_precision_recall(4, 1, ks=(1, 3, 5)) == pytest.approx(
+        {"p@1": 0.25, "r@1": 0.25, "p@3": 0.25, "r@3": 0.75, "p@5": 0.2, "r@5": 1.0}
+    )
+    assert random_expected_precision_recall(1, 1, ks=(1,)) == {"p@1": 1.0, "r@1": 1.0}  # cannot be missed
+    for c, r in ((0, 0), (2, 3), (2, -1)):
+        with pytest.raises(ValueError):
+            random_expected_precision_recall(c, r)
 
 
 # ------------------------------------------------------------------------------------------- bootstrap
