@@ -161,12 +161,12 @@ def group_size_note(results: pd.DataFrame, spec: BenchmarkSpec, metric: str, fil
         return ""
     shares = group_size_shares(results, spec, metric)
     weights = ", ".join(f"{group_size_label(size)}: {share:.0%}" for size, share in shares.items())
-    pooled = (f"{POOLED} is the mean over every prompt, so each N weighs by its share of the prompts, the "
-              f"dataset's proportions" + (f" ({weights} of those scored on {metric})" if weights else ""))
+    shares = "each N weighs by its share of the prompts, the dataset's proportions" + (
+        f" ({weights} of those scored on {metric})" if weights else "")
     size = (filters or {}).get(axis)
     if size is None:
-        return f"Ranked over {POOLED}: {pooled}."
-    return f"Ranked within {group_size_label(size)} ({axis} = {size}). {pooled}."
+        return f"Ranked over {POOLED}, the mean over every prompt: {shares}."
+    return f"Ranked within {group_size_label(size)} ({axis} = {size}). In the pooled mean ({POOLED}), {shares}."
 
 
 def ranking_scope(spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> str:
