@@ -152,6 +152,40 @@ class MetricSpec:
         return JUDGE_ROLE in self.roles
 
 
+# Which per-sample rows a :class:`SubjectBreakdown` groups, by results.parquet's ``subject`` column:
+# "image" the whole-image rows (subject ""), "slot" a subject's own rows (subject "A", the slot of a
+# record in ``BenchmarkSpec.slot_records``), "item" the rows of the item bound to a slot ("A.item").
+SUBJECT_LEVELS = ("image", "slot", "item")
+ITEM_SUFFIX = ".item"
+# The cell of a subject whose metadata is empty (an unannotated reference): counted, never dropped.
+UNKNOWN_CELL = "unknown"
+
+
+@dataclass(frozen=True)
+class SubjectBreakdown:
+    """A breakdown of results by what the references (or the prompt's own records) say about the
+    subjects the rows score, rather than by a prompt column: gender of the persons, size of the items,
+    scene type of the background.
+
+    ``levels`` say which per-sample rows it groups (:data:`SUBJECT_LEVELS`); each row's cell is
+    ``field`` of its record: the slot's record (levels "slot" and "item") or the prompt (level
+    "image"). With ``via``, that record's ``via`` holds a reference id instead, and ``field`` is read
+    from the reference table (``BenchmarkSpec.reference_config``). A per-person metric thus falls in
+    the cell of its person's annotated gender; an empty value falls in :data:`UNKNOWN_CELL`.
+    """
+
+    name: str
+    levels: tuple[str, ...]
+    field: str
+    via: str | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = [level for level in self.levels if level not in SUBJECT_LEVELS]
+        if unknown or not self.levels:
+            raise ValueError(f"subject breakdown {self.name}: levels {self.levels!r} must be some of {', '.join(SUBJECT_LEVELS)}")
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     name: str  # the dataset / CLI name, e.g. "identity-collapse"
@@ -190,6 +224,15 @@ class BenchmarkSpec:
     # (eval.yaml tasks, "metric vs N" plots); None when prompts have one subject.
     group_size_axis: str | None = None
     group_sizes: tuple[int, ...] = ()
+    # The group size the leaderboard ranks within by default (a value of group_sizes); None: it ranks
+    # by the pooled mean over every prompt, which weighs each group size by its share of the prompts.
+    default_group_size: int | None = None
+    # The prompt column that lists a prompt's subjects, one record per slot, and the record's key that
+    # per-subject result rows name ("A"; "A.item" for the slot's item): what SubjectBreakdowns read.
+    slot_records: str | None = None
+    slot_key: str = "slot"
+    # Breakdowns by the subjects' metadata (aggregates["subject_breakdowns"]); see SubjectBreakdown.
+    subject_breakdowns: tuple[SubjectBreakdown, ...] = ()
     # The dataset card's Jinja2 template: a file of idbench.cards ("charis.md.j2"), or
     # "package:file" for a template shipped with another package; None: the shared card.md.j2.
     card_template: str | None = None
@@ -219,6 +262,53 @@ class BenchmarkSpec:
             raise SpecError(f"{where}: group_size_axis {self.group_size_axis!r} is not a one-column breakdown")
         if bool(self.group_size_axis) != bool(self.group_sizes):
             raise SpecError(f"{where}: group_size_axis and group_sizes go together")
+        if self.default_group_size is not None and self.default_group_size not in self.group_sizes:
+            raise SpecError(f"{where}: default_group_size {self.default_group_size} is not one of its group_sizes {self.group_sizes}")
+        self._check_subject_breakdowns(where)
+
+    def _check_subject_breakdowns(self, where: str) -> None:
+        """Every field a SubjectBreakdown reads is a column of the table it reads it from."""
+        if not self.subject_breakdowns and self.slot_records is None:
+            return
+        names = [b.name for b in self.subject_breakdowns]
+        if len(set(names)) != len(names) or set(names) & {" x ".join(axes) for axes in self.breakdowns}:
+            raise SpecError(f"{where}: subject_breakdowns names must be unique and differ from its breakdowns")
+        prompts = self.configs.get("prompts")
+        if prompts is None:
+            raise SpecError(f"{where}: subject_breakdowns need a prompts config")
+        records = None
+        if self.slot_records is not None:
+            feature = prompts.features.get(self.slot_records)
+            records = getattr(feature, "feature", None)
+            if not isinstance(records, dict) or self.slot_key not in records:
+                raise SpecError(f"{where}: slot_records {self.slot_records!r} is not a prompts column of records with {self.slot_key!r}")
+        references = self.configs[self.reference_config].features if self.reference_config else {}
+        for b in self.subject_breakdowns:
+            if any(level != "image" for level in b.levels) and records is None:
+                raise SpecError(f"{where}: subject breakdown {b.name} groups per-subject rows but the spec has no slot_records")
+            for level in b.levels:
+                record = prompts.features if level == "image" else records
+                if b.via is not None and (b.via not in record or b.field not in references):
+                    raise SpecError(f"{where}: subject breakdown {b.name}: {b.via!r} or the reference column {b.field!r} is missing")
+                if b.via is None and b.field not in record:
+                    raise SpecError(f"{where}: subject breakdown {b.name}: {b.field!r} is not a field of its records")
+
+    @property
+    def breakdown_columns(self) -> tuple[str, ...]:
+        """The prompt columns the aggregates read: the breakdowns' and what the subject breakdowns need."""
+        columns = {c for axes in self.breakdowns for c in axes}
+        if self.subject_breakdowns and self.slot_records:
+            columns.add(self.slot_records)
+        for b in self.subject_breakdowns:
+            if "image" in b.levels:
+                columns.add(b.via or b.field)
+        return tuple(sorted(columns))
+
+    @property
+    def reference_columns(self) -> tuple[str, ...]:
+        """The reference-table columns the subject breakdowns read (the reference id first)."""
+        fields = sorted({b.field for b in self.subject_breakdowns if b.via is not None})
+        return (self.reference_id, *fields) if fields else ()
 
     @property
     def tasks(self) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from idbench.builders.display import DISPLAYS, show_text
-from idbench.builders.spec import BenchmarkSpec
+from idbench.builders.spec import ITEM_SUFFIX, UNKNOWN_CELL, BenchmarkSpec, SubjectBreakdown
 from idbench.evaluate_pkg.functional import CI_METHOD, bootstrap_ci
 from idbench.evaluate_pkg.suites.text_alignment import TRUNCATED
 
@@ -60,8 +60,12 @@ def image_level(results: pd.DataFrame) -> pd.DataFrame:
     return results[results["subject"] == ""]
 
 
-def aggregate(results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec) -> dict[str, Any]:
-    """Means and 95 % bootstrap CIs per metric, overall and per breakdown cell."""
+def aggregate(
+    results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec, references: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """Means and 95 % bootstrap CIs per metric, overall, per breakdown cell and, when the spec declares
+    subject breakdowns, per cell of the subjects' metadata (``"subject_breakdowns"``, see
+    :func:`subject_breakdowns`; ``references`` holds the reference table's metadata columns)."""
     images = image_level(results)
     overall = {metric: _ci(group) for metric, group in images.groupby("metric", sort=True)}
     breakdowns: dict[str, dict[str, dict[str, Any]]] = {}
@@ -73,7 +77,75 @@ def aggregate(results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec)
             label = " x ".join(str(v) for v in (cell if isinstance(cell, tuple) else (cell,)))
             cells[label] = {metric: _ci(g) for metric, g in group.groupby("metric", sort=True)}
         breakdowns[name] = cells
-    return {"overall": overall, "breakdowns": breakdowns, "ci": ci_settings()}
+    out = {"overall": overall, "breakdowns": breakdowns, "ci": ci_settings()}
+    if spec.subject_breakdowns:
+        out["subject_breakdowns"] = subject_breakdowns(results, prompts, spec, references)
+    return out
+
+
+def _cell_label(value: Any) -> str:
+    """A metadata value as a cell label; an empty one (None, NaN, "") is the cell "unknown"."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
+        return UNKNOWN_CELL
+    return str(value)
+
+
+def _subject_cells(
+    prompts: pd.DataFrame, spec: BenchmarkSpec, axis: SubjectBreakdown, references: pd.DataFrame | None
+) -> pd.DataFrame | None:
+    """``prompt_id, subject, cell``: the cell of every row that ``axis`` groups; None when the data it
+    reads was not given (no reference table, a prompt column missing), so the axis is left out whole."""
+    needs = [axis.via or axis.field] if "image" in axis.levels else []
+    needs += [spec.slot_records] if any(level != "image" for level in axis.levels) else []
+    if any(c not in prompts.columns for c in needs) or (axis.via is not None and (
+            references is None or spec.reference_id not in references.columns or axis.field not in references.columns)):
+        return None
+    looked_up = {} if axis.via is None else dict(zip(references[spec.reference_id], references[axis.field]))
+
+    def value(record: Any) -> str:
+        # An id that names no reference is as unknown as an unannotated one.
+        return _cell_label(record.get(axis.field) if axis.via is None else looked_up.get(record.get(axis.via)))
+
+    rows = []
+    for prompt in prompts.to_dict("records"):
+        if "image" in axis.levels:
+            rows.append((prompt["prompt_id"], "", value(prompt)))
+        records = prompt.get(spec.slot_records) if spec.slot_records else None
+        for record in [] if records is None else list(records):
+            slot = record[spec.slot_key]
+            if "slot" in axis.levels:
+                rows.append((prompt["prompt_id"], slot, value(record)))
+            if "item" in axis.levels:
+                rows.append((prompt["prompt_id"], slot + ITEM_SUFFIX, value(record)))
+    return pd.DataFrame(rows, columns=["prompt_id", "subject", "cell"])
+
+
+def _cell_order(label: str) -> tuple[int, str]:
+    return (label == UNKNOWN_CELL, label)  # "unknown" last
+
+
+def subject_breakdowns(
+    results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec, references: pd.DataFrame | None = None
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{axis: {cell: {metric: stats}}}`` for each of the spec's ``subject_breakdowns``.
+
+    Each per-sample row an axis groups (a person's ID-Sim, an item's DINO-Sim, a whole image's BG-Sim)
+    goes to the cell of its subject's metadata. The interval still resamples prompts: a drawn prompt
+    brings all its rows of that cell (all its seeds, all its persons of that gender), because the
+    subjects of one image are no more independent than its seeds. So ``n`` counts rows (subjects x
+    seeds), ``n_prompts`` the distinct prompts, and a cell of one prompt has no interval.
+    """
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for axis in spec.subject_breakdowns:
+        cells = _subject_cells(prompts, spec, axis, references)
+        if cells is None:
+            continue
+        joined = results.merge(cells, on=["prompt_id", "subject"], how="inner")
+        out[axis.name] = {
+            label: {metric: _ci(g) for metric, g in joined[joined["cell"] == label].groupby("metric", sort=True)}
+            for label in sorted(joined["cell"].unique(), key=_cell_order)
+        }
+    return out
 
 
 def display_value(value: float | None, display: str) -> str:
@@ -159,6 +231,36 @@ def missing_evidence_lines(overall: dict[str, Any], spec: BenchmarkSpec) -> list
     return ["", "Missing evidence:", "", *rows] if rows else []
 
 
+LEVEL_ROWS = {"image": "whole-image rows", "slot": "per-subject rows", "item": "per-item rows"}
+
+
+def subject_breakdown_lines(aggregates: dict[str, Any], spec: BenchmarkSpec, displays: dict[str, str]) -> list[str]:
+    """The report's section per subject breakdown: each cell's means, with its rows and prompts counted.
+
+    The counts are the cell's largest over its metrics: rows are subjects x seeds (a prompt with two
+    women adds two rows per seed to "female"), prompts the independent units its intervals resample.
+    """
+    lines: list[str] = []
+    described = {b.name: b for b in spec.subject_breakdowns}
+    for name, cells in (aggregates.get("subject_breakdowns") or {}).items():
+        axis = described.get(name)
+        metrics = [m.name for m in spec.metric_suite if any(m.name in stats for stats in cells.values())]
+        if not metrics:
+            continue
+        what = f" ({axis.description}; {', '.join(LEVEL_ROWS[level] for level in axis.levels)})" if axis else ""
+        lines += ["", f"## By {name}", "", f"Cells by {name}{what}; an unannotated reference is the cell \"{UNKNOWN_CELL}\". "
+                  "Intervals resample prompts, each with all its rows of the cell.", "",
+                  "| " + name + " | " + " | ".join(f"`{m}`" for m in metrics) + " | rows | prompts |",
+                  "| --- |" + " --- |" * (len(metrics) + 2)]
+        for cell, stats in cells.items():
+            values = [f"{display_value(stats[m]['mean'], displays.get(m, 'raw'))} [{interval_text(stats[m], displays.get(m, 'raw'))}]"
+                      if m in stats else "" for m in metrics]
+            rows = max((stats[m]["n"] + stats[m]["n_nan"] for m in metrics if m in stats), default=0)
+            prompts = max((stats[m]["n_prompts"] for m in metrics if m in stats), default=0)
+            lines.append(f"| {cell} | " + " | ".join(values) + f" | {rows} | {prompts} |")
+    return lines
+
+
 def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> list[str]:
     """README-style Markdown plus PNG plots; returns the files written (relative names)."""
     displays = metric_displays(spec)
@@ -201,6 +303,7 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
         for cell, stats in cells.items():
             values = [display_value(stats[m]["mean"], displays.get(m, "raw")) if m in stats else "" for m in metrics]
             lines.append(f"| {cell} | " + " | ".join(values) + " |")
+    lines += subject_breakdown_lines(summary["aggregates"], spec, displays)
     lines += ["", "## Models", ""] + [
         f"- {role}: `{m['name']}` ({m['hub_id'] or 'local'}@{m['revision'] or '-'}; weights key `{m['key']}`)"
         for role, m in summary["models"].items()

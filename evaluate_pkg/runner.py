@@ -204,8 +204,21 @@ def results_frame(data: BenchmarkData, metadata: dict, results: list[Result], pr
 
 
 def prompts_frame(data: BenchmarkData) -> pd.DataFrame:
-    columns = sorted({c for axes in data.spec.breakdowns for c in axes})
-    return pd.DataFrame([{"prompt_id": p["prompt_id"], **{c: p[c] for c in columns}} for p in data.prompt_rows.values()])
+    """The prompt columns the aggregates group by (``spec.breakdown_columns``), one row per prompt."""
+    columns = data.spec.breakdown_columns
+    return pd.DataFrame([{"prompt_id": p["prompt_id"], **{c: p.get(c) for c in columns}} for p in data.prompt_rows.values()])
+
+
+def references_frame(data: BenchmarkData) -> pd.DataFrame | None:
+    """The reference metadata the subject breakdowns read (no images); None when they read none.
+
+    A column an older build lacks is left out, and the axes that need it with it (report.aggregate).
+    """
+    wanted = data.spec.reference_columns
+    if not wanted:
+        return None
+    table = data.reference_table
+    return table.select_columns([c for c in wanted if c in table.column_names]).to_pandas()
 
 
 def model_roles(data: BenchmarkData, metrics) -> set[str]:
@@ -234,7 +247,7 @@ def summarize(data: BenchmarkData, metadata: dict, results: list[Result], contex
         "idbench_version": idbench.__version__,
         "images": len(context.submission.entries),
         "models": context.models.used(_roles_of(data, context, not_run)),
-        "aggregates": aggregate(frame, prompts_frame(data), data.spec),
+        "aggregates": aggregate(frame, prompts_frame(data), data.spec, references_frame(data)),
         "not_run": not_run,
         "notes": context.notes,
         "features": {"cached": context.store.stats.cached, "computed": context.store.stats.computed},

@@ -9,6 +9,7 @@ Aggregates look like (see :func:`idbench.evaluate_pkg.report.aggregate`)::
 
     {"overall": {metric: {mean, ci_low, ci_high, n, n_nan, n_prompts}},
      "breakdowns": {"n_subjects": {"2": {metric: {...}}}, "n_subjects x scene": {"2 x neutral": {...}}},
+     "subject_breakdowns": {"gender": {"female": {metric: {...}}, "unknown": {...}}},  # CogCanvas only
      "ci": {"method": "percentile bootstrap over prompts", "unit": "prompt", "n_boot": 1000, ...}}
 
 The leaderboard computes no interval of its own: it shows the scorer's, which resample prompts (all
@@ -31,7 +32,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 import pandas as pd
 
 from idbench.builders.display import DISPLAYS, show, show_text
-from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec, MetricSpec
+from idbench.builders.spec import DEFAULT_TASK, UNKNOWN_CELL, BenchmarkSpec, MetricSpec
 from idbench.leaderboard.store import Store
 
 PLUMBING_MARK = "plumbing"
@@ -116,6 +117,65 @@ def filter_options(results: pd.DataFrame, spec: BenchmarkSpec) -> dict[str, list
                 for axis, value in zip(breakdown, label.split(" x ")):
                     options[axis].add(value)
     return {axis: sorted(values, key=_sort_key) for axis, values in options.items()}
+
+
+POOLED = "all N (pooled)"  # how the choice of no group size is labelled wherever a group size is chosen
+
+
+def group_size_label(value: Any) -> str:
+    """A group-size choice as the page shows it: ``"N = 2"``; None (every prompt) is :data:`POOLED`."""
+    return POOLED if value is None else f"N = {value}"
+
+
+def default_filters(results: pd.DataFrame, spec: BenchmarkSpec) -> dict[str, str | None]:
+    """The filters a benchmark's ranking starts with: every axis open, except the group size when the
+    spec ranks within one (``spec.default_group_size``; CogCanvas ranks at N = 2 first, as its paper's
+    table does). Where the stored results lack that size, the smallest stored one; where they hold
+    none, the pooled mean (None)."""
+    filters: dict[str, str | None] = {axis: None for axis in filter_axes(spec)}
+    axis = spec.group_size_axis
+    if axis is not None and spec.default_group_size is not None:
+        stored = filter_options(results, spec).get(axis, [])
+        wanted = str(spec.default_group_size)
+        filters[axis] = wanted if wanted in stored else (stored[0] if stored else None)
+    return filters
+
+
+def group_size_shares(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> dict[str, float]:
+    """Each group size's share of the prompts behind a pooled mean of ``metric`` (``"2" -> 0.41``), from
+    the first result that has the cells: the weights the pooled mean gives each N. Empty without a
+    group-size axis."""
+    axis = spec.group_size_axis
+    for aggregates in results.get("aggregates", []) if axis else []:
+        cells = aggregates.get("breakdowns", {}).get(axis, {})
+        counts = {size: (stats.get(metric) or {}).get("n_prompts") or 0 for size, stats in cells.items()}
+        total = sum(counts.values())
+        if total:
+            return {size: counts[size] / total for size in sorted(counts, key=_sort_key)}
+    return {}
+
+
+def group_size_note(results: pd.DataFrame, spec: BenchmarkSpec, metric: str, filters: Mapping[str, Any] | None) -> str:
+    """What the ranking's group-size choice means, for the caption under the table ("" without a
+    group-size axis): within one N, or pooled over every prompt, where each N weighs by its share of
+    the prompts, which the dataset's proportions set (CogCanvas: 41 % of its prompts have N = 2)."""
+    axis = spec.group_size_axis
+    if axis is None:
+        return ""
+    shares = group_size_shares(results, spec, metric)
+    weights = ", ".join(f"{group_size_label(size)}: {share:.0%}" for size, share in shares.items())
+    shares = "each N weighs by its share of the prompts, the dataset's proportions" + (
+        f" ({weights} of those scored on {metric})" if weights else "")
+    size = (filters or {}).get(axis)
+    if size is None:
+        return f"Ranked over {POOLED}, the mean over every prompt: {shares}."
+    return f"Ranked within {group_size_label(size)} ({axis} = {size}). In the pooled mean ({POOLED}), {shares}."
+
+
+def ranking_scope(spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> str:
+    """Which cell a ranking is of, in words ("N = 2", "all N (pooled)"); "" without a group-size axis."""
+    axis = spec.group_size_axis
+    return "" if axis is None else group_size_label((filters or {}).get(axis))
 
 
 def breakdown_cell(spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> tuple[str, str] | None:
@@ -535,17 +595,25 @@ def radar_axes(results: pd.DataFrame, spec: BenchmarkSpec, *, include_plumbing: 
 
 
 def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, pd.DataFrame]:
-    """One result's per-axis breakdowns: ``{breakdown name: table cells x metrics (raw means)}``."""
+    """One result's per-axis breakdowns: ``{breakdown name: table cells x metrics (raw means)}``, the
+    prompt-column breakdowns first, then the subject breakdowns (``aggregates["subject_breakdowns"]``:
+    cells by the references' metadata, "unknown" last) when the result has them."""
+    aggregates = row.get("aggregates") or {}
+    by_subject = aggregates.get("subject_breakdowns") or {}
+    named = [(" x ".join(b), aggregates.get("breakdowns", {}).get(" x ".join(b), {})) for b in spec.breakdowns]
+    # A result scored before an axis existed has no table for it, rather than an empty one.
+    named += [(b.name, by_subject[b.name]) for b in spec.subject_breakdowns if b.name in by_subject]
     out = {}
-    for breakdown in spec.breakdowns:
-        name = " x ".join(breakdown)
-        cells = (row.get("aggregates") or {}).get("breakdowns", {}).get(name, {})
+    for name, cells in named:
         table = pd.DataFrame.from_dict(
             {cell: {m: _num(s.get("mean")) for m, s in stats.items()} for cell, stats in cells.items()}, orient="index"
         )
         if not table.empty:
-            table = table.loc[sorted(table.index, key=lambda label: [_sort_key(v) for v in label.split(" x ")])]
+            table = table.loc[sorted(table.index, key=lambda label: [(v == UNKNOWN_CELL, *_sort_key(v)) for v in label.split(" x ")])]
             table = table[[m.name for m in spec.metric_suite if m.name in table.columns]]
+            if name in by_subject:  # how many subject rows and prompts each cell holds ("unknown" among them)
+                table["rows"] = [max((s.get("n", 0) + s.get("n_nan", 0) for s in cells[c].values()), default=0) for c in table.index]
+                table["prompts"] = [max((s.get("n_prompts") or 0 for s in cells[c].values()), default=0) for c in table.index]
             table.index.name = name
         out[name] = table
     return out

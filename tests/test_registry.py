@@ -77,6 +77,27 @@ def test_specs_check_themselves():
         type(TOY)(**{**TOY.__dict__, "group_size_axis": "scene"})
 
 
+def test_subject_breakdowns_and_the_default_group_size_are_checked():
+    from dataclasses import replace
+
+    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.spec import SubjectBreakdown
+
+    cog = get_benchmark("cogcanvas")
+    with pytest.raises(SpecError, match="default_group_size 7 is not one of its group_sizes"):
+        replace(cog, default_group_size=7)
+    with pytest.raises(SpecError, match="the reference column 'shoe_size' is missing"):
+        replace(cog, subject_breakdowns=(SubjectBreakdown("shoe", ("slot",), "shoe_size", via="ref_id"),))
+    with pytest.raises(SpecError, match="'mood' is not a field of its records"):
+        replace(cog, subject_breakdowns=(SubjectBreakdown("mood", ("item",), "mood"),))
+    with pytest.raises(SpecError, match="has no slot_records"):
+        replace(cog, slot_records=None)
+    with pytest.raises(SpecError, match="differ from its breakdowns"):
+        replace(cog, subject_breakdowns=(SubjectBreakdown("n_persons", ("image",), "n_persons"),))
+    with pytest.raises(ValueError, match="levels"):
+        SubjectBreakdown("x", ("person",), "gender")
+
+
 def test_builders_import_no_higher_layer():
     """Building (every recipe, the card, the registry) loads neither curation, the scorer nor the leaderboard."""
     code = (

@@ -204,12 +204,22 @@ def benchmark_page(benchmark: str) -> None:
         key=f"{benchmark}-metric",
     )
     options = query.filter_options(results, spec)
-    filters = {}
+    # The spec says where the ranking starts: within one group size (CogCanvas, N = 2) or pooled.
+    starts = query.default_filters(results, spec)
+    filters, choices = {}, {}
     columns = st.columns(max(len(options), 1))
     for column, (axis, values) in zip(columns, options.items()):
-        initial(f"{benchmark}-filter-{axis}", axis, [ALL, *values], ALL, notes)
-        choice = column.selectbox(axis, [ALL, *values], key=f"{benchmark}-filter-{axis}")
+        start = ALL if starts.get(axis) is None else starts[axis]
+        if axis == spec.group_size_axis:
+            # "N = 2", ..., then the pooled mean, labelled as pooled (ALL in the URL, as before).
+            offered = [*values, ALL] if spec.default_group_size is not None else [ALL, *values]
+            label = lambda v: query.group_size_label(None if v == ALL else v)  # noqa: E731
+        else:
+            offered, label = [ALL, *values], str
+        initial(f"{benchmark}-filter-{axis}", axis, offered, start, notes)
+        choice = column.selectbox(axis, offered, format_func=label, key=f"{benchmark}-filter-{axis}")
         filters[axis] = None if choice == ALL else choice
+        choices[axis] = None if choice == start else choice  # the URL holds a choice only where it is not the default
     families = query.families(results)
     family = None
     if families:
@@ -246,7 +256,7 @@ def benchmark_page(benchmark: str) -> None:
         "their ranking is not comparable on every axis.",
     )
     link_notes(notes)
-    chosen = {"metric": metric if metric != default_metric else None, **filters, "family": family, "search": search.strip() or None}
+    chosen = {"metric": metric if metric != default_metric else None, **choices, "family": family, "search": search.strip() or None}
     chosen["columns"] = ",".join(picked) if set(picked) != set(metrics) else None
     chosen |= {"plumbing": _flag(plumbing, show_plumbing), "incomplete": _flag(incomplete, show_incomplete)}
     if len(query.tracks(spec)) > 1 and track != query.tracks(spec)[0]:
@@ -272,6 +282,9 @@ def benchmark_page(benchmark: str) -> None:
         + ". The CSV has the same rows and columns with the numbers apart (value, ci_low, ci_high), "
         "in these displayed units; stored values are raw."
     )
+    scope = query.group_size_note(results, spec, metric, filters)
+    if scope:
+        st.caption(scope)
     # The rows and columns the reader sees, with full numbers (filters, search and all).
     st.download_button(
         "Download CSV",
@@ -666,12 +679,15 @@ def overview_page() -> None:
                 st.text(f"{label}0 scored submission(s).")
                 continue
             plumbing, incomplete = query.default_switches(results, spec)
-            table = query.ranked_table(results, spec, include_plumbing=plumbing, include_incomplete=incomplete)
+            # The leaders of the page's default ranking: within the spec's default group size, or pooled.
+            filters = query.default_filters(results, spec)
+            table = query.ranked_table(results, spec, filters=filters, include_plumbing=plumbing, include_incomplete=incomplete)
             if table.empty:  # cannot happen with the defaults above, but never show an empty frame
                 st.text(f"{label}{len(results)} scored submission(s); none to rank.")
                 continue
             metric = query.default_metric(results, spec)
-            st.text(f"{label}top of {len(table)} ranked submission(s), by {metric}:")
+            scope = query.ranking_scope(spec, filters)
+            st.text(f"{label}top of {len(table)} ranked submission(s), by {metric}" + (f", {scope}" if scope else "") + ":")
             keep = table.head(3)[["rank", "model", "family", "marks", "submission", metric, metric + query.CI_LOW, metric + query.CI_HIGH]]
             ranked_frame(keep, results, spec, track, key=f"overview-{name}-{track}")
         st.page_link(pages[name], label=f"Open {spec.title}")

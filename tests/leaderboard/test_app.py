@@ -473,3 +473,70 @@ def test_the_text_to_image_track_is_listed_where_it_has_results(tmp_path, monkey
     at.switch_page("views/model.py").run()
     assert not at.exception and at.radio(key="model-track").value == "text-to-image"
     assert dict(zip(at.dataframe[0].value["field"], at.dataframe[0].value["value"]))["task"] == "text-to-image"
+
+
+def _cogcanvas_page():
+    # AppTest.from_function runs this function's source as the script: the CogCanvas page alone.
+    from idbench.leaderboard.app.render import benchmark_page
+
+    benchmark_page("cogcanvas")
+
+
+@pytest.fixture(scope="module")
+def cogcanvas_home(tmp_path_factory) -> Path:
+    """A home with one CogCanvas result (the collage baseline, tiny profile, DINO and CLIP-T)."""
+    root = tmp_path_factory.mktemp("cogcanvas-app")
+    add_cogcanvas(root, root / "home")
+    return root / "home"
+
+
+def test_cogcanvas_ranks_within_n_2_by_default_and_offers_the_pooled_mean(cogcanvas_home, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(cogcanvas_home))
+    at = AppTest.from_function(_cogcanvas_page, default_timeout=TIMEOUT).run()
+    assert not at.exception and at.title[0].value == "CogCanvas"
+    stored = _aggregates(cogcanvas_home, 1)
+    show = lambda s: f"{100 * s['mean']:.2f} [{100 * s['ci_low']:.2f}, {100 * s['ci_high']:.2f}]"  # noqa: E731 dino_sim is x100
+
+    selector = at.selectbox(key="cogcanvas-filter-n_persons")
+    assert selector.value == "2" and selector.options[0] == "N = 2" and selector.options[-1] == "all N (pooled)"
+    assert _table(at).loc[0, "dino_sim (x100)"] == show(stored["breakdowns"]["n_persons"]["2"]["dino_sim"])
+    assert any(c.value.startswith("Ranked within N = 2") for c in at.caption)
+    assert at.query_params.get("n_persons") is None  # the default: a short link
+
+    selector.select("all").run()  # the pooled choice (shown as "all N (pooled)")
+    assert _table(at).loc[0, "dino_sim (x100)"] == show(stored["overall"]["dino_sim"])
+    [note] = [c.value for c in at.caption if c.value.startswith("Ranked over all N (pooled)")]
+    assert "share of the prompts" in note and "N = 2:" in note  # the pooled mean's weights, said
+    assert at.query_params["n_persons"] in ("all", ["all"])  # a link to the pooled ranking
+
+    # Deep links keep working: ?n_persons=3 opens N = 3, ?n_persons=all the pooled mean.
+    for value, cell in (("3", stored["breakdowns"]["n_persons"]["3"]), ("all", stored["overall"])):
+        at = AppTest.from_function(_cogcanvas_page, default_timeout=TIMEOUT)
+        at.query_params["n_persons"] = value
+        at.run()
+        assert at.selectbox(key="cogcanvas-filter-n_persons").value == value
+        assert _table(at).loc[0, "dino_sim (x100)"] == show(cell["dino_sim"])
+
+
+def test_the_overview_says_which_n_the_leaders_are_for(cogcanvas_home, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(cogcanvas_home))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    assert any(t.value.startswith("reference-based track: top of 1 ranked submission(s), by dino_sim, N = 2:") for t in at.text)
+    stored = _aggregates(cogcanvas_home, 1)["breakdowns"]["n_persons"]["2"]["dino_sim"]
+    [top] = [d.value for d in at.dataframe if "dino_sim (x100)" in d.value.columns]
+    assert top.loc[0, "dino_sim (x100)"] == f"{100 * stored['mean']:.2f} [{100 * stored['ci_low']:.2f}, {100 * stored['ci_high']:.2f}]"
+
+
+def test_the_model_page_shows_the_subject_breakdowns(cogcanvas_home, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(cogcanvas_home))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT)
+    at.query_params.update({"benchmark": "cogcanvas", "submission": "1"})
+    at.run()
+    at.switch_page("views/model.py").run()
+    assert not at.exception
+    headers = [h.value for h in at.subheader]
+    assert {"By n_persons", "By item_size", "By interaction_strength", "By scene_type"} <= set(headers)
+    stored = _aggregates(cogcanvas_home, 1)["subject_breakdowns"]["item_size"]
+    [sizes] = [d.value for d in at.dataframe if "item_size" in d.value.columns]
+    assert list(sizes["item_size"]) == list(stored)
+    assert list(sizes["prompts"]) == [stats["dino_sim"]["n_prompts"] for stats in stored.values()]

@@ -234,8 +234,8 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     column = header.index("dino_sim")
 
     page.get_by_role("combobox", name="n_subjects").click()
-    page.get_by_role("option", name="4", exact=True).click()
-    expect(page.get_by_role("combobox", name="n_subjects")).to_have_value("4")
+    page.get_by_role("option", name="N = 4", exact=True).click()  # group sizes read "N = 4"; "all N (pooled)" first here
+    expect(page.get_by_role("combobox", name="n_subjects")).to_have_value("N = 4")
     cell = page.get_by_test_id("stDataFrame").locator("table tbody tr").first.locator("td").nth(column)
     expect(cell).not_to_have_text(before[0][column])
     _idle(page, expect)
@@ -262,11 +262,14 @@ def test_a_plumbing_only_benchmark_shows_its_rows_under_the_banner(page, server,
     assert _name(row[header.index("model")]) == "baseline-collage" and row[header.index("marks")] == "plumbing, incomplete suite"
     expect(page.get_by_role("checkbox", name="show plumbing-check rows")).to_be_checked()
     assert not page.get_by_text("No rows to show").count()
-    overall = _aggregates(filled, 4)["overall"]["dino_sim"]  # dino_sim is shown x100 on CogCanvas
-    assert row[header.index("dino_sim (x100)")] == f"{100 * overall['mean']:.2f} [{100 * overall['ci_low']:.2f}, {100 * overall['ci_high']:.2f}]"
+    # CogCanvas ranks within N = 2 by default (the pooled mean is a choice): the row shows that cell.
+    expect(page.get_by_role("combobox", name="n_persons")).to_have_value("N = 2")
+    expect(page.get_by_text("Ranked within N = 2")).to_be_visible()
+    cell = _aggregates(filled, 4)["breakdowns"]["n_persons"]["2"]["dino_sim"]  # dino_sim is shown x100 on CogCanvas
+    assert row[header.index("dino_sim (x100)")] == f"{100 * cell['mean']:.2f} [{100 * cell['ci_low']:.2f}, {100 * cell['ci_high']:.2f}]"
     csv = _download_csv(page)
     assert csv["model"].tolist() == ["baseline-collage"]
-    assert csv.loc[0, "dino_sim (x100) ci_low"] == pytest.approx(100 * overall["ci_low"], abs=5e-3)  # full numbers, numeric
+    assert csv.loc[0, "dino_sim (x100) ci_low"] == pytest.approx(100 * cell["ci_low"], abs=5e-3)  # full numbers, numeric
     _screenshot(page, "cogcanvas-page")
     assert not page.get_by_test_id("stException").count()
 
@@ -275,7 +278,7 @@ def test_a_deep_link_opens_a_filtered_table(page, server, filled, sync_api):
     expect = sync_api.expect
     page.goto(server + "/identity_collapse?search=SWAP&n_subjects=4&plumbing=1&scene=nowhere")
     _title(page, "Identity Collapse", expect)
-    expect(page.get_by_role("combobox", name="n_subjects")).to_have_value("4")
+    expect(page.get_by_role("combobox", name="n_subjects")).to_have_value("N = 4")
     expect(page.get_by_role("textbox", name="Search models")).to_have_value("SWAP")
     expect(page.get_by_role("checkbox", name="show plumbing-check rows")).to_be_checked()
     expect(page.get_by_text("Ignored in the link (not a value this page offers): scene=nowhere.")).to_be_visible()

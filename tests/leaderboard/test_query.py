@@ -364,3 +364,63 @@ def test_a_retrieval_metric_shows_its_random_ranker_beside_it():
     assert shown.loc[0, "retrieval_p@1 (%)"] == 80.0 and shown.loc[0, "retrieval_p@1 (%) random"] == 50.0
     # a metric that declares no chance level gets no such column
     assert not any(c.startswith("id_sim") and c.endswith(" random") for c in query.ranked_table(pd.DataFrame([_row(1, {"id_sim": 0.4})]), cog).columns)
+
+
+def _stats(mean: float, prompts: int) -> dict:
+    return {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n": prompts, "n_nan": 0, "n_prompts": prompts}
+
+
+def _cog_row(submission: int, pooled: float, by_n: dict[str, float], prompts: dict[str, int]) -> dict:
+    row = _row(submission, {"id_sim": pooled})
+    row["aggregates"]["overall"]["id_sim"] = _stats(pooled, sum(prompts.values()))
+    row["aggregates"]["breakdowns"] = {"n_persons": {n: {"id_sim": _stats(v, prompts[n])} for n, v in by_n.items()}}
+    return row
+
+
+def test_cogcanvas_ranks_within_n_2_first_and_offers_the_pooled_mean():
+    cog = get_benchmark("cogcanvas")
+    prompts = {"2": 41, "3": 28, "4": 17, "5": 14}  # the paper's proportions, roughly
+    # m1 wins the pooled mean, m2 wins at N = 2: the default must rank m2 first
+    rows = pd.DataFrame([
+        _cog_row(1, 0.50, {"2": 0.55, "3": 0.5, "4": 0.45, "5": 0.4}, prompts),
+        _cog_row(2, 0.40, {"2": 0.60, "3": 0.3, "4": 0.2, "5": 0.1}, prompts),
+    ])
+    filters = query.default_filters(rows, cog)
+    assert filters == {"n_persons": "2"} and query.ranking_scope(cog, filters) == "N = 2"
+    table = query.ranked_table(rows, cog, metric="id_sim", filters=filters)
+    assert list(table["model"]) == ["m2", "m1"] and list(table["id_sim"]) == [0.60, 0.55]
+    pooled = query.ranked_table(rows, cog, metric="id_sim", filters={"n_persons": None})
+    assert list(pooled["model"]) == ["m1", "m2"] and list(pooled["id_sim"]) == [0.50, 0.40]
+    assert query.group_size_label(None) == query.POOLED == "all N (pooled)" and query.group_size_label("3") == "N = 3"
+    # the caption names the weights the pooled mean gives each N
+    assert query.group_size_shares(rows, cog, "id_sim") == pytest.approx({"2": 0.41, "3": 0.28, "4": 0.17, "5": 0.14})
+    note = query.group_size_note(rows, cog, "id_sim", {"n_persons": None})
+    assert note.startswith("Ranked over all N (pooled)") and "N = 2: 41%" in note and "share of the prompts" in note
+    assert query.group_size_note(rows, cog, "id_sim", filters).startswith("Ranked within N = 2")
+
+
+def test_default_group_size_falls_back_and_other_benchmarks_pool():
+    cog = get_benchmark("cogcanvas")
+    only_3 = pd.DataFrame([_cog_row(1, 0.5, {"3": 0.5, "4": 0.4}, {"3": 5, "4": 5})])
+    assert query.default_filters(only_3, cog) == {"n_persons": "3"}  # N = 2 not stored: the smallest that is
+    assert query.default_filters(pd.DataFrame([_row(1, {"id_sim": 0.5})]), cog) == {"n_persons": None}
+    # Identity Collapse ranks pooled (a balanced grid); CHARIS has no group size
+    assert query.default_filters(pd.DataFrame([_row(1, {"dino_sim": 0.5}, breakdowns={"n_subjects": {"2": {"dino_sim": 0.5}}})]), SPEC) == {
+        "n_subjects": None, "scene": None}
+    charis = get_benchmark("charis")
+    assert all(v is None for v in query.default_filters(pd.DataFrame(), charis).values())
+    assert query.ranking_scope(charis, {}) == "" and query.group_size_note(pd.DataFrame(), charis, "charis_score", {}) == ""
+
+
+def test_breakdown_tables_show_subject_breakdowns_with_counts():
+    cog = get_benchmark("cogcanvas")
+    row = _cog_row(1, 0.5, {"2": 0.5}, {"2": 3})
+    row["aggregates"]["subject_breakdowns"] = {"gender": {
+        "unknown": {"id_sim": {**_stats(0.2, 1), "n": 2}},
+        "female": {"id_sim": {**_stats(0.4, 3), "n": 5, "n_nan": 1}},
+    }}
+    tables = query.breakdown_tables(row, cog)
+    assert list(tables) == ["n_persons", "gender"]  # axes the result lacks get no table
+    gender = tables["gender"]
+    assert list(gender.index) == ["female", "unknown"] and gender.index.name == "gender"
+    assert list(gender["id_sim"]) == [0.4, 0.2] and list(gender["rows"]) == [6, 2] and list(gender["prompts"]) == [3, 1]
