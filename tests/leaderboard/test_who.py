@@ -1,19 +1,35 @@
 """Who became whom on the model page: the pure pieces (worst images first, the summary by N, each
-person's verdict, the face crops) on hand-made records."""
+person's verdict, the face crops) on hand-made records, then the page itself through AppTest over a
+store holding a CogCanvas baseline scored on the identity metrics.
+
+The page's numbers are checked against what the store and the result folder hold (read with sqlite3
+and pandas here), not against the functions that made the page.
+"""
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import shutil
+import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from PIL import Image
+from streamlit.testing.v1 import AppTest
 
 from idbench.builders.benchmarks import get_benchmark
 from idbench.leaderboard import query, samples
+from idbench.leaderboard.app import APP_PATH
+from idbench.leaderboard.app.render import WHO_NOT_RECORDED
+from idbench.leaderboard.hub_mirror import NOT_PUBLIC
+
+from filled_store import add_cogcanvas_who
 
 SPEC = get_benchmark("cogcanvas")
+TIMEOUT = 60
 COUNTS = ["found", "missing", "swapped", "cloned", "extra"]
 
 
@@ -128,3 +144,110 @@ def test_the_names_and_definitions_agree_with_the_scorer():
     for name, text in query.WHO_COUNTS.items():  # each of ours is the doc's, give or take its markup
         words = lambda s: re.findall(r"[a-z]+", s.lower())  # noqa: E731
         assert set(words(text)) <= set(words(doc[name])) | {"face", "model", "s", "same", "identity", "threshold"}, name
+
+
+# --- the model page ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory) -> Path:
+    """``$IDBENCH_HOME`` with the CogCanvas crossed baseline scored on the identity metrics (submission 1)."""
+    root = tmp_path_factory.mktemp("who")
+    add_cogcanvas_who(root, root / "home")
+    return root / "home"
+
+
+def _model_page(home: Path, monkeypatch) -> AppTest:
+    monkeypatch.setenv("IDBENCH_HOME", str(home))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": "cogcanvas", "submission": "1"})
+    return at.switch_page("views/model.py").run()
+
+
+def _stored(home: Path) -> tuple[dict, Path]:
+    """Submission 1's aggregates and result folder, as stored (sqlite3, not the store or the app)."""
+    with sqlite3.connect(home / "leaderboard.sqlite3") as db:
+        text, folder = db.execute("SELECT aggregates_json, results_path FROM results WHERE submission_id = 1 AND current").fetchone()
+    return json.loads(text), Path(folder)
+
+
+def _summary(at: AppTest) -> pd.DataFrame:
+    [frame] = [d.value for d in at.dataframe if list(d.value.columns)[:1] == ["N"]]
+    return frame
+
+
+def _who_expanders(at: AppTest) -> list:
+    return [e for e in at.expander if " seed " in e.label and "swapped" in e.label]
+
+
+def test_the_model_page_shows_the_summary_by_n_and_the_worst_assignments(scored, monkeypatch):
+    at = _model_page(scored, monkeypatch)
+    assert not at.exception and "Who became whom" in [h.value for h in at.subheader]
+    aggregates, folder = _stored(scored)
+    table = _summary(at)
+    cells = aggregates["breakdowns"]["n_persons"]
+    assert table["N"].tolist() == sorted(cells, key=int) + ["all"]
+    for label, shown in zip(table["N"], table.itertuples()):
+        stats = aggregates["overall"] if label == "all" else cells[label]
+        for name in COUNTS:
+            assert getattr(shown, name) == round(stats[f"who.{name}"]["mean"], 3), (label, name)
+        assert shown.images == stats["who.found"]["n"]
+    assert any("Swapped: a found identity out of place" in c.value for c in at.caption)
+
+    # The worst images, worst first: as many errors as the evidence file's worst records.
+    evidence = pd.read_parquet(folder / "judge_evidence.parquet")
+    records = [json.loads(e) for e in evidence[evidence["metric"] == "who_became_whom"]["evidence"]]
+    errors = sorted((sum(r["counts"][c] for c in ("swapped", "cloned", "missing", "extra")) for r in records), reverse=True)
+    expanders = _who_expanders(at)
+    assert len(expanders) == min(6, len(records))
+    shown_errors = [sum(int(n) for n in re.findall(r"(\d+) (?:swapped|cloned|missing|extra)", e.label)) for e in expanders]
+    assert shown_errors == errors[: len(expanders)]
+    # Inside one: a row per person of its prompt with its verdict, and each person's reference thumbnail.
+    first = expanders[0]
+    prompt_id, seed = re.match(r"(\S+) seed (\d+)", first.label.replace("\\", "")).groups()
+    mine = (evidence["prompt_id"] == prompt_id) & (evidence["seed"] == int(seed)) & (evidence["metric"] == "who_became_whom")
+    [stored] = evidence[mine]["evidence"]
+    identities = json.loads(stored)["identities"]
+    [persons] = first.dataframe
+    assert persons.value["slot"].tolist() == [i["slot"] for i in identities]
+    verdicts = {"found", "swapped", "missing", "no reference face"}
+    assert set(persons.value["verdict"]) <= verdicts | {f"{v} + cloned" for v in verdicts}
+    assert len(_images(first)) >= len(identities)  # a reference per person, plus the faces found
+
+
+def _images(node) -> list:
+    out = []
+    for child in getattr(node, "children", {}).values():
+        out += [child] if getattr(child, "type", "") == "image" else _images(child)
+    return out
+
+
+def test_a_result_scored_before_suite_0_3_says_it_was_not_recorded(scored, tmp_path, monkeypatch):
+    home = shutil.copytree(scored, tmp_path / "home")
+    aggregates, folder = _stored(home)
+    # The result as suite 0.2 left it: no who.* counts anywhere, no who-became-whom evidence.
+    strip = lambda stats: {m: v for m, v in stats.items() if not m.startswith("who.")}  # noqa: E731
+    aggregates["overall"] = strip(aggregates["overall"])
+    for cells in aggregates["breakdowns"].values():
+        for label in cells:
+            cells[label] = strip(cells[label])
+    with sqlite3.connect(home / "leaderboard.sqlite3") as db:
+        db.execute(
+            "UPDATE results SET aggregates_json = ?, suite_version = '0.2', results_path = ?", (json.dumps(aggregates), str(home / "old"))
+        )
+    (home / "old").mkdir()
+    shutil.copy(folder / "results.parquet", home / "old" / "results.parquet")
+    at = _model_page(home, monkeypatch)
+    assert not at.exception and not at.error
+    assert WHO_NOT_RECORDED in [t.value for t in at.text]
+    assert not [d for d in at.dataframe if list(d.value.columns)[:1] == ["N"]] and not _who_expanders(at)
+
+
+def test_a_hub_mirror_shows_the_summary_and_says_the_images_are_not_public(scored, tmp_path, monkeypatch):
+    home = shutil.copytree(scored, tmp_path / "home")
+    with sqlite3.connect(home / "leaderboard.sqlite3") as db:  # what hub_mirror writes: no images, no data
+        db.execute("UPDATE submissions SET stored_path = ?, data_dir = ?", (NOT_PUBLIC, NOT_PUBLIC))
+    at = _model_page(home, monkeypatch)
+    assert not at.exception and not at.error
+    assert _summary(at)["N"].tolist()[-1] == "all"
+    assert any("not public" in t.value for t in at.text) and not _who_expanders(at)
