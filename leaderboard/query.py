@@ -617,3 +617,58 @@ def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, p
             table.index.name = name
         out[name] = table
     return out
+
+
+# --- who became whom (CogCanvas, suite 0.3 on) ---------------------------------------------------
+
+# The per-image counts CogCanvas's scorer stores as ``who.<count>`` (evaluate_pkg/suites/cogcanvas.py),
+# with their definitions as the module doc of ``evaluate_pkg/functional/identity.py`` gives them
+# (tests/leaderboard/test_who.py checks they still agree). Kept here as text, not imported: that module
+# needs scipy, which the app of a Hub-backed Space does not install.
+WHO_COUNTS: dict[str, str] = {
+    "found": "the reference's Hungarian-matched face has cosine >= the face model's same-identity threshold and "
+    "resembles this reference more than any other reference of the prompt (a positive margin), so a lookalike "
+    "stranger or a neighbour's face does not count",
+    "missing": "a reference with a face that was not found",
+    "swapped": "a found identity out of place: its rank from the left among the found identities (by the centre "
+    "of its face) differs from its rank in the prompt's layout among the same identities",
+    "cloned": "generated faces that repeat a person another generated face already shows; each group of k faces "
+    "of one person counts k - 1 clones",
+    "extra": "faces beyond the persons the prompt asks for, max(0, k - n)",
+}
+WHO_PREFIX = "who."
+# The metric computed from the face assignment: a track that scores it records who became whom.
+WHO_GROUNDED_METRIC = "id_sim_strict"
+WHO_ALL = "all"  # the summary's last row: every image of the result
+
+
+def records_who_became_whom(spec: BenchmarkSpec, task: str) -> bool:
+    """Whether results of this benchmark's ``task`` record who became whom (from suite 0.3 on): those
+    whose metrics include the strict ID-Sim, which is computed from that assignment."""
+    return any(m.name == WHO_GROUNDED_METRIC for m in spec.task_metrics(task))
+
+
+def who_summary(aggregates: Mapping[str, Any], spec: BenchmarkSpec) -> pd.DataFrame:
+    """One result's mean ``who.*`` counts per image, by group size then over all images.
+
+    Index ``N`` (the group-size cells as stored, sorted as numbers, then ``"all"``), columns
+    ``found, missing, swapped, cloned, extra`` (raw means per image) and ``images`` (how many images
+    the means are over). Empty when the result has no ``who.*`` counts (scored before suite 0.3, or
+    without the identity metrics).
+    """
+    columns = [*WHO_COUNTS, "images"]
+    overall = (aggregates or {}).get("overall", {})
+    if not any(WHO_PREFIX + name in overall for name in WHO_COUNTS):
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="N"))
+    cells = (aggregates.get("breakdowns", {}).get(spec.group_size_axis, {}) if spec.group_size_axis else {})
+    rows = {label: cells[label] for label in sorted(cells, key=_sort_key)} | {WHO_ALL: overall}
+    table = pd.DataFrame.from_dict({label: _who_row(stats) for label, stats in rows.items()}, orient="index", columns=columns)
+    table.index.name = "N"
+    return table
+
+
+def _who_row(stats: Mapping[str, Any]) -> dict[str, float]:
+    row = {name: _num((stats.get(WHO_PREFIX + name) or {}).get("mean")) for name in WHO_COUNTS}
+    # Every count is recorded for every image, so any one of them says how many images the cell has.
+    row["images"] = _num((stats.get(WHO_PREFIX + "found") or {}).get("n"))
+    return row

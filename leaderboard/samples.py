@@ -90,15 +90,128 @@ def reference_ids(data: BenchmarkData, prompt_id: str) -> list[str]:
     return ids
 
 
-def evidence(result_dir: Path, prompt_id: str, seed: int) -> dict[str, Any]:
-    """``{metric: evidence}`` a judge kept for one image (decoded JSON); empty when no judge ran."""
+def _evidence_frame(result_dir: Path) -> pd.DataFrame | None:
+    """The result's evidence table (prompt_id, seed, metric, evidence as a JSON string), None without one."""
     # Imported here: the scorer's module pulls in torch, which the app (a Space reading the Hub mirror,
     # docs/deploy.md) need not install; only a model page with a judge's evidence reads it.
-    from idbench.evaluate_pkg.runner import EVIDENCE_FILE  # prompt_id, seed, metric, evidence (a JSON string)
+    from idbench.evaluate_pkg.runner import EVIDENCE_FILE
 
     path = Path(result_dir) / EVIDENCE_FILE
-    if not path.is_file():
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def evidence(result_dir: Path, prompt_id: str, seed: int) -> dict[str, Any]:
+    """``{metric: evidence}`` a judge kept for one image (decoded JSON); empty when no judge ran."""
+    frame = _evidence_frame(result_dir)
+    if frame is None:
         return {}
-    frame = pd.read_parquet(path)
     rows = frame[(frame["prompt_id"] == prompt_id) & (frame["seed"] == int(seed))]
     return {row.metric: json.loads(row.evidence) for row in rows.itertuples()}
+
+
+def evidence_of(result_dir: Path, metric: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every image's evidence under one name: ``{(prompt_id, seed): decoded JSON}``; empty when none."""
+    frame = _evidence_frame(result_dir)
+    if frame is None:
+        return {}
+    rows = frame[frame["metric"] == metric]
+    return {(row.prompt_id, int(row.seed)): json.loads(row.evidence) for row in rows.itertuples()}
+
+
+# --- who became whom (CogCanvas) -----------------------------------------------------------------
+# The scorer keeps, per generated image, which generated face was matched to which reference person
+# (``WhoBecameWhom.as_evidence`` in evaluate_pkg/functional/identity.py). The model page shows the worst
+# of those images: each person's reference beside the face it was matched to, and the faces no person got.
+
+# Its evidence name (``WHO`` of evaluate_pkg/suites/cogcanvas.py, which imports torch: not imported here).
+WHO_BECAME_WHOM = "who_became_whom"
+# What makes an image bad at keeping identities: each of these counts is one person or face gone wrong.
+WHO_ERRORS = ("swapped", "cloned", "missing", "extra")
+
+
+def who_errors(record: dict[str, Any]) -> int:
+    """Swaps + clones + misses + extras of one image's who-became-whom record."""
+    counts = record.get("counts") or {}
+    return int(sum(counts.get(name, 0) for name in WHO_ERRORS))
+
+
+def worst_assignments(records: dict[tuple[str, int], dict[str, Any]], strict: pd.DataFrame, k: int) -> pd.DataFrame:
+    """The ``k`` images whose identities went most wrong, worst first: most errors (:func:`who_errors`),
+    then lowest ``id_sim_strict`` (``strict``: ``prompt_id, seed, value`` as :func:`sample_scores`
+    gives; an image without a value comes after those with one), then prompt and seed.
+
+    Columns ``prompt_id, seed, errors, id_sim_strict`` plus each count of :data:`WHO_ERRORS`.
+    """
+    columns = ["prompt_id", "seed", "errors", "id_sim_strict", *WHO_ERRORS]
+    values = {(p, int(s)): float(v) for p, s, v in zip(strict.get("prompt_id", []), strict.get("seed", []), strict.get("value", []))}
+    rows = [
+        (prompt_id, seed, who_errors(record), values.get((prompt_id, seed), float("nan")),
+         *(int((record.get("counts") or {}).get(name, 0)) for name in WHO_ERRORS))
+        for (prompt_id, seed), record in records.items()
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=columns)
+    if frame.empty:
+        return frame
+    frame = frame.sort_values(["prompt_id", "seed"], kind="stable")
+    frame = frame.sort_values("id_sim_strict", ascending=True, na_position="last", kind="stable")
+    frame = frame.sort_values("errors", ascending=False, kind="stable")
+    return frame.head(k).reset_index(drop=True)
+
+
+def _clone_partners(record: dict[str, Any], face: int) -> list[int]:
+    """The other generated faces that show the same person as ``face`` (its clone group)."""
+    groups = record.get("clone_group") or []
+    if face < 0 or face >= len(groups) or groups[face] < 0:
+        return []
+    return [i for i, group in enumerate(groups) if group == groups[face] and i != face]
+
+
+def verdict(identity: dict[str, Any], record: dict[str, Any]) -> str:
+    """What became of one reference person: ``found`` (in its place), ``swapped`` (found, at another
+    person's place), ``missing`` (its reference has a face, none recognisably its own here) or ``no
+    reference face`` (nothing to look for); ``+ cloned`` when the face it was matched to is repeated
+    by another generated face."""
+    if not identity.get("has_reference"):
+        base = "no reference face"
+    elif not identity.get("found"):
+        base = "missing"
+    else:
+        base = "found" if identity.get("in_place") else "swapped"
+    return base + (" + cloned" if _clone_partners(record, int(identity.get("face", -1))) else "")
+
+
+def identity_table(record: dict[str, Any], references: dict[str, str]) -> pd.DataFrame:
+    """One row per reference person of the image, in the prompt's layout order: ``slot, reference,
+    verdict, cosine, margin, face, box`` (``references``: slot -> reference id; ``face`` -1 and ``box``
+    None when no generated face was matched to the person)."""
+    rows = [
+        (identity["slot"], references.get(identity["slot"], ""), verdict(identity, record), identity.get("cosine"),
+         identity.get("margin"), int(identity.get("face", -1)), identity.get("box"))
+        for identity in record.get("identities") or []
+    ]  # fmt: skip
+    table = pd.DataFrame(rows, columns=["slot", "reference", "verdict", "cosine", "margin", "face", "box"])
+    return table.astype({"cosine": float, "margin": float})
+
+
+def unmatched_faces(record: dict[str, Any]) -> pd.DataFrame:
+    """The generated faces no reference person was matched to: ``face, box, repeats`` (the slots of the
+    persons whose matched face shows the same person, "" for a face of nobody in the prompt)."""
+    matched = {int(i["face"]): i["slot"] for i in record.get("identities") or [] if int(i.get("face", -1)) >= 0}
+    rows = []
+    for face, box in enumerate(record.get("faces") or []):
+        if face in matched:
+            continue
+        repeats = [matched[other] for other in _clone_partners(record, face) if other in matched]
+        rows.append((face, box, ", ".join(repeats)))
+    return pd.DataFrame(rows, columns=["face", "box", "repeats"])
+
+
+def face_crop(image: Any, box: Any, pad: float = 0.3) -> Any:
+    """The region of ``box`` (x0, y0, x1, y1 in the image's pixels) grown by ``pad`` of its size on each
+    side, clipped to the image: a face with some hair and chin, as a reader recognises it."""
+    x0, y0, x1, y1 = (float(v) for v in box)
+    dx, dy = (x1 - x0) * pad, (y1 - y0) * pad
+    width, height = image.size
+    left, top = max(0, int(x0 - dx)), max(0, int(y0 - dy))
+    right, bottom = min(width, int(round(x1 + dx))), min(height, int(round(y1 + dy)))
+    return image.crop((left, top, max(right, left + 1), max(bottom, top + 1)))

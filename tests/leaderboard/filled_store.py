@@ -50,7 +50,8 @@ def add_cogcanvas(root: Path, home: Path) -> None:
     """Build the CogCanvas sample under ``home`` and score its collage baseline with the tiny profile on
     DINO and CLIP-T only (seconds; the whole suite takes minutes): a plumbing, incomplete-suite row."""
     data_dir = home / "benchmarks" / "cogcanvas"
-    build("cogcanvas", out=data_dir)
+    if not data_dir.is_dir():  # built already when another CogCanvas row came first
+        build("cogcanvas", out=data_dir)
     make_baseline("collage", load_benchmark_data(data_dir), root / "cogcanvas-collage", size=128)
     store = Store(home)
     submit(store, root / "cogcanvas-collage", data_dir)
@@ -65,3 +66,17 @@ def zip_folder(folder: Path) -> bytes:
             if file.is_file():
                 zf.write(file, file.relative_to(folder).as_posix())
     return archive.getvalue()
+
+
+def add_cogcanvas_who(root: Path, home: Path) -> None:
+    """Build the CogCanvas sample under ``home`` and score its crossed baseline (every person moved one
+    slot: swaps by construction) with the tiny profile on the identity metrics only, which record who
+    became whom (``who.*`` counts and per-image evidence; the face model is the real one): a plumbing,
+    incomplete-suite row, scored in about half a minute."""
+    data_dir = home / "benchmarks" / "cogcanvas"
+    if not data_dir.is_dir():
+        build("cogcanvas", out=data_dir)
+    make_baseline("crossed", load_benchmark_data(data_dir), root / "cogcanvas-crossed", size=256)
+    store = Store(home)
+    submit(store, root / "cogcanvas-crossed", data_dir)
+    run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("id_sim", "id_sim_strict")))
