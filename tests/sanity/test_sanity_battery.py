@@ -380,8 +380,9 @@ def _cogcanvas() -> list[Prop]:
         Prop(b, "swap vs collage", "id_sim", "each person found in both matches as well (position-blind)", swap_keeps_matched_faces),
         Prop(b, "collage", "faces_expected", "= the prompt's N on every image", faces_expected("collage")),
         Prop(b, "collage", "id_sim", "= id_sim.face_share x id_sim.matched_mean per image (faces found x faces alike)", id_sim_decomposes("collage")),
-        Prop(b, "collage > crowd", "id_sim_strict", "every pool identity pasted: surplus faces lower the default ranking metric", order("id_sim_strict", "collage", "crowd")),
-        Prop(b, "crowd", "who.extra", "> 0: the surplus faces are counted", mean_above("crowd", "who.extra", 0.0)),
+        # At 512 px HOG misses the crowd's small faces, so no surplus face is found here; the 1024 px
+        # pictures of tests/scoring/test_identity_grounding.py count them.
+        Prop(b, "collage > crowd", "id_sim_strict", "every pool identity pasted: the crowd does not beat the collage on the default ranking", order("id_sim_strict", "collage", "crowd")),
         Prop(b, "clone", "who.cloned", "> 0: one person shown on several faces", mean_above("clone", "who.cloned", 0.0)),
         Prop(b, "swap", "who.swapped", "> 0: found persons out of place", mean_above("swap", "who.swapped", 0.0)),
         Prop(b, "collage > swap", "layout_grounded", "the located identities' order breaks the left-of edges", order("layout_grounded", "collage", "swap")),
