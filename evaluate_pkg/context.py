@@ -121,6 +121,8 @@ class Context:
     judge: Any = None  # a Judge, when judged metrics are computed
     # (prompt_id, seed, metric, JSON-ready dict): why a judge decided what it did, for the model page.
     evidence: list[tuple[str, int, str, dict]] = field(default_factory=list)
+    # summary["copies"] of the copy check (idbench.evaluate_pkg.copies), once it has run
+    copies: dict[str, Any] | None = None
 
     # --- inputs by content hash ---------------------------------------------------------------------
 

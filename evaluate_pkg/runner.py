@@ -26,6 +26,7 @@ from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
 from idbench.builders.spec import DEFAULT_TASK, JUDGE_ROLE, MetricSpec, SpecError
 from idbench.evaluate_pkg.context import Context, Models, Result, ScoreOptions
+from idbench.evaluate_pkg.copies import detect_copies
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.models.registry import profile_is_plumbing
@@ -185,6 +186,10 @@ def score_submission(
             context.notes["retrieval"] = slot_count_note(data)
         else:
             results = suite_for(data.name).score(context, set(metrics))
+            # Every benchmark, whatever metrics ran: a copy or paste of the references wins identity
+            # scores without generating anything, so it is flagged per image and the run marked.
+            copy_rows, context.copies = detect_copies(context)
+            results += copy_rows
         summary = summarize(data, submission.metadata, results, context, not_run)
         if out is not None and is_main:
             write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite)
@@ -252,6 +257,8 @@ def summarize(data: BenchmarkData, metadata: dict, results: list[Result], contex
         "notes": context.notes,
         "features": {"cached": context.store.stats.cached, "computed": context.store.stats.computed},
         "judge": judge_summary(context.judge),
+        # None for a retrieval submission (it holds no images to copy)
+        "copies": context.copies,
     }
 
 

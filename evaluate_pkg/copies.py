@@ -1,0 +1,326 @@
+"""Copies and pastes of the references: a generation that returns a reference, or pastes one, is flagged.
+
+Every identity score rewards looking like the reference, so the reference itself (the ``copy``
+baseline) or the references cut out and pasted (``collage``, ``crowd``) top them without generating
+anything. No metric can tell such a picture from a faithful one, so each generation is searched for
+the prompt's own reference images (subjects and bound items, never the background, which the prompt
+asks to keep) and flagged, per image, when one is found:
+
+1. **Locate.** The reference is searched in the generation (and the generation in the reference, so a
+   crop or zoom of the reference is found too), plain and mirrored, at every scale that fits, by
+   normalised cross-correlation of grey levels (OpenCV's ``TM_CCOEFF_NORMED``) at a working size of
+   ``WORK_SIDE`` px: coarse scales first, then a finer pass around the best one.
+2. **Confirm.** The best window is cut from the full-size image and its 64-bit perceptual hash
+   (``imagehash.phash``) compared with the reference's. A paste is a window with correlation of at
+   least ``NCC_MIN`` *and* a hash distance of at most ``PHASH_MAX_DISTANCE`` bits: the correlation
+   finds where, the hash confirms that the content, not only its layout of light and dark, is the same.
+3. **Embedding** (reported, and a criterion of its own only with real weights): the cosine of the whole
+   generation's DINOv2 CLS embedding to each reference's, when the run computed those features anyway.
+   A cosine of at least ``EMBEDDING_MIN_COSINE`` also flags a copy; with a plumbing profile's random
+   weights a cosine means nothing, so the criterion is then recorded as not applied.
+
+Per image the scorer stores ``copy.flag`` (1: at least one reference found) and ``copy.pasted`` (how
+many of the prompt's references were found); ``summary["copies"]`` holds the share of flagged images and
+the criteria, and a run with more than ``MARK_ABOVE_SHARE`` of its images flagged is *marked*: the
+leaderboard shows it apart, not ranked by default. Results are cached per (generation, reference) in
+the feature store, so a rescore searches nothing again.
+
+Cost is bounded up front: the generation is searched at ``WORK_SIDE`` px whatever its size, each
+reference at most ``4 x (16 + FINE_STEPS)`` times (two directions, plain and mirrored), and only the references of its own prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from PIL import Image, ImageOps
+
+FLAG_METRIC = "copy.flag"
+PASTED_METRIC = "copy.pasted"
+DIAGNOSTICS = {
+    FLAG_METRIC: "1 when the generation is, or contains, one of the prompt's reference images (a copy or a paste)",
+    PASTED_METRIC: "how many of the prompt's reference images were found in the generation",
+}
+EVIDENCE_METRIC = "copies"
+
+WORK_SIDE = 256  # px: the longest side of the searched image, whatever its size
+MIN_TEMPLATE_SIDE = 24  # px at the working size: a smaller paste (under ~10 % of the side) is not searched
+COARSE_RATIO = 1.15  # between coarse scales: a paste's scale is at most ~7 % from one of them
+FINE_STEPS = 9  # scales around the best coarse one, spanning one coarse step either way
+REVERSE_MIN_FRACTION = 0.5  # a crop of the reference is searched down to half its side
+NCC_MIN = 0.85  # measured: pastes 0.88-1.00 on the samples, other photographs <= 0.76
+PHASH_MAX_DISTANCE = 12  # of 64 bits: pastes 0-12 on the samples, other photographs 14-32
+EMBEDDING_MIN_COSINE = 0.95
+MARK_ABOVE_SHARE = 0.05  # a run with more than 5 % of its images flagged is marked
+MIN_STD = 2.0  # grey-level std below which a window is flat: a blank canvas matches nothing
+VERSION = 1  # of the search and its thresholds: part of the cache key
+
+
+@dataclass(frozen=True)
+class Found:
+    """The best window of one (generation, reference) search and whether it is a copy."""
+
+    ncc: float
+    phash_distance: int
+    box: tuple[float, float, float, float]  # the window in the searched image, fractions of its size
+    direction: str  # "reference in generation" or "generation in reference" (a crop of the reference)
+    mirrored: bool
+
+    @property
+    def copied(self) -> bool:
+        return self.ncc >= NCC_MIN and self.phash_distance <= PHASH_MAX_DISTANCE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ncc": round(self.ncc, 4), "phash_distance": self.phash_distance, "box": [round(v, 4) for v in self.box],
+                "direction": self.direction, "mirrored": self.mirrored, "copied": self.copied}
+
+
+def _grey(image: Image.Image, side: int) -> np.ndarray:
+    """The image in grey levels (float32), its longest side ``side`` px."""
+    grey = image.convert("L")
+    scale = side / max(grey.size)
+    size = (max(1, round(grey.width * scale)), max(1, round(grey.height * scale)))
+    return np.asarray(grey.resize(size, Image.Resampling.BILINEAR), dtype=np.float32)
+
+
+def _best_at(
+    haystack: np.ndarray, needle: np.ndarray, scale: float, min_side: int = MIN_TEMPLATE_SIDE
+) -> tuple[float, tuple[int, int, int, int]] | None:
+    """Best correlation of ``needle`` resized by ``scale`` inside ``haystack``, and its window (x, y, w, h)."""
+    import cv2
+
+    h, w = round(needle.shape[0] * scale), round(needle.shape[1] * scale)
+    if min(h, w) < min_side or h > haystack.shape[0] or w > haystack.shape[1]:
+        return None
+    template = cv2.resize(needle, (w, h), interpolation=cv2.INTER_AREA)
+    if float(template.std()) < MIN_STD:
+        return None
+    scores = cv2.matchTemplate(haystack, template, cv2.TM_CCOEFF_NORMED)
+    # A flat window has no defined correlation (OpenCV returns noise or inf there): it matches nothing.
+    scores = np.nan_to_num(scores, nan=-1.0, posinf=-1.0, neginf=-1.0)
+    local_std = _window_std(haystack, h, w)
+    scores[local_std < MIN_STD] = -1.0
+    y, x = np.unravel_index(int(np.argmax(scores)), scores.shape)
+    return float(np.clip(scores[y, x], -1.0, 1.0)), (int(x), int(y), w, h)
+
+
+def _window_std(image: np.ndarray, h: int, w: int) -> np.ndarray:
+    """Grey-level std of every h x w window (the shape ``matchTemplate`` returns), by integral images."""
+    import cv2
+
+    total, squares = cv2.integral2(image.astype(np.float64))[:2]
+
+    def window_sum(table: np.ndarray) -> np.ndarray:
+        return table[h:, w:] - table[:-h, w:] - table[h:, :-w] + table[:-h, :-w]
+
+    n = float(h * w)
+    mean = window_sum(total) / n
+    return np.sqrt(np.maximum(window_sum(squares) / n - mean**2, 0.0))
+
+
+def _scales(largest: float, smallest: float, ratio: float) -> list[float]:
+    """Scales from ``largest`` down to ``smallest``, ``ratio`` apart (at most 64 of them)."""
+    out, scale = [], largest
+    while scale >= smallest and len(out) < 64:
+        out.append(scale)
+        scale /= ratio
+    return out
+
+
+def locate(haystack: np.ndarray, needle: np.ndarray, min_fraction: float = 0.0) -> tuple[float, tuple[int, int, int, int]] | None:
+    """The best correlation of ``needle`` anywhere in ``haystack`` at any scale that fits, with its window
+    (x, y, w, h in ``haystack``'s pixels).
+
+    Coarse scales ``COARSE_RATIO`` apart, at half the working size (a quarter of the work), from the
+    largest fitting one down to where the needle's short side is ``MIN_TEMPLATE_SIDE`` px at full working
+    size (or ``min_fraction`` of the largest); then ``FINE_STEPS`` scales spanning one coarse step either
+    side of the best, at the full working size. None when nothing fits.
+    """
+    fit = min(haystack.shape[0] / needle.shape[0], haystack.shape[1] / needle.shape[1])
+    smallest = max(MIN_TEMPLATE_SIDE / min(needle.shape), fit * min_fraction)
+    half_hay, half_needle = _half(haystack), _half(needle)
+    best: tuple[float, float] | None = None
+    for scale in _scales(fit, smallest, COARSE_RATIO):
+        found = _best_at(half_hay, half_needle, scale, min_side=MIN_TEMPLATE_SIDE // 2)
+        if found and (best is None or found[0] > best[0]):
+            best = (found[0], scale)
+    if best is None:
+        return None
+    refined: tuple[float, tuple[int, int, int, int]] | None = None
+    for scale in np.geomspace(best[1] / COARSE_RATIO, min(best[1] * COARSE_RATIO, fit), FINE_STEPS):
+        found = _best_at(haystack, needle, float(scale))
+        if found and (refined is None or found[0] > refined[0]):
+            refined = found
+    return refined
+
+
+def _half(image: np.ndarray) -> np.ndarray:
+    import cv2
+
+    return cv2.resize(image, (max(1, image.shape[1] // 2), max(1, image.shape[0] // 2)), interpolation=cv2.INTER_AREA)
+
+
+def _phash(image: Image.Image):
+    import imagehash
+
+    return imagehash.phash(image.convert("RGB"))
+
+
+def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
+    """Search ``reference`` in ``generation`` (and the generation in the reference), plain and mirrored.
+
+    The result is the window of highest correlation over both directions and both orientations, with
+    the hash distance of that window's content to the other image.
+    """
+    gen, ref = _grey(generation, WORK_SIDE), _grey(reference, WORK_SIDE)
+    best: tuple[float, str, bool, tuple[int, int, int, int]] | None = None
+    for mirrored in (False, True):
+        needle_ref = ref[:, ::-1].copy() if mirrored else ref
+        # The generation inside the reference is a crop or zoom of it: only crops keeping at least
+        # REVERSE_MIN_FRACTION of the reference's side are searched (smaller ones are new pictures).
+        for direction, haystack, needle, smallest in (("reference in generation", gen, needle_ref, 0.0),
+                                                      ("generation in reference", needle_ref, gen, REVERSE_MIN_FRACTION)):
+            found = locate(haystack, needle, smallest)
+            if found and (best is None or found[0] > best[0]):
+                best = (found[0], direction, mirrored, found[1])
+    if best is None:
+        return Found(-1.0, 64, (0.0, 0.0, 0.0, 0.0), "reference in generation", False)
+    ncc, direction, mirrored, (x, y, w, h) = best
+    searched_shape = gen.shape if direction == "reference in generation" else ref.shape
+    box = (x / searched_shape[1], y / searched_shape[0], (x + w) / searched_shape[1], (y + h) / searched_shape[0])
+    ref_full = ImageOps.mirror(reference) if mirrored else reference
+    searched, other = (generation, ref_full) if direction == "reference in generation" else (ref_full, generation)
+    window = searched.crop((round(box[0] * searched.width), round(box[1] * searched.height),
+                            round(box[2] * searched.width), round(box[3] * searched.height)))
+    distance = int(_phash(window) - _phash(other))
+    return Found(ncc, distance, box, direction, mirrored)
+
+
+def _image(data: bytes) -> Image.Image:
+    from idbench.evaluate_pkg.images import normalize_image
+
+    return normalize_image(data, where="copy check")
+
+
+# --- the run-level wrapper ------------------------------------------------------------------------
+
+
+def prompt_references(data, prompt: dict) -> list[str]:
+    """The reference ids a prompt's generation must not copy: its subjects and their bound items, in
+    layout order, once each (never the background, which the prompt asks to keep)."""
+    from idbench.evaluate_pkg.baselines import prompt_slots
+
+    ids: list[str] = []
+    for slot in prompt_slots(data, prompt):
+        for ref_id in (slot.ref_id, slot.item_ref_id):
+            if ref_id and ref_id not in ids:
+                ids.append(ref_id)
+    return ids
+
+
+def summarize(flags: Sequence[float], embedding_applied: bool, why_not: str) -> dict[str, Any]:
+    """``summary["copies"]``: the flagged share, whether it marks the run, and the criteria used."""
+    flagged = int(sum(flags))
+    share = flagged / len(flags) if flags else 0.0
+    return {
+        "images": len(flags),
+        "flagged": flagged,
+        "share": share,
+        "mark_above_share": MARK_ABOVE_SHARE,
+        "marked": share > MARK_ABOVE_SHARE,
+        "criteria": {
+            "pixels": {"method": "multi-scale normalised cross-correlation (OpenCV TM_CCOEFF_NORMED), plain and mirrored, "
+                                 "both directions, confirmed by the 64-bit perceptual hash of the window",
+                       "ncc_min": NCC_MIN, "phash_max_distance": PHASH_MAX_DISTANCE, "work_side": WORK_SIDE,
+                       "min_template_side": MIN_TEMPLATE_SIDE},
+            "embedding": {"role": "dinov2", "feature": "cls", "min_cosine": EMBEDDING_MIN_COSINE,
+                          "applied": embedding_applied, **({} if embedding_applied else {"why_not": why_not})},
+            "references": "the prompt's subjects and bound items (not its background)",
+            "version": VERSION,
+        },
+    }
+
+
+def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
+    """Per-image ``copy.flag`` / ``copy.pasted`` results, and ``summary["copies"]``, for a scoring run.
+
+    Each (generation, reference) search is cached in the feature store under this module's version.
+    Evidence (what was found where) goes to ``ctx.evidence`` for flagged images.
+    """
+    from idbench.evaluate_pkg.context import Result
+    from idbench.evaluate_pkg.features import condition_hash
+    from idbench.evaluate_pkg.images import content_hash
+    from idbench.evaluate_pkg.models.registry import profile_is_plumbing
+
+    data, prompts = ctx.data, ctx.data.prompt_rows
+    generations = ctx.generation_keys()
+    gen_loaders = ctx.generation_loaders()
+    refs_of = {p: prompt_references(data, prompts[p]) for p in {p for p, _ in generations}}
+    blobs = data.reference_bytes
+    ref_hash = {r: content_hash(blobs[r]) for ids in refs_of.values() for r in ids}
+    items = {condition_hash(key, ref_hash[r]): (key, r) for (p, _), key in generations.items() for r in refs_of[p]}
+
+    def compute(keys: list[str], payloads: list[tuple[str, str]]) -> list[dict[str, np.ndarray]]:
+        out, opened = [], {}
+        for gen_key, ref_id in payloads:
+            if gen_key not in opened:
+                opened = {gen_key: _image(gen_loaders[gen_key]())}  # payloads come grouped by generation
+            found = find_reference(opened[gen_key], data.references[ref_id]["image"])
+            out.append({"ncc": np.float32(found.ncc), "phash_distance": np.int64(found.phash_distance),
+                        "box": np.asarray(found.box, dtype=np.float32), "mirrored": np.bool_(found.mirrored),
+                        "reverse": np.bool_(found.direction != "reference in generation")})
+        return out
+
+    tick = ctx.progress("copy check", len(items))
+    searched = ctx.store.cached_map("copy-search", VERSION, items, compute, max(1, ctx.options.batch_size), tick)
+
+    embedding = _embedding_cosines(ctx, generations, refs_of)
+    plumbing = profile_is_plumbing(ctx.options.profile)
+    applied = embedding is not None and not plumbing
+    why_not = ("random weights (plumbing profile): a cosine means nothing" if plumbing and embedding is not None
+               else "the run computed no DINOv2 features of whole generations")
+
+    results, flags = [], []
+    for (prompt_id, seed), key in generations.items():
+        found_refs, record = [], {}
+        for ref_id in refs_of[prompt_id]:
+            hit = searched[condition_hash(key, ref_hash[ref_id])]
+            ncc, distance = float(hit["ncc"]), int(hit["phash_distance"])
+            cosine = None if embedding is None else embedding.get((key, ref_id))
+            by_pixels = ncc >= NCC_MIN and distance <= PHASH_MAX_DISTANCE
+            by_embedding = applied and cosine is not None and cosine >= EMBEDDING_MIN_COSINE
+            if by_pixels or by_embedding:
+                found_refs.append(ref_id)
+                record[ref_id] = {"ncc": round(ncc, 4), "phash_distance": distance,
+                                  "box": [round(float(v), 4) for v in hit["box"]], "mirrored": bool(hit["mirrored"]),
+                                  "crop_of_reference": bool(hit["reverse"]),
+                                  "embedding_cosine": None if cosine is None else round(cosine, 4),
+                                  "by": [n for n, yes in (("pixels", by_pixels), ("embedding", by_embedding)) if yes]}
+        flag = float(bool(found_refs))
+        flags.append(flag)
+        results.append(Result(prompt_id, seed, FLAG_METRIC, flag))
+        results.append(Result(prompt_id, seed, PASTED_METRIC, float(len(found_refs))))
+        if found_refs:
+            ctx.evidence.append((prompt_id, seed, EVIDENCE_METRIC, {"found": record}))
+    return results, summarize(flags, applied, why_not)
+
+
+def _embedding_cosines(ctx, generations, refs_of) -> dict[tuple[str, str], float] | None:
+    """(generation hash, reference id) -> DINOv2 CLS cosine, when the run loaded DINOv2 (else None).
+
+    Reads the feature store (cached by the suite's own DINO-Sim): no model is loaded for this.
+    """
+    if "dinov2" not in getattr(ctx.models, "_loaded", {}):
+        return None
+    ref_ids = sorted({r for ids in refs_of.values() for r in ids})
+    gens = ctx.image_features("dinov2", ctx.generation_loaders())
+    refs = ctx.image_features("dinov2", ctx.reference_loaders(ref_ids))
+    out = {}
+    for (prompt_id, _), key in generations.items():
+        g = np.asarray(gens[key]["cls"], dtype=np.float64)
+        for ref_id in refs_of[prompt_id]:
+            r = np.asarray(refs[ctx.reference_key(ref_id)]["cls"], dtype=np.float64)
+            out[(key, ref_id)] = float(g @ r / (np.linalg.norm(g) * np.linalg.norm(r) or 1.0))
+    return out
