@@ -15,7 +15,7 @@ The data is split by kind, one file per kind, each with its kind as top-level ke
 - ``attributes.yaml``: ``attributes``, name -> description, feature names; and ``cells``,
   type -> style -> attribute names
 - ``transformations.yaml``: ``transformations``, the seven axes -> meaning, harms_identity, condition,
-  phrases
+  phrases, hides_subject (optional)
 - ``categories.yaml``: ``categories``, name -> definition, score
 - ``rules.yaml``: ``importance_levels``, ``harmful_changes``, ``principles``, ``categorisation``
 
@@ -332,7 +332,7 @@ def _read_transformations(
     transformations = {}
     for name, entry in entries.items():
         where = ("transformations", name)
-        entry = file.record(entry, where, required=("meaning", "harms_identity", "phrases"), optional=("condition",))
+        entry = file.record(entry, where, required=("meaning", "harms_identity", "phrases"), optional=("condition", "hides_subject"))
         if not isinstance(entry["harms_identity"], bool):
             file.fail((*where, "harms_identity"), f"expected true or false, found {_describe(entry['harms_identity'])}")
         condition = entry.get("condition")
@@ -351,6 +351,7 @@ def _read_transformations(
             harms_identity=entry["harms_identity"],
             condition="" if condition is None else file.text(condition, (*where, "condition")),
             phrases=MappingProxyType(phrases),
+            hides_subject=file.names(entry["hides_subject"], (*where, "hides_subject")) if "hides_subject" in entry else (),
         )
         for type_name in types:
             for style_name in styles:

@@ -77,6 +77,16 @@ class Transformation:
     condition: str
     # "any", a type name or a style name -> phrases; see phrases_for.
     phrases: Mapping[str, tuple[str, ...]]
+    # Cues that make a phrase of this axis ask for the subject to be out of view (a back view, a
+    # distant figure); matched as whole words, case aside. Empty: no phrase of this axis hides it.
+    hides_subject: tuple[str, ...] = ()
+
+    def hides_subject_in(self, phrase: str) -> bool:
+        """Whether ``phrase`` (a phrase asking for this axis) asks for the subject to be hidden."""
+        if not self.hides_subject:
+            return False
+        pattern = r"\b(?:" + "|".join(re.escape(c) for c in self.hides_subject) + r")\b"
+        return re.search(pattern, " ".join(phrase.split()), flags=re.IGNORECASE) is not None
 
     def phrases_for(self, type: str, style: str) -> tuple[str, ...]:
         """The candidate phrases for a subject of ``(type, style)``.

@@ -108,11 +108,35 @@ SPEC = BenchmarkSpec(
         # Per sample the judge gives a category; the stored per-sample category is a label, this is its score.
         MetricSpec(
             "charis_score",
-            "the VLM judge's category mapped to exact=1, near_exact=2/3, partial=1/3, mismatch=0; NaN (counted) "
-            "when no core feature is visible in both images",
+            "the paper's score: the VLM judge's category mapped to exact=1, near_exact=2/3, partial=1/3, mismatch=0; "
+            "NaN (counted) when no core feature is visible in both images, judge failures left out",
             roles=(JUDGE_ROLE,),
             display_source="CHARIS Table 3: normalised scores 0.341-0.588, raw",
             missing_evidence="charis_score.insufficient_evidence",
+        ),
+        MetricSpec(
+            "charis_score_itt",
+            "not in the paper, ranked: charis_score by intent to treat. NaN (counted in charis_score.hidden_by_prompt) "
+            "on prompts that ask for the subject to be hidden (transformations.yaml: hides_subject), for every model; "
+            "elsewhere the category score, with insufficient evidence (the subject not shown) and a judge failure "
+            "scored 0, not confirmed (counted in charis_score_itt.not_confirmed)",
+            roles=(JUDGE_ROLE,),
+            missing_evidence="charis_score.hidden_by_prompt",
+        ),
+        MetricSpec(
+            "prompt_adherence",
+            "not in the paper: per pair, the share of the prompt's transformations (5-6 axes) the judge sees realised "
+            "in the generation relative to the reference; NaN (a counted judge failure) when the answer is unusable",
+            roles=(JUDGE_ROLE,),
+        ),
+        MetricSpec(
+            "charis_overall",
+            "not in the paper, the default ranking: per pair sqrt(charis_score_itt x adherence), adherence being "
+            "prompt_adherence with a judge failure scored 0; NaN on hide-prompts (counted). A geometric mean, as "
+            "OmniContext combines its criteria, so neither factor can be traded away: a copy of the reference "
+            "(identity 1, adherence 0) scores 0",
+            roles=(JUDGE_ROLE,),
+            missing_evidence="charis_score.hidden_by_prompt",
         ),
         MetricSpec(
             "holistic_score",
@@ -121,9 +145,22 @@ SPEC = BenchmarkSpec(
         ),
         MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)", roles=("clip",), display_source="CHARIS Table 3: CLIP 0.804-0.834, raw"),
         MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)", roles=("dinov2",), display_source="CHARIS Table 3: DINOv2 0.632-0.703, raw"),
+        MetricSpec(
+            "clip_t",
+            "not in the paper: CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens "
+            "(clip_t.truncated counts the cut ones); text alignment beside the identity scores",
+            roles=("clip",),
+        ),
+        MetricSpec(
+            "clip_t_whole",
+            "not in the paper: mean CLIP cosine over sentence chunks of at most 77 tokens, so the whole prompt is read",
+            roles=("clip",),
+        ),
     ),
     seeds=SEEDS,
-    ranking=("charis_score", "dino_sim", "clip_i"),
+    # Identity and adherence together first (charis_overall), then identity alone by intent to treat,
+    # then the paper's score; the embedding scores rank only runs without a judge (a copy wins those).
+    ranking=("charis_overall", "charis_score_itt", "charis_score", "dino_sim", "clip_i"),
     limitations=(
         "Prompts are written from EKB templates; the paper's prompts were written by GPT-4o and refined by "
         "experts, so wording is plainer here.",
@@ -140,4 +177,6 @@ SPEC = BenchmarkSpec(
     baselines="idbench.evaluate_pkg.suites.charis:BASELINES",
     card_template="charis.md.j2",
     page_order=1,
+    # 0.2: charis_score_itt, prompt_adherence, charis_overall (the default ranking), clip_t, clip_t_whole.
+    suite_version="0.2",
 )

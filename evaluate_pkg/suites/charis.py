@@ -1,9 +1,14 @@
-"""CHARIS (paper 000): the EKB-driven judge's category score, a holistic judge, and the embedding baselines.
+"""CHARIS (paper 000): the EKB-driven judge's category score, its ranked variants, prompt adherence, a
+holistic judge, and the embedding baselines.
 
-``charis_score`` and ``holistic_score`` need the VLM judge (:mod:`idbench.evaluate_pkg.judge.charis`,
-:mod:`idbench.evaluate_pkg.judge.holistic`); without one they are reported as not run. A pair the judge could
-not settle has a NaN score (and ``<metric>.failure_rate`` 1 for that image), never a made-up value; a
-pair with too little in view has a NaN ``charis_score`` and ``charis_score.insufficient_evidence`` 1.
+``charis_score`` (the paper's) and the judged variants need the VLM judge
+(:mod:`idbench.evaluate_pkg.judge.charis`, :mod:`idbench.evaluate_pkg.judge.adherence`,
+:mod:`idbench.evaluate_pkg.judge.holistic`); without one they are reported as not run. A pair the
+judge could not settle has a NaN ``charis_score`` (and ``<metric>.failure_rate`` 1 for that image),
+never a made-up value; a pair with too little in view has a NaN ``charis_score`` and
+``charis_score.insufficient_evidence`` 1. The ranked variants follow intent to treat
+(docs/charis-judge.md): hide-prompts are NaN for every model and counted in
+``charis_score.hidden_by_prompt``; on the others a missing category or adherence answer scores 0.
 """
 
 from __future__ import annotations
@@ -16,48 +21,86 @@ from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.baselines import Layout, Slot
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result
+from idbench.evaluate_pkg.suites.text_alignment import DIAGNOSTICS as TEXT_DIAGNOSTICS
+from idbench.evaluate_pkg.suites.text_alignment import METRICS as TEXT_METRICS
+from idbench.evaluate_pkg.suites.text_alignment import text_alignment
 
 NOT_RUN: dict[str, str] = {}
 # A judged pair whose generation shows no core feature (a back view) has a NaN charis_score; this
 # counts it per image, beside the judge-failure rate (besides <judged metric>.failure_rate).
 INSUFFICIENT_METRIC = "charis_score.insufficient_evidence"
+# The prompt itself asks for the subject to be out of view (transformations.yaml: hides_subject): the
+# same prompts for every model, left out of the ranked variants and counted.
+HIDDEN_METRIC = "charis_score.hidden_by_prompt"
+# A ranked identity value of 0 that is no mismatch category: insufficient evidence on a prompt that
+# did not hide the subject, or a judge failure.
+NOT_CONFIRMED_METRIC = "charis_score_itt.not_confirmed"
 DIAGNOSTICS: dict[str, str] = {
     INSUFFICIENT_METRIC: "1 where no core feature is visible in both images, so charis_score is NaN (never exact)",
+    HIDDEN_METRIC: "1 where the prompt asks for the subject to be hidden (a back view, a distant small figure): "
+    "charis_score_itt and charis_overall are NaN there for every model",
+    NOT_CONFIRMED_METRIC: "1 where charis_score_itt is 0 without a category (insufficient evidence on a prompt that "
+    "did not hide the subject, or a judge failure); NaN on hide-prompts",
+    **TEXT_DIAGNOSTICS,
 }
 NAN = float("nan")
+IDENTITY_METRICS = frozenset({"charis_score", "charis_score_itt", "charis_overall"})
+ADHERENCE_METRICS = frozenset({"prompt_adherence", "charis_overall"})
+JUDGED_METRICS = IDENTITY_METRICS | ADHERENCE_METRICS | {"holistic_score"}
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
-    results = _judged(ctx, metrics) if metrics & {"charis_score", "holistic_score"} else []
+    results = _judged(ctx, metrics) if metrics & JUDGED_METRICS else []
     return results + _embeddings(ctx, metrics)
 
 
 def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     """The judged scores of every image, with their failure rates, evidence and run notes."""
+    from idbench.ekb import load_ekb
+    from idbench.evaluate_pkg.judge.adherence import evaluate_adherence, hiding_phrases, summarize_adherence
     from idbench.evaluate_pkg.judge.charis import evaluate_pairs, pair_from_rows, summarize
     from idbench.evaluate_pkg.judge.holistic import evaluate_holistic, summarize_holistic
 
+    ekb = load_ekb()
     prompts, subjects = ctx.data.prompt_rows, ctx.data.references
     references = ctx.data.reference_bytes
-    verdicts, ratings = [], []
+    verdicts, adherence, ratings, hidden = [], [], [], {}
     for chunk in ctx.generation_bytes(JUDGE_CHUNK):
         pairs = [
             pair_from_rows(prompts[p], seed, references[prompts[p]["subject_id"]], image, subject_name=subjects[prompts[p]["subject_id"]]["name"])
             for (p, seed), image in chunk.items()
         ]
-        if "charis_score" in metrics:
-            verdicts += evaluate_pairs(ctx.judge, pairs)
+        hidden.update({pair.prompt_id: hiding_phrases(pair.phrases, ekb) for pair in pairs})
+        if metrics & IDENTITY_METRICS:
+            verdicts += evaluate_pairs(ctx.judge, pairs, ekb)
+        if metrics & ADHERENCE_METRICS:
+            adherence += evaluate_adherence(ctx.judge, pairs, ekb)
         if "holistic_score" in metrics:
             ratings += evaluate_holistic(ctx.judge, pairs)
     results: list[Result] = []
-    if "charis_score" in metrics:
+    if metrics & IDENTITY_METRICS:
         for v in verdicts:
-            results.append(Result(v.prompt_id, v.seed, "charis_score", NAN if v.score is None else float(v.score)))
-            results.append(Result(v.prompt_id, v.seed, "charis_score.failure_rate", float(v.judge_failure)))
-            results.append(Result(v.prompt_id, v.seed, INSUFFICIENT_METRIC, float(v.insufficient_evidence)))
+            if "charis_score" in metrics:
+                results.append(Result(v.prompt_id, v.seed, "charis_score", NAN if v.score is None else float(v.score)))
+                results.append(Result(v.prompt_id, v.seed, "charis_score.failure_rate", float(v.judge_failure)))
+                results.append(Result(v.prompt_id, v.seed, INSUFFICIENT_METRIC, float(v.insufficient_evidence)))
             record = {"category": v.category, "failure": v.failure, "requests": v.requests, **v.evidence}
             ctx.evidence.append((v.prompt_id, v.seed, "charis_score", record))
-        ctx.notes["charis_judge"] = summarize(verdicts)
+        ctx.notes["charis_judge"] = summarize(verdicts, ekb)
+    if metrics & ADHERENCE_METRICS:
+        for a in adherence:
+            if "prompt_adherence" in metrics:
+                results.append(Result(a.prompt_id, a.seed, "prompt_adherence", NAN if a.score is None else float(a.score)))
+                results.append(Result(a.prompt_id, a.seed, "prompt_adherence.failure_rate", float(a.judge_failure)))
+            ctx.evidence.append((a.prompt_id, a.seed, "prompt_adherence", {"score": a.score, "failure": a.failure, **a.evidence}))
+        ctx.notes["charis_adherence"] = summarize_adherence(adherence)
+    if metrics & {"charis_score_itt", "charis_overall"}:
+        results += _ranked(metrics, verdicts, adherence, hidden)
+        ctx.notes["charis_hidden_by_prompt"] = {
+            "prompts": sum(bool(h) for h in hidden.values()),
+            "of": len(hidden),
+            "phrases": sorted({phrase for h in hidden.values() for phrase in h.values()}),
+        }
     if "holistic_score" in metrics:
         for r in ratings:
             results.append(Result(r.prompt_id, r.seed, "holistic_score", NAN if r.score is None else float(r.score)))
@@ -67,10 +110,35 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     return results
 
 
+def _ranked(metrics: set[str], verdicts, adherence, hidden: dict[str, dict[str, str]]) -> list[Result]:
+    """charis_score_itt and charis_overall per image (intent to treat), with their counts."""
+    from idbench.evaluate_pkg.judge.adherence import adherence_itt, identity_itt, overall_score
+
+    by_pair = {(a.prompt_id, a.seed): a for a in adherence}
+    results = []
+    for v in verdicts:
+        hides = bool(hidden[v.prompt_id])
+        identity = identity_itt(v, hides)
+        results.append(Result(v.prompt_id, v.seed, HIDDEN_METRIC, float(hides)))
+        if "charis_score_itt" in metrics:
+            results.append(Result(v.prompt_id, v.seed, "charis_score_itt", identity))
+            results.append(Result(v.prompt_id, v.seed, "charis_score_itt.failure_rate", float(v.judge_failure)))
+            results.append(Result(v.prompt_id, v.seed, NOT_CONFIRMED_METRIC, NAN if hides else float(v.score is None)))
+        if "charis_overall" in metrics:
+            a = by_pair[(v.prompt_id, v.seed)]
+            overall = overall_score(identity, adherence_itt(a))
+            results.append(Result(v.prompt_id, v.seed, "charis_overall", overall))
+            results.append(Result(v.prompt_id, v.seed, "charis_overall.failure_rate", float(v.judge_failure or a.judge_failure)))
+    return results
+
+
 def _embeddings(ctx: Context, metrics: set[str]) -> list[Result]:
     prompts, results = ctx.data.prompt_rows, []
     generations = ctx.generation_keys()
     subject_ids = sorted({p["subject_id"] for p in prompts.values()})
+    if metrics & TEXT_METRICS:  # CLIP-T on the CHARIS prompts, with its long-prompt handling
+        image = ctx.image_features("clip", ctx.generation_loaders())
+        results.extend(text_alignment(ctx, metrics, {pair: image[key]["embedding"] for pair, key in generations.items()}))
     for metric, role, field in (("clip_i", "clip", "embedding"), ("dino_sim", "dinov2", "cls")):
         if metric not in metrics:
             continue

@@ -22,6 +22,8 @@ class RuleJudge:
     ``charis(request)`` (the answer's JSON value)."""
 
     def __init__(self, name: str, vqa: Callable[[str], str], charis: Callable[[JudgeRequest], Any] | None = None):
+        # ``charis`` answers every CHARIS request: stage 1, stage 2 and the adherence request
+        # (charis.adherence, told apart by its schema's "transformations" key).
         self.model = f"scripted-{name}"
         self.vqa, self.charis = vqa, charis
 
@@ -48,22 +50,48 @@ def _reference_cell(request: JudgeRequest) -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
-def charis_answer(request: JudgeRequest, *, visible: bool, changed: bool, hide_levels: frozenset[str] = frozenset()) -> Any:
+def prompt_of(request: JudgeRequest) -> str:
+    """The generation prompt a CHARIS request quotes (stages 1, 2 and adherence all quote it)."""
+    import re
+
+    found = re.search(r'generated from (?:image 1 and )?this prompt: "(.*)"', request.prompt)
+    assert found, "a CHARIS request quotes the generation prompt"
+    return found.group(1)
+
+
+def adherence_answer(request: JudgeRequest, realised: bool | Callable[[str], bool]) -> Any:
+    """An answer to the charis.adherence request: each prompted axis realised or not, by rule."""
+    axes = request.schema["properties"]["transformations"]["properties"]
+    rule = realised if callable(realised) else (lambda axis: realised)
+    return {"transformations": {axis: {"observation": "scripted", "realised": bool(rule(axis))} for axis in axes}}
+
+
+def is_adherence(request: JudgeRequest) -> bool:
+    return "transformations" in request.schema.get("properties", {})
+
+
+def charis_answer(
+    request: JudgeRequest, *, visible: bool, changed: bool, hide_levels: frozenset[str] = frozenset(),
+    realised: bool = False, generated_type: str | None = None,
+) -> Any:
     """A CHARIS answer with every boolean set by rule; the generated type and style are the reference's
-    (the judge does not dispute what kind of subject it sees, so only the yes/no questions vary).
+    unless ``generated_type`` is given (only the yes/no questions vary otherwise).
 
     ``visible``: every attribute and feature is visible in both images; ``changed``: every feature
     changed, with no transformation to explain it; ``hide_levels``: features of these importance
-    levels are out of view in the generation (a back view hides the face).
+    levels are out of view in the generation (a back view hides the face); ``realised``: the
+    adherence request's answer for every prompted transformation.
     """
     from idbench.ekb import load_ekb
 
     props = request.schema["properties"]
+    if is_adherence(request):
+        return adherence_answer(request, realised)
     if "attributes" in props:  # stage 1
         type_, style = _reference_cell(request)
         names = props["attributes"]["properties"]
         return {
-            "generated_type": type_,
+            "generated_type": generated_type or type_,
             "generated_style": style,
             "attributes": {name: {"in_reference": visible, "in_generated": visible} for name in names},
         }
@@ -86,18 +114,101 @@ def charis_answer(request: JudgeRequest, *, visible: bool, changed: bool, hide_l
 def judges(truth: Mapping[str, str]) -> dict[str, RuleJudge]:
     """The battery's judges; ``truth`` maps every Attr-VQA question id to its ground-truth answer.
 
-    - always-yes: "yes" to every question; CHARIS: everything visible, everything changed.
-    - always-no: "no" to every question; CHARIS: nothing visible in either image.
-    - truth: the ground-truth answer of the graph; CHARIS: everything visible, nothing changed (true
-      of an exact copy of the reference).
-    - back-view (CHARIS only): the decisive and core features out of view, the rest unchanged.
+    - always-yes: "yes" to every question; CHARIS: everything visible, everything changed, every
+      prompted transformation realised.
+    - always-no: "no" to every question; CHARIS: nothing visible in either image, nothing realised.
+    - truth: the ground-truth answer of the graph; CHARIS: everything visible, nothing changed,
+      nothing realised (true of an exact copy of the reference).
+    - back-view (CHARIS only): the decisive and core features out of view, the rest unchanged, every
+      transformation realised.
     """
     return {
-        "always-yes": RuleJudge("always-yes", lambda q: "yes", lambda r: charis_answer(r, visible=True, changed=True)),
+        "always-yes": RuleJudge("always-yes", lambda q: "yes", lambda r: charis_answer(r, visible=True, changed=True, realised=True)),
         "always-no": RuleJudge("always-no", lambda q: "no", lambda r: charis_answer(r, visible=False, changed=False)),
         "truth": RuleJudge("truth", lambda q: truth[q], lambda r: charis_answer(r, visible=True, changed=False)),
         "back-view": RuleJudge(
             "back-view", lambda q: "no",
-            lambda r: charis_answer(r, visible=True, changed=False, hide_levels=frozenset({"decisive", "core"})),
+            lambda r: charis_answer(r, visible=True, changed=False, hide_levels=frozenset({"decisive", "core"}), realised=True),
         ),
     }
+
+
+# --- a truthful CHARIS judge that knows what each picture is -----------------------------------------
+
+
+def _pixels(data: bytes):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def follow_prompt(reference: bytes, index: int) -> bytes:
+    """A "follows the prompt, keeps identity" picture: the reference cropped, and mirrored or
+    recoloured by ``index``, as PNG. Stands in for a model that applies the requested changes."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    image = Image.open(io.BytesIO(reference)).convert("RGB")
+    w, h = image.size
+    # Always a crop (so the picture differs from the reference even when a mirror or a colour swap
+    # would leave a symmetric or grey reference as it was), plus a mirror or a colour change.
+    image = image.crop((w // 10, h // 10, w - w // 10, h - h // 10))
+    if index % 3 == 0:
+        image = ImageOps.mirror(image)
+    elif index % 3 == 2:
+        image = Image.merge("RGB", image.split()[::-1])  # a colour change: red and blue swapped
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+class PixelJudge:
+    """A truthful stand-in judge for CHARIS: it compares image 2 with image 1 pixel by pixel.
+
+    - image 2 uniform (a blank canvas): no subject (type ``other``), nothing realised;
+    - image 2 the reference's own pixels (a copy): identity exact, no transformation realised;
+    - image 2 one of :func:`follow_prompt`'s pictures of the reference: identity exact, every prompted
+      transformation realised;
+    - anything else (another subject): every feature visible and changed, nothing realised.
+
+    ``fail``: a predicate on the prompt text; requests of those prompts get an error answer (a judge
+    that gives up on hard images).
+    """
+
+    def __init__(self, name: str = "pixel-truth", fail: Callable[[str], bool] | None = None):
+        self.model = f"scripted-{name}"
+        self.fail = fail
+
+    def kind(self, request: JudgeRequest) -> str:
+        import numpy as np
+
+        reference, generation = request.images
+        gen = _pixels(generation)
+        if gen.min() == gen.max():
+            return "blank"
+        ref = _pixels(reference)
+        if gen.shape == ref.shape and np.array_equal(gen, ref):
+            return "copy"
+        for index in range(3):
+            moved = _pixels(follow_prompt(reference, index))
+            if moved.shape == gen.shape and np.array_equal(moved, gen):
+                return "follows"
+        return "other"
+
+    def ask(self, requests: Sequence[JudgeRequest]) -> list[JudgeAnswer]:
+        out = []
+        for request in requests:
+            if self.fail is not None and self.fail(prompt_of(request)):
+                out.append(JudgeAnswer(error="scripted failure after 5 attempts", attempts=5))
+                continue
+            kind = self.kind(request)
+            if kind == "blank":
+                value = charis_answer(request, visible=False, changed=False, generated_type="other")
+            else:
+                value = charis_answer(request, visible=True, changed=kind == "other", realised=kind == "follows")
+            out.append(JudgeAnswer(value=value, raw="{}"))
+        return out
