@@ -219,7 +219,6 @@ class Tally:
             "incorrect": self.incorrect,
             "failed": self.failed,
             "accuracy": _json_float(self.accuracy),
-            "accuracy_itt": _json_float(self.accuracy_itt),
             "failure_rate": _json_float(self.failure_rate),
         }
 
@@ -524,8 +523,9 @@ def sample_results(outcomes: Sequence[QuestionOutcome]) -> list[Result]:
 def _metric_tallies(outcomes: Sequence[QuestionOutcome]) -> dict[str, dict[str, Any]]:
     """Pooled counts of every metric over ``outcomes`` (paired ones image by image, then summed)."""
     tallies = {metric: fact_tally(outcomes, kinds).as_dict() for metric, kinds in METRIC_KINDS.items()}
-    for metric, kinds in ITT_METRIC_KINDS.items():  # its accuracy is correct / asked ("accuracy_itt")
-        tallies[metric] = {**fact_tally(outcomes, kinds).as_dict(), "accuracy": _json_float(fact_tally(outcomes, kinds).accuracy_itt)}
+    for metric, kinds in ITT_METRIC_KINDS.items():  # the same counts; its accuracy is correct / asked
+        counts = fact_tally(outcomes, kinds)
+        tallies[metric] = {**counts.as_dict(), "accuracy": _json_float(counts.accuracy_itt)}
     for metric, kinds in PAIRED_METRIC_KINDS.items():
         per_image = [paired_tally(group, kinds) for group in _groups(outcomes, lambda o: (o.prompt_id, o.seed)).values()]
         tallies[metric] = Tally(*(sum(getattr(t, f) for t in per_image) for f in ("correct", "incorrect", "failed"))).as_dict()
