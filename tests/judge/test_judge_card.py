@@ -227,3 +227,27 @@ def test_itt_accuracy_counts_failures_as_not_confirmed():
     assert values["attr_vqa"] == 0.5 and values["attr_vqa_itt"] == pytest.approx(1 / 3)
     nothing = fact_tally([o("b", "yes", None)])
     assert math.isnan(nothing.accuracy) and nothing.accuracy_itt == 0.0
+
+
+def test_a_repeat_is_a_new_sample_and_a_bad_cached_value_is_asked_again(tmp_path):
+    import sqlite3
+    import sys
+    from dataclasses import replace
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from openai_server import ScriptedServer, answer
+    from idbench.evaluate_pkg.judge import AnswerCache, JudgeConfig, JudgeRequest, OpenAIJudge
+
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
+    request = JudgeRequest(task="t", prompt="Is it?", schema=schema)
+    with ScriptedServer(lambda body: answer({"ok": True})) as server:
+        judge = OpenAIJudge(JudgeConfig(base_url=server.base_url, model="m"), cache=AnswerCache(tmp_path / "a.sqlite3"))
+        first = judge.ask([request, replace(request, repeat=1)])
+        assert len(server.requests) == 2 and not any(a.cached for a in first)  # not merged, not replayed
+        assert all(r.body["messages"] == server.requests[0].body["messages"] for r in server.requests)  # same prompt
+        assert all(a.cached for a in judge.ask([request, replace(request, repeat=1)])) and len(server.requests) == 2
+        # A stored value that breaks the schema (a damaged file) is never served: the question is asked again.
+        with sqlite3.connect(tmp_path / "a.sqlite3") as db:
+            db.execute("UPDATE answers SET value = ?", ('{"ok": "maybe"}',))
+        again = judge.ask([request])
+        assert len(server.requests) == 3 and again[0].ok and not again[0].cached and again[0].value == {"ok": True}
