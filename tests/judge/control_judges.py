@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from idbench.ekb import load_ekb
 from idbench.evaluate_pkg import baselines
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
@@ -147,5 +146,3 @@ class CountingJudge:
         self.requests += len(requests)
         return self.judge.ask(requests)
 
-
-_EKB = load_ekb()
