@@ -231,6 +231,73 @@ def missing_evidence_lines(overall: dict[str, Any], spec: BenchmarkSpec) -> list
     return ["", "Missing evidence:", "", *rows] if rows else []
 
 
+def coverage(stats: dict[str, Any]) -> float | None:
+    """The share of the samples with a value (n over n + undefined); None when there are none."""
+    total = stats.get("n", 0) + stats.get("n_nan", 0)
+    return stats.get("n", 0) / total if total else None
+
+
+def judged_note(summary: dict[str, Any], spec: BenchmarkSpec, metric: str, stats: dict[str, Any]) -> str:
+    """What stands beside a judged metric's value: its coverage, and "incomplete" / "uncalibrated judge"
+    marks (judge/card.py); empty for any other metric."""
+    specs = {m.name: m for m in spec.metric_suite}
+    if metric not in specs or not specs[metric].judged:
+        return ""
+    judge = summary.get("judge") or {}
+    share = coverage(stats)
+    parts = [f"coverage {share:.0%}" if share is not None else "coverage n/a"]
+    rate = (judge.get("incomplete") or {}).get(metric)
+    if rate is not None:
+        parts.append(f"**incomplete**: judge failures {rate:.1%}")
+    if judge.get("calibrated") is False:
+        parts.append("**uncalibrated judge**")
+    return " (" + "; ".join(parts) + ")"
+
+
+def judge_card_lines(summary: dict[str, Any], spec: BenchmarkSpec) -> list[str]:
+    """The report's "Judge card" section: who judged, how it did on the controls, the judged metrics'
+    coverage, failure rates and marks. Nothing for a run without a judge."""
+    judge = summary.get("judge")
+    if not judge:
+        return []
+    from idbench.evaluate_pkg.judge.card import ACCURACY_FLOOR, INCOMPLETE_ABOVE
+
+    overall = summary["aggregates"]["overall"]
+    card = judge.get("card")
+    lines = ["", "## Judge card", "", f"Judge `{judge.get('key') or judge.get('model')}`. "
+             "Judged metrics of different judges are not comparable and are never ranked together."]
+    if card is None:
+        lines += ["", "No control was asked in this run (no judged metric with controls), so the judge is not checked."]
+    else:
+        verdict = ("**calibrated**" if card["calibrated"] else f"**uncalibrated judge**: {card['reason']}; its judged "
+                   "metrics are shown, not ranked by default")
+        show = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+        lines += ["", f"Controls with known answers (docs/judge.md), asked through the same judge and code paths: "
+                  f"accuracy {show(card['accuracy'])} (floor {card.get('floor', ACCURACY_FLOOR)}), yes-rate "
+                  f"{show(card['yes_rate'])} (a truthful judge: {show(card.get('expected_yes_rate'))}), failure rate "
+                  f"{card['failure_rate']:.3f}, {card['repeat']['n']} repeated requests agreeing "
+                  f"{show(card['repeat']['agreement'])}: {verdict}.", "",
+                  "| control | expected | n | correct | failed | accuracy |", "| --- | --- | --- | --- | --- | --- |"]
+        for kind, entry in card["controls"].items():
+            lines.append(f"| `{kind}` | {entry.get('expected', '')} | {entry['n']} | {entry['correct']} | "
+                         f"{entry['failed']} | {show(entry['accuracy'])} |")
+    from idbench.evaluate_pkg.judge.card import failure_rates
+
+    judged = [m.name for m in spec.metric_suite if m.judged and m.name in overall]
+    rates = failure_rates(overall, judged)
+    if judged:
+        lines += ["", f"Judged metrics: coverage is the share of samples with a value; a metric whose judge failed on "
+                  f"more than {INCOMPLETE_ABOVE:.0%} of its questions is incomplete.", "",
+                  "| metric | coverage | judge failures | status |", "| --- | --- | --- | --- |"]
+        for metric in judged:
+            share, rate = coverage(overall[metric]), rates.get(metric)
+            status = [s for s, on in (("incomplete", metric in (judge.get("incomplete") or {})),
+                                      ("uncalibrated judge", judge.get("calibrated") is False)) if on]
+            lines.append(f"| `{metric}` | {'n/a' if share is None else f'{share:.1%}'} | "
+                         f"{'n/a' if rate is None else f'{rate:.1%}'} | {', '.join(status) or 'ok'} |")
+    return lines
+
+
 LEVEL_ROWS = {"image": "whole-image rows", "slot": "per-subject rows", "item": "per-item rows"}
 
 
@@ -286,10 +353,11 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
         nan = f" ({stats['n_nan']} undefined)" if stats["n_nan"] else ""
         shown_as = (specs[metric].display_label if metric in specs
                     else f"chance level of `{chance_of[metric]}`, shown like it" if metric in chance_of else "raw value")
-        value = display_value(stats["mean"], display) + chance_text(overall, metric, spec)
+        value = display_value(stats["mean"], display) + chance_text(overall, metric, spec) + judged_note(summary, spec, metric, stats)
         lines.append(f"| `{metric}` | {value} | {interval_text(stats, display)} | "
                      f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {shown_as} |")
     lines += missing_evidence_lines(summary["aggregates"]["overall"], spec)
+    lines += judge_card_lines(summary, spec)
     cut = summary["aggregates"]["overall"].get(TRUNCATED)
     if cut and cut.get("mean") is not None:
         lines += ["", f"`clip_t` read {cut['mean']:.0%} of the samples' prompts cut at CLIP's 77 tokens, as the papers' "

@@ -123,6 +123,8 @@ def judge_summary(judge: Any) -> dict[str, Any] | None:
         host = url.hostname or ""
         out["base_url"] = urlunsplit((url.scheme, host + (f":{url.port}" if url.port else ""), url.path, "", ""))
         out["settings"] = {k: getattr(config, k) for k in ("temperature", "max_tokens", "max_image_side", "structured", "concurrency")}
+        if getattr(config, "revision", None):
+            out["settings"]["revision"] = config.revision
     stats = getattr(judge, "stats", None)
     if stats is not None and hasattr(stats, "as_dict"):
         out["stats"] = stats.as_dict()
@@ -190,7 +192,19 @@ def score_submission(
             # scores without generating anything, so it is flagged per image and the run marked.
             copy_rows, context.copies = detect_copies(context)
             results += copy_rows
+        # The judge's controls (judge/controls.py), asked after the submission's own questions, which are
+        # all that judge_summary's statistics count; they never enter the results.
+        judged_record, controls = judge_summary(context.judge), None
+        if context.judge is not None:
+            from idbench.evaluate_pkg.judge.controls import run_controls
+
+            controls = run_controls(data, context.judge, set(metrics))
         summary = summarize(data, submission.metadata, results, context, not_run)
+        if judged_record is not None:
+            from idbench.evaluate_pkg.judge.card import describe_judge
+
+            judged = [m for m in metrics if data.spec.metric(m).judged]
+            summary["judge"] = describe_judge(judged_record, controls, summary["aggregates"]["overall"], judged)
         if out is not None and is_main:
             write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite)
     return summary

@@ -169,7 +169,8 @@ SPEC = BenchmarkSpec(
     title="CogCanvas",
     # 0.2: item crops padded to square, person count from its own query (NMS 0.6), BG-Sim masks both images; clip_t_whole and clip_t.truncated; intervals resample prompts; Attr-VQA over the ground-truth facts, with paired variants
     # 0.3: who became whom (found / missing / swapped / cloned / extra), id_sim_strict (the default ranking), layout and binding grounded on the located identities, items found for DINO-Sim; retrieval headline over identity slots with several candidates (items and background apart), the random ranker's expectation beside each
-    suite_version="0.3",
+    # 0.4: attr_vqa_itt (judge failures count as not confirmed; it replaces attr_vqa in the ranking), judge controls and card
+    suite_version="0.4",
     summary=(
         "Multi-subject reference-based generation: 2-5 persons, each bound to an object or fashion "
         "item, in a given background, with interaction and position graphs and yes/no questions "
@@ -279,10 +280,18 @@ SPEC = BenchmarkSpec(
         MetricSpec("aesthetic", "LAION aesthetic predictor v2 on the L2-normalised CLIP ViT-L/14 embedding", display="x10", roles=("clip", "aesthetic"), display_source=AESTHETIC_SOURCE),
         MetricSpec(
             "attr_vqa",
-            "the paper's Attr-VQA: share of the ground-truth facts (binding, interaction, position) an MLLM confirms",
+            "the paper's Attr-VQA: share of the ground-truth facts (binding, interaction, position) an MLLM confirms, "
+            "over the facts it answered (a failed answer is left out, and counted in attr_vqa.failure_rate)",
             display="percent",
             roles=(JUDGE_ROLE,),
             display_source="CogCanvas Table 2: Attr-VQA 1.28-35.12, a mean accuracy in percent",
+        ),
+        MetricSpec(
+            "attr_vqa_itt",
+            "not in the paper: Attr-VQA over every fact asked, a fact whose judge answer failed (after the client's "
+            "retries) counted as not confirmed, so judge failures cannot raise a score; the ranked Attr-VQA",
+            display="percent",
+            roles=(JUDGE_ROLE,),
         ),
         MetricSpec(
             "igc",
@@ -336,7 +345,7 @@ SPEC = BenchmarkSpec(
     # relevant, the paper's "select the best-matching reference". Its ceiling is 1 however many
     # references are relevant, where R@1's is 1/|relevant|; with one relevant image (today's data) the
     # two are equal.
-    ranking=("id_sim_strict", "id_sim", "dino_sim", "attr_vqa", "clip_t", "attr_vqa.binding", "count_accuracy", "retrieval_p@1"),
+    ranking=("id_sim_strict", "id_sim", "dino_sim", "attr_vqa_itt", "attr_vqa", "clip_t", "attr_vqa.binding", "count_accuracy", "retrieval_p@1"),
     limitations=(
         "Persons are identified by reference images; identities that a generator saw in pre-training can "
         "score well through memorization.",

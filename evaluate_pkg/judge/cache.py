@@ -10,7 +10,9 @@ question is the same in every respect that can change it; :func:`answer_key` has
 - the images, as the sha256 of their bytes **as given** by the metric (before the client downsizes
   and re-encodes them), together with the client's image settings (longest side, encoding version):
   hashing what was given lets a cache hit skip decoding the image at all;
-- the decoding parameters: temperature, max_tokens and the structured-output mode actually used.
+- the decoding parameters: temperature, max_tokens and the structured-output mode actually used;
+- a request's ``repeat`` number, when it is not 0 (the judge card asks a few questions a second time
+  to see whether the judge answers them the same way: that second answer must be a new one).
 
 Only deterministic requests (temperature 0) are read or written: at any other temperature a second
 answer is a new sample, not a repeat. Only usable (parsed, schema-valid) answers are stored; a failure
@@ -79,6 +81,7 @@ def answer_key(
     max_tokens: int,
     structured: str,
     image_settings: str,
+    repeat: int = 0,
 ) -> str:
     """The cache key of one request: sha256 hex of the canonical JSON of everything that shapes the answer.
 
@@ -98,6 +101,8 @@ def answer_key(
         "structured": structured,
         "image_settings": image_settings,
     }
+    if repeat:  # left out at 0, so every key of an ordinary question is what it always was
+        content["repeat"] = int(repeat)
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

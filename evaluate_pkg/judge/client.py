@@ -100,6 +100,9 @@ class JudgeConfig:
     price_per_million_input: float | None = None
     price_per_million_output: float | None = None
     structured: str = "auto"
+    # The weights the server serves under ``model`` (a Hub revision, a checkpoint tag), when known: part
+    # of the judge's identity (``judge.card.judge_key``) and of the cache key. Not sent to the server.
+    revision: str | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -138,6 +141,8 @@ class JudgeConfig:
         unknown = set(overrides) - {f.name for f in fields(cls)}
         if unknown:
             raise TypeError(f"unknown judge settings: {', '.join(sorted(unknown))}")
+        if "revision" not in overrides and os.environ.get("IDBENCH_JUDGE_REVISION"):
+            overrides["revision"] = os.environ["IDBENCH_JUDGE_REVISION"]
         return cls(base_url=base_url, model=name, **overrides)
 
     @property
@@ -385,6 +390,8 @@ class OpenAIJudge:
             found = self._lookup([k for ks in keys for k in ks])
             for i, candidates in enumerate(keys):
                 hit = next((found[k] for k in candidates if k in found), None)
+                if hit is not None and not self._replayable(hit, requests[i]):
+                    hit = None  # a stored value that is not a valid answer is asked again, never replayed
                 if hit is not None:
                     answers[i] = JudgeAnswer(value=hit.value, raw=hit.raw, cached=True)
                 else:
@@ -471,6 +478,18 @@ class OpenAIJudge:
             logger.debug("judge %s: %s; retry %d of %d in %.2f s", request.task, error, retries,
                          self.config.max_retries, delay)
             await asyncio.sleep(delay)
+
+    def _replayable(self, hit: CachedAnswer, request: JudgeRequest) -> bool:
+        """Whether a cached value is an answer this request accepts: one JSON object matching its schema.
+
+        Only valid answers are ever stored, so this guards against a file edited by hand, written by
+        another tool or damaged: such an entry is logged and asked again, never served as an answer.
+        """
+        ok = isinstance(hit.value, dict) and schema_problem(self._validators.get(request.schema), hit.value) is None
+        if not ok:
+            logger.warning("judge %s: a cached answer to a %s request does not match its schema; asking again",
+                           self.config.model, request.task)
+        return ok
 
     def _lookup(self, keys: list[str]) -> dict[str, CachedAnswer]:
         """The cached answers among ``keys``; an unreadable cache means asking again, not failing."""
@@ -609,7 +628,8 @@ class OpenAIJudge:
 
     def _key_of(self, request: JudgeRequest, hashes: Sequence[str], mode: str) -> str:
         return answer_key(
-            model=self.config.model,
+            # A pinned revision is part of the model: other weights under the same name are another judge.
+            model=f"{self.config.model}@{self.config.revision}" if self.config.revision else self.config.model,
             system=request.system,
             prompt=request.prompt,
             schema=request.schema,
@@ -619,6 +639,7 @@ class OpenAIJudge:
             structured=mode,
             # How images are prepared matters only when there are images.
             image_settings=f"{IMAGE_ENCODING}/max-side-{self.config.max_image_side}" if hashes else "",
+            repeat=request.repeat,
         )
 
     def _client(self) -> openai.AsyncOpenAI:

@@ -28,6 +28,10 @@ class JudgeRequest:
     schema: Mapping[str, Any]
     images: tuple[bytes, ...] = ()
     system: str | None = None
+    # 0 for every ordinary question. A positive number asks the same question again as a new sample
+    # (the judge card's determinism check): it enters the answer cache's key, so a repeat is neither
+    # served the first answer from the cache nor merged with it in a batch; it never reaches the prompt.
+    repeat: int = 0
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ one) scores 0. Here (one table per family, :data:`METRIC_KINDS` and :data:`PAIRE
   a judge that always says yes scores 0, as does one that always says no. Facts without a negative
   (a two-person prompt's interaction) are left out of the paired variants and counted
   (``unpaired_facts`` in the summary);
+- ``attr_vqa_itt`` (beyond the paper, named apart; the ranked Attr-VQA): the same facts as
+  ``attr_vqa``, but a fact whose answer failed counts as **not confirmed** (intent to treat), so a
+  judge that fails more often on one model's images cannot raise that model's score;
 - ``attr_vqa.negative_yes_rate``: the share of the negatives the judge answered "yes": its yes-bias,
   shown beside the scores (an always-yes judge has 1, a judge answering from the true graph 0);
 - ``<metric>.failure_rate``: the share of the questions a metric needs that the judge gave no usable
@@ -33,7 +36,8 @@ one) scores 0. Here (one table per family, :data:`METRIC_KINDS` and :data:`PAIRE
 Accuracy is ``correct / answered``. A question whose answer failed (the request failed, the id is
 missing from the answer, answered twice with different answers, or not answered yes/no) is left out
 of the accuracy and counted as a judge failure; it is never scored as wrong (for a paired fact,
-either question failing leaves the fact out). A per-sample value is the accuracy over that image's
+either question failing leaves the fact out). The one exception is the intent-to-treat variant,
+``attr_vqa_itt``: ``correct / asked``, a failed fact counted as not confirmed. A per-sample value is the accuracy over that image's
 facts; the aggregate engine's mean over samples is then the paper's "mean accuracy across questions
 and prompts". An image with no answered fact of a group gets NaN (undefined, and counted as such by
 the aggregates), not 0.
@@ -48,7 +52,7 @@ Example::
 
     items = vqa_items(data.prompt_rows, {pair: image_bytes for pair in pairs})
     run = score_images(judge, items)
-    run.results            # list[Result]: attr_vqa, igc, attr_vqa.<kind>, attr_vqa.failure_rate
+    run.results            # list[Result]: attr_vqa, attr_vqa_itt, igc, attr_vqa.<kind>, attr_vqa.failure_rate
     run.summary()          # pooled accuracies, failures by reason, per kind / group size
 """
 
@@ -80,6 +84,8 @@ PAIRED_METRIC_KINDS: dict[str, tuple[str, ...]] = {
     "attr_vqa_paired": QUESTION_KINDS,
     "igc_paired": ("interaction", "position"),
 }
+#: The intent-to-treat variants: accuracy over every fact asked, a failed answer counted as not confirmed.
+ITT_METRIC_KINDS: dict[str, tuple[str, ...]] = {"attr_vqa_itt": QUESTION_KINDS}
 FAILURE_RATE = "attr_vqa.failure_rate"
 NEGATIVE_YES_RATE = "attr_vqa.negative_yes_rate"
 FACT = "yes"  # the expected answer of a ground-truth statement
@@ -195,6 +201,11 @@ class Tally:
     def accuracy(self) -> float:
         """correct / answered; NaN when nothing was answered (undefined, not 0)."""
         return self.correct / self.answered if self.answered else math.nan
+
+    @property
+    def accuracy_itt(self) -> float:
+        """correct / asked: a failed question counted as not correct; NaN when nothing was asked."""
+        return self.correct / self.asked if self.asked else math.nan
 
     @property
     def failure_rate(self) -> float:
@@ -494,6 +505,10 @@ def sample_results(outcomes: Sequence[QuestionOutcome]) -> list[Result]:
             counts = fact_tally(group, kinds)
             if counts.asked:
                 results.append(Result(prompt_id, seed, metric, float(counts.accuracy)))
+        for metric, kinds in ITT_METRIC_KINDS.items():
+            counts = fact_tally(group, kinds)
+            if counts.asked:
+                results.append(Result(prompt_id, seed, metric, float(counts.accuracy_itt)))
         for metric, kinds in PAIRED_METRIC_KINDS.items():
             counts = paired_tally(group, kinds)
             if counts.asked:
@@ -508,6 +523,9 @@ def sample_results(outcomes: Sequence[QuestionOutcome]) -> list[Result]:
 def _metric_tallies(outcomes: Sequence[QuestionOutcome]) -> dict[str, dict[str, Any]]:
     """Pooled counts of every metric over ``outcomes`` (paired ones image by image, then summed)."""
     tallies = {metric: fact_tally(outcomes, kinds).as_dict() for metric, kinds in METRIC_KINDS.items()}
+    for metric, kinds in ITT_METRIC_KINDS.items():  # the same counts; its accuracy is correct / asked
+        counts = fact_tally(outcomes, kinds)
+        tallies[metric] = {**counts.as_dict(), "accuracy": _json_float(counts.accuracy_itt)}
     for metric, kinds in PAIRED_METRIC_KINDS.items():
         per_image = [paired_tally(group, kinds) for group in _groups(outcomes, lambda o: (o.prompt_id, o.seed)).values()]
         tallies[metric] = Tally(*(sum(getattr(t, f) for t in per_image) for f in ("correct", "incorrect", "failed"))).as_dict()

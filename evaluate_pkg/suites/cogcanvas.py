@@ -32,7 +32,7 @@ PERSON_QUERY = "a person"
 PERSON_NMS_IOU = SUBJECT_NMS_IOU
 
 # The judged metrics: one set of answers (one request per image) gives them all.
-VQA_METRICS = frozenset({"attr_vqa", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding"})
+VQA_METRICS = frozenset({"attr_vqa", "attr_vqa_itt", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding"})
 # The metrics grounded on the located identities (``functional/identity.py``, ``functional/binding.py``):
 # not the paper's, named apart. All read one face assignment per image ("who became whom").
 IDENTITY_METRICS = frozenset({"id_sim", "id_sim_strict", "layout_grounded", "binding_grounded"})
@@ -123,7 +123,7 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
     The judge answers all of an image's questions at once, so every metric comes from the same answers;
     an unrequested one is dropped from the results.
     """
-    from idbench.evaluate_pkg.judge.vqa import METRIC_KINDS, fact_tally, score_images, vqa_items
+    from idbench.evaluate_pkg.judge.vqa import ITT_METRIC_KINDS, METRIC_KINDS, fact_tally, score_images, vqa_items
 
     prompts = ctx.data.prompt_rows
     if not metrics & (VQA_METRICS - {"attr_vqa.binding"}):  # the T2I task: ask the binding questions only
@@ -139,9 +139,9 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
     for outcome in run.outcomes:
         by_image.setdefault((outcome.prompt_id, outcome.seed), []).append(outcome)
     for (prompt_id, seed), outcomes in by_image.items():
-        for metric in ("igc", "attr_vqa.binding"):  # the failure rate over the metric's own facts, next to its score
+        for metric in ("igc", "attr_vqa.binding", "attr_vqa_itt"):  # the failure rate over the metric's own facts, next to its score
             if metric in metrics:
-                rate = fact_tally(outcomes, METRIC_KINDS[metric]).failure_rate
+                rate = fact_tally(outcomes, {**METRIC_KINDS, **ITT_METRIC_KINDS}[metric]).failure_rate
                 results.append(Result(prompt_id, seed, f"{metric}.failure_rate", float(rate)))
         answered = [
             {"question": o.question_id, "kind": o.kind, "expected": o.expected, "given": o.given, "failure": o.failure,

@@ -146,8 +146,8 @@ def test_per_sample_accuracies_by_hand():
     assert got[("p2", "igc_paired")] == pytest.approx(0.0)
     assert got[("p2", "attr_vqa.negative_yes_rate")] == pytest.approx(0.0)  # q02 and q04 said "no"
     assert {r.seed for r in run.results} == {0} and {r.subject for r in run.results} == {""}
-    # 5 fact metrics, 2 paired metrics with their failure rates, the failure rate and the yes-rate.
-    assert len(run.results) == 2 * 11
+    # 5 fact metrics, attr_vqa_itt, 2 paired metrics with their failure rates, the failure rate and the yes-rate.
+    assert len(run.results) == 2 * 12
 
 
 def test_pooled_summary_by_hand():
@@ -160,6 +160,8 @@ def test_pooled_summary_by_hand():
         "asked": 7, "answered": 7, "correct": 5, "incorrect": 2, "failed": 0,
         "accuracy": pytest.approx(5 / 7), "failure_rate": pytest.approx(0.0),
     }
+    # No fact failed, so the intent-to-treat accuracy is the same 5 of 7.
+    assert summary["metrics"]["attr_vqa_itt"]["accuracy"] == pytest.approx(5 / 7)
     # IGC facts pooled: p1 q05, q06 confirmed; p2 q03, q05 denied -> 2 of 4.
     assert summary["metrics"]["igc"]["accuracy"] == pytest.approx(2 / 4)
     # Paired pooled: p1 1 wrong, 2 failed; p2 1 right, 1 wrong, 1 failed.
