@@ -61,8 +61,8 @@ VQA = ("attr_vqa", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding")  
 JUDGED = (
     ("charis", "copy", "always-yes", ("charis_score",)),
     ("charis", "copy", "always-no", ("charis_score",)),
-    ("charis", "copy", "truth", ("charis_score",)),
-    ("charis", "copy", "back-view", ("charis_score",)),
+    ("charis", "copy", "truth", ("charis_score", "charis_score_itt", "prompt_adherence", "charis_overall")),
+    ("charis", "copy", "back-view", ("charis_score", "charis_score_itt")),
     ("cogcanvas", "blank", "always-yes", VQA),
     ("cogcanvas", "blank", "always-no", VQA),
     ("cogcanvas", "collage", "truth", VQA),
@@ -350,6 +350,15 @@ def charis_insufficient(run: str) -> Check:
 ALL_VQA = (*VQA, "attr_vqa.negative_yes_rate")
 
 
+def copy_flags(benchmark: str) -> list[Prop]:
+    """The copy check on every benchmark: pasted references flagged, pictures without them never."""
+    pasted = "copy" if benchmark == "charis" else "collage"
+    props = [Prop(benchmark, pasted, "copy.flag", "> 0.5 of the images flagged: the references pasted whole", mean_above(pasted, "copy.flag", 0.5))]
+    props += [Prop(benchmark, run, "copy.flag", "= 0 on every image: no reference in the picture", equals(run, "copy.flag", 0.0))
+              for run in ("blank", "noise")]
+    return props
+
+
 def _charis() -> list[Prop]:
     b = "charis"
     props = [
@@ -368,6 +377,13 @@ def _charis() -> list[Prop]:
         Prop(b, "copy+always-no", "charis_score.failure_rate", "= 0: the judge answered; nothing visible is not a judge failure", equals("copy+always-no", "charis_score.failure_rate", 0.0)),
         Prop(b, "copy+always-no", "charis_score", "counted as insufficient evidence, beside the failure rate", charis_insufficient("copy+always-no")),
         Prop(b, "copy+back-view", "charis_score", "NaN (insufficient evidence) when no core feature is visible, never exact", charis_insufficient("copy+back-view")),
+        Prop(b, "copy+back-view", "charis_score_itt", "= 0 where the prompt did not ask to hide the subject (not shown is a mismatch), NaN where it did",
+             every("copy+back-view", "charis_score_itt", lambda v: bool(np.all((v == 0) | np.isnan(v))), "copy+back-view")),
+        Prop(b, "copy+truth", "prompt_adherence", "= 0: a copy shows none of the transformations asked for",
+             every("copy+truth", "prompt_adherence", lambda v: bool(np.all(v == 0)), "copy+truth")),
+        Prop(b, "copy+truth", "charis_overall", "= 0 (or NaN on hide-prompts): identity kept, prompt ignored, so the default ranking gives nothing",
+             every("copy+truth", "charis_overall", lambda v: bool(np.all((v == 0) | np.isnan(v))), "copy+truth")),
+        *copy_flags(b),
     ]
     return props
 
@@ -403,6 +419,7 @@ def _cogcanvas() -> list[Prop]:
         *(Prop(b, "collage+truth", metric, "= 1: the true graph's answers", mean_is("collage+truth", metric, 1.0)) for metric in VQA),
         Prop(b, "collage+truth", "attr_vqa.negative_yes_rate", "= 0", equals("collage+truth", "attr_vqa.negative_yes_rate", 0.0)),
         Prop(b, "blank", "bg_sim", "generations with no foreground / all foreground are counted and reported", has_diagnostic("blank", "bg_sim.", "no_foreground")),
+        *copy_flags(b),
     ]
     return props
 
@@ -419,7 +436,7 @@ def _collapse() -> list[Prop]:
             Prop(b, run, "scr@0.5", "= share of its per-reference DINO-Sim below 0.5", scr_is_share_below(run)),
             Prop(b, run, "scr_instance@0.5", ">= 1 - subjects_detected / N (a reference without a crop is collapsed)", instance_bound(run)),
         ]
-    return props
+    return props + copy_flags(b)
 
 
 PROPERTIES: list[Prop] = [*_charis(), *_cogcanvas(), *_collapse()]
