@@ -93,6 +93,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.errors import IdbenchError
+from idbench.leaderboard.judges import judge_record
 from idbench.leaderboard.store import Store, iso
 
 logger = logging.getLogger(__name__)
@@ -454,7 +455,8 @@ def result_record(
     """A result's ``aggregates.json`` in the results repo, for ``idbench sync`` and ``idbench worker --hub`` alike.
 
     ``scored`` is a scoring summary or a store result row: its ``suite_version``, ``idbench_version``,
-    ``profile``, ``models``, ``aggregates`` and ``not_run`` are copied. ``samples`` is the repo path
+    ``profile``, ``models``, ``aggregates``, ``not_run``, ``judge`` (without its run statistics) and
+    ``copies`` are copied. ``samples`` is the repo path
     of the per-sample parquet, or None. Of ``metadata`` only ``family`` and ``link`` are kept.
     """
     metadata = metadata or {}
@@ -468,6 +470,9 @@ def result_record(
         "models": scored.get("models") or {},
         "aggregates": scored["aggregates"],
         "not_run": scored.get("not_run") or {},
+        # who judged (no run statistics) and the copy check; null when no judge ran / no check was made
+        "judge": judge_record(scored.get("judge")),
+        "copies": scored.get("copies") if isinstance(scored.get("copies"), dict) else None,
         "scored_at": scored_at,
         "content_hash": content_hash,
         "samples": samples,

@@ -49,6 +49,7 @@ from typing import Any, Callable
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo
+from idbench.leaderboard.judges import check_copies, check_judge, judge_columns
 from idbench.leaderboard.store import JOB_STATES, Store
 
 logger = logging.getLogger(__name__)
@@ -273,6 +274,13 @@ def parse_result(record: dict[str, Any], path: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise MalformedFile(f"field {key!r} is missing or not an object")
         result[key] = value
+    # Who judged and the copy check (absent in older records: loaded as not recorded). A record whose
+    # fields are malformed or oversized is skipped whole, named by its path, rather than half loaded.
+    for key, check in (("judge", check_judge), ("copies", check_copies)):
+        problem = check(record.get(key))
+        if problem is not None:
+            raise MalformedFile(problem)
+        result[key] = record.get(key)
     samples = record.get("samples")
     if samples is not None and samples != f"{Path(path).parent.as_posix()}/{SAMPLES_FILE}":
         raise MalformedFile(f"field 'samples' names {samples!r}, not the {SAMPLES_FILE} beside it")
@@ -337,12 +345,14 @@ def _insert_result(
         shutil.copyfile(folder / SAMPLES_FILE, target / SAMPLES_FILE)  # follows the Hub cache's symlinks
     db.execute(
         "INSERT INTO results (submission_id, job_id, benchmark, benchmark_version, suite_version, profile, plumbing,"
-        " models_json, idbench_version, aggregates_json, not_run_json, results_path, created_at, current)"
-        " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, 1)",
+        " models_json, idbench_version, aggregates_json, not_run_json, results_path, created_at, current,"
+        " judge_json, judge_key, copies_json)"
+        " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
         (
             submission_id, job_id, result["benchmark"], result["benchmark_version"], result["suite_version"], result["profile"],
             json.dumps(result["models"], sort_keys=True), result["idbench_version"], json.dumps(result["aggregates"], sort_keys=True),
             json.dumps(result["not_run"], sort_keys=True), str(final_home / target.relative_to(store.home)), result["scored_at"],
+            *judge_columns(result["judge"], result["copies"]),
         ),
     )  # fmt: skip
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
@@ -33,11 +34,22 @@ import pandas as pd
 
 from idbench.builders.display import DISPLAYS, show, show_text
 from idbench.builders.spec import DEFAULT_TASK, UNKNOWN_CELL, BenchmarkSpec, MetricSpec
+from idbench.leaderboard.judges import copies_mark, judge_key, judge_label
 from idbench.leaderboard.store import Store
 
 PLUMBING_MARK = "plumbing"
 INCOMPLETE_MARK = "incomplete suite"
-ID_COLUMNS = ("rank", "model", "family", "submitter", "profile", "marks", "submission")
+UNCALIBRATED_MARK = "uncalibrated judge"
+# The row's judge (who judged its judged columns), its copy check and, for a row left out of the
+# ranking, why (see :func:`rank_rows`).
+JUDGE, COPIES, NOT_RANKED = "judge", "copies", "not ranked"
+ID_COLUMNS = ("rank", "model", "family", "submitter", "profile", "marks", JUDGE, COPIES, NOT_RANKED, "submission")
+# Suffix of a judged metric's coverage column: n / (n + n_nan) of its stats, the share of images the
+# score is over, shown beside every judged score.
+COVERAGE = " coverage"
+# The judge key of an older row that has judged values but no recorded judge: its own group, so it is
+# never ranked with a known judge's rows (and older rows still rank among themselves).
+UNRECORDED_JUDGE = "judge not recorded"
 CI_LOW, CI_HIGH = " ci_low", " ci_high"  # suffixes of a metric's CI columns
 # Suffix of a judged metric's failure-rate column: the share of images the judge could not settle,
 # shown next to the score so a high score from a judge that mostly failed is not taken at face value.
@@ -220,11 +232,146 @@ def tracks(spec: BenchmarkSpec) -> list[str]:
 
 
 def marks(row: Mapping[str, Any], spec: BenchmarkSpec) -> str:
-    """What a reader must know before comparing this row: a plumbing check, metrics not run."""
+    """What a reader must know before comparing this row: a plumbing check, metrics not run, a marked
+    copy check, an uncalibrated judge, judged metrics the judge left incomplete."""
     out = [PLUMBING_MARK] if row.get("plumbing") else []
     if missing_metrics(row, spec):
         out.append(INCOMPLETE_MARK)
+    facts = row_facts(row, spec)
+    if facts.copies_marked:
+        out.append(facts.copies)
+    if facts.calibrated is False:
+        out.append(UNCALIBRATED_MARK)
+    if facts.incomplete:
+        out.append("incomplete: " + ", ".join(f"{m} (judge failed {100 * r:.0f} %)" for m, r in sorted(facts.incomplete.items())))
     return ", ".join(out)
+
+
+# --- who judged, copy checks, and the ranking rule -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowFacts:
+    """What the ranking rule needs to know of one result row beyond its numbers."""
+
+    judge_key: str | None  # None: no judge ran (no judged values); UNRECORDED_JUDGE: judged, judge unknown
+    judge: str  # the judge as a page names it ("" when none)
+    calibrated: bool | None  # the judge card's verdict; None when the result has no card
+    calibration_reason: str  # why the card says uncalibrated ("" otherwise)
+    incomplete: dict[str, float]  # judged metric -> judge-failure rate, above the documented threshold
+    copies_marked: bool
+    copies: str  # the copy check in words ("copies references: 62 % of images", "not checked")
+
+
+def row_facts(row: Mapping[str, Any], spec: BenchmarkSpec) -> RowFacts:
+    """The judge and copy facts of a results row (``judge`` / ``copies`` decoded; absent in older rows)."""
+    judge = row.get("judge") if isinstance(row.get("judge"), Mapping) else None
+    key = judge_key(judge) or (row.get("judge_key") if isinstance(row.get("judge_key"), str) else None)
+    label = judge_label(judge) if judge else ""
+    if key is None:
+        overall = (row.get("aggregates") or {}).get("overall", {})
+        judged = [m.name for m in spec.metric_suite if m.judged]
+        if any(not math.isnan(_num((overall.get(m) or {}).get("mean"))) for m in judged):
+            key, label = UNRECORDED_JUDGE, UNRECORDED_JUDGE
+    card = (judge or {}).get("card") if isinstance((judge or {}).get("card"), Mapping) else {}
+    calibrated = (judge or {}).get("calibrated", card.get("calibrated"))
+    incomplete = (judge or {}).get("incomplete") or {}
+    copies = row.get("copies") if isinstance(row.get("copies"), Mapping) else None
+    return RowFacts(
+        judge_key=key,
+        judge=label,
+        calibrated=calibrated if isinstance(calibrated, bool) else None,
+        calibration_reason=str(card.get("reason") or "") if calibrated is False else "",
+        incomplete={str(m): float(r) for m, r in incomplete.items()} if isinstance(incomplete, Mapping) else {},
+        copies_marked=bool(copies and copies.get("marked")),
+        copies=copies_mark(copies),
+    )
+
+
+def judge_choices(results: pd.DataFrame, spec: BenchmarkSpec) -> list[tuple[str, str, int]]:
+    """``(judge key, label, rows)`` of every judge among ``results``, the judge with the most rows
+    first (then by label): the judge selector's options, the first its default."""
+    counts: dict[str, list] = {}
+    for _, row in results.iterrows():
+        facts = row_facts(row, spec)
+        if facts.judge_key is not None:
+            counts.setdefault(facts.judge_key, [facts.judge, 0])[1] += 1
+    return sorted(((k, label, n) for k, (label, n) in counts.items()), key=lambda c: (-c[2], c[1], c[0]))
+
+
+def default_judge(results: pd.DataFrame, spec: BenchmarkSpec) -> str | None:
+    """The key of the judge with the most rows (None when no row was judged)."""
+    choices = judge_choices(results, spec)
+    return choices[0][0] if choices else None
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The ranked rows (rank 1..n, best first) and the rows shown apart, each with why it is not ranked."""
+
+    ranked: pd.DataFrame
+    unranked: pd.DataFrame  # same columns; rank <NA>, "not ranked" holds the reason; sorted by the metric too
+
+
+def rank_rows(
+    table: pd.DataFrame,
+    facts: Mapping[int, RowFacts],
+    spec: BenchmarkSpec,
+    metric: str,
+    *,
+    judge: str | None,
+    include_uncalibrated: bool = False,
+    include_copies: bool = False,
+) -> Ranking:
+    """The ranking rule: which rows of ``table`` (one per submission, ``facts`` by submission) are ranked on
+    ``metric``, best first, and which are shown apart with the reason.
+
+    - a row whose copy check is marked (it pastes references) is not ranked on any metric, unless
+      ``include_copies``: a submission that returns its references is never first by default;
+    - on a judged metric, only rows judged by ``judge`` (a key) are ranked: rows of two judges never
+      share a ranking; a row with no judge has no value to rank; a row whose judge failed its controls
+      (calibrated False) is not ranked unless ``include_uncalibrated``. Rows whose judge is not
+      recorded (older results) have the key :data:`UNRECORDED_JUDGE` and rank among themselves;
+    - in the ranked rows, the judged columns hold only ``judge``'s values: a ranked row judged by
+      another judge (ranked here on an unjudged metric) shows NaN there (its ``judge`` column names its
+      own judge), so each judged column is one judge's;
+    - rows without judge or copy facts (older results) rank as before on unjudged metrics.
+
+    Sorting respects ``higher_is_better``, NaN last, ties in submission order.
+    """
+    specs = metric_specs(spec)
+    judged_metric = specs[metric].judged
+    reasons = []
+    for submission in table["submission"].astype(int):
+        f = facts[submission]
+        reason = ""
+        if f.copies_marked and not include_copies:
+            reason = f.copies
+        elif judged_metric and judge is not None and f.judge_key != judge:
+            reason = "no judge ran" if f.judge_key is None else f"judged by another judge: {f.judge}"
+        elif judged_metric and f.calibrated is False and not include_uncalibrated:
+            reason = UNCALIBRATED_MARK + (f": {f.calibration_reason}" if f.calibration_reason else "")
+        reasons.append(reason)
+    out = table.copy()
+    out[NOT_RANKED] = reasons
+    out = out.sort_values("submission", kind="stable")
+    out = out.sort_values(metric, ascending=not specs[metric].higher_is_better, na_position="last", kind="stable")
+    ranked = out[out[NOT_RANKED] == ""].reset_index(drop=True)
+    unranked = out[out[NOT_RANKED] != ""].reset_index(drop=True)
+    if judge is not None and not ranked.empty:
+        other = [facts[int(s)].judge_key != judge for s in ranked["submission"]]
+        for m in (name for name, ms in specs.items() if ms.judged):
+            columns = [c for c in _metric_columns(m, specs) if c in ranked.columns]
+            ranked.loc[other, columns] = math.nan
+    ranked["rank"] = pd.array(range(1, len(ranked) + 1), dtype="Int64")
+    unranked["rank"] = pd.array([pd.NA] * len(unranked), dtype="Int64")
+    return Ranking(ranked, unranked)
+
+
+def split_ranking(table: pd.DataFrame) -> Ranking:
+    """A :func:`ranked_table` back into its ranked rows and the rows shown apart (rank <NA>)."""
+    ranked = table["rank"].notna() if "rank" in table else pd.Series(True, index=table.index)
+    return Ranking(table[ranked].reset_index(drop=True), table[~ranked].reset_index(drop=True))
 
 
 def family_of(row: Mapping[str, Any]) -> str:
@@ -292,8 +439,16 @@ def ranked_table(
     include_plumbing: bool = False,
     include_incomplete: bool = True,
     family: str | None = None,
+    judge: str | None = "",
+    include_uncalibrated: bool = False,
+    include_copies: bool = False,
 ) -> pd.DataFrame:
-    """One row per current result, best first by ``metric`` (default: the spec's ranking metric).
+    """One row per current result, best first by ``metric`` (default: the spec's ranking metric); the
+    rows :func:`rank_rows` leaves out come last, with rank <NA> and the reason in ``"not ranked"``.
+
+    ``judge`` is the key judged metrics rank among (default ``""``: the judge with the most rows,
+    :func:`default_judge`; None: no judge filter). ``include_uncalibrated`` and ``include_copies`` rank
+    rows of an uncalibrated judge and rows that copy references (both left out by default).
 
     Columns: ``rank, model, submitter, profile, marks, submission``, then for each metric the suite
     computed (``metric`` first) its raw mean and ``"<metric> ci_low"`` / ``"<metric> ci_high"`` (plus
@@ -315,15 +470,22 @@ def ranked_table(
     cell = breakdown_cell(spec, filters)
     metrics = [metric] + [m for m in available_metrics(results, spec) if m != metric]
     columns = list(ID_COLUMNS) + [c for m in metrics for c in _metric_columns(m, specs)]
-    rows = []
-    for _, row in visible_results(results, include_plumbing, spec, include_incomplete, family).iterrows():
+    rows, facts = [], {}
+    visible = visible_results(results, include_plumbing, spec, include_incomplete, family)
+    if judge == "":
+        judge = default_judge(visible, spec)
+    for _, row in visible.iterrows():
         stats = _stats(row["aggregates"], cell)
+        facts[int(row["submission_id"])] = f = row_facts(row, spec)
         record: dict[str, Any] = {
             "model": row["model_name"],
             "family": family_of(row),
             "submitter": row["submitter"] if isinstance(row["submitter"], str) else "",
             "profile": row["profile"],
             "marks": marks(row, spec),
+            JUDGE: f.judge,
+            COPIES: f.copies,
+            NOT_RANKED: "",
             "submission": int(row["submission_id"]),
         }
         for m in metrics:
@@ -331,6 +493,7 @@ def ranked_table(
             record[m], record[m + CI_LOW], record[m + CI_HIGH] = _num(s.get("mean")), _num(s.get("ci_low")), _num(s.get("ci_high"))
             if specs[m].judged:
                 record[m + FAILURES] = _num((stats.get(f"{m}.failure_rate") or {}).get("mean"))
+                record[m + COVERAGE] = coverage(s)
             if specs[m].missing_evidence:
                 record[m + MISSING] = _num((stats.get(specs[m].missing_evidence) or {}).get("mean"))
             if specs[m].chance:
@@ -342,11 +505,18 @@ def ranked_table(
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
         return table
-    # Ties keep submission order (stable sort on a table sorted by submission id), so the order is reproducible.
-    table = table.sort_values("submission", kind="stable")
-    table = table.sort_values(metric, ascending=not specs[metric].higher_is_better, na_position="last", kind="stable")
-    table["rank"] = range(1, len(table) + 1)
-    return table.reset_index(drop=True)
+    ranking = rank_rows(
+        table, facts, spec, metric, judge=judge, include_uncalibrated=include_uncalibrated, include_copies=include_copies
+    )
+    return pd.concat([ranking.ranked, ranking.unranked], ignore_index=True)[columns]
+
+
+def coverage(stats: Mapping[str, Any]) -> float:
+    """n / (n + n_nan) of a metric's stats: the share of its samples the score is over (NaN unknown)."""
+    n, missing = stats.get("n"), stats.get("n_nan")
+    if n is None or missing is None or n + missing == 0:
+        return math.nan
+    return float(n) / float(n + missing)
 
 
 def _metric_columns(metric: str, specs: Mapping[str, MetricSpec]) -> tuple[str, ...]:
@@ -356,6 +526,7 @@ def _metric_columns(metric: str, specs: Mapping[str, MetricSpec]) -> tuple[str, 
     columns += (metric + FAILURES,) if specs[metric].judged else ()
     columns += (metric + MISSING,) if specs[metric].missing_evidence else ()
     columns += (metric + CHANCE,) if specs[metric].chance else ()
+    columns += (metric + COVERAGE,) if specs[metric].judged else ()
     return columns + ((metric + SHARES[metric][1],) if metric in SHARES else ())
 
 
@@ -393,7 +564,7 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
             intervals[m.name] = [interval_text(*values, m.display) for values in zip(table[m.name], low, high)]
             shown = shown.drop(columns=[c for c in (m.name + CI_LOW, m.name + CI_HIGH) if c in shown.columns])
     renames = {}
-    for column in [c for c in shown.columns if c.endswith((FAILURES, *(suffix for _, suffix in SHARES.values())))]:  # a share of images: shown in percent
+    for column in [c for c in shown.columns if c.endswith((FAILURES, COVERAGE, *(suffix for _, suffix in SHARES.values())))]:  # a share of images: shown in percent
         shown[column] = (shown[column].astype(float) * 100).round(2)
         renames[column] = column + " (%)"
     for column in [c for c in shown.columns if c.endswith(MISSING)]:

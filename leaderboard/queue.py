@@ -42,6 +42,7 @@ from idbench.evaluate_pkg.submission import (
     metadata_text_problems,
     validate_submission,
 )
+from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
 
 # A job whose attempts ended this many times in worker faults (its lease ran out: the worker was
@@ -289,8 +290,9 @@ def finish(store: Store, job: Job, summary: dict[str, Any], results_path: Path, 
         db.execute("UPDATE results SET current = 0 WHERE submission_id = ? AND current", (job.submission_id,))
         cursor = db.execute(
             "INSERT INTO results (submission_id, job_id, benchmark, benchmark_version, suite_version, profile, plumbing,"
-            " models_json, idbench_version, aggregates_json, not_run_json, results_path, created_at, current)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            " models_json, idbench_version, aggregates_json, not_run_json, results_path, created_at, current,"
+            " judge_json, judge_key, copies_json)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
             (
                 job.submission_id,
                 job.id,
@@ -305,6 +307,7 @@ def finish(store: Store, job: Job, summary: dict[str, Any], results_path: Path, 
                 json.dumps(summary.get("not_run", {}), sort_keys=True),
                 str(results_path),
                 now,
+                *judge_columns(summary.get("judge"), summary.get("copies")),
             ),
         )
         return cursor.lastrowid

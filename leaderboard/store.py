@@ -126,6 +126,15 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs_v4 RENAME TO jobs;
     CREATE INDEX jobs_by_state ON jobs (state, created_at, id);
     """,
+    # 5: the judge of every run (summary["judge"] without its run statistics, and its key apart, indexed:
+    # rows with different keys never share a ranking on a judged metric) and the copy check
+    # (summary["copies"]). NULL for unjudged runs and for results scored before these were kept.
+    """
+    ALTER TABLE results ADD COLUMN judge_json TEXT;
+    ALTER TABLE results ADD COLUMN judge_key TEXT;
+    ALTER TABLE results ADD COLUMN copies_json TEXT;
+    CREATE INDEX results_by_judge ON results (benchmark, judge_key);
+    """,
 )
 
 
@@ -411,7 +420,8 @@ class Store:
         """The current result of every scored submission of ``benchmark`` and ``task`` (one track: the
         reference-based task unless asked): one row each, newest first.
 
-        Columns: the results row (``aggregates``, ``models``, ``not_run`` decoded to dicts) plus the
+        Columns: the results row (``aggregates``, ``models``, ``not_run`` decoded to dicts; ``judge`` and
+        ``copies`` to a dict or None, ``judge_key`` a string or None) plus the
         submission's ``model_name``, ``submitter``, ``metadata``, ``content_hash`` and ``task``.
         """
         with self.transaction(immediate=False) as db:
@@ -430,7 +440,7 @@ class Store:
         columns = [
             "id", "submission_id", "job_id", "benchmark", "benchmark_version", "suite_version", "profile",
             "plumbing", "models", "idbench_version", "aggregates", "not_run", "results_path", "created_at",
-            "current", "model_name", "submitter", "metadata", "content_hash", "task",
+            "current", "model_name", "submitter", "metadata", "content_hash", "task", "judge", "judge_key", "copies",
         ]  # fmt: skip
         return pd.DataFrame(records, columns=columns)
 
@@ -469,6 +479,10 @@ def _duplicate(db: sqlite3.Connection, content_hash: str) -> tuple[int, int] | N
 def _decode_result(row: dict[str, Any]) -> dict[str, Any]:
     for column in ("aggregates", "models", "not_run"):
         row[column] = json.loads(row.pop(f"{column}_json"))
+    for column in ("judge", "copies"):  # NULL: no judge ran, or scored before these were kept
+        text = row.pop(f"{column}_json", None)
+        row[column] = json.loads(text) if text else None
+    row.setdefault("judge_key", None)
     row["plumbing"] = bool(row["plumbing"])
     row["current"] = bool(row["current"])
     return row

@@ -259,14 +259,17 @@ def benchmark_page(benchmark: str) -> None:
         help="Rows that lack a metric of the suite (a judged metric with no judge configured, say): "
         "their ranking is not comparable on every axis.",
     )
+    judge, include_copies, include_uncalibrated, judge_param = _judge_controls(benchmark, results, spec, metric, picked, notes)
     link_notes(notes)
     chosen = {"metric": metric if metric != default_metric else None, **choices, "family": family, "search": search.strip() or None}
+    chosen |= judge_param
     chosen["columns"] = ",".join(picked) if set(picked) != set(metrics) else None
     chosen |= {"plumbing": _flag(plumbing, show_plumbing), "incomplete": _flag(incomplete, show_incomplete)}
     if len(query.tracks(spec)) > 1 and track != query.tracks(spec)[0]:
         chosen["track"] = track
     st.query_params.from_dict({k: v for k, v in chosen.items() if v is not None})
-    view = dict(include_plumbing=plumbing, include_incomplete=incomplete, family=family)
+    view = dict(include_plumbing=plumbing, include_incomplete=incomplete, family=family, judge=judge,
+                include_copies=include_copies, include_uncalibrated=include_uncalibrated)
 
     try:
         table = query.ranked_table(results, spec, metric=metric, filters=filters, **view)
@@ -274,7 +277,11 @@ def benchmark_page(benchmark: str) -> None:
         st.warning(plain(str(error)))
         return
     table = query.keep_metrics(query.search_models(table, search), spec, {metric, *picked})
-    ranked_frame(table, results, spec, track)
+    ranking = query.split_ranking(table)
+    ranked_frame(ranking.ranked, results, spec, track)
+    _judge_captions(table, results, spec, metric, judge)
+    if not ranking.unranked.empty:
+        _unranked(ranking.unranked, results, spec, track, benchmark)
     full = query.display_table(table, spec)  # the CSV: the same rows and columns, with the numbers apart
     # What each displayed unit is and where its convention comes from (docs/display-conventions.md).
     legend = [f"{column}: {text}" for column, text in query.display_legend(spec).items() if column in full.columns]
@@ -305,6 +312,64 @@ def benchmark_page(benchmark: str) -> None:
     _plots(results[results["submission_id"].isin(shown_ids)], spec, metric)
 
 
+def _judge_controls(
+    benchmark: str, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, picked: list[str], notes: list[str]
+) -> tuple[str | None, bool, bool, dict[str, str | None]]:
+    """The judge selector (shown when a judged metric ranks or is shown: the judge with the most rows
+    first and by default) and the switches that rank rows shown apart by default (copy-marked rows,
+    rows of an uncalibrated judge; offered only when there are some). Returns ``(judge key or ""
+    for the default, include copies, include uncalibrated, their URL parameters)``."""
+    specs = query.metric_specs(spec)
+    choices = query.judge_choices(results, spec)
+    judge, params = "", {}
+    if choices and any(specs[m].judged for m in {metric, *picked}):
+        keys = [key for key, _, _ in choices]
+        labels = {key: f"{label} ({n} row(s))" for key, label, n in choices}
+        initial(f"{benchmark}-judge", "judge", keys, keys[0], notes)
+        judge = st.selectbox(
+            "Judge of the judged columns", keys, format_func=lambda k: labels[k], key=f"{benchmark}-judge",
+            help="A judged metric ranks only rows judged by one judge (model, revision or endpoint, decoding settings).",
+        )
+        params["judge"] = judge if judge != keys[0] else None
+    facts = [query.row_facts(row, spec) for _, row in results.iterrows()]
+    include = {}
+    for name, present, label, help_text in (
+        ("copies", any(f.copies_marked for f in facts), "rank rows that copy references",
+         "A row whose generations are near-duplicates of the references (above the marked share) is shown apart by default."),
+        ("uncalibrated", any(f.calibrated is False for f in facts), "rank rows of an uncalibrated judge",
+         "A judge that failed its control pairs (the judge card) does not rank its rows on judged metrics by default."),
+    ):  # fmt: skip
+        include[name] = False
+        if present:
+            initial(f"{benchmark}-{name}", name, (True, False), False, notes, parse=parse_bool)
+            include[name] = st.checkbox(label, key=f"{benchmark}-{name}", help=help_text)
+            params[name] = _flag(include[name], False)
+    return judge, include["copies"], include["uncalibrated"], params
+
+
+def _judge_captions(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, judge: str) -> None:
+    """Name the judge of every judged column shown, and say whom a judged ranking is among."""
+    specs = query.metric_specs(spec)
+    judged = [m for m in specs if specs[m].judged and m in table.columns]
+    choices = query.judge_choices(results, spec)
+    if not judged or not choices:
+        return
+    key = judge or choices[0][0]
+    label = next(label for k, label, _ in choices if k == key)
+    who = "rows whose judge was not recorded (scored before results kept it)" if key == query.UNRECORDED_JUDGE else f"rows judged by {label}"
+    text = f"Judged columns ({', '.join(judged)}): values of {who}; a row judged by another judge shows '-' there (its judge column names it)."
+    if specs[metric].judged:
+        text = f"{metric}: ranked among {who}. " + text
+    st.caption(plain(text + " Coverage: the share of images each judged score is over, n / (n + undefined)."))
+
+
+def _unranked(unranked: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, track: str, benchmark: str) -> None:
+    """The rows shown apart from the ranking, each with why (plain text: model names are anyone's)."""
+    st.subheader("Not ranked")
+    st.text("\n".join(f"{model} (submission {sub}): {why}" for model, sub, why in zip(unranked["model"], unranked["submission"], unranked[query.NOT_RANKED])))
+    ranked_frame(unranked, results, spec, track, key=f"{benchmark}-unranked")
+
+
 def _metric_list(raw: str, metrics: list[str]) -> list[str]:
     """The URL's ``columns`` (comma-separated metric names) when each is one of ``metrics``, in their order."""
     names = [name.strip() for name in raw.split(",") if name.strip()]
@@ -330,6 +395,10 @@ def ranked_frame(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec
             + " was scored with the tiny profile: it shows that the pipeline runs, not how good a model is."
         )
     shown = query.with_links(query.display_table(table, spec, compact=True), results, track)
+    if not table.empty and (table[query.NOT_RANKED] == "").all():  # ranked rows: nothing to say there
+        shown = shown.drop(columns=[query.NOT_RANKED])
+    if not any(m.judged and m.name in table.columns for m in spec.metric_suite):  # no judged column: no judge to name
+        shown = shown.drop(columns=[query.JUDGE], errors="ignore")
     st.dataframe(
         shown,
         hide_index=True,
@@ -466,6 +535,9 @@ def model_page() -> None:
     missing = query.missing_metrics(row, spec)
     warnings = [f"{PLUMBING_BANNER}: this result was scored with the tiny profile."] * bool(row["plumbing"])
     warnings += [f"Incomplete suite: no value for {', '.join(missing)}."] * bool(missing)
+    facts = query.row_facts(row, spec)
+    warnings += [f"Not ranked by default: {facts.copies}."] * facts.copies_marked
+    warnings += ["Uncalibrated judge: its judged metrics are shown, not ranked by default."] * (facts.calibrated is False)
     if warnings:
         st.warning(" ".join(warnings))
     st.subheader("Metadata")
@@ -477,6 +549,8 @@ def model_page() -> None:
         st.json(row["metadata"])
     with st.expander("models and revisions it was scored with (JSON)"):
         st.json(row["models"])
+    _judge_card(row, spec)
+    _copy_check(row)
     st.subheader("Overall")
     overall = query.ranked_table(results[results["submission_id"] == submission], spec, include_plumbing=True)
     st.dataframe(query.display_table(overall, spec, compact=True), hide_index=True)
@@ -487,6 +561,68 @@ def model_page() -> None:
     if query.records_who_became_whom(spec, track):
         _who_became_whom(row, spec)
     _sample_grid(row, spec)
+
+
+JUDGE_NOT_RECORDED = "Judge: not recorded (scored before results kept their judge)."
+CARD_NOT_RECORDED = "Judge card: not recorded (scored before judges ran control pairs)."
+COPIES_NOT_RECORDED = "Copy detection: not recorded (scored before generations were checked for copies of the references)."
+
+
+def _share(value: Any) -> str:
+    return "n/a" if value is None else f"{100 * float(value):.1f} %"
+
+
+def _judge_card(row: dict, spec: BenchmarkSpec) -> None:
+    """Who judged this result and how its judge did on the control pairs (one line when not recorded)."""
+    st.subheader("Judge")
+    facts = query.row_facts(row, spec)
+    if facts.judge_key is None:
+        st.text("Judge: none ran for this result (no judged metric was computed).")
+        return
+    if facts.judge_key == query.UNRECORDED_JUDGE:
+        st.text(JUDGE_NOT_RECORDED)
+        return
+    judge = row["judge"]
+    st.text(f"Judge: {facts.judge}\nkey: {facts.judge_key}" + (f"\nendpoint: {judge['base_url']}" if judge.get("base_url") else ""))
+    card = judge.get("card")
+    if not isinstance(card, dict):
+        st.text(CARD_NOT_RECORDED)
+        return
+    controls = card.get("controls") or {}
+    st.dataframe(
+        pd.DataFrame(
+            [(kind, c.get("n"), c.get("correct"), c.get("accuracy"), c.get("failed")) for kind, c in controls.items() if isinstance(c, dict)],
+            columns=["control kind", "pairs", "correct", "accuracy", "failed"],
+        ),
+        hide_index=True,
+        key="model-judge-card",
+    )
+    repeat = card.get("repeat") or {}
+    verdict = "calibrated" if card.get("calibrated") else "UNCALIBRATED: " + str(card.get("reason") or "below the floor")
+    st.text(
+        f"accuracy on the controls {_share(card.get('accuracy'))} (floor {_share(card.get('floor'))}); "
+        f"yes-rate {_share(card.get('yes_rate'))}; failure rate {_share(card.get('failure_rate'))}; "
+        f"determinism: {_share(repeat.get('agreement'))} agreement over {repeat.get('n', 0)} repeated pairs\n{verdict}"
+    )
+    if facts.incomplete:
+        st.text("Incomplete (judge failures above the threshold): " + ", ".join(f"{m} {_share(r)}" for m, r in sorted(facts.incomplete.items())))
+
+
+def _copy_check(row: dict) -> None:
+    """Whether the generations copy the references: share flagged, the mark's threshold, the criteria."""
+    st.subheader("Copy detection")
+    copies = row.get("copies")
+    if not isinstance(copies, dict):
+        st.text(COPIES_NOT_RECORDED)
+        return
+    st.text(
+        f"{copies.get('flagged')} of {copies.get('images')} images flagged as near-duplicates of a reference "
+        f"({_share(copies.get('share'))}; marked above {_share(copies.get('mark_above_share'))}): "
+        + ("MARKED, not ranked by default" if copies.get("marked") else "not marked")
+    )
+    if copies.get("criteria"):
+        with st.expander("copy criteria (JSON)"):
+            st.json(copies["criteria"])
 
 
 def _sample_grid(row: dict, spec: BenchmarkSpec) -> None:
@@ -773,13 +909,15 @@ def overview_page() -> None:
             # The leaders of the page's default ranking: within the spec's default group size, or pooled.
             filters = query.default_filters(results, spec)
             table = query.ranked_table(results, spec, filters=filters, include_plumbing=plumbing, include_incomplete=incomplete)
+            table = query.split_ranking(table).ranked  # the leaders: never a row shown apart (a copy, say)
             if table.empty:  # cannot happen with the defaults above, but never show an empty frame
                 st.text(f"{label}{len(results)} scored submission(s); none to rank.")
                 continue
             metric = query.default_metric(results, spec)
             scope = query.ranking_scope(spec, filters)
             st.text(f"{label}top of {len(table)} ranked submission(s), by {metric}" + (f", {scope}" if scope else "") + ":")
-            keep = table.head(3)[["rank", "model", "family", "marks", "submission", metric, metric + query.CI_LOW, metric + query.CI_HIGH]]
+            keep = table.head(3)[["rank", "model", "family", "marks", query.JUDGE, query.COPIES, query.NOT_RANKED, "submission",
+                                  metric, metric + query.CI_LOW, metric + query.CI_HIGH]]
             ranked_frame(keep, results, spec, track, key=f"overview-{name}-{track}")
         st.page_link(pages[name], label=f"Open {spec.title}")
     _latest_submissions()

@@ -99,12 +99,12 @@ def test_ranked_table_columns_sorting_and_plumbing(filled):
     assert list(shown["submission"]) == [1]  # plumbing rows left out by default
     assert shown.loc[0, "marks"] == "incomplete suite"  # only clip_t and dino_sim were run
     every = query.ranked_table(results, SPEC, include_plumbing=True)
-    assert list(every.columns[:9]) == [*query.ID_COLUMNS, "dino_sim", "dino_sim ci_low"]
+    assert list(every.columns[:12]) == [*query.ID_COLUMNS, "dino_sim", "dino_sim ci_low"]
     assert list(every["rank"]) == [1, 2, 3] and set(every["submitter"]) == {"tester"}
     assert every["dino_sim"].is_monotonic_decreasing  # higher is better: best first
     assert (every.set_index("submission").loc[[2, 3], "marks"] == "plumbing, incomplete suite").all()
     by_clip = query.ranked_table(results, SPEC, metric="clip_t", include_plumbing=True)
-    assert list(by_clip.columns[7:10]) == ["clip_t", "clip_t ci_low", "clip_t ci_high"]
+    assert list(by_clip.columns[10:13]) == ["clip_t", "clip_t ci_low", "clip_t ci_high"]
     assert by_clip["clip_t"].is_monotonic_decreasing
 
 
