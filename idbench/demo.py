@@ -26,6 +26,7 @@ from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.report import display_value, ranking_metric
+from idbench.leaderboard.judges import copies_mark
 from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
@@ -56,7 +57,10 @@ def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
         value = float("-inf") if value is None else value
         return -value if better.get(key, True) else value
 
-    rows = sorted(summaries.items(), key=order)
+    # As on the leaderboard (query.rank_rows): a run that copies or pastes its references is shown,
+    # below the ranked rows with its mark, and never ranked.
+    marked = {n for n, s in summaries.items() if (s.get("copies") or {}).get("marked")}
+    rows = sorted(summaries.items(), key=lambda item: (item[0] in marked, order(item)))
     width = max(len(n) for n in summaries) + 2
     column = max(len(m) for m in metrics) + 2
     lines = [
@@ -65,7 +69,9 @@ def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
     ]
     for rank, (name, summary) in enumerate(rows, start=1):
         cells = [display_value(summary["aggregates"]["overall"].get(m, {}).get("mean"), displays.get(m, "raw")) for m in metrics]
-        lines.append("  " + str(rank).ljust(6) + name.ljust(width) + "".join(c.rjust(column) for c in cells))
+        mark = f"  not ranked: {copies_mark(summary.get('copies'))}" if name in marked else ""
+        shown = "-" if name in marked else str(rank)
+        lines.append("  " + shown.ljust(6) + name.ljust(width) + "".join(c.rjust(column) for c in cells) + mark)
     not_run = next(iter(summaries.values()))["not_run"]
     lines += [f"  not run: {m} ({why})" for m, why in not_run.items()]
     return "\n".join(lines)
@@ -122,7 +128,7 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES) -> None:
         for name in names:
             current = store.current_results(name)
             summaries = {
-                row.model_name.removeprefix("baseline-"): {"aggregates": row.aggregates, "not_run": row.not_run}
+                row.model_name.removeprefix("baseline-"): {"aggregates": row.aggregates, "not_run": row.not_run, "copies": row.copies}
                 for row in current.itertuples()
                 if row.model_name.removeprefix("baseline-") in baselines
             }

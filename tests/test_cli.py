@@ -63,6 +63,8 @@ def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypa
         assert sorted(current["model_name"]) == ["baseline-collage", "baseline-swap"]
         assert current["plumbing"].all() and (current["profile"] == "tiny").all()
     assert out.count("PLUMBING CHECK") == 3
+    # both baselines paste the references: shown with the mark, never ranked (the copy check)
+    assert out.count("not ranked: copies references") == 6
     assert "not run: charis_score" in out and "not run: attr_vqa" in out
     assert "idbench serve" in out
     # a second run recognises the same submissions and scores nothing again
