@@ -455,6 +455,8 @@ def test_the_space_shows_results_a_worker_pushed(repos, collapse, tmp_path, monk
     assert not at.exception
     # one metric scored (clip_t): an incomplete suite, listed once that switch is on
     at.checkbox(key=f"{BENCH}-incomplete").check().run()
+    # the collage pastes its references: shown apart (the copy check) until that switch is on too
+    at.checkbox(key=f"{BENCH}-copies").check().run()
     from test_hub_mirror import model_names
 
     assert "org/collage" in model_names(at.dataframe[0].value["model"])
