@@ -54,8 +54,9 @@ NCC_MIN = 0.85  # measured: pastes 0.88-1.00 on the samples, other photographs <
 PHASH_MAX_DISTANCE = 12  # of 64 bits: pastes 0-12 on the samples, other photographs 14-32
 EMBEDDING_MIN_COSINE = 0.95
 MARK_ABOVE_SHARE = 0.05  # a run with more than 5 % of its images flagged is marked
+COARSE_GATE = 0.5  # measured on the samples: pastes 0.67-1.00 in the coarse pass (a 5-image collage lowest)
 MIN_STD = 2.0  # grey-level std below which a window is flat: a blank canvas matches nothing
-VERSION = 1  # of the search and its thresholds: part of the cache key
+VERSION = 2  # of the search and its thresholds: part of the cache key
 
 
 @dataclass(frozen=True)
@@ -129,31 +130,46 @@ def _scales(largest: float, smallest: float, ratio: float) -> list[float]:
     return out
 
 
-def locate(haystack: np.ndarray, needle: np.ndarray, min_fraction: float = 0.0) -> tuple[float, tuple[int, int, int, int]] | None:
-    """The best correlation of ``needle`` anywhere in ``haystack`` at any scale that fits, with its window
-    (x, y, w, h in ``haystack``'s pixels).
-
-    Coarse scales ``COARSE_RATIO`` apart, at half the working size (a quarter of the work), from the
-    largest fitting one down to where the needle's short side is ``MIN_TEMPLATE_SIDE`` px at full working
-    size (or ``min_fraction`` of the largest); then ``FINE_STEPS`` scales spanning one coarse step either
-    side of the best, at the full working size. None when nothing fits.
+def coarse_locate(
+    haystack: np.ndarray, needle: np.ndarray, min_fraction: float = 0.0
+) -> tuple[float, float, float, tuple[int, int, int, int]] | None:
+    """The coarse pass: the best correlation of ``needle`` in ``haystack`` over scales ``COARSE_RATIO``
+    apart, at half the working size (a quarter of the work), from the largest fitting scale down to where
+    the needle's short side is ``MIN_TEMPLATE_SIDE`` px at full working size (or ``min_fraction`` of the
+    largest). Returns ``(correlation, scale, largest fitting scale, window)``, the window (x, y, w, h) in
+    ``haystack``'s pixels; None when nothing fits.
     """
     fit = min(haystack.shape[0] / needle.shape[0], haystack.shape[1] / needle.shape[1])
     smallest = max(MIN_TEMPLATE_SIDE / min(needle.shape), fit * min_fraction)
     half_hay, half_needle = _half(haystack), _half(needle)
-    best: tuple[float, float] | None = None
+    best = None
     for scale in _scales(fit, smallest, COARSE_RATIO):
         found = _best_at(half_hay, half_needle, scale, min_side=MIN_TEMPLATE_SIDE // 2)
         if found and (best is None or found[0] > best[0]):
-            best = (found[0], scale)
+            best = (found[0], scale, found[1])
     if best is None:
         return None
+    sy, sx = haystack.shape[0] / half_hay.shape[0], haystack.shape[1] / half_hay.shape[1]
+    x, y, w, h = best[2]
+    return best[0], best[1], fit, (round(x * sx), round(y * sy), round(w * sx), round(h * sy))
+
+
+def refine(haystack: np.ndarray, needle: np.ndarray, scale: float, fit: float) -> tuple[float, tuple[int, int, int, int]] | None:
+    """The fine pass: ``FINE_STEPS`` scales spanning one coarse step either side of ``scale``, at the full
+    working size; the best correlation and its window (x, y, w, h in ``haystack``'s pixels)."""
     refined: tuple[float, tuple[int, int, int, int]] | None = None
-    for scale in np.geomspace(best[1] / COARSE_RATIO, min(best[1] * COARSE_RATIO, fit), FINE_STEPS):
-        found = _best_at(haystack, needle, float(scale))
+    for s in np.geomspace(scale / COARSE_RATIO, min(scale * COARSE_RATIO, fit), FINE_STEPS):
+        found = _best_at(haystack, needle, float(s))
         if found and (refined is None or found[0] > refined[0]):
             refined = found
     return refined
+
+
+def locate(haystack: np.ndarray, needle: np.ndarray, min_fraction: float = 0.0) -> tuple[float, tuple[int, int, int, int]] | None:
+    """The best correlation of ``needle`` anywhere in ``haystack`` at any scale that fits, with its window
+    (x, y, w, h in ``haystack``'s pixels): the coarse pass, then the fine pass around its best scale."""
+    coarse = coarse_locate(haystack, needle, min_fraction)
+    return None if coarse is None else refine(haystack, needle, coarse[1], coarse[2])
 
 
 def _half(image: np.ndarray) -> np.ndarray:
@@ -171,22 +187,33 @@ def _phash(image: Image.Image):
 def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
     """Search ``reference`` in ``generation`` (and the generation in the reference), plain and mirrored.
 
-    The result is the window of highest correlation over both directions and both orientations, with
-    the hash distance of that window's content to the other image.
+    The coarse pass runs on all four (direction, orientation) searches; those whose coarse correlation
+    reaches ``COARSE_GATE`` are refined (a paste lies within 7 % of a coarse scale and correlates well above
+    the gate there; two different pictures stay below it, and refining them would only cost time). The
+    result is the best window, with the hash distance of its content to the other image.
     """
     gen, ref = _grey(generation, WORK_SIDE), _grey(reference, WORK_SIDE)
-    best: tuple[float, str, bool, tuple[int, int, int, int]] | None = None
+    candidates = []
     for mirrored in (False, True):
         needle_ref = ref[:, ::-1].copy() if mirrored else ref
         # The generation inside the reference is a crop or zoom of it: only crops keeping at least
         # REVERSE_MIN_FRACTION of the reference's side are searched (smaller ones are new pictures).
         for direction, haystack, needle, smallest in (("reference in generation", gen, needle_ref, 0.0),
                                                       ("generation in reference", needle_ref, gen, REVERSE_MIN_FRACTION)):
-            found = locate(haystack, needle, smallest)
-            if found and (best is None or found[0] > best[0]):
-                best = (found[0], direction, mirrored, found[1])
-    if best is None:
+            coarse = coarse_locate(haystack, needle, smallest)
+            if coarse is not None:
+                candidates.append((coarse, direction, mirrored, haystack, needle))
+    if not candidates:
         return Found(-1.0, 64, (0.0, 0.0, 0.0, 0.0), "reference in generation", False)
+    refined = []
+    for (ncc, scale, fit, _), direction, mirrored, haystack, needle in candidates:
+        if ncc >= COARSE_GATE and (found := refine(haystack, needle, scale, fit)):
+            refined.append((found[0], direction, mirrored, found[1]))
+    if refined:
+        best = max(refined, key=lambda r: r[0])
+    else:  # nothing worth refining: the best coarse window stands
+        (ncc, _, _, window), direction, mirrored, _, _ = max(candidates, key=lambda c: c[0][0])
+        best = (ncc, direction, mirrored, window)
     ncc, direction, mirrored, (x, y, w, h) = best
     searched_shape = gen.shape if direction == "reference in generation" else ref.shape
     box = (x / searched_shape[1], y / searched_shape[0], (x + w) / searched_shape[1], (y + h) / searched_shape[0])

@@ -183,5 +183,10 @@ def test_the_toy_goes_through_every_layer(toy, tmp_path, capsys):
     submit(store, tmp_path / "grey", served, submitter="tester")
     assert run_worker(store, once=True, options=ScoreOptions(profile="tiny")) == 2
     table = query.ranked_table(store.current_results(NAME), toy, include_plumbing=True)
-    assert list(table["model"]) == ["copy-of-the-reference", "baseline-background"]
-    assert table["dino_sim"].iloc[0] == pytest.approx(1.0, abs=1e-5) and table["dino_sim"].iloc[1] < 1.0 - 1e-3
+    # The copy has the best DINO-Sim but returns its references: the copy check shows it apart, unranked.
+    assert list(table["model"]) == ["baseline-background", "copy-of-the-reference"]
+    assert table["rank"].iloc[0] == 1 and pd.isna(table["rank"].iloc[1])
+    assert table["not ranked"].iloc[1].startswith("copies references")
+    assert table["dino_sim"].iloc[1] == pytest.approx(1.0, abs=1e-5) and table["dino_sim"].iloc[0] < 1.0 - 1e-3
+    with_copies = query.ranked_table(store.current_results(NAME), toy, include_plumbing=True, include_copies=True)
+    assert list(with_copies["model"]) == ["copy-of-the-reference", "baseline-background"]

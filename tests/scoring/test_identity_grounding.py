@@ -259,6 +259,8 @@ class SceneJudge:
                 diff = np.abs(drawn - image).sum(axis=2) > 0
                 if best is None or diff.sum() < best[1].sum():
                     best = (scene, diff)
+        if best is None:  # not one of the drawn scenes: a judge-control image built from the references
+            return None, None
         scene, diff = best
         if not diff.any():
             return scene, None
@@ -271,7 +273,9 @@ class SceneJudge:
         answers = []
         for qid, text in lines:
             yes = False
-            if mark is not None:  # a grounded question: the person under the red mark
+            if scene is None:  # a control image: this judge knows only its scenes and confirms nothing else
+                pass
+            elif mark is not None:  # a grounded question: the person under the red mark
                 iou = [(_iou(mark, b) if b is not None else 0.0) for b in scene.persons]
                 column = int(np.argmax(iou))
                 yes = self._holding(scene, column, text.rstrip("?"))
