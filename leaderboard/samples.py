@@ -101,7 +101,7 @@ def _evidence_frame(result_dir: Path) -> pd.DataFrame | None:
 
 
 def evidence(result_dir: Path, prompt_id: str, seed: int) -> dict[str, Any]:
-    """``{metric: evidence}`` a judge kept for one image (decoded JSON); empty when no judge ran."""
+    """``{name: evidence}`` kept for one image (a judge's answers, the copy check's finds; decoded JSON); empty when none."""
     frame = _evidence_frame(result_dir)
     if frame is None:
         return {}

@@ -18,6 +18,18 @@ from idbench.leaderboard.worker import run_worker
 BENCHMARK = "identity-collapse"
 
 
+def lift_copy_marks(store_path: Path) -> None:
+    """Unmark the copy check of every stored result, keeping its share and criteria.
+
+    The baselines these fixtures score paste the references, so the copy check marks every one of them
+    and the default view would rank none. The tests that use these stores are about the table's
+    mechanics (filters, sorting, links, downloads), so the mark is lifted in the stored record; the copy
+    mark itself is tested on stores that keep it (test_judge_and_copies.py, test_app_judges.py).
+    """
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET copies_json = json_set(copies_json, '$.marked', json('false')) WHERE copies_json IS NOT NULL")
+
+
 def fill_store(root: Path, cogcanvas: bool = False) -> Path:
     """``root/home`` as ``$IDBENCH_HOME``: the built benchmark and collage, clone, swap scored (tiny).
 
@@ -43,6 +55,7 @@ def fill_store(root: Path, cogcanvas: bool = False) -> Path:
         db.execute("UPDATE submissions SET metadata_json = json_set(metadata_json, '$.family', 'Collages') WHERE id = 1")
     if cogcanvas:
         add_cogcanvas(root, home)
+    lift_copy_marks(store.path)
     return home
 
 
@@ -56,6 +69,7 @@ def add_cogcanvas(root: Path, home: Path) -> None:
     store = Store(home)
     submit(store, root / "cogcanvas-collage", data_dir)
     run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("dino_sim", "clip_t")))
+    lift_copy_marks(store.path)
 
 
 def zip_folder(folder: Path) -> bytes:

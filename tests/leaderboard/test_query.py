@@ -24,6 +24,8 @@ from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
 
+from filled_store import lift_copy_marks
+
 BENCHMARK = "identity-collapse"
 SPEC = get_benchmark(BENCHMARK)
 BASELINES = ("collage", "clone", "swap")
@@ -43,6 +45,7 @@ def filled(tmp_path_factory) -> tuple[Store, pd.DataFrame]:
     run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("clip_t", "dino_sim")))
     with sqlite3.connect(store.path) as db:
         db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 1")
+    lift_copy_marks(store.path)  # the baselines paste references; these tests are about the table's mechanics
     prompts = data.prompts.to_pandas()[["prompt_id", "n_subjects", "scene"]]
     return store, prompts
 
@@ -305,7 +308,9 @@ def test_sample_extremes_and_their_images(filled):
     image = samples.generation_file(Path(submission["stored_path"]), pick["prompt_id"], int(pick["seed"]))
     assert image.is_file() and image.parent.parent == Path(submission["stored_path"])
     assert samples.reference_ids(data, pick["prompt_id"]) == list(data.prompt_rows[pick["prompt_id"]]["subject_ids"])
-    assert samples.evidence(Path(row["results_path"]), pick["prompt_id"], int(pick["seed"])) == {}
+    # The collage pastes its references: the only evidence of its images is the copy check's (no judge ran).
+    evidence = samples.evidence(Path(row["results_path"]), pick["prompt_id"], int(pick["seed"]))
+    assert set(evidence) == {"copies"} and set(evidence["copies"]["found"]) <= set(samples.reference_ids(data, pick["prompt_id"]))
     with pytest.raises(KeyError, match="no image for prompt 'nope'"):
         samples.generation_file(Path(submission["stored_path"]), "nope", 0)
 
