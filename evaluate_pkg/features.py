@@ -48,14 +48,25 @@ def condition_hash(*parts: str | bytes) -> str:
 
 @dataclass
 class StoreStats:
-    """What a run did: features read from the cache vs computed now (per model key)."""
+    """What a run did, per model key: distinct features read from the cache (computed by an earlier
+    run) vs computed now. A feature two metrics ask for, or one computed earlier in the same run and
+    read again, is counted once, where it came from first."""
 
-    cached: dict[str, int] = field(default_factory=dict)
-    computed: dict[str, int] = field(default_factory=dict)
+    _cached: dict[str, set[str]] = field(default_factory=dict)
+    _computed: dict[str, set[str]] = field(default_factory=dict)
 
-    def add(self, key: str, cached: int, computed: int) -> None:
-        self.cached[key] = self.cached.get(key, 0) + cached
-        self.computed[key] = self.computed.get(key, 0) + computed
+    def add(self, key: str, read: Iterable[str], computed: Iterable[str]) -> None:
+        done = self._computed.setdefault(key, set())
+        done.update(computed)
+        self._cached.setdefault(key, set()).update(k for k in read if k not in done)
+
+    @property
+    def cached(self) -> dict[str, int]:
+        return {key: len(keys) for key, keys in self._cached.items()}
+
+    @property
+    def computed(self) -> dict[str, int]:
+        return {key: len(keys) for key, keys in self._computed.items()}
 
 
 class FeatureStore:
@@ -141,7 +152,8 @@ class FeatureStore:
             if progress is not None:
                 progress(len(keys))
         results.update(self._gather(computed))
-        self.stats.add(model_key, cached=len(items) - len(missing), computed=len(missing))
+        missing_set = set(missing)
+        self.stats.add(model_key, read=[k for k in items if k not in missing_set], computed=missing)
         return results
 
     def _missing_anywhere(self, missing: list[str]) -> list[str]:

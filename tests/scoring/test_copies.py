@@ -81,3 +81,19 @@ def test_scoring_flags_copy_and_collage_not_noise(tmp_path):
         assert summary["aggregates"]["overall"]["copy.flag"]["mean"] == pytest.approx(shares[name])
         assert summary["copies"]["criteria"]["embedding"]["applied"] is False  # random weights: not applied, said why
     assert shares["collage"] == 1.0 and shares["noise"] == 0.0 and shares["blank"] == 0.0
+
+
+def test_degenerate_pictures_are_searched_at_bounded_cost_and_match_nothing(photos):
+    """A sliver, a one-pixel image and a huge flat canvas: the search works at the working size
+    whatever the input, finds no window that fits or none with content, and never flags them."""
+    from idbench.evaluate_pkg.copies import WORK_SIDE, _grey
+
+    ref = photos[0]
+    sliver = Image.new("RGB", (4000, 3), (200, 10, 10))
+    dot = Image.new("RGB", (1, 1), (0, 0, 0))
+    huge_flat = Image.new("RGB", (6000, 6000), (90, 90, 90))
+    assert max(_grey(huge_flat, WORK_SIDE).shape) == WORK_SIDE  # searched at 256 px, not 6000
+    for picture in (sliver, dot, huge_flat):
+        for generation, reference in ((picture, ref), (ref, picture)):
+            found = find_reference(generation, reference)
+            assert not found.copied and -1.0 <= found.ncc <= 1.0
