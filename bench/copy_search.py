@@ -1,9 +1,10 @@
 """The copy check's search: coarse-to-fine and gated vs the obvious exhaustive search.
 
-The obvious way correlates the reference with the generation at every fine scale (``FINE_STEPS`` per
-coarse step) at the full working size, in all four (direction, orientation) searches. The shipped way
-(``find_reference``) runs the coarse scales at half size and refines, around the best coarse scale,
-only the searches that reach ``COARSE_GATE``. Both must flag the same pairs; the script checks it.
+The obvious way correlates the reference with the generation at every scale a quarter of a coarse step
+apart (the fine pass's precision) at the full working size, in all four (direction, orientation)
+searches. The shipped way (``find_reference``) runs the coarse scales at half size and refines, around
+the best coarse scale, only the searches that reach ``COARSE_GATE``, with ``FINE_EVALUATIONS``
+correlations each. Both must flag the same pairs; the script checks it.
 
 Run: .venv/bin/python bench/copy_search.py [N]   (N sample photographs, default 10: N*(N-1)/2 pairs of
 different pictures, plus N copies, mirrors and 3-image collages that must be flagged)
@@ -29,7 +30,7 @@ from idbench.evaluate_pkg import copies as C  # noqa: E402
 def exhaustive(generation: Image.Image, reference: Image.Image) -> bool:
     """Every scale at fine spacing, full working size, all four searches; the same confirmation."""
     gen, ref = C._grey(generation, C.WORK_SIDE), C._grey(reference, C.WORK_SIDE)
-    ratio = C.COARSE_RATIO ** (2 / (C.FINE_STEPS - 1))  # the fine pass's spacing
+    ratio = C.COARSE_RATIO**0.25  # the fine pass's last spacing
     best = None
     for mirrored in (False, True):
         needle_ref = ref[:, ::-1].copy() if mirrored else ref
