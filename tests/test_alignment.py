@@ -1,7 +1,8 @@
 """The CHARIS human alignment study (evaluate_pkg/alignment.py) on a small hand-made ratings table.
 
 Expected correlations are computed here independently: per-item and per-model means written out by
-hand from the categories, then scipy.stats.pearsonr.
+hand from the categories, then scipy.stats (pearsonr, spearmanr, kendalltau) and the krippendorff
+package called directly, and a brute-force quadratic weighted kappa from its definition.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import pearsonr
+import krippendorff
+from scipy.stats import kendalltau, pearsonr, spearmanr
 
 from idbench.evaluate_pkg import alignment as al
 
@@ -219,6 +221,173 @@ def test_cis_are_seeded():
     assert not first.table1["charis_score low"].equals(other.table1["charis_score low"])
 
 
+# --- the further statistics: scipy, krippendorff and a brute-force kappa as references ----------------
+
+LABEL = {"mismatch": 0, "partial": 1, "near_exact": 2, "exact": 3}
+
+
+def quadratic_kappa_by_definition(a, b, k=4) -> float:
+    """1 - sum w*observed / sum w*expected, w = squared label distance: Cohen's weighted kappa written out."""
+    a, b = np.asarray(a), np.asarray(b)
+    observed = np.zeros((k, k))
+    for i, j in zip(a, b):
+        observed[i, j] += 1
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / len(a)
+    w = (np.arange(k)[:, None] - np.arange(k)[None, :]) ** 2
+    return 1 - (w * observed).sum() / (w * expected).sum()
+
+
+def categorical_scores(model_values: dict) -> pd.DataFrame:
+    """Scores whose charis_score is a category score per item (one seed), clip_i as before."""
+    scores = scores_frame(tuple(model_values))
+    for model, categories in model_values.items():
+        for k, prompt_id in enumerate(P):
+            at = (scores["model"] == model) & (scores["prompt_id"] == prompt_id) & (scores["metric"] == "charis_score")
+            scores.loc[at, "value"] = PAPER[categories[k]]
+    return scores
+
+
+def test_rank_statistics_match_scipy():
+    result = study()
+    for model in RATED:
+        row = row_of(result.table1, model=model)
+        assert row["charis_score spearman"] == pytest.approx(spearmanr(CHARIS[model], human(model)).statistic)
+        assert row["clip_i kendall_tau_b"] == pytest.approx(kendalltau(clip(model), human(model), variant="b").statistic)
+        assert row["H-H spearman"] == pytest.approx(spearmanr(annotator(model, 0), annotator(model, 1)).statistic)
+        assert row["charis_score spearman n"] == 6
+    system = row_of(result.table1, model=al.SYSTEM)
+    models = list(RATED)
+    expected = spearmanr([np.mean(CHARIS[m]) for m in models], [np.mean(human(m)) for m in models]).statistic
+    assert system["charis_score spearman"] == pytest.approx(expected)
+    assert math.isnan(system["H-H kappa_quadratic"])  # per-model means are no categories
+    cell = row_of(result.table2, type="human", style="cartoon")
+    g = [CHARIS[m][k] for m in RATED for k in (0, 1, 2)]
+    h = [human(m)[k] for m in RATED for k in (0, 1, 2)]
+    assert cell["charis_score kendall_tau_b"] == pytest.approx(kendalltau(g, h, variant="b").statistic)
+
+
+
+@pytest.mark.filterwarnings("ignore:An input array is constant")  # scipy's NaN for a constant resample
+@pytest.mark.parametrize("statistic", ["spearman", "kendall_tau_b"])
+@pytest.mark.parametrize("items_per_prompt", [[1] * 9, [1, 2, 1, 3, 1, 1]])  # equal-size resamples, then not
+def test_rank_replicates_equal_scipy_on_each_resampled_vector(statistic, items_per_prompt):
+    rng = np.random.default_rng(4)
+    prompts = [f"p{k}" for k, size in enumerate(items_per_prompt) for _ in range(size)]
+    x, y = rng.integers(0, 4, len(prompts)).astype(float), rng.normal(size=len(prompts)).round(1)
+    weights = al.cluster_bootstrap_weights(prompts, n_resamples=40, seed=9)
+    got = al._rank_replicates(statistic, x, y, weights)
+    reference = spearmanr if statistic == "spearman" else (lambda a, b: kendalltau(a, b, variant="b"))
+    for row, value in zip(weights, got):
+        picked = np.repeat(np.arange(len(x)), row.astype(int))
+        if len(set(picked)) < 3:
+            assert math.isnan(value)
+            continue
+        expected = reference(x[picked], y[picked]).statistic
+        assert (math.isnan(value) and math.isnan(expected)) or value == pytest.approx(expected)
+
+def test_a_reversed_order_and_perfect_agreement():
+    assert al.spearman([1, 2, 3, 4], [9, 7, 5, 1]) == pytest.approx(-1.0)
+    assert al.kendall_tau_b([1, 2, 3, 4], [9, 7, 5, 1]) == pytest.approx(-1.0)
+    same = np.array([[0, 1, 2, 3, 3, 1], [0, 1, 2, 3, 3, 1]], dtype=float)
+    assert al.weighted_kappa(same, 4) == pytest.approx(1.0)
+    assert al.ordinal_alpha(same, 4) == pytest.approx(1.0)
+    assert math.isnan(al.weighted_kappa(np.ones((2, 5)), 4))  # one category only: undefined, not 1
+    assert math.isnan(al.spearman([1, 2], [2, 1]))  # below three points
+
+
+def test_quadratic_kappa_of_a_small_table_by_hand():
+    # Rater A: 0 0 1 2 3 3, rater B: 0 1 1 2 2 3 (labels of mismatch .. exact). Weights (i-j)^2 / 9.
+    # Observed: two disagreements of one step, sum w*O = 2/9. Marginals A (2,1,1,2), B (1,2,2,1):
+    # sum (i-j)^2 a_i b_j = 38 + 7 + 7 + 38 = 90, so sum w*E = 90 / 9 / 6 = 5/3. kappa = 1 - (2/9)/(5/3) = 13/15.
+    labels = np.array([[0, 0, 1, 2, 3, 3], [0, 1, 1, 2, 2, 3]], dtype=float)
+    assert al.weighted_kappa(labels, 4) == pytest.approx(13 / 15)
+    assert quadratic_kappa_by_definition([0, 0, 1, 2, 3, 3], [0, 1, 1, 2, 2, 3]) == pytest.approx(13 / 15)
+
+
+def test_hh_kappa_and_alpha_match_references():
+    result = study()
+    for model in RATED:
+        row = row_of(result.table1, model=model)
+        first = [LABEL[RATED[model][1][p][0]] for p in P]
+        second = [LABEL[RATED[model][1][p][1]] for p in P]
+        assert row["H-H kappa_quadratic"] == pytest.approx(quadratic_kappa_by_definition(first, second))
+        expected = krippendorff.alpha(reliability_data=[first, second], level_of_measurement="ordinal", value_domain=[0, 1, 2, 3])
+        assert row["H-H alpha_ordinal"] == pytest.approx(expected)
+        assert row["H-H kappa_quadratic n"] == row["H-H alpha_ordinal n"] == 6
+        # The test's judge values (0.9, 0.7, ...) are mostly no category scores: only those that are
+        # (omnigen's 0.0, uno's 1.0) make units, too few for kappa, and the rest are counted in the note.
+        on_categories = sum(v in PAPER.values() for v in CHARIS[model])
+        assert math.isnan(row["charis_score kappa_quadratic"]) and row["charis_score kappa_quadratic n"] == 2 * on_categories
+        assert f"charis_score kappa, alpha: {6 - on_categories} of 6 item(s) not on the categories" in row["note"]
+
+
+def test_alpha_takes_every_annotator_and_kappa_only_items_with_two():
+    ratings = pd.DataFrame(
+        [("m", p, a, c) for p, cats in {"p1": ("exact", "exact", "near_exact"), "p2": ("partial", "mismatch", "mismatch"),
+                                         "p3": ("near_exact", "near_exact", "exact"), "p4": ("mismatch", "partial", "partial")}.items()
+         for a, c in zip(("a", "b", "c"), cats)]
+        + [("m", "p5", "a", "exact"), ("m", "p5", "b", "near_exact"), ("m", "p6", "a", "mismatch"), ("m", "p6", "b", "mismatch")],
+        columns=list(al.RATING_COLUMNS),
+    )
+    items = al.human_items(al.rating_values(ratings)).merge(pd.DataFrame({"prompt_id": P, "type": "human", "style": "cartoon"}))
+    labels, unit_item = al.categorical_units(items, al.HH, al.ALPHA, PAPER)
+    expected = [[3, 1, 2, 0, 3, 0], [3, 0, 2, 1, 2, 0], [2, 0, 3, 1, np.nan, np.nan]]
+    np.testing.assert_array_equal(labels, np.array(expected, dtype=float))
+    assert unit_item.tolist() == [0, 1, 2, 3, 4, 5]
+    labels, unit_item = al.categorical_units(items, al.HH, al.KAPPA, PAPER)
+    assert unit_item.tolist() == [4, 5] and labels.tolist() == [[3, 0], [2, 0]]
+
+
+def test_judge_vs_humans_kappa_and_alpha_on_categories():
+    judge = {
+        "anystory": ("exact", "exact", "near_exact", "partial", "exact", "partial"),
+        "dsd": ("near_exact", "partial", "mismatch", "partial", "exact", "mismatch"),
+        "omnigen": ("partial", "mismatch", "partial", "mismatch", "near_exact", "mismatch"),
+        "uno": ("exact", "exact", "near_exact", "near_exact", "near_exact", "near_exact"),
+    }
+    result = al.compute_study(ratings_frame(), categorical_scores(judge), PROMPTS, n_boot=100, seed=2)
+    for model in RATED:
+        row = row_of(result.table1, model=model)
+        # One unit per (item, annotator): the judge's category against each person's.
+        judged = [LABEL[judge[model][k]] for k, p in enumerate(P) for _ in (0, 1)]
+        people = [LABEL[c] for p in P for c in RATED[model][1][p]]
+        assert row["charis_score kappa_quadratic n"] == row["charis_score alpha_ordinal n"] == 12
+        expected_kappa = quadratic_kappa_by_definition(judged, people)
+        expected_alpha = krippendorff.alpha(reliability_data=[judged, people], level_of_measurement="ordinal",
+                                            value_domain=[0, 1, 2, 3])
+        assert row["charis_score kappa_quadratic"] == pytest.approx(expected_kappa)
+        assert row["charis_score alpha_ordinal"] == pytest.approx(expected_alpha)
+
+
+def test_intervals_hold_the_estimate_and_are_seeded():
+    judge = {m: ("exact", "near_exact", "partial", "mismatch", "exact", "partial") for m in RATED}
+    first = al.compute_study(ratings_frame(), categorical_scores(judge), PROMPTS, n_boot=200, seed=5)
+    again = al.compute_study(ratings_frame(), categorical_scores(judge), PROMPTS, n_boot=200, seed=5)
+    other = al.compute_study(ratings_frame(), categorical_scores(judge), PROMPTS, n_boot=200, seed=6)
+    for table in ("table1", "table2"):
+        pd.testing.assert_frame_equal(getattr(first, table), getattr(again, table))
+    row = row_of(first.table1, model="anystory")
+    checked = 0
+    for name in ("H-H", "charis_score", "clip_i"):
+        for statistic in al.STATISTICS:
+            columns = al._cell_columns(statistic, name)
+            if columns[0] not in row or math.isnan(row[columns[0]]):
+                continue
+            value, low, high = row[columns[0]], row[columns[1]], row[columns[2]]
+            assert low - 1e-12 <= value <= high + 1e-12, (name, statistic, low, value, high)
+            checked += 1
+    assert checked >= 10
+    assert not first.table1["H-H spearman low"].equals(other.table1["H-H spearman low"])
+
+
+def test_statistics_can_be_chosen_and_pearson_stays():
+    result = al.compute_study(ratings_frame(), scores_frame(), PROMPTS, n_boot=20, statistics=["spearman"])
+    assert "clip_i spearman" in result.table1.columns and "clip_i r" in result.table1.columns
+    assert not [c for c in result.table1.columns if "kendall" in c or "kappa" in c or "alpha" in c]
+    with pytest.raises(al.AlignmentError, match="unknown statistic"):
+        al.compute_study(ratings_frame(), scores_frame(), PROMPTS, n_boot=20, statistics=["icc"])
+
+
 def test_fewer_than_three_models_leave_the_system_row_undefined():
     rated = {m: RATED[m] for m in ("anystory", "uno")}
     result = al.compute_study(ratings_frame(rated), scores_frame(), PROMPTS, n_boot=50)
@@ -238,14 +407,46 @@ def test_a_constant_side_is_nan_with_a_reason():
     assert math.isnan(row["charis_score r"]) and "charis_score: constant over the 6 items" in row["note"]
 
 
-def test_a_missing_score_leaves_the_item_out_of_that_metric_only():
+def test_a_missing_score_leaves_the_item_out_of_every_column_of_its_rows():
     scores = scores_frame()
     scores = scores[~((scores["model"] == "uno") & (scores["prompt_id"] == "p6") & (scores["metric"] == "charis_score"))]
     result = al.compute_study(ratings_frame(), scores, PROMPTS, n_boot=50)
     row = row_of(result.table1, model="uno")
-    assert row["charis_score n"] == 5 and row["clip_i n"] == 6
+    assert row["charis_score n"] == row["clip_i n"] == row["H-H n"] == row["items"] == 5 and row["dropped"] == 1
     assert row["charis_score r"] == pytest.approx(pearsonr(CHARIS["uno"][:5], human("uno")[:5]).statistic)
-    assert "model uno: 1 of 6 rated prompts have no charis_score score; left out of charis_score" in result.notes
+    assert row["clip_i r"] == pytest.approx(pearsonr(clip("uno")[:5], human("uno")[:5]).statistic)
+    assert row["clip_i spearman n"] == 5
+    assert "1 of 6 item(s) left out of every column (1 without charis_score)" in row["note"]
+    assert any(note.startswith("model uno: 1 of 6 rated prompts have no charis_score score; left out of every column")
+               for note in result.notes)
+    # Table 2's animal/vector cell loses the same item from every column; the system row too.
+    cell = row_of(result.table2, type="animal", style="vector")
+    assert cell["charis_score n"] == cell["clip_i n"] == cell["H-H n"] == 11 and cell["dropped"] == 1
+    assert row_of(result.table1, model=al.SYSTEM)["dropped"] == 1
+    t3 = row_of(result.table3, model="uno")
+    assert t3["items"] == 5 and t3["dropped"] == 1
+    assert t3["human"] == pytest.approx(np.mean(human("uno")[:5]))
+    assert t3["clip_i"] == pytest.approx(np.mean(clip("uno")[:5]))
+
+
+def test_table3_compares_the_same_items_when_the_judge_is_undefined():
+    # The scripted case of issue 17: the judge could not categorise exactly the items people rated
+    # mismatch. Over all rated items people give 0.5 and the judge 1.0; over the same items both give 1.
+    rated = {"m": (("a", "b"), {p: (("exact",) * 2 if k < 3 else ("mismatch",) * 2) for k, p in enumerate(P)})}
+    rows = []
+    for k, prompt_id in enumerate(P):
+        rows.append(("m", "charis", prompt_id, 0, "charis_score", "", 1.0 if k < 3 else math.nan))
+        rows.append(("m", "charis", prompt_id, 0, "clip_i", "", 0.8 + 0.01 * k))
+    scores = pd.DataFrame(rows, columns=["model", "benchmark", "prompt_id", "seed", "metric", "subject", "value"])
+    result = al.compute_study(ratings_frame(rated), scores, PROMPTS, n_boot=20)
+    row = row_of(result.table3, model="m")
+    assert row["items"] == 3 and row["dropped"] == 3
+    assert row["human"] == pytest.approx(1.0) and row["charis_score"] == pytest.approx(1.0)
+    assert row["clip_i"] == pytest.approx(np.mean([0.80, 0.81, 0.82]))
+    t1 = row_of(result.table1, model="m")
+    assert t1["charis_score n"] == t1["clip_i n"] == t1["H-H n"] == t1["clip_i spearman n"] == 3
+    assert "3 of 6 item(s) left out of every column (3 without charis_score)" in t1["note"]
+    assert any("left out of every column of their rows" in note for note in result.notes)
 
 
 @pytest.mark.parametrize(
@@ -305,14 +506,25 @@ def test_written_tables_follow_the_papers_layout(tmp_path):
     assert "| type | style | n | H-H | charis_score-H | clip_i-H | notes |" in t2
     assert "| human | cartoon | 12 |" in t2
     t3 = (out / "table3_mean_scores.md").read_text()
-    assert "| model | items | human (h-bar) | charis_score | clip_i |" in t3
-    assert f"| anystory | 6 | {11 / 18:.3f} | {np.mean(CHARIS['anystory']):.3f} |" in t3
+    assert "| model | items | dropped | human (h-bar) | charis_score | clip_i |" in t3
+    assert f"| anystory | 6 | 0 | {11 / 18:.3f} | {np.mean(CHARIS['anystory']):.3f} |" in t3
+
+    # Pearson (the paper's) first, then one table per further statistic, each without the notes column.
+    sections = [line for line in t1 if line.startswith("### ")]
+    assert sections == ["### Pearson r (the paper's)", "### Spearman rho", "### Kendall tau-b",
+                        "### Cohen's kappa, quadratic weights", "### Krippendorff's alpha, ordinal"]
+    headers = [line for line in t1 if line.startswith("| model")]
+    assert headers[1] == "| model | n | H-H | charis_score-H | clip_i-H |"
+    assert headers[3] == "| model | n | H-H | charis_score-H |"  # kappa: both sides on the categories only
 
     csv1 = pd.read_csv(out / "table1_per_model.csv")
     assert list(csv1.columns[:6]) == ["model", "level", "H-H r", "H-H low", "H-H high", "H-H n"]
     assert csv1.loc[csv1["model"] == "dsd", "charis_score r"].item() == pytest.approx(r_of("dsd"), abs=1e-5)
+    assert {"H-H spearman", "clip_i kendall_tau_b low", "H-H kappa_quadratic n", "charis_score alpha_ordinal"} <= set(csv1.columns)
+    assert "clip_i kappa_quadratic" not in csv1.columns  # a cosine is no category
+    assert list(csv1.columns[-3:]) == ["items", "dropped", "note"]
     csv3 = pd.read_csv(out / "table3_mean_scores.csv")
-    assert list(csv3.columns) == ["model", "items", "human", "charis_score", "clip_i"]
+    assert list(csv3.columns) == ["model", "items", "dropped", "human", "charis_score", "clip_i"]
     info = json.loads((out / "study.json").read_text())
     assert info["models"] == sorted(RATED) and info["options"]["n_boot"] == 100 and info["items"] == 24
 
