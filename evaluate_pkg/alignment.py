@@ -77,6 +77,7 @@ PROMPT_COLUMNS = ("prompt_id", "type", "style")
 HUMAN = "human"  # the mean human score's column in the item table and in Table 3
 HH = "H-H"  # the human-human pair's name in Tables 1 and 2
 SYSTEM = "system (per-model means)"  # Table 1's across-model row
+PAPER_METRICS = ("charis_score", "clip_i", "dino_sim")  # Tables 1-3's G, C and D columns
 MIN_POINTS = 3  # Pearson r of fewer points is undefined (two points always give +-1)
 
 TABLE_FILES = {"table1": "table1_per_model", "table2": "table2_type_style", "table3": "table3_mean_scores"}
@@ -201,8 +202,8 @@ def metric_items(scores: pd.DataFrame, metrics: Sequence[str] | None = None) -> 
     """Per (model, prompt_id): each metric's mean over seeds (NaN values skipped), one column per metric.
 
     Only whole-image rows are used (``subject`` empty, when the column exists). Returns the table and
-    the metrics in it: ``metrics`` if given (each must occur), else the CHARIS suite's metrics present,
-    in the suite's order, else every metric present. The same (model, prompt, seed, metric) twice (a
+    the metrics in it: ``metrics`` if given (each must occur), else those of ``PAPER_METRICS`` present,
+    else the CHARIS suite's metrics present, in the suite's order, else every metric present. The same (model, prompt, seed, metric) twice (a
     model scored in two runs) is an error naming it.
     """
     _require_columns(scores, SCORE_COLUMNS, "scores")
@@ -220,9 +221,13 @@ def metric_items(scores: pd.DataFrame, metrics: Sequence[str] | None = None) -> 
         )
     present = list(dict.fromkeys(frame["metric"]))
     if metrics is None:
-        from idbench.builders.benchmarks.charis import SPEC
+        # The paper's columns (G, C, D) by default: under the same-items rule every further metric
+        # could only take items away from them (charis_score_itt is NaN on every hide-prompt, say).
+        chosen = [m for m in PAPER_METRICS if m in present]
+        if not chosen:
+            from idbench.builders.benchmarks.charis import SPEC
 
-        chosen = [m.name for m in SPEC.metric_suite if m.name in present] or sorted(present)
+            chosen = [m.name for m in SPEC.metric_suite if m.name in present] or sorted(present)
     else:
         unknown = [m for m in metrics if m not in present]
         if unknown:

@@ -749,7 +749,7 @@ def make_parser() -> argparse.ArgumentParser:
     alignment.add_argument("--prompts", type=Path, help="a built CHARIS folder or a prompt_id,type,style CSV (default: --ratings)")
     alignment.add_argument("--results", type=Path, nargs="+", required=True, help="results.parquet files or `idbench score` folders, one per model")
     alignment.add_argument("--out", type=Path, required=True)
-    alignment.add_argument("--metrics", nargs="+", help="metrics to correlate (default: every metric in the results)")
+    alignment.add_argument("--metrics", nargs="+", help="metrics to correlate (default: the paper's charis_score, clip_i, dino_sim where present)")
     alignment.add_argument("--n-boot", type=int, default=1000)
     alignment.add_argument("--seed", type=int, default=0)
     alignment.add_argument("--overwrite", action="store_true")

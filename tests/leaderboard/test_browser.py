@@ -345,15 +345,17 @@ def test_submit_page_queues_a_valid_zip(page, server, filled, sync_api):
     assert job["state"] == "PENDING" and job["model"] == "browser model"
     assert not page.get_by_test_id("stAlertContentError").count()
 
-    # A worker scores it (tiny weights: a plumbing check); it then appears ranked once plumbing rows are shown.
+    # A worker scores it (tiny weights: a plumbing check). It pastes the references, so once plumbing rows
+    # are shown it appears apart from the ranking, marked by the copy check (the fixture's three rows
+    # have that mark lifted: they stay ranked).
     assert run_worker(Store(filled), once=True, options=ScoreOptions(profile="tiny")) == 1
     page.goto(server + "/identity_collapse")
     _title(page, "Identity Collapse", expect)
     page.get_by_text("show plumbing-check rows").click()
     expect(page.get_by_test_id("stDataFrame").locator("table tbody tr")).to_have_count(4)
     _idle(page, expect)
-    models = [_name(row[1]) for row in _rows(page)]
-    assert "browser model" in models
+    assert "browser model" not in [_name(row[1]) for row in _rows(page)]
+    [apart] = [row for row in _rows(page, 1) if _name(row[1]) == "browser model"]
+    assert "plumbing" in " ".join(apart) and any(cell.startswith("copies references") for cell in apart)
+    expect(page.get_by_text(re.compile(r"browser model \(submission \d+\): copies references"))).to_be_visible()
     _screenshot(page, "identity-collapse-after-submit")
-    shown = [row for row in _rows(page) if _name(row[1]) == "browser model"][0]
-    assert "plumbing" in " ".join(shown)

@@ -321,12 +321,14 @@ class YesJudge:
 
     def __init__(self):
         self.asked: list[str] = []
+        self.asked_of: list[tuple[bytes, str]] = []  # (picture, question id): the controls' pictures too
 
     def ask(self, requests):
         out = []
         for request in requests:
             ids = request.schema["properties"]["answers"]["items"]["properties"]["question_id"]["enum"]
             self.asked += list(ids)
+            self.asked_of += [(request.images[0], i) for i in ids]
             out.append(JudgeAnswer(value={"answers": [{"question_id": i, "answer": "yes"} for i in ids]}, raw="{}"))
         return out
 
@@ -356,9 +358,12 @@ def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path
     for metric in ("id_sim", "dino_sim", "bg_sim", "clip_t", "aesthetic", "attr_vqa", "igc"):
         assert summary["not_run"][metric].startswith(T2I_REASON)
     assert "ranking of references" in summary["not_run"]["retrieval_p@1"]
-    # The judge was asked the binding questions only, every one of them (from the built prompts).
+    # Of the submission's pictures the judge was asked the binding questions only, every one of them
+    # (from the built prompts); the other questions it was asked are its controls' (their own pictures).
     binding = {q["question_id"] for p in data.prompt_rows.values() for q in p["questions"] if q["kind"] == "binding"}
-    assert sorted(judge.asked) == sorted(binding)
+    pictures = {f.read_bytes() for f in (sub / "images").iterdir()}
+    assert sorted(q for picture, q in judge.asked_of if picture in pictures) == sorted(binding)
+    assert any(picture not in pictures for picture, _ in judge.asked_of)  # the judge card's controls were asked
     # Always yes: every binding fact confirmed, nothing failed.
     assert summary["aggregates"]["overall"]["attr_vqa.binding"]["mean"] == 1.0
     assert summary["aggregates"]["overall"]["attr_vqa.binding.failure_rate"]["mean"] == 0.0
