@@ -12,6 +12,11 @@ What normalising means here:
   bytes or ``MAX_PIXELS`` pixels is refused, and so is anything Pillow itself calls a decompression
   bomb. The limits are the builders' (``idbench.builders.sources``), so a reference the builder accepted is
   never refused here.
+- A submitted image (``normalize_image(..., submitted=True)``, what submission validation and scoring
+  of a submission use) is also refused on its header when a side is over ``MAX_IMAGE_SIDE`` (8192)
+  pixels or its aspect ratio is over ``MAX_ASPECT_RATIO`` (8:1): a 40,000,000 x 1 PNG is within the
+  pixel limit, is 39 KB on disk, and breaks the encoders' resize. References are not held to these
+  two bounds (the builder never was), only to the pixel and byte limits.
 - The whole image is decoded, so a truncated or corrupt file fails here and not in an encoder.
 - The EXIF orientation is applied (a phone photo tagged "rotate 90" is scored upright).
 - Transparency (RGBA, LA, PA, a palette or a grey/RGB image with a transparent colour) is
@@ -37,6 +42,10 @@ from idbench.builders.sources import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
 from idbench.errors import IdbenchError
 
 MAX_PIXELS = MAX_IMAGE_PIXELS
+# Bounds on a submitted image's shape, read from its header before any pixel is decoded. Generators
+# write squares, 16:9 or at most panoramas; nothing a model would score needs more.
+MAX_IMAGE_SIDE = 8192
+MAX_ASPECT_RATIO = 8.0
 
 # The formats a generator plausibly writes. ``formats=`` makes Pillow try these plugins only.
 # MPO is what Pillow calls a JPEG with an extra (e.g. depth) frame, as some cameras and phones write.
@@ -71,11 +80,32 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def normalize_image(data: bytes, *, where: str) -> Image.Image:
+def size_problem(width: int, height: int, *, submitted: bool) -> str | None:
+    """What is wrong with an image of ``width`` x ``height`` pixels, or None: the one place of the size rules.
+
+    Every image: not empty, at most ``MAX_PIXELS``. A submitted image also: no side over
+    ``MAX_IMAGE_SIDE``, an aspect ratio of at most ``MAX_ASPECT_RATIO``:1.
+    """
+    if width <= 0 or height <= 0:
+        return f"empty image ({width}x{height} pixels)"
+    if width * height > MAX_PIXELS:
+        return f"{width}x{height} pixels, over the {MAX_PIXELS}-pixel limit (decompression bomb?)"
+    if not submitted:
+        return None
+    if max(width, height) > MAX_IMAGE_SIDE:
+        return f"{width}x{height} pixels, a side over the {MAX_IMAGE_SIDE}-pixel limit"
+    if max(width, height) / min(width, height) > MAX_ASPECT_RATIO:
+        return f"{width}x{height} pixels, an aspect ratio over the {MAX_ASPECT_RATIO:g}:1 limit"
+    return None
+
+
+def normalize_image(data: bytes, *, where: str, submitted: bool = False) -> Image.Image:
     """Decode ``data`` fully into an 8-bit RGB image, upright, transparency on white.
 
     ``where`` names the image in errors (a file, a prompt id and seed, a reference id): every
-    failure raises :class:`ImageError` with ``where`` and the reason. Example::
+    failure raises :class:`ImageError` with ``where`` and the reason. ``submitted`` holds the image to
+    the bounds of a submitted image as well (side and aspect ratio, see :func:`size_problem`); every
+    size rule is checked on the header, before decoding. Example::
 
         image = normalize_image(Path("images/01_s0.png").read_bytes(), where="images/01_s0.png")
         assert image.mode == "RGB"
@@ -91,12 +121,9 @@ def normalize_image(data: bytes, *, where: str) -> Image.Image:
         # here refuses every image Pillow would warn about (warnings.catch_warnings is not thread-safe,
         # and images are decoded in threads, so the warning is not turned into an error).
         with Image.open(io.BytesIO(data), formats=_open_formats()) as image:
-            width, height = image.size
-            if width * height > MAX_PIXELS:
-                limit = f"over the {MAX_PIXELS}-pixel limit (decompression bomb?)"
-                raise ImageError(where, f"{width}x{height} pixels, {limit}")
-            if width == 0 or height == 0:
-                raise ImageError(where, f"empty image ({width}x{height} pixels)")
+            problem = size_problem(*image.size, submitted=submitted)
+            if problem:
+                raise ImageError(where, problem)
             image.load()  # decode every pixel now: a truncated file fails here, not at open()
             upright = ImageOps.exif_transpose(image)
             return _to_rgb(upright)

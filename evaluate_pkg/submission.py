@@ -158,6 +158,25 @@ _ZIP_JUNK = re.compile(r"(^|/)(__MACOSX/.*|\.DS_Store|Thumbs\.db|desktop\.ini)$"
 MAX_ROW_GROUP_BYTES = 512 * 1024 * 1024
 # Images are decoded in threads (Pillow releases the GIL while decoding); each holds one image.
 DECODE_WORKERS = min(8, os.cpu_count() or 1)
+# A SubmissionError lists at most this many problems and counts the rest ("... and N more"), so a
+# hostile listing of millions of bad rows costs neither memory nor a page full of text (500 lines are
+# some 50 KB). It is enough to list every problem of a whole listing for the wrong benchmark (a
+# cogcanvas manifest checked against identity-collapse: 82 unknown rows and 225 missing pairs).
+MAX_PROBLEMS = 500
+# A manifest, rankings.csv or the parquet files together may hold at most LISTING_ROWS_FACTOR times
+# the rows the benchmark asks for, plus MAX_PROBLEMS; a longer listing is refused at that row, read
+# no further (parquet: from its metadata, before any image is spooled).
+LISTING_ROWS_FACTOR = 2
+# submission.json may nest objects and arrays this deep (the template nests 2); checked before parsing.
+MAX_JSON_DEPTH = 20
+# Zip member names and manifest file names: bytes (UTF-8) of the whole name and of each part between
+# slashes (what file systems allow: 255 per name; longer ones fail with ENAMETOOLONG).
+MAX_MEMBER_NAME_BYTES = 1024
+MAX_NAME_COMPONENT_BYTES = 255
+# A file or member name is cut to this many characters in messages (a 1000-character name helps nobody).
+SHOWN_NAME_CHARS = 120
+# A CSV field over this many characters is refused (Python's csv module's own limit, not changed here).
+MAX_CSV_FIELD_CHARS = csv.field_size_limit()
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _SEED = re.compile(r"[0-9]+")
@@ -211,18 +230,86 @@ class Problem:
     def __str__(self) -> str:
         parts = []
         if self.prompt_id is not None:
-            parts.append(f"prompt_id {self.prompt_id!r}" + (f" seed {self.seed}" if self.seed is not None else ""))
+            parts.append(f"prompt_id {_shown(self.prompt_id)!r}" + (f" seed {self.seed}" if self.seed is not None else ""))
         if self.file is not None:
-            parts.append(f"file {self.file}")
+            parts.append(f"file {_shown(self.file)}")
         return f"{', '.join(parts) or 'submission'}: {self.message}"
 
 
 class SubmissionError(IdbenchError, ValueError):
-    """A submission is unusable. ``problems`` lists everything found; ``str()`` is one line each."""
+    """A submission is unusable. ``problems`` lists the first ``MAX_PROBLEMS`` found and ``more`` counts
+    the others; ``str()`` is one line each, then ``... and N more problem(s)`` when some are left out.
+    ``total`` is how many there were in all."""
 
-    def __init__(self, problems: Iterable[Problem]):
-        self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+    def __init__(self, problems: Iterable[Problem], more: int = 0):
+        kept: list[Problem] = []
+        for problem in problems:
+            if len(kept) < MAX_PROBLEMS:
+                kept.append(problem)
+            else:
+                more += 1
+        self.problems = tuple(kept)
+        self.more = more + getattr(problems, "more", 0)  # a _Problems collector counted some itself
+        lines = [str(p) for p in self.problems]
+        if self.more:
+            lines.append(f"... and {self.more} more problem(s), not listed (at most {MAX_PROBLEMS} are)")
+        super().__init__("\n".join(lines))
+
+    @property
+    def total(self) -> int:
+        return len(self.problems) + self.more
+
+
+class _Problems:
+    """Problems as validation finds them: the first ``MAX_PROBLEMS`` kept, the others only counted.
+
+    Used where a list would be (``append``, ``extend``, ``+=``, truth); ``SubmissionError(collector)``
+    takes both the kept problems and the count.
+    """
+
+    def __init__(self) -> None:
+        self.kept: list[Problem] = []
+        self.more = 0
+
+    def append(self, problem: Problem) -> None:
+        if len(self.kept) < MAX_PROBLEMS:
+            self.kept.append(problem)
+        else:
+            self.more += 1
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        for problem in problems:
+            self.append(problem)
+
+    def __iadd__(self, problems: Iterable[Problem]) -> "_Problems":
+        self.extend(problems)
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self.kept)
+
+    def __len__(self) -> int:
+        return len(self.kept) + self.more
+
+    def __iter__(self) -> Iterator[Problem]:
+        return iter(self.kept)
+
+
+def _shown(name: str) -> str:
+    """``name`` cut to ``SHOWN_NAME_CHARS`` for a message (the cut said), whole when short."""
+    return name if len(name) <= SHOWN_NAME_CHARS else f"{name[:SHOWN_NAME_CHARS]}... ({len(name)} characters)"
+
+
+def _name_length_problem(name: str) -> str | None:
+    """Why a file name is too long to be written or looked up (``MAX_MEMBER_NAME_BYTES``, per part
+    ``MAX_NAME_COMPONENT_BYTES``), or None."""
+    size = len(name.encode("utf-8", "surrogateescape"))
+    if size > MAX_MEMBER_NAME_BYTES:
+        return f"a name of {size} bytes, over the {MAX_MEMBER_NAME_BYTES}-byte limit"
+    longest = max((len(part.encode("utf-8", "surrogateescape")) for part in name.split("/")), default=0)
+    if longest > MAX_NAME_COMPONENT_BYTES:
+        return f"a folder or file name of {longest} bytes, over the {MAX_NAME_COMPONENT_BYTES}-byte limit per name"
+    return None
 
 
 @dataclass(frozen=True)
@@ -253,7 +340,8 @@ class Entry:
 
     def load(self) -> Image.Image:
         """The image, decoded and normalised to 8-bit RGB (see :mod:`idbench.evaluate_pkg.images`)."""
-        return normalize_image(self.data(), where=f"prompt_id {self.prompt_id!r} seed {self.seed}, file {self.source}")
+        where = f"prompt_id {self.prompt_id!r} seed {self.seed}, file {self.source}"
+        return normalize_image(self.data(), where=where, submitted=True)
 
     def _error(self, message: str) -> SubmissionError:
         return SubmissionError([Problem(self.prompt_id, self.seed, self.source, message)])
@@ -459,20 +547,26 @@ def validate_submission(
     if not path.is_dir() and not (path.is_file() and zipfile.is_zipfile(path)):
         raise SubmissionError([Problem(None, None, str(path), "is neither a folder nor a .zip archive")])
     workdir = _Scratch(scratch)
+    limits = ZipLimits.from_env(max_zip_bytes, max_zip_members, max_compression_ratio)
     try:
         folder, label = path, str(path)
         if not path.is_dir():
             extracted = workdir.folder("archive")
-            _extract_zip(path, extracted, ZipLimits.from_env(max_zip_bytes, max_zip_members, max_compression_ratio))
+            _extract_zip(path, extracted, limits)
             folder, label = _zip_root(extracted), path.name
-        return _validate_folder(folder, label, data, workdir)
+        return _validate_folder(folder, label, data, workdir, limits)
     except BaseException:
         workdir.remove()
         raise
 
 
-def _validate_folder(folder: Path, label: str, data: BenchmarkData, workdir: _Scratch) -> Submission:
-    problems: list[Problem] = []
+def max_listing_rows(pairs: int) -> int:
+    """The most rows a listing of ``pairs`` required entries may hold (see ``LISTING_ROWS_FACTOR``)."""
+    return LISTING_ROWS_FACTOR * pairs + MAX_PROBLEMS
+
+
+def _validate_folder(folder: Path, label: str, data: BenchmarkData, workdir: _Scratch, limits: ZipLimits) -> Submission:
+    problems = _Problems()
     metadata = _read_metadata(folder, data, problems)
     if metadata.get("task") == "retrieval":
         rankings = _read_rankings(folder / RANKINGS_NAME, data, problems)
@@ -491,9 +585,9 @@ def _validate_folder(folder: Path, label: str, data: BenchmarkData, workdir: _Sc
         names = ", ".join(p.relative_to(folder).as_posix() for p in parquets[:3])
         problems.append(Problem(None, None, MANIFEST_NAME, f"both a manifest and parquet files ({names}); keep one"))
     elif manifest.is_file():
-        rows = _read_manifest(manifest, folder, problems)
+        rows = _read_manifest(manifest, folder, problems, max_listing_rows(len(data.required_pairs)))
     elif parquets:
-        rows = _read_parquets(parquets, folder, workdir, problems)
+        rows = _read_parquets(parquets, folder, workdir, problems, max_listing_rows(len(data.required_pairs)), limits)
     else:
         problems.append(Problem(None, None, label, f"no {MANIFEST_NAME} and no *.parquet files"))
 
@@ -521,9 +615,17 @@ def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem]) -
         problem(f"{path.stat().st_size} bytes, over the {MAX_METADATA_BYTES}-byte limit")
         return {}
     try:
-        metadata = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        depth = json_depth(text)
+        if depth > MAX_JSON_DEPTH:
+            problem(f"nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH}")
+            return {}
+        metadata = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         problem(f"not valid JSON ({err})")
+        return {}
+    except RecursionError:  # cannot happen below MAX_JSON_DEPTH; the last guard
+        problem("nested too deep to be read")
         return {}
     if not isinstance(metadata, dict):
         problem(f"expected a JSON object, found {type(metadata).__name__}")
@@ -550,6 +652,23 @@ def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem]) -
     return metadata
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of the JSON ``text`` nest (0 for a scalar), without parsing it.
+
+    Brackets inside strings do not count; an unterminated string or unbalanced brackets are left to the
+    parser to report. Linear in the text, and no recursion: safe on any input of bounded size.
+    """
+    depth = deepest = 0
+    for bracket in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def metadata_text_problems(metadata: Mapping[str, Any]) -> list[str]:
     """What is wrong with the free-text fields of ``metadata`` (lengths, the link's scheme); [] if fine.
 
@@ -569,10 +688,11 @@ def metadata_text_problems(metadata: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _csv_rows(path: Path, columns: tuple[str, ...], problem) -> list[tuple[str, dict[str, str]]] | None:
+def _csv_rows(path: Path, columns: tuple[str, ...], problem, max_rows: int) -> list[tuple[str, dict[str, str]]] | None:
     """A submission's CSV (manifest or rankings) as (where, stripped values) per non-blank row; None when
-    the file as a whole is unusable (too large, not UTF-8, another header). Problems go to ``problem``:
-    the file's own ones as ``problem(message)``, a row's as ``problem(message, where=...)``."""
+    the file as a whole is unusable (too large, not UTF-8, not CSV, another header, more than
+    ``max_rows`` rows: reading stops there). Problems go to ``problem``: the file's own ones as
+    ``problem(message)``, a row's as ``problem(message, where=...)``."""
     size = path.stat().st_size
     if size > MAX_MANIFEST_BYTES:
         problem(f"{size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit")
@@ -583,27 +703,36 @@ def _csv_rows(path: Path, columns: tuple[str, ...], problem) -> list[tuple[str, 
         problem(f"not UTF-8 text ({err.reason} at byte {err.start})")
         return None
     reader = csv.reader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in next(reader, [])]
-    if sorted(header) != sorted(columns):
-        problem(f"header is {','.join(header) or '(empty)'}; expected exactly the columns {','.join(columns)}")
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        if sorted(header) != sorted(columns):
+            shown = _shown(",".join(header)) or "(empty)"
+            problem(f"header is {shown}; expected exactly the columns {','.join(columns)}")
+            return None
+        rows = []
+        for number, fields in enumerate(reader, start=1):
+            if number > max_rows:
+                problem(f"more than {max_rows} rows, more than this benchmark could need; not read further")
+                return None
+            if not any(f.strip() for f in fields):
+                continue  # a blank line
+            where = f"{path.name} row {number}"
+            if len(fields) != len(header):
+                problem(f"{len(fields)} fields, but the header has {len(header)} columns", where=where)
+                continue
+            rows.append((where, dict(zip(header, (f.strip() for f in fields)))))
+    except csv.Error as err:
+        # A field over MAX_CSV_FIELD_CHARS (often an unterminated quote running to the end of the file).
+        problem(f"line {reader.line_num}: not readable as CSV ({err}; fields hold at most {MAX_CSV_FIELD_CHARS} characters; is a quote left open?)")
         return None
-    rows = []
-    for number, fields in enumerate(reader, start=1):
-        if not any(f.strip() for f in fields):
-            continue  # a blank line
-        where = f"{path.name} row {number}"
-        if len(fields) != len(header):
-            problem(f"{len(fields)} fields, but the header has {len(header)} columns", where=where)
-            continue
-        rows.append((where, dict(zip(header, (f.strip() for f in fields)))))
     return rows
 
 
-def _read_manifest(manifest: Path, folder: Path, problems: list[Problem]) -> list[_Row] | None:
+def _read_manifest(manifest: Path, folder: Path, problems: _Problems, max_rows: int) -> list[_Row] | None:
     def problem(message: str, prompt_id: str | None = None, file: str = MANIFEST_NAME) -> None:
         problems.append(Problem(prompt_id, None, file, message))
 
-    parsed = _csv_rows(manifest, MANIFEST_COLUMNS, lambda message, where=MANIFEST_NAME: problem(message, file=where))
+    parsed = _csv_rows(manifest, MANIFEST_COLUMNS, lambda message, where=MANIFEST_NAME: problem(message, file=where), max_rows)
     if parsed is None:
         return None
     rows = []
@@ -612,7 +741,9 @@ def _read_manifest(manifest: Path, folder: Path, problems: list[Problem]) -> lis
         if not prompt_id or not file:
             problem(f"empty {'prompt_id' if not prompt_id else 'file'} ({where})", prompt_id or None, file or where)
         elif not _SEED.fullmatch(seed):
-            problem(f"seed {seed!r} is not a non-negative integer ({where})", prompt_id, file)
+            problem(f"seed {_shown(seed)!r} is not a non-negative integer ({where})", prompt_id, _shown(file))
+        elif reason := _name_length_problem(file):
+            problem(f"{reason} ({where})", prompt_id, _shown(file))
         else:
             image = _image_path(folder, file)
             error = None if image else "the file must be a relative path inside the submission folder"
@@ -635,7 +766,8 @@ def _read_rankings(path: Path, data: BenchmarkData, problems: list[Problem]) -> 
     if not path.is_file():
         problem(f"missing; a retrieval submission ranks each slot's candidates in it ({','.join(RANKING_COLUMNS)})")
         return {}
-    parsed = _csv_rows(path, RANKING_COLUMNS, lambda message, where=RANKINGS_NAME: problem(message, where=where))
+    candidates = sum(len(row["candidate_ref_ids"]) for row in slots.values())
+    parsed = _csv_rows(path, RANKING_COLUMNS, lambda message, where=RANKINGS_NAME: problem(message, where=where), max_listing_rows(candidates))
     if parsed is None:
         return {}
     prompts = {prompt_id for prompt_id, _ in slots}
@@ -684,31 +816,72 @@ def _image_path(folder: Path, relative: str) -> Path | None:
     return path if path.is_relative_to(folder.resolve()) else None
 
 
-def _read_parquets(parquets: list[Path], folder: Path, workdir: _Scratch, problems: list[Problem]) -> list[_Row] | None:
+def _read_parquets(
+    parquets: list[Path], folder: Path, workdir: _Scratch, problems: _Problems, max_rows: int, limits: ZipLimits
+) -> list[_Row] | None:
     """Rows of every parquet file, their images copied out one file each (read once, in file order).
 
-    Returns None when a file as a whole is unusable: its rows would all be reported missing.
+    Every file's metadata is checked first (columns, row groups, rows, image bytes: see
+    :func:`_parquet_problem`), and the rows of all files together against ``max_rows`` and their
+    image bytes against the unpacked-bytes limit, before a single image is spooled. Returns None when
+    a file as a whole is unusable: its rows would all be reported missing.
     """
-    rows: list[_Row] = []
-    usable = True
-    for number, parquet in enumerate(parquets):
+    readers: list[tuple[str, pq.ParquetFile]] = []
+    rows_in_all = images_in_all = 0
+    for parquet in parquets:
         name = parquet.relative_to(folder).as_posix()
         try:
             reader = pq.ParquetFile(parquet)
             problem = _parquet_problem(reader)
-            if problem is None:
-                out = workdir.folder(f"parquet-{number:04d}")
-                rows.extend(_spool_parquet(reader, name, out, problems))
         except (pa.ArrowException, OSError) as err:
             problem = f"not a readable parquet file ({err})"
         if problem:
             problems.append(Problem(None, None, name, problem))
-            usable = False
-    return rows if usable else None
+            continue
+        readers.append((name, reader))
+        rows_in_all += reader.metadata.num_rows
+        images_in_all += _image_bytes(reader)
+    if len(readers) < len(parquets):
+        return None
+    listing = "the parquet files"
+    if rows_in_all > max_rows:
+        problems.append(Problem(None, None, listing, f"{rows_in_all} rows, more than this benchmark could need (at most {max_rows})"))
+        return None
+    if images_in_all > limits.max_bytes:
+        message = f"hold {images_in_all} bytes of images, over the {limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
+        problems.append(Problem(None, None, listing, message))
+        return None
+    rows: list[_Row] = []
+    spooled = _Spooled(limits.max_bytes)
+    for number, (name, reader) in enumerate(readers):
+        out = workdir.folder(f"parquet-{number:04d}")
+        try:
+            rows.extend(_spool_parquet(reader, name, out, problems, spooled))
+        except (pa.ArrowException, OSError) as err:
+            problems.append(Problem(None, None, name, f"not a readable parquet file ({err})"))
+            return None
+    return rows
+
+
+def _image_bytes(reader: pq.ParquetFile) -> int:
+    """The uncompressed bytes of the image column (its leaves: a struct's bytes and path) in the metadata."""
+    metadata = reader.metadata
+    total = 0
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            if chunk.path_in_schema.split(".")[0] == "image":
+                total += chunk.total_uncompressed_size
+    return total
 
 
 def _parquet_problem(reader: pq.ParquetFile) -> str | None:
-    """What is wrong with a parquet file's columns or layout, if anything."""
+    """What is wrong with a parquet file's columns or layout, if anything: read from its metadata only.
+
+    Row groups over ``MAX_ROW_GROUP_BYTES`` are refused, and so is a row group whose image bytes
+    average more than ``MAX_IMAGE_BYTES`` a row (then at least one image is over the limit).
+    """
     schema = reader.schema_arrow
     missing = [c for c in PARQUET_COLUMNS if c not in schema.names]
     if missing:
@@ -725,37 +898,72 @@ def _parquet_problem(reader: pq.ParquetFile) -> str | None:
     if image is None or not (pa.types.is_binary(image) or pa.types.is_large_binary(image)):
         return f"column image should be a datasets Image struct {{bytes, path}} or binary, found {kinds['image']}"
     # A row group is the smallest unit parquet reads; bound it so that memory stays bounded.
-    for group in range(reader.num_row_groups):
-        size = reader.metadata.row_group(group).total_byte_size
+    metadata = reader.metadata
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        size = row_group.total_byte_size
         if size > MAX_ROW_GROUP_BYTES:
             return (
                 f"row group {group} holds {size} bytes, over the {MAX_ROW_GROUP_BYTES}-byte limit; "
                 "write smaller row groups (datasets' to_parquet does)"
             )
+        images = sum(
+            row_group.column(c).total_uncompressed_size
+            for c in range(row_group.num_columns)
+            if row_group.column(c).path_in_schema.split(".")[0] == "image"
+        )
+        if row_group.num_rows and images / row_group.num_rows > MAX_IMAGE_BYTES:
+            average = images // row_group.num_rows
+            return f"row group {group}: its images average {average} bytes, over the {MAX_IMAGE_BYTES}-byte limit per image"
     return None
 
 
-def _spool_parquet(reader: pq.ParquetFile, name: str, out: Path, problems: list[Problem]) -> list[_Row]:
+class _Spooled:
+    """Counts the image bytes spooled out of parquet files against the unpacked-bytes limit.
+
+    The metadata's uncompressed sizes are checked first, but a dictionary-encoded column can decode
+    to more than they say; this count holds the limit on the bytes actually written.
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.total = 0
+
+    def add(self, size: int, source: str) -> None:
+        self.total += size
+        if self.total > self.max_bytes:
+            message = f"images add up to more than the {self.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
+            raise SubmissionError([Problem(None, None, source, message)])
+
+
+def _spool_parquet(reader: pq.ParquetFile, name: str, out: Path, problems: _Problems, spooled: _Spooled) -> list[_Row]:
+    """The rows of one parquet file, each image copied out to a file of its own under ``out``.
+
+    Rows are read one at a time (a batch of one row), so memory holds one image, not a row group of
+    them; an image over ``MAX_IMAGE_BYTES`` is refused before it is written.
+    """
     rows = []
-    number = 0
-    for group in range(reader.num_row_groups):
-        table = reader.read_row_group(group, columns=list(PARQUET_COLUMNS))
-        images = table.column("image").combine_chunks()
+    batches = reader.iter_batches(batch_size=1, columns=list(PARQUET_COLUMNS), use_threads=False)
+    for number, batch in enumerate(batches):
+        images = batch.column("image")
         if pa.types.is_struct(images.type):
             images = images.field("bytes")
-        for prompt_id, seed, image in zip(table["prompt_id"].to_pylist(), table["seed"].to_pylist(), images):
-            source = f"{name} row {number}"
-            number += 1
-            if prompt_id is None or seed is None or seed < 0:
-                message = "prompt_id is missing" if prompt_id is None else f"seed {seed} is not a non-negative integer"
-                problems.append(Problem(prompt_id, None, source, message))
-                continue
-            data = image.as_py()
-            if data is None:
-                error = "no image bytes (an image given only as a path); embed the bytes"
-                rows.append(_Row(prompt_id, seed, source, source, None, error))
-                continue
-            path = out / f"{number - 1:08d}.img"
+        prompt_id, seed, image = batch.column("prompt_id")[0].as_py(), batch.column("seed")[0].as_py(), images[0]
+        source = f"{name} row {number}"
+        if prompt_id is None or seed is None or seed < 0:
+            message = "prompt_id is missing" if prompt_id is None else f"seed {seed} is not a non-negative integer"
+            problems.append(Problem(prompt_id, None, source, message))
+            continue
+        data = image.as_py()
+        if data is None:
+            error = "no image bytes (an image given only as a path); embed the bytes"
+            rows.append(_Row(prompt_id, seed, source, source, None, error))
+        elif len(data) > MAX_IMAGE_BYTES:
+            error = f"{len(data)} bytes, over the {MAX_IMAGE_BYTES}-byte limit"
+            rows.append(_Row(prompt_id, seed, source, source, None, error))
+        else:
+            spooled.add(len(data), source)
+            path = out / f"{number:08d}.img"
             path.write_bytes(data)
             rows.append(_Row(prompt_id, seed, source, source, path))
     return rows
@@ -785,13 +993,13 @@ def _match_pairs(rows: list[_Row], data: BenchmarkData, problems: list[Problem],
     return [first[pair] for pair in data.required_pairs if pair in first]
 
 
-def _check_images(rows: list[_Row], problems: list[Problem]) -> dict[_Row, str]:
+def _check_images(rows: list[_Row], problems: _Problems) -> dict[_Row, str]:
     """Decode every image fully; the content hash of each good one, a problem for each bad one."""
 
     def check(row: _Row) -> str | Problem:
         try:
             data = _row_bytes(row)
-            normalize_image(data, where=row.source)
+            normalize_image(data, where=row.source, submitted=True)
         except _RowProblem as err:
             return row.problem(str(err))
         except ImageError as err:
@@ -849,14 +1057,14 @@ def _extract_zip(archive: Path, into: Path, limits: ZipLimits) -> None:
         members = archive_file.infolist()
         if len(members) > limits.max_members:
             refuse(archive.name, f"{len(members)} members, over the limit of {limits.max_members}")
-        problems, names = [], set()
+        problems, names = _Problems(), set()
         for member in members:
             reason = _unsafe_member(member)
             if reason is None and member.filename.rstrip("/") in names:
                 reason = "appears twice in the archive"
             names.add(member.filename.rstrip("/"))
             if reason:
-                problems.append(Problem(None, None, f"{archive.name}:{member.filename}", reason))
+                problems.append(Problem(None, None, f"{archive.name}:{_shown(member.filename)}", reason))
         if problems:
             raise SubmissionError(problems)
 
@@ -868,12 +1076,12 @@ def _extract_zip(archive: Path, into: Path, limits: ZipLimits) -> None:
             written.extract(archive_file, member)
         has_manifest = any(m.filename == prefix + MANIFEST_NAME for m in texts)
         named = _named_in_manifest(into / PurePosixPath(prefix + MANIFEST_NAME), prefix) if has_manifest else None
-        wanted, problems = [], []
+        wanted, problems = [], _Problems()
         for member in files:
             if member in texts:
                 continue
             suffix = PurePosixPath(member.filename).suffix.lower()
-            label = f"{archive.name}:{member.filename}"
+            label = f"{archive.name}:{_shown(member.filename)}"
             if has_manifest and named is None:
                 continue  # not extracted; the manifest's own problem is what the submitter must fix first
             if suffix in ARCHIVE_SUFFIXES:
@@ -916,7 +1124,7 @@ class _Written:
         for member in members:
             reason = self._ratio_problem(member.file_size, member.compress_size)
             if reason:
-                problems.append(Problem(None, None, f"{self.archive.name}:{member.filename}", f"{reason} (declares {member.file_size} bytes)"))
+                problems.append(Problem(None, None, f"{self.archive.name}:{_shown(member.filename)}", f"{reason} (declares {member.file_size} bytes)"))
         declared = self.total + sum(m.file_size for m in members)
         if declared > self.limits.max_bytes:
             message = f"unpacks to {declared} bytes, over the {self.limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
@@ -924,7 +1132,7 @@ class _Written:
         return problems
 
     def extract(self, archive_file: zipfile.ZipFile, member: zipfile.ZipInfo) -> None:
-        label = f"{self.archive.name}:{member.filename}"
+        label = f"{self.archive.name}:{_shown(member.filename)}"
         target = (self.root / PurePosixPath(member.filename)).resolve()
         if not target.is_relative_to(self.root):  # cannot happen after _unsafe_member; the last guard
             raise SubmissionError([Problem(None, None, label, "would be written outside the extraction folder")])
@@ -984,6 +1192,8 @@ def _unsafe_member(member: zipfile.ZipInfo) -> str | None:
     kind = stat.S_IFMT(member.external_attr >> 16)
     if not name or name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
         return "absolute path; members must be relative paths"
+    if reason := _name_length_problem(name):
+        return reason
     if "\\" in name:
         return "backslash in the path; zip members use '/' as the separator"
     if ".." in PurePosixPath(name).parts:

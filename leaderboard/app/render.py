@@ -518,14 +518,28 @@ def model_page() -> None:
         return
     labels = dict(zip(results["submission_id"].astype(int), query.model_labels(results)))
     ids = list(labels)
-    # A name picks its newest result (results come newest first); an id, when given, wins over a name.
-    by_name = {}
-    for i, name in zip(ids, results["model_name"].astype(str)):
-        by_name.setdefault(name, i)
+    # A name opens a result only when exactly one current row has it (compared by idbench.names.name_key:
+    # case, width and spacing aside); several rows of one name are listed to choose from, never guessed
+    # between, so an impostor's row cannot answer a link to the real one. An id, when given, wins.
+    from idbench.names import resolve_name
+
+    rows = [(i, name, None if pd.isna(who) else str(who)) for i, name, who in zip(ids, results["model_name"].astype(str), results["submitter"])]
     if "submission" in st.query_params or "model-submission" in st.session_state:
         initial("model-submission", "submission", ids, ids[0], notes, parse=int)
     else:
-        initial("model-submission", "model", ids, ids[0], notes, parse=lambda raw: by_name.get(raw, _INVALID))
+        raw = st.query_params.get("model")
+        match = resolve_name(raw, rows) if raw is not None else None
+        if match is not None and len(match.candidates) > 1:
+            st.warning(plain(f"{len(match.candidates)} scored submissions are named {raw[:100]!r}; a link by name opens one only when it is unique. Choose one:"))
+            choices = pd.DataFrame(
+                [(i, name, who or "(anonymous)", query.model_url(benchmark, track, i, name)) for i, name, who in match.candidates],
+                columns=["submission", "model", "submitter", "open"],
+            )
+            st.dataframe(choices, hide_index=True, column_config={"open": st.column_config.LinkColumn("open", display_text="open")}, key="model-choices")
+            link_notes(notes)
+            return
+        chosen = match.chosen if match is not None else None
+        initial("model-submission", "model", ids, ids[0], notes, parse=lambda _: _INVALID if chosen is None else chosen)
     submission = st.selectbox("Submission", ids, format_func=lambda i: labels[i], key="model-submission")
     link_notes(notes)
     row = results[results["submission_id"] == submission].iloc[0].to_dict()
@@ -804,10 +818,11 @@ def submit_page() -> None:
                 rate_limit=rate_limit(),
             )
         except SubmissionError as error:
-            # One st.error per problem, as plain text; the temporary path means nothing to the submitter.
-            st.error(f"The submission was not queued: {len(error.problems)} problem(s).")
-            for problem in error.problems:
-                st.error(plain(str(problem).replace(str(path), shown_name)))
+            # Two boxes however many problems: the count, then the listed ones (at most MAX_PROBLEMS,
+            # then "... and N more", as SubmissionError words it) one a line, as plain text; the
+            # temporary path means nothing to the submitter. "  \n" is Markdown's line break.
+            st.error(f"The submission was not queued: {error.total} problem(s).")
+            st.error("  \n".join(plain(line.replace(str(path), shown_name)) for line in str(error).splitlines()))
             return
         except (HubSubmissionError, RateLimitError, backend.QueueError) as error:
             st.error(plain(f"The submission was not queued: {error}"))
