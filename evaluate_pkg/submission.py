@@ -21,7 +21,12 @@ A submission is one of:
    holding the columns ``prompt_id`` (string), ``seed`` (integer) and ``image``, either a
    ``datasets.Image()`` struct ``{bytes, path}`` with the bytes embedded, or plain binary (the encoded
    file). Other columns are ignored (the prompt text, say). ``Dataset.to_parquet`` writes this.
-   Row groups over ``MAX_ROW_GROUP_BYTES`` are refused (parquet is read a row group at a time).
+   Before any image is spooled, each file's metadata is checked: row groups over
+   ``MAX_ROW_GROUP_BYTES``, a row group whose image column averages over ``MAX_IMAGE_BYTES`` a row,
+   more rows in all than :func:`max_listing_rows` allows, and image bytes in all over the
+   unpacked-bytes limit of zips (below) are refused. Rows are then read one at a time, and an image
+   over ``MAX_IMAGE_BYTES`` is refused before it is written (dictionary encoding can make the
+   metadata understate a column; the bytes actually written are counted against the limit too).
 
 3. **A ``.zip``** of either folder, with its files at the top of the archive or inside one folder.
    Only what the submission is made of is extracted, into a fresh temporary folder: ``submission.json``,
@@ -66,10 +71,20 @@ a ranking of references (format 4).
 Validation
 ----------
 :func:`validate_submission` checks everything up front and raises one :class:`SubmissionError` that
-lists *every* problem found (a :class:`Problem` each, naming the prompt id, seed and file), so a user
-fixes all of them in one round. A submission that fails validation is not scored at all. Every image
-is decoded fully (with :func:`idbench.evaluate_pkg.images.normalize_image`), so a truncated file fails here and
-not halfway through scoring.
+lists the problems found (a :class:`Problem` each, naming the prompt id, seed and file), so a user
+fixes all of them in one round: the first ``MAX_PROBLEMS`` (500), then ``... and N more``. A
+submission that fails validation is not scored at all. Every image's header is checked first (the
+pixel limit, and for a submitted image no side over ``MAX_IMAGE_SIDE`` and no aspect ratio over
+``MAX_ASPECT_RATIO``: see :func:`idbench.evaluate_pkg.images.size_problem`), then it is decoded fully
+(with :func:`idbench.evaluate_pkg.images.normalize_image`), so a truncated file fails here and not
+halfway through scoring.
+
+Work is bounded whatever the input: a listing (manifest, rankings, parquet rows) longer than
+:func:`max_listing_rows` is refused at that row; ``submission.json`` nested deeper than
+``MAX_JSON_DEPTH`` is refused before it is parsed; a CSV field over ``MAX_CSV_FIELD_CHARS`` (often an
+unterminated quote) is one problem naming the line; zip member names and manifest file names over
+``MAX_MEMBER_NAME_BYTES`` (or a part over ``MAX_NAME_COMPONENT_BYTES``) are refused by name, the name
+cut to ``SHOWN_NAME_CHARS`` in messages. See ``docs/hostile-input.md``.
 
 The returned :class:`Submission` holds no decoded images and no image bytes, only one file per
 entry and its content hash, so memory stays bounded however large the submission. A manifest
@@ -85,6 +100,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import os
 import re
@@ -1075,7 +1091,8 @@ def _extract_zip(archive: Path, into: Path, limits: ZipLimits) -> None:
         for member in texts:  # the manifest first: it says what else to extract
             written.extract(archive_file, member)
         has_manifest = any(m.filename == prefix + MANIFEST_NAME for m in texts)
-        named = _named_in_manifest(into / PurePosixPath(prefix + MANIFEST_NAME), prefix) if has_manifest else None
+        manifest = into / PurePosixPath(prefix + MANIFEST_NAME)
+        named = _named_in_manifest(manifest, prefix, limits.max_members) if has_manifest else None
         wanted, problems = [], _Problems()
         for member in files:
             if member in texts:
@@ -1170,10 +1187,11 @@ def _zip_prefix(names: list[str]) -> str:
     return ""
 
 
-def _named_in_manifest(manifest: Path, prefix: str) -> frozenset[str] | None:
+def _named_in_manifest(manifest: Path, prefix: str, max_names: int) -> frozenset[str] | None:
     """Archive member names the extracted manifest lists (``prefix`` + its ``file`` column).
 
-    None for a manifest whose file column cannot be read: it names nothing, only it and
+    None for a manifest whose file column cannot be read, or that has more rows than ``max_names``
+    (the archive's member limit: it could not hold them): it names nothing, only it and
     submission.json are extracted, and the validation that follows reports what is wrong with it.
     """
     try:
@@ -1181,8 +1199,10 @@ def _named_in_manifest(manifest: Path, prefix: str) -> frozenset[str] | None:
             reader = csv.reader(handle)
             header = [h.strip() for h in next(reader, [])]
             column = header.index("file")
-            rows = [fields[column].strip() for fields in reader if len(fields) == len(header)]
+            rows = [fields[column].strip() for fields in itertools.islice(reader, max_names + 1) if len(fields) == len(header)]
     except (UnicodeDecodeError, ValueError, csv.Error, OSError):
+        return None
+    if len(rows) > max_names:
         return None
     return frozenset(prefix + PurePosixPath(os.path.normpath(file)).as_posix() for file in rows if file)
 
