@@ -108,6 +108,8 @@ class JudgeConfig:
         problems = []
         if not self.base_url:
             problems.append("base_url is empty")
+        else:
+            problems += url_credential_problems(self.base_url, self.api_key_env)
         if not self.model:
             problems.append("model is empty")
         if self.structured not in STRUCTURED_MODES:
@@ -149,6 +151,32 @@ class JudgeConfig:
     def deterministic(self) -> bool:
         """Temperature 0: the only setting whose answers are cached and deduplicated."""
         return self.temperature == 0
+
+
+# Query parameters that carry a credential in some OpenAI-compatible gateways (Azure's ``api-key``,
+# Google's ``key``): in a URL they would reach logs, error messages and the judge card.
+_CREDENTIAL_PARAMETERS = re.compile(r"(^|[-_])(key|token|secret|password|auth|signature|sig)$", re.IGNORECASE)
+
+
+def url_credential_problems(url: str, api_key_env: str) -> list[str]:
+    """Why a judge URL is refused: not http(s) with a host, or carrying a credential (``user:pass@`` or
+    a key-like query parameter). The URL itself is never repeated: it may hold the secret."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return ["base_url is not a URL"]
+    if parts.scheme not in ("http", "https") or not host:
+        return ["base_url must be an http(s) URL with a host (e.g. http://localhost:8000/v1)"]
+    problems = []
+    if parts.username or parts.password:
+        problems.append(f"base_url carries credentials (user:password@host); give the key only through ${api_key_env}")
+    named = sorted({name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAMETERS.search(name)})
+    if named:
+        problems.append(f"base_url carries a credential in its query ({', '.join(named)}); give the key only through ${api_key_env}")
+    return problems
 
 
 class _Secret:

@@ -507,3 +507,31 @@ def test_ask_works_inside_a_running_event_loop_and_ask_async_directly():
         answers = asyncio.run(from_async_code())
     assert [a.ok for a in answers] == [True, True] and judge.model == "judge-test"
     assert judge.ask([]) == []
+
+
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("https://alice:s3cret-key@judge.example/v1", "user:password@host"),
+        ("https://sk-live-123@judge.example/v1", "user:password@host"),
+        ("https://judge.example/v1?api-key=s3cret-key", "query (api-key)"),
+        ("https://judge.example/v1?key=s3cret-key&x=1", "query (key)"),
+        ("ftp://judge.example/v1", "http(s) URL with a host"),
+        ("http:///v1", "http(s) URL with a host"),
+    ],
+)
+def test_a_judge_url_with_credentials_is_refused_without_repeating_them(url, says):
+    from idbench.evaluate_pkg.judge import JudgeConfig
+
+    with pytest.raises(ValueError) as error:
+        JudgeConfig(base_url=url, model="m")
+    message = str(error.value)
+    assert says in message and "s3cret" not in message and "sk-live" not in message
+    if "@" in url or "?" in url:
+        assert "$IDBENCH_JUDGE_API_KEY" in message  # where the key belongs
+
+
+def test_a_plain_judge_url_with_a_port_and_path_is_accepted():
+    from idbench.evaluate_pkg.judge import JudgeConfig
+
+    assert JudgeConfig(base_url="http://localhost:8000/v1?api-version=2024-06-01", model="m").base_url.startswith("http://localhost")
