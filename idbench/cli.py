@@ -416,6 +416,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
     from idbench.leaderboard.queue import jobs_table
     from idbench.leaderboard.store import Store
+    from idbench.names import terminal_safe
 
     if args.hub:
         return _hub_jobs(args)
@@ -426,8 +427,9 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if not rows:
         print("no submissions yet")
     for row in rows:
-        reason = f"  {row['reason']}" if row.get("reason") else ""
-        print(f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {row['model']}{reason}")
+        # Names and reasons are a submitter's text: escaped, so no escape sequence or bidi control acts.
+        reason = f"  {terminal_safe(row['reason'])}" if row.get("reason") else ""
+        print(f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {terminal_safe(row['model'])}{reason}")
     return 0
 
 
@@ -437,6 +439,7 @@ def _hub_jobs(args: argparse.Namespace) -> int:
 
     from idbench.leaderboard.hub_queue import scan_requests
     from idbench.leaderboard.hubrepo import JSON_FILES, open_repo
+    from idbench.names import terminal_safe
 
     repo = open_repo(args.hub)
     head = repo.head()
@@ -449,8 +452,8 @@ def _hub_jobs(args: argparse.Namespace) -> int:
     if not found:
         print(f"no requests in {args.hub}")
     for r in found:
-        reason = f"  {r.reason}" if r.reason else ""
-        print(f"{r.state:<9} attempts {r.attempts}  {r.path}  {r.model}{reason}")
+        reason = f"  {terminal_safe(r.reason)}" if r.reason else ""
+        print(f"{r.state:<9} attempts {r.attempts}  {terminal_safe(r.path)}  {terminal_safe(r.model)}{reason}")
     return 0
 
 

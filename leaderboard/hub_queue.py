@@ -55,7 +55,7 @@ from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import Problem, SubmissionError, validate_submission
 from idbench.leaderboard.hub import AGGREGATES_FILE, SAMPLES_FILE, json_bytes, request_path, result_folder, result_record
 from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo, FileAdd, FileDelete, Operation, RepoConflict
-from idbench.leaderboard.queue import MAX_ATTEMPTS, benchmark_version, queued_metadata, store_files
+from idbench.leaderboard.queue import MAX_ATTEMPTS, benchmark_version, name_taken_message, queued_metadata, store_files
 from idbench.leaderboard.store import LeaseLostError, default_home, iso
 from idbench.leaderboard.worker import (
     DEFAULT_LEASE_SECONDS,
@@ -68,6 +68,7 @@ from idbench.leaderboard.worker import (
     readiness_problems,
     record_traceback,
 )
+from idbench.names import name_key, name_problems
 
 log = logging.getLogger(__name__)
 
@@ -312,8 +313,19 @@ def submit_request(
     manifest.csv, images/<sha>.<ext>, as the local store keeps it), zipped, in the same commit as its
     record. The same files and model submitted again (the record's path exists) come back with
     ``duplicate=True`` and nothing is committed. ``submitter`` is accepted for the app's sake but never
-    written: the requests repo may be public.
+    written: the requests repo may be public. It is still checked (no control, format or mixed-script
+    characters), as the local queue checks it.
+
+    A model name is refused when a request of this benchmark (not withdrawn) already has it by
+    :func:`~idbench.names.name_key`. The records carry no submitter, so the Hub queue cannot tell the
+    owner's new files from an impostor's: every name there is first come, first served (a new version
+    goes under a new name, or the maintainer withdraws the old request). The check runs on the head
+    each commit attempt builds on, so two racing submits of one name cannot both land.
     """
+    if submitter is not None:
+        problems = name_problems("submitter", submitter)
+        if problems:
+            raise SubmissionError([Problem(None, None, "submitter", message) for message in problems])
     del submitter  # not published (see the docstring)
     data_dir = Path(data_dir).resolve()
     data = load_benchmark_data(data_dir)
@@ -330,6 +342,10 @@ def submit_request(
             if _read(requests, head, path) is not None:
                 duplicate_at[0] = head
                 return []
+            others = list_requests(requests, head) if head is not None else []
+            taken = [f"request {r.path}" for r in others if r.benchmark == data.name and r.state != "WITHDRAWN" and name_key(r.model) == name_key(name)]
+            if taken:
+                raise SubmissionError([Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))])
             moment = iso(_now(now))
             record = Request(
                 path=path, model=name, benchmark=data.name, benchmark_version=version, content_hash=digest,

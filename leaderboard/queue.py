@@ -44,6 +44,7 @@ from idbench.evaluate_pkg.submission import (
 )
 from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
+from idbench.names import ANONYMOUS, name_key, name_problems, normalise_name, submitter_identity
 
 # A job whose attempts ended this many times in worker faults (its lease ran out: the worker was
 # killed; or the worker reported a fault of its own) is not handed out again but PARKED, so a job
@@ -57,7 +58,11 @@ RETRIEVAL_NOT_QUEUED = (
 
 @dataclass(frozen=True)
 class RateLimit:
-    """At most ``max_submissions`` new submissions per submitter in any ``window_s`` seconds."""
+    """At most ``max_submissions`` new submissions per submitter in any ``window_s`` seconds.
+
+    A submitter is who :func:`~idbench.names.submitter_identity` says: a named one by the name's key
+    (``Alice`` and `` alice `` are one), an anonymous one per client (see :func:`submit`).
+    """
 
     max_submissions: int
     window_s: float
@@ -114,6 +119,7 @@ def submit(
     family: str | None = None,
     link: str | None = None,
     rate_limit: RateLimit | None = None,
+    client: str | None = None,
 ) -> SubmitResult:
     """Validate a submission against the benchmark in ``data_dir``, store its files and queue a job.
 
@@ -128,9 +134,21 @@ def submit(
     limits (:func:`~idbench.evaluate_pkg.submission.metadata_text_problems`). With ``rate_limit`` (the app
     sets one; the maintainer's CLI does not), a submitter over the limit gets :class:`RateLimitError`
     before the files are even read; a duplicate does not count against it.
+
+    Names cannot impersonate (:mod:`idbench.names`): the model name, family and submitter are refused
+    with control, format (bidi, zero-width) or mixed-script characters and stored in NFKC; a model name
+    that another submitter already uses on this benchmark (same :func:`~idbench.names.name_key`, not
+    withdrawn) is refused, while the same submitter may submit new files under their name again.
+
+    ``client`` is what the caller knows of an anonymous submitter's client, so anonymous submitters are
+    limited (and own names) each on their own: the app passes the logged-in Hub user on a Space
+    (``hf:<user>``) or the first ``X-Forwarded-For`` address; only a digest of it is stored. Without
+    one (the local CLI) anonymous submissions are one submitter, ``anonymous``.
     """
+    submitter = _checked_submitter(submitter)
+    identity = submitter_identity(submitter, client)
     if rate_limit is not None:
-        _check_rate(store, submitter, rate_limit)
+        _check_rate(store, submitter, rate_limit, client)
     data_dir = Path(data_dir).resolve()
     data = load_benchmark_data(data_dir)
     version = benchmark_version(data_dir)
@@ -139,6 +157,12 @@ def submit(
         existing = store.find_duplicate(digest)
         if existing is not None:
             return SubmitResult(existing[0], existing[1], duplicate=True)
+        taken = [
+            f"submission {i} ({model!r})" for i, model, _, owner in store.submission_identities(data.name)
+            if name_key(model) == name_key(name) and owner != identity
+        ]  # fmt: skip
+        if taken:
+            raise SubmissionError([Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))])
         stored = store_files(store.submissions_dir, digest, metadata, submission.entries)
     submission_id, job_id, duplicate = store.add_submission(
         benchmark=data.name,
@@ -151,8 +175,29 @@ def submit(
         submitter=submitter,
         rate_limit=None if rate_limit is None else (rate_limit.max_submissions, rate_limit.window_s),
         task=submission.task,
+        client=client,
     )
     return SubmitResult(submission_id, job_id, duplicate)
+
+
+def _checked_submitter(submitter: str | None) -> str | None:
+    """The submitter's name in NFKC (None when blank); SubmissionError for refused characters."""
+    if submitter is None:
+        return None
+    problems = name_problems("submitter", submitter)
+    if problems:
+        raise SubmissionError([Problem(None, None, "submitter", message) for message in problems])
+    return normalise_name(submitter) or None
+
+
+def name_taken_message(name: str, benchmark: str, taken: list[str]) -> str:
+    """The one line that refuses a model name another submitter already uses (``taken``: where, e.g.
+    ``"submission 3 ('FLUX.1-dev')"``)."""
+    more = f" and {len(taken) - 1} more" if len(taken) > 1 else ""
+    return (
+        f"field 'model': the name {name!r} is already used on {benchmark} by another submitter ({taken[0]}{more}); "
+        "names are compared ignoring case, width and spacing: choose another name"
+    )
 
 
 def queued_metadata(
@@ -171,16 +216,27 @@ def queued_metadata(
     name = (model_name or "").strip() or submission.model
     metadata = dict(submission.metadata, **overrides, model=name)
     problems = metadata_text_problems(metadata)
+    # Character, script and link rules (idbench.names); a field that already has a problem keeps that one
+    # line (metadata_text_problems may apply the same rules: nothing is said twice).
+    for key in ("model", "family", "link"):
+        if isinstance(metadata.get(key), str) and not any(p.startswith(f"field {key!r}") for p in problems):
+            problems += name_problems(key, metadata[key])
+    if not problems:  # stored and shown in NFKC, so 'ＦＬＵＸ' is 'FLUX' wherever it is read
+        name = normalise_name(name)
+        metadata.update({key: normalise_name(metadata[key]) for key in ("model", "family") if isinstance(metadata.get(key), str)})
+        metadata["model"] = name
     if problems:
         raise SubmissionError([Problem(None, None, "model metadata", message) for message in problems])
     return name, metadata, submission_hash(benchmark, name, submission.entries, submission.task)
 
 
-def _check_rate(store: Store, submitter: str | None, limit: RateLimit) -> None:
-    """Raise :class:`RateLimitError` when ``submitter`` (anonymous counts as one submitter) is over ``limit``."""
-    recent = store.count_recent_submissions(submitter, time.time() - limit.window_s)
+def _check_rate(store: Store, submitter: str | None, limit: RateLimit, client: str | None = None) -> None:
+    """Raise :class:`RateLimitError` when the submitter (by :func:`~idbench.names.submitter_identity`:
+    a name's key, else the client, else the one anonymous pool) is over ``limit``."""
+    recent = store.count_recent_submissions(submitter, time.time() - limit.window_s, client=client)
     if recent >= limit.max_submissions:
-        who = f"submitter {submitter!r}" if submitter else "anonymous submitters"
+        identity = submitter_identity(submitter, client)
+        who = f"submitter {submitter!r}" if submitter else ("anonymous submitters" if identity == ANONYMOUS else "this anonymous client")
         hours = limit.window_s / 3600
         raise RateLimitError(f"{who} made {recent} submissions in the last {hours:g} h; the limit is {limit.max_submissions}")
 

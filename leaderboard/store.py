@@ -34,6 +34,7 @@ import pandas as pd
 
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
+from idbench.names import ANONYMOUS, name_key, submitter_identity
 
 DB_NAME = "leaderboard.sqlite3"
 BUSY_TIMEOUT_S = 60.0
@@ -299,6 +300,7 @@ class Store:
         submitter: str | None = None,
         rate_limit: tuple[int, float] | None = None,
         task: str = DEFAULT_TASK,
+        client: str | None = None,
     ) -> tuple[int, int, bool]:
         """Insert a submission and its first PENDING job; returns ``(submission_id, job_id, duplicate)``.
 
@@ -307,15 +309,19 @@ class Store:
         means two simultaneous submits of the same files queue one job. ``rate_limit`` ``(count,
         seconds)`` is checked in the same transaction (the submitter's earlier submissions in the
         window), so parallel uploads cannot slip past it; over the limit raises ``RateLimitError``.
+        The limit counts per :func:`~idbench.names.submitter_identity`: a named submitter by the
+        name's key, an anonymous one per ``client`` (what the app knows of it; only its digest is kept,
+        in ``submission_clients``), anonymous submissions without a client as one pool.
         """
         with self.transaction() as db:
             existing = _duplicate(db, content_hash)
             if existing is not None:
                 return existing[0], existing[1], True
             now = time.time()
+            identity = submitter_identity(submitter, client)
             if rate_limit is not None:
                 count, window = rate_limit
-                recent = _recent_submissions(db, submitter, now - window)
+                recent = _recent_submissions(db, identity, now - window)
                 if recent >= count:
                     raise RateLimitError(f"{recent} submissions in the last {window / 3600:g} h; the limit is {count}")
             cursor = db.execute(
@@ -335,13 +341,30 @@ class Store:
                 ),
             )
             submission_id = cursor.lastrowid
+            if identity.startswith("client:"):
+                _client_table(db)
+                db.execute("INSERT INTO submission_clients (submission_id, client) VALUES (?, ?)", (submission_id, identity))
             job_id = insert_job(db, submission_id, now)
             return submission_id, job_id, False
 
-    def count_recent_submissions(self, submitter: str | None, since: float) -> int:
-        """How many submissions ``submitter`` made at or after epoch time ``since`` (for the rate limit)."""
+    def count_recent_submissions(self, submitter: str | None, since: float, client: str | None = None) -> int:
+        """How many submissions the submitter (``submitter``, or an anonymous ``client``; see
+        :func:`~idbench.names.submitter_identity`) made at or after epoch time ``since`` (the rate limit)."""
         with self.transaction(immediate=False) as db:
-            return _recent_submissions(db, submitter, since)
+            return _recent_submissions(db, submitter_identity(submitter, client), since)
+
+    def submission_identities(self, benchmark: str) -> list[tuple[int, str, str | None, str]]:
+        """``(id, model_name, submitter, identity)`` of every submission of ``benchmark`` not withdrawn:
+        who owns which name (``identity`` as :func:`~idbench.names.submitter_identity` gives it)."""
+        with self.transaction() as db:
+            _client_table(db)
+            rows = db.execute(
+                "SELECT submissions.id, submissions.model_name, submissions.submitter, submission_clients.client"
+                " FROM submissions LEFT JOIN submission_clients ON submission_clients.submission_id = submissions.id"
+                " WHERE submissions.benchmark = ? AND submissions.withdrawn_at IS NULL ORDER BY submissions.id",
+                (benchmark,),
+            ).fetchall()
+        return [(row[0], row[1], row[2], row[3] or submitter_identity(row[2])) for row in rows]
 
     def withdraw(self, submission_id: int, reason: str) -> None:
         """Take a submission off the rankings (an admin action); its files, jobs and results are kept.
@@ -460,9 +483,31 @@ def insert_job(db: sqlite3.Connection, submission_id: int, now: float) -> int:
     return cursor.lastrowid
 
 
-def _recent_submissions(db: sqlite3.Connection, submitter: str | None, since: float) -> int:
-    # "IS" rather than "=": anonymous submissions (NULL submitter) share one allowance.
-    (count,) = db.execute("SELECT COUNT(*) FROM submissions WHERE submitter IS ? AND created_at >= ?", (submitter, since)).fetchone()
+def _client_table(db: sqlite3.Connection) -> None:
+    """The digest of each anonymous submission's client (``client:<sha256>``; never an address).
+
+    Created on first use rather than as a migration: it only adds to what the rate limit counts, and
+    a store without it simply has no per-client history yet.
+    """
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS submission_clients"
+        " (submission_id INTEGER PRIMARY KEY REFERENCES submissions(id), client TEXT NOT NULL)"
+    )
+
+
+def _recent_submissions(db: sqlite3.Connection, identity: str, since: float) -> int:
+    """Submissions of ``identity`` (:func:`~idbench.names.submitter_identity`) at or after ``since``."""
+    if identity.startswith("submitter:"):
+        # The key is NFKC + casefold, which SQL cannot compute: compare the window's names here.
+        rows = db.execute("SELECT submitter FROM submissions WHERE submitter IS NOT NULL AND created_at >= ?", (since,)).fetchall()
+        return sum(1 for (submitter,) in rows if f"submitter:{name_key(submitter)}" == identity)
+    _client_table(db)
+    anonymous = "SELECT COUNT(*) FROM submissions LEFT JOIN submission_clients ON submission_clients.submission_id = submissions.id"
+    anonymous += " WHERE (submissions.submitter IS NULL OR TRIM(submissions.submitter) = '') AND submissions.created_at >= ?"
+    if identity == ANONYMOUS:  # no client known (the local CLI): one pool, as before clients were kept
+        (count,) = db.execute(anonymous + " AND submission_clients.client IS NULL", (since,)).fetchone()
+    else:
+        (count,) = db.execute(anonymous + " AND submission_clients.client = ?", (since, identity)).fetchone()
     return int(count)
 
 

@@ -1,0 +1,218 @@
+"""Names, links and submitters that cannot impersonate: the text rules shared by every queue and page.
+
+A leaderboard row is known by its model name, so a name must read as what it is. The rules:
+
+* **Normalised.** Names and families are compared and stored in NFKC form (fullwidth ``ＦＬＵＸ`` is
+  ``FLUX``, a non-breaking space is a space), with runs of white space collapsed to one space.
+* **No invisible or steering characters.** Control characters (Unicode category Cc: line breaks, tabs,
+  ``ESC`` of ANSI escapes), format characters (Cf: the bidi overrides and isolates U+202A-U+202E and
+  U+2066-U+2069, the zero-width U+200B-U+200D, U+2060, U+FEFF, ...), the line and paragraph separators
+  (Zl, Zp), private-use, surrogate and unassigned code points are refused. The message names the field
+  and the character as ``U+XXXX NAME``.
+* **One script of the confusable three.** A name whose letters come from more than one of Latin,
+  Cyrillic and Greek (``FLUX.1-dеv`` with a Cyrillic ``е``) is refused. Digits, punctuation and symbols
+  belong to no script and go with any; letters of other scripts (CJK, Arabic, ...) are not judged.
+  *Approximation:* a letter's script is the first word of its Unicode name (``LATIN SMALL LETTER A``,
+  ``CYRILLIC SMALL LETTER A``), checked after NFKC (which turns fullwidth and mathematical letters into
+  plain Latin ones). That is not the Unicode Script property (UAX #24) and it does not catch a name
+  written wholly in lookalikes of another script (all-Cyrillic ``СОСА``); the same-name check and the
+  submission id shown on every model page are the defence there.
+* **Same name, same key.** :func:`name_key` (NFKC, casefold, white space collapsed) is what "the same
+  name" means: ``FLUX.1-dev``, ``flux.1-DEV`` and `` FLUX.1-dev `` are one name.
+* **Links with a plain host.** http(s) only, a host of ASCII letters, digits, dots and hyphens (an
+  internationalised host must come in its IDNA ``xn--`` form) or an IP literal, no user info
+  (``https://huggingface.co@evil.example/`` goes to evil.example), no white space or control characters.
+* **Terminal output** escapes what a terminal would act on: :func:`terminal_safe`.
+
+This module is in the bottom layer (pyproject.toml's import-linter contract): the standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from typing import Iterable, NamedTuple
+from urllib.parse import urlsplit
+
+# The scripts whose letters look alike; a name may use letters of one of them only.
+CONFUSABLE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+# Categories refused anywhere in a name: control, format, line/paragraph separators, private use,
+# surrogates, unassigned (a code point Unicode has not assigned cannot be judged).
+REFUSED_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "a format character (bidi control or zero-width)",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Co": "a private-use character",
+    "Cs": "a surrogate",
+    "Cn": "an unassigned code point",
+}
+# Control characters have no Unicode name (unicodedata.name raises); the common ones by their alias.
+_CONTROL_NAMES = {
+    0x00: "NULL", 0x07: "BELL", 0x08: "BACKSPACE", 0x09: "CHARACTER TABULATION", 0x0A: "LINE FEED",
+    0x0B: "LINE TABULATION", 0x0C: "FORM FEED", 0x0D: "CARRIAGE RETURN", 0x1B: "ESCAPE", 0x7F: "DELETE",
+    0x85: "NEXT LINE", 0x9B: "CONTROL SEQUENCE INTRODUCER",
+}  # fmt: skip
+# Fields whose text is a name (normalised, one confusable script); others get the character rules only.
+NAME_FIELDS = ("model", "family")
+_HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
+ANONYMOUS = "anonymous"
+
+
+def char_label(ch: str) -> str:
+    """``U+202E RIGHT-TO-LEFT OVERRIDE``: the code point and its name (an alias for controls)."""
+    code = ord(ch)
+    name = unicodedata.name(ch, None) or _CONTROL_NAMES.get(code) or ("<control>" if unicodedata.category(ch) == "Cc" else "<unnamed>")
+    return f"U+{code:04X} {name}"
+
+
+def normalise_name(text: str) -> str:
+    """``text`` in NFKC with white space runs collapsed to one space and the ends stripped."""
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+def name_key(text: str | None) -> str:
+    """The key two names are "the same" by: NFKC, casefold, white space collapsed ('' for None)."""
+    if text is None:
+        return ""
+    # NFKC again after casefold: casefolding can leave a string that is no longer NFKC-normal.
+    return " ".join(unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
+def letter_script(ch: str) -> str | None:
+    """The confusable script (Latin, Cyrillic, Greek) of a letter, or None (not a letter, or another script).
+
+    The approximation documented in the module docstring: the first word of the character's name.
+    """
+    if not unicodedata.category(ch).startswith("L"):
+        return None
+    first = (unicodedata.name(ch, "") or " ").split()[0]
+    return first if first in CONFUSABLE_SCRIPTS else None
+
+
+def character_problems(field: str, text: str) -> list[str]:
+    """One line per refused character kind in ``text`` (its first occurrence, with its position)."""
+    out, seen = [], set()
+    for position, ch in enumerate(text):
+        category = unicodedata.category(ch)
+        why = REFUSED_CATEGORIES.get(category)
+        if why is None or ch in seen:
+            continue
+        seen.add(ch)
+        if ch == "\x1b":
+            why += " (the start of a terminal escape sequence)"
+        out.append(f"field {field!r} holds {char_label(ch)} at position {position}: {why} is not allowed in it")
+    return out
+
+
+def script_problems(field: str, text: str) -> list[str]:
+    """One line when the letters of ``text`` (NFKC) come from more than one of Latin, Cyrillic, Greek."""
+    first: dict[str, str] = {}  # script -> its first letter
+    for ch in unicodedata.normalize("NFKC", text):
+        script = letter_script(ch)
+        if script is not None:
+            first.setdefault(script, ch)
+    if len(first) < 2:
+        return []
+    mixed = ", ".join(f"{script.title()} ({char_label(ch)})" for script, ch in first.items())
+    return [f"field {field!r} mixes letters of several scripts that look alike: {mixed}; write it in one script"]
+
+
+def link_problems(url: str, field: str = "link") -> list[str]:
+    """What is wrong with a submitter's link ([] if fine): http(s), a plain ASCII host, no user info."""
+    text = url.strip()
+    if not text:
+        return []
+    bad = character_problems(field, text)
+    if bad:
+        return bad
+    if any(ch.isspace() for ch in text):
+        return [f"field {field!r} holds white space; a link is one URL"]
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # ValueError for a port that is not a number in range
+    except ValueError as err:
+        return [f"field {field!r} is not a URL ({err})"]
+    del port
+    if parts.scheme.lower() not in ("http", "https"):
+        return [f"field {field!r} should be an http(s) URL; found the scheme {parts.scheme or '(none)'!r}"]
+    if "@" in parts.netloc or parts.username is not None:
+        return [f"field {field!r} has user info before its host ({parts.netloc!r}): a browser would go to the host after '@'; give the plain host"]
+    if "\\" in text.split("?")[0].split("#")[0]:
+        return [f"field {field!r} holds a backslash, which browsers read as '/'; write '/'"]
+    host = parts.hostname or ""
+    if not host:
+        return [f"field {field!r} has no host"]
+    if not host.isascii():
+        return [f"field {field!r} has a non-ASCII host {host!r}; give it in its IDNA form (xn--...)"]
+    if not (_HOST.fullmatch(host) or (parts.netloc.startswith("[") and ":" in host)):
+        return [f"field {field!r} has the host {host!r}, which is not a plain host name"]
+    return []
+
+
+def name_problems(field: str, text: str) -> list[str]:
+    """What is wrong with the free text of ``field`` ([] if fine), one line each, naming the field.
+
+    ``model`` and ``family`` get the character rules and the one-script rule; ``link`` the link rules
+    (:func:`link_problems`); any other field (a submitter, a licence) the character rules. Lengths are
+    not checked here (``metadata_text_problems`` does).
+    """
+    if not isinstance(text, str):
+        return []
+    if field == "link":
+        return link_problems(text, field)
+    out = character_problems(field, text)
+    if field in NAME_FIELDS:
+        out += script_problems(field, text)
+    return out
+
+
+def terminal_safe(text: object) -> str:
+    """``text`` with what a terminal would act on escaped: controls as ``\\x1b``, ``\\n``; format and
+    separator characters as ``\\u202e``; a backslash stays as it is. For printing names in tables."""
+    out = []
+    for ch in str(text):
+        category = unicodedata.category(ch)
+        if category not in REFUSED_CATEGORIES:
+            out.append(ch)
+        elif ch in "\n\r\t":
+            out.append(repr(ch)[1:-1])
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return "".join(out)
+
+
+def submitter_identity(submitter: str | None, client: str | None = None) -> str:
+    """Who is submitting, for the rate limit and for owning a model name.
+
+    A named submitter is ``submitter:<name_key>`` (so ``Alice`` and `` alice `` are one). An anonymous
+    one is ``client:<digest>``, a digest of what the app knows of the client (a logged-in Hub user, a
+    forwarded address: see ``leaderboard.queue.submit``), so no address is stored; with nothing known
+    (the local CLI) it is ``anonymous``.
+    """
+    key = name_key(submitter)
+    if key:
+        return f"submitter:{key}"
+    if client is not None and client.strip():
+        return "client:" + hashlib.sha256(client.strip().encode("utf-8")).hexdigest()[:32]
+    return ANONYMOUS
+
+
+class NameMatch(NamedTuple):
+    """How a name in a link resolves: ``chosen`` when exactly one row has it, else every candidate."""
+
+    chosen: int | None
+    candidates: tuple[tuple[int, str, str | None], ...]  # (submission id, model name, submitter)
+
+
+def resolve_name(name: str, rows: Iterable[tuple[int, str, str | None]]) -> NameMatch:
+    """The one row of ``rows`` (submission id, model name, submitter) whose name is ``name`` by
+    :func:`name_key`; when none or several are, ``chosen`` is None and ``candidates`` lists them."""
+    key = name_key(name)
+    found = tuple((int(i), str(model), submitter) for i, model, submitter in rows if name_key(str(model)) == key)
+    return NameMatch(found[0][0] if len(found) == 1 else None, found)

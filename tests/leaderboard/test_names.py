@@ -1,0 +1,289 @@
+"""Names and submitters that cannot impersonate (issue 18, item 6): idbench/names.py and its use by the
+local queue, the Hub queue's submit, the rate limit, ``idbench jobs`` and the model page's deep link.
+
+Hostile names are made here; submissions are the identity-collapse sample's baselines at 64 px (no
+scoring). The deep link runs over hand-made CHARIS results, as test_app_judges.py does.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.build import build
+from idbench.cli import main
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.submission import SubmissionError
+from idbench.leaderboard.hub_queue import list_requests, submit_request
+from idbench.leaderboard.hubrepo import LocalRepoStandIn
+from idbench.leaderboard.queue import RateLimit, claim, finish, jobs_table, submit
+from idbench.leaderboard.store import RateLimitError, Store
+from idbench.names import link_problems, name_key, name_problems, normalise_name, resolve_name, submitter_identity, terminal_safe
+
+RLO_NAME = "evil-\u202eved.1-XULF"  # renders as "evil-FLUX-1.dev"
+HOSTILE = {
+    "homoglyph": ("FLUX.1-d\u0435v", "U+0435 CYRILLIC SMALL LETTER IE"),  # a Cyrillic е among Latin letters
+    "cyrillic a": ("FLUX.1-\u0430dev", "U+0430 CYRILLIC SMALL LETTER A"),
+    "zero-width space": ("FLUX.1\u200b-dev", "U+200B ZERO WIDTH SPACE"),
+    "right-to-left override": (RLO_NAME, "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    "newline": ("FLUX.1-dev\nFLUX.1-pro", "U+000A LINE FEED"),
+    "ansi escape": ("\x1b[2J\x1b[31mFLUX.1-dev", "U+001B ESCAPE"),
+    "bidi isolate": ("FLUX\u2066.1-dev", "U+2066 LEFT-TO-RIGHT ISOLATE"),
+    "byte order mark": ("\ufeffFLUX.1-dev", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    "line separator": ("FLUX\u2028.1-dev", "U+2028 LINE SEPARATOR"),
+}
+REFUSED_IN_OUTPUT = {"Cc", "Cf", "Zl", "Zp"}
+
+
+# --- the rules, alone --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_names_are_refused_naming_field_and_character(case):
+    text, label = HOSTILE[case]
+    for field in ("model", "family"):
+        problems = name_problems(field, text)
+        assert len(problems) == 1 and problems[0].startswith(f"field {field!r}") and label in problems[0], problems
+
+
+def test_plain_names_of_one_script_and_digits_pass():
+    for text in ("FLUX.1-dev", "Stable Diffusion 3.5 (large)", "Ζεύς", "Кандинский 3.1", "通义万相 Wan 2.1", "InstantID+IP-Adapter_v2"):
+        assert name_problems("model", text) == [], text
+
+
+def test_nfkc_normalises_fullwidth_and_name_key_ignores_case_width_and_spacing():
+    assert normalise_name("\uff26\uff2c\uff35\uff38.1-dev") == "FLUX.1-dev"  # ＦＬＵＸ
+    assert normalise_name("  FLUX.1\u00a0 dev ") == "FLUX.1 dev"  # a no-break space is a space
+    assert name_key("ＦＬＵＸ.1-DEV") == name_key(" flux.1-dev ") == "flux.1-dev"
+    assert name_key("FLUX.1  dev") == name_key("flux.1 dev") != name_key("flux.1-dev")
+
+
+@pytest.mark.parametrize(
+    "url, part",
+    [
+        ("https://huggingface.co@evil.example/black-forest-labs/FLUX.1-dev", "user info"),
+        ("https://user:pw@huggingface.co/x", "user info"),
+        ("https://evil.example\\@huggingface.co/", "user info"),
+        ("javascript:alert(1)", "scheme 'javascript'"),
+        ("file:///etc/passwd", "scheme 'file'"),
+        ("https://h\u0430ggingface.co/x", "non-ASCII host"),  # a Cyrillic а in the host
+        ("https://huggingface.co/\u202ex", "U+202E"),
+        ("https://huggingface.co:99999/", "not a URL"),
+        ("https:///no-host", "no host"),
+    ],
+)
+def test_links_need_a_plain_host(url, part):
+    problems = link_problems(url)
+    assert len(problems) == 1 and part in problems[0] and problems[0].startswith("field 'link'"), problems
+    assert name_problems("link", url) == problems
+
+
+def test_plain_links_pass():
+    for url in ("https://huggingface.co/black-forest-labs/FLUX.1-dev", "http://example.org:8080/a?b=c#d", "https://xn--bcher-kva.example/", ""):
+        assert link_problems(url) == [], url
+
+
+def test_terminal_safe_leaves_no_raw_control_or_format_character():
+    hostile = "".join(text for text, _ in HOSTILE.values()) + "\r\t\x00\x7f\x9b\U000e0001"
+    shown = terminal_safe(hostile)
+    assert not [ch for ch in shown if unicodedata.category(ch) in REFUSED_IN_OUTPUT]
+    assert "\\x1b[31m" in shown and "\\u202e" in shown and "\\n" in shown and "\\U000e0001" in shown
+    assert terminal_safe("FLUX.1-dev Кандинский") == "FLUX.1-dev Кандинский"
+
+
+def test_submitter_identity_normalises_names_and_keys_anonymous_clients():
+    assert submitter_identity("Alice") == submitter_identity(" alice ") == submitter_identity("ＡＬＩＣＥ") == "submitter:alice"
+    assert submitter_identity(None, "198.51.100.7") != submitter_identity(None, "203.0.113.9")
+    assert "198.51.100.7" not in submitter_identity(None, "198.51.100.7")  # only a digest is kept
+    assert submitter_identity(None) == submitter_identity("  ") == "anonymous"
+
+
+def test_resolve_name_opens_only_an_unambiguous_name():
+    rows = [(7, "FLUX.1-dev", "bob"), (3, "flux.1-DEV", "alice"), (5, "SD3", None)]
+    assert resolve_name("SD3", rows) == (5, ((5, "SD3", None),))
+    ambiguous = resolve_name("FLUX.1-dev", rows)
+    assert ambiguous.chosen is None and [c[0] for c in ambiguous.candidates] == [7, 3]
+    assert resolve_name("nothing", rows) == (None, ())
+
+
+# --- the local queue ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def collapse(tmp_path_factory):
+    """The identity-collapse sample and three baselines (three different submissions)."""
+    root = tmp_path_factory.mktemp("names")
+    build("identity-collapse", out=root / "data")
+    data = load_benchmark_data(root / "data")
+    for name in ("collage", "clone", "swap"):
+        make_baseline(name, data, root / name, size=64)
+    return root
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(tmp_path / "home")
+
+
+@pytest.mark.parametrize("case", ["homoglyph", "right-to-left override", "ansi escape"])
+def test_submit_refuses_a_hostile_model_name_and_stores_nothing(store, collapse, case):
+    text, label = HOSTILE[case]
+    with pytest.raises(SubmissionError) as caught:
+        submit(store, collapse / "collage", collapse / "data", model_name=text)
+    assert len(caught.value.problems) == 1 and label in str(caught.value.problems[0])
+    assert jobs_table(store) == [] and not (store.submissions_dir.is_dir() and any(store.submissions_dir.iterdir()))
+
+
+def test_submit_refuses_hostile_family_link_and_submitter(store, collapse):
+    with pytest.raises(SubmissionError, match="U\\+200B ZERO WIDTH SPACE"):
+        submit(store, collapse / "collage", collapse / "data", family="Black\u200bForest")
+    with pytest.raises(SubmissionError, match="user info"):
+        submit(store, collapse / "collage", collapse / "data", link="https://huggingface.co@evil.example/x")
+    with pytest.raises(SubmissionError, match="U\\+202E"):
+        submit(store, collapse / "collage", collapse / "data", submitter="alice\u202e")
+    assert jobs_table(store) == []
+
+
+def test_submit_stores_the_nfkc_name(store, collapse):
+    result = submit(store, collapse / "collage", collapse / "data", model_name="\uff26\uff2c\uff35\uff38.1-dev", family="ＢＦＬ")
+    row = store.submission(result.submission_id)
+    assert row["model_name"] == row["metadata"]["model"] == "FLUX.1-dev" and row["metadata"]["family"] == "BFL"
+
+
+def test_a_name_of_another_submitter_is_refused_the_same_submitter_may_resubmit(store, collapse):
+    first = submit(store, collapse / "collage", collapse / "data", model_name="FLUX.1-dev", submitter="alice")
+    # Another submitter, the same name however spelled: one clear error naming the submission that has it.
+    for impostor in ("FLUX.1-dev", "flux.1-DEV", "ＦＬＵＸ.1-dev", " FLUX.1-dev "):
+        with pytest.raises(SubmissionError) as caught:
+            submit(store, collapse / "clone", collapse / "data", model_name=impostor, submitter="mallory")
+        (problem,) = caught.value.problems
+        assert "already used on identity-collapse by another submitter" in str(problem) and f"submission {first.submission_id}" in str(problem)
+    with pytest.raises(SubmissionError, match="another submitter"):  # anonymous is not alice either
+        submit(store, collapse / "clone", collapse / "data", model_name="FLUX.1-dev")
+    # The same submitter (however their name is spelled) with new files under their name: a new submission.
+    again = submit(store, collapse / "clone", collapse / "data", model_name="FLUX.1-dev", submitter=" Alice ")
+    assert not again.duplicate and again.submission_id != first.submission_id
+    # A withdrawn submission no longer holds its name.
+    store.withdraw(first.submission_id, "test")
+    store.withdraw(again.submission_id, "test")
+    assert not submit(store, collapse / "swap", collapse / "data", model_name="FLUX.1-dev", submitter="bob").duplicate
+    assert len(jobs_table(store)) == 3
+
+
+def test_anonymous_clients_own_names_each_on_their_own(store, collapse):
+    submit(store, collapse / "collage", collapse / "data", model_name="anon-model", client="hf:carol")
+    with pytest.raises(SubmissionError, match="another submitter"):
+        submit(store, collapse / "clone", collapse / "data", model_name="anon-model", client="198.51.100.7")
+    assert not submit(store, collapse / "clone", collapse / "data", model_name="anon-model", client="hf:carol").duplicate
+
+
+def test_rate_limit_counts_one_person_however_the_name_is_spelled(store, collapse):
+    limit = RateLimit(1, 3600)
+    submit(store, collapse / "collage", collapse / "data", submitter="Alice", rate_limit=limit)
+    for alias in (" alice ", "ALICE", "ａｌｉｃｅ"):
+        with pytest.raises(RateLimitError, match="limit is 1"):
+            submit(store, collapse / "clone", collapse / "data", submitter=alias, rate_limit=limit)
+    with pytest.raises(SubmissionError, match="U\\+200B"):  # the zero-width alias is refused outright
+        submit(store, collapse / "clone", collapse / "data", submitter="alice\u200b", rate_limit=limit)
+    assert len(jobs_table(store)) == 1
+    assert store.count_recent_submissions("  ALICE", 0) == 1
+
+
+def test_anonymous_clients_are_limited_separately(store, collapse):
+    limit = RateLimit(1, 3600)
+    submit(store, collapse / "collage", collapse / "data", rate_limit=limit, client="198.51.100.7")
+    with pytest.raises(RateLimitError, match="this anonymous client.*limit is 1"):
+        submit(store, collapse / "clone", collapse / "data", model_name="c2", rate_limit=limit, client="198.51.100.7")
+    # Another client, and the client-less pool (the local CLI), each still have their allowance.
+    submit(store, collapse / "clone", collapse / "data", rate_limit=limit, client="203.0.113.9")
+    submit(store, collapse / "swap", collapse / "data", rate_limit=limit)
+    with pytest.raises(RateLimitError, match="anonymous submitters"):
+        submit(store, collapse / "swap", collapse / "data", model_name="s2", rate_limit=limit)
+    assert len(jobs_table(store)) == 3
+
+
+def test_jobs_prints_names_escaped(store, monkeypatch, capsys):
+    # A row from before names were checked (written straight into the store): the terminal still gets text.
+    store.add_submission(benchmark="charis", benchmark_version="v", data_dir=Path("/d"), model_name="\x1b[2J" + RLO_NAME, metadata={},
+                         content_hash="a" * 64, stored_path=Path("/d"))  # fmt: skip
+    monkeypatch.setenv("IDBENCH_HOME", str(store.home))
+    assert main(["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert not [ch for ch in out if unicodedata.category(ch) in REFUSED_IN_OUTPUT - {"Cc"} or (unicodedata.category(ch) == "Cc" and ch != "\n")]
+    assert "\\x1b[2Jevil-\\u202eved.1-XULF" in out
+
+
+# --- the Hub queue -----------------------------------------------------------------------------------
+
+
+def test_hub_submit_refuses_a_taken_or_hostile_name(tmp_path, collapse):
+    requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
+    first = submit_request(requests, collapse / "collage", collapse / "data", "FLUX.1-dev")
+    with pytest.raises(SubmissionError) as caught:
+        submit_request(requests, collapse / "clone", collapse / "data", "flux.1-DEV", submitter="mallory")
+    (problem,) = caught.value.problems
+    assert "already used on identity-collapse" in str(problem) and first.path in str(problem)
+    with pytest.raises(SubmissionError, match="U\\+0435 CYRILLIC"):
+        submit_request(requests, collapse / "clone", collapse / "data", HOSTILE["homoglyph"][0])
+    with pytest.raises(SubmissionError, match="U\\+202E"):
+        submit_request(requests, collapse / "clone", collapse / "data", "clone", submitter="x\u202e")
+    assert [r.model for r in list_requests(requests)] == ["FLUX.1-dev"]
+    # The same files and name again are still a duplicate, not a refusal.
+    assert submit_request(requests, collapse / "collage", collapse / "data", "FLUX.1-dev").duplicate
+
+
+# --- the model page's deep link ----------------------------------------------------------------------
+
+CHARIS = get_benchmark("charis")
+
+
+@pytest.fixture(scope="module")
+def charis_home(tmp_path_factory) -> Path:
+    """Three hand-made CHARIS results: two rows of one name (from before names were owned) and one other."""
+    root = tmp_path_factory.mktemp("names-app") / "home"
+    store = Store(root)
+    overall = {m.name: {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.55, "n": 10, "n_nan": 0} for m in CHARIS.task_metrics("reference")}
+    for model, submitter in (("FLUX.1-dev", "bfl"), ("flux.1-DEV", "mallory"), ("SD3", None)):
+        store.add_submission(benchmark="charis", benchmark_version="v", data_dir=root / "none", model_name=model, metadata={},
+                             content_hash=model.ljust(64, "0"), stored_path=root / "none", submitter=submitter)  # fmt: skip
+        summary = {"benchmark": "charis", "suite_version": "s", "profile": "paper", "plumbing": False, "idbench_version": "0",
+                   "models": {}, "aggregates": {"overall": overall, "breakdowns": {}}, "not_run": {}}  # fmt: skip
+        finish(store, claim(store, "w", 60), summary, root / "none")
+    return root
+
+
+def _model_page():
+    from idbench.leaderboard.app.render import model_page
+
+    model_page()
+
+
+def _open(params: dict) -> AppTest:
+    at = AppTest.from_function(_model_page, default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def test_a_link_by_an_ambiguous_name_lists_the_choices(charis_home, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(charis_home))
+    at = _open({"benchmark": "charis", "model": "FLUX.1-dev"})
+    assert not at.exception
+    assert "model-submission" not in [s.key for s in at.selectbox]  # no model opened
+    assert "2 scored submissions are named" in at.warning[0].value
+    choices = at.dataframe[0].value
+    assert sorted(zip(choices["submission"], choices["submitter"])) == [(1, "bfl"), (2, "mallory")]
+    assert all("submission=" in url for url in choices["open"])
+
+
+def test_a_link_by_a_unique_name_or_by_id_opens_it(charis_home, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(charis_home))
+    assert _open({"benchmark": "charis", "model": "sd3"}).selectbox(key="model-submission").value == 3
+    assert _open({"benchmark": "charis", "submission": "2", "model": "FLUX.1-dev"}).selectbox(key="model-submission").value == 2
+    at = _open({"benchmark": "charis", "model": "nothing"})
+    assert not at.exception and "model=nothing" in " ".join(c.value for c in at.caption).replace("\\", "")
