@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -22,6 +24,11 @@ from idbench.errors import IdbenchError
 
 class OutputExistsError(IdbenchError, FileExistsError):
     """The output folder exists and the caller did not ask to replace it."""
+
+
+STAGING_MARK = ".staging-"  # a staging holder is <parent>/.<name>.staging-XXXX
+OWNER_FILE = ".owner"  # in the holder: "<host> <pid>" of the writer, so a sweep knows a dead writer's folder
+STALE_AFTER_S = 24 * 3600  # a holder whose writer cannot be checked (another host, no owner) is left this long
 
 
 @contextlib.contextmanager
@@ -53,10 +60,11 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = False, *, keep
     if target.exists() and not (overwrite or keep_existing):
         raise OutputExistsError(f"{target} already exists; pass --overwrite to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    holder = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+    holder = Path(tempfile.mkdtemp(prefix=f".{target.name}{STAGING_MARK}", dir=target.parent))
     staging = holder / target.name
     backup = holder / f"{target.name}.old"
     try:
+        (holder / OWNER_FILE).write_text(f"{socket.gethostname()} {os.getpid()}\n", encoding="utf-8")
         staging.mkdir()
         yield staging
         _fsync_tree(staging)
@@ -115,3 +123,66 @@ def _fsync_folder(folder: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def _writer_is_gone(holder: Path, now: float, stale_after_s: float) -> bool:
+    """Whether nobody writes ``holder`` any more: its writer was on this host and its process is gone,
+    or (another host, or a holder from before owners were recorded) it is older than ``stale_after_s``."""
+    try:
+        host, pid = (holder / OWNER_FILE).read_text(encoding="utf-8").split()
+        if host == socket.gethostname():
+            os.kill(int(pid), 0)  # signal 0: only asks whether the process exists
+            return False
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # it exists, under another user
+    except (OSError, ValueError):
+        pass  # no readable owner: judge by age
+    try:
+        return now - holder.stat().st_mtime > stale_after_s
+    except OSError:
+        return False
+
+
+def sweep_staging(root: str | os.PathLike, depth: int = 2, stale_after_s: float = STALE_AFTER_S) -> list[str]:
+    """Clean the staging folders that writers killed mid-write (``kill -9``, a power cut) left under
+    ``root`` and up to ``depth`` folder levels below it; returns one line per folder handled.
+
+    A holder whose writer is gone (:func:`_writer_is_gone`) is removed. If it still holds the backup of
+    a target that is now missing (the writer died between its two renames), the backup is renamed back
+    to the target first: the old folder is never lost. Holders of live writers are left alone. The walk
+    does not enter staging folders, hidden folders or anything deeper than ``depth``.
+    """
+    root, now, done = Path(root), time.time(), []
+    level = [root]
+    for _ in range(depth + 1):
+        below = []
+        for parent in level:
+            try:
+                entries = list(os.scandir(parent))
+            except OSError:
+                continue
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                name = entry.name
+                if name.startswith(".") and STAGING_MARK in name:
+                    holder = Path(entry.path)
+                    if _writer_is_gone(holder, now, stale_after_s):
+                        done.append(_clear_holder(holder, name[1:].rsplit(STAGING_MARK, 1)[0]))
+                elif not name.startswith("."):
+                    below.append(Path(entry.path))
+        level = below
+    return done
+
+
+def _clear_holder(holder: Path, name: str) -> str:
+    backup, target = holder / f"{name}.old", holder.parent / name
+    if backup.is_dir() and not target.exists():
+        os.rename(backup, target)
+        _fsync_folder(holder.parent)
+        shutil.rmtree(holder, ignore_errors=True)
+        return f"restored {target} from a write that was interrupted between its renames"
+    shutil.rmtree(holder, ignore_errors=True)
+    return f"removed {holder.name}, left by an interrupted write, in {holder.parent}"

@@ -34,6 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from idbench.atomic import sweep_staging
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import BenchmarkDataError, load_benchmark_data
@@ -115,6 +116,10 @@ def run_worker(
         scorer = functools.partial(score_job, models=models)
     checked: set[Path] = set()
     done = 0
+    # A worker killed mid-write (kill -9) left its staging folder; the next start clears it, and puts
+    # back an old results folder that the kill caught between its two renames.
+    for line in sweep_staging(store.home):
+        log.warning("%s", line)
     while True:
         if check:
             check_worker(store, options, models, checked)

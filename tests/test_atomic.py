@@ -110,8 +110,8 @@ def test_if_the_old_folder_cannot_be_put_back_it_is_kept_not_deleted(tmp_path, m
         with atomic_directory(out, overwrite=True) as staging:
             _write(staging, {"results.json": "new"})
     assert not out.exists()
-    (holder,) = tmp_path.iterdir()  # .out.staging-XXXX, holding the old folder and nothing else
-    assert [p.name for p in holder.iterdir()] == ["out.old"]
+    (holder,) = tmp_path.iterdir()  # .out.staging-XXXX, holding the old folder and its writer's record
+    assert sorted(p.name for p in holder.iterdir()) == [".owner", "out.old"]
     assert _read(holder / "out.old") == {"results.json": "previous"}
 
 
@@ -151,3 +151,53 @@ def test_every_file_and_folder_is_fsynced_before_the_swap(tmp_path, monkeypatch)
     with atomic_directory(tmp_path / "out") as staging:
         _write(staging, {"a.txt": "A", "sub/b.txt": "B"})
     assert str(tmp_path) in synced  # the parent's entry list, after the rename
+
+
+def _holder(parent: Path, name: str, owner: str | None) -> Path:
+    """A staging holder as atomic_directory leaves it when its writer is killed (kill -9)."""
+    holder = parent / f".{name}.staging-abc123"
+    (holder / name).mkdir(parents=True)
+    (holder / name / "half.json").write_text("{")
+    if owner is not None:
+        (holder / ".owner").write_text(owner)
+    return holder
+
+
+def test_a_sweep_removes_what_a_killed_writer_left_and_restores_a_lost_target(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from idbench.atomic import sweep_staging
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # a process that has exited
+    host = socket.gethostname()
+    results = tmp_path / "results" / "7"
+    results.mkdir(parents=True)
+    killed = _holder(results, "3", f"{host} {dead_pid}")
+    # Killed between its renames: the old folder is only in the backup, the target is gone.
+    between = _holder(results, "4", f"{host} {dead_pid}")
+    (between / "4.old").mkdir()
+    (between / "4.old" / "aggregates.json").write_text('{"old": true}')
+    live = _holder(results, "5", f"{host} {os.getpid()}")  # this test's own process: a live writer
+    elsewhere = _holder(results, "6", "another-host 1")  # cannot be checked: left until stale
+    done = sweep_staging(tmp_path)
+    assert not killed.exists() and not between.exists()
+    assert (results / "4" / "aggregates.json").read_text() == '{"old": true}'
+    assert live.exists() and elsewhere.exists() and len(done) == 2
+    assert any("restored" in line and line.endswith("4 from a write that was interrupted between its renames") for line in done)
+    assert sweep_staging(tmp_path, stale_after_s=-1) and not elsewhere.exists()  # old enough: removed
+
+
+def test_a_finished_write_leaves_no_holder_and_the_sweep_does_not_go_deeper_than_asked(tmp_path):
+    from idbench.atomic import atomic_directory, sweep_staging
+
+    with atomic_directory(tmp_path / "out") as staging:
+        (staging / "a.txt").write_text("a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    holder = _holder(deep, "x", None)
+    assert sweep_staging(tmp_path, depth=2, stale_after_s=-1) == [] and holder.exists()
+    assert len(sweep_staging(tmp_path, depth=3, stale_after_s=-1)) == 1 and not holder.exists()

@@ -198,3 +198,23 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
     assert store.job(5)["state"] == "PARKED"
     assert store.add_job(7) == 7  # AUTOINCREMENT carries on after the copied ids
     assert json.loads(json.dumps(jobs_table(store)))[0]["state"] == "PARKED"
+
+
+def test_a_worker_start_clears_what_a_killed_worker_left_mid_write(tmp_path, caplog):
+    """kill -9 during the results swap leaves ``.<job>.staging-*``; the next worker start removes it
+    and puts back the old results that the kill caught between the two renames."""
+    import socket
+    import subprocess
+    import sys
+
+    store = Store(tmp_path / "home")
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+    holder = store.home / "results" / "1" / ".2.staging-k9"
+    (holder / "2.old").mkdir(parents=True)
+    (holder / "2.old" / "aggregates.json").write_text("{}")
+    (holder / "2").mkdir()
+    (holder / ".owner").write_text(f"{socket.gethostname()} {gone}")
+    with caplog.at_level("WARNING"):
+        assert run_worker(store, once=True, check=False, scorer=lambda *a, **k: {}) == 0  # the queue is empty
+    assert not holder.exists() and (store.home / "results" / "1" / "2" / "aggregates.json").is_file()
+    assert "restored" in caplog.text
