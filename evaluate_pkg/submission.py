@@ -99,7 +99,6 @@ to DataLoader workers); the Submission itself is not.
 from __future__ import annotations
 
 import csv
-import io
 import itertools
 import json
 import os
@@ -713,12 +712,18 @@ def _csv_rows(path: Path, columns: tuple[str, ...], problem, max_rows: int) -> l
     if size > MAX_MANIFEST_BYTES:
         problem(f"{size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit")
         return None
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        problem(f"not UTF-8 text ({err.reason} at byte {err.start})")
-        return None
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # Read as a stream, not whole: a listing is refused at its row bound without holding the rest.
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        try:
+            return _csv_listing(path, reader, columns, problem, max_rows)
+        except UnicodeDecodeError as err:
+            problem(f"not UTF-8 text ({err.reason}, near line {reader.line_num + 1})")
+            return None
+
+
+def _csv_listing(path: Path, reader, columns: tuple[str, ...], problem, max_rows: int) -> list[tuple[str, dict[str, str]]] | None:
+    """The rows of ``reader`` as :func:`_csv_rows` returns them."""
     try:
         header = [h.strip() for h in next(reader, [])]
         if sorted(header) != sorted(columns):
@@ -1080,7 +1085,7 @@ def _extract_zip(archive: Path, into: Path, limits: ZipLimits) -> None:
                 reason = "appears twice in the archive"
             names.add(member.filename.rstrip("/"))
             if reason:
-                problems.append(Problem(None, None, f"{archive.name}:{_shown(member.filename)}", reason))
+                problems.append(Problem(None, None, f"{archive.name}:{member.filename}", reason))
         if problems:
             raise SubmissionError(problems)
 
@@ -1098,7 +1103,7 @@ def _extract_zip(archive: Path, into: Path, limits: ZipLimits) -> None:
             if member in texts:
                 continue
             suffix = PurePosixPath(member.filename).suffix.lower()
-            label = f"{archive.name}:{_shown(member.filename)}"
+            label = f"{archive.name}:{member.filename}"
             if has_manifest and named is None:
                 continue  # not extracted; the manifest's own problem is what the submitter must fix first
             if suffix in ARCHIVE_SUFFIXES:
@@ -1141,7 +1146,7 @@ class _Written:
         for member in members:
             reason = self._ratio_problem(member.file_size, member.compress_size)
             if reason:
-                problems.append(Problem(None, None, f"{self.archive.name}:{_shown(member.filename)}", f"{reason} (declares {member.file_size} bytes)"))
+                problems.append(Problem(None, None, f"{self.archive.name}:{member.filename}", f"{reason} (declares {member.file_size} bytes)"))
         declared = self.total + sum(m.file_size for m in members)
         if declared > self.limits.max_bytes:
             message = f"unpacks to {declared} bytes, over the {self.limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
@@ -1149,7 +1154,7 @@ class _Written:
         return problems
 
     def extract(self, archive_file: zipfile.ZipFile, member: zipfile.ZipInfo) -> None:
-        label = f"{self.archive.name}:{_shown(member.filename)}"
+        label = f"{self.archive.name}:{member.filename}"
         target = (self.root / PurePosixPath(member.filename)).resolve()
         if not target.is_relative_to(self.root):  # cannot happen after _unsafe_member; the last guard
             raise SubmissionError([Problem(None, None, label, "would be written outside the extraction folder")])

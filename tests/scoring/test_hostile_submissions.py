@@ -288,3 +288,10 @@ def test_long_file_name_in_a_folder_manifest(filled: Path, data: BenchmarkData, 
     [problem] = [p for p in problems if "255-byte limit" in p.message]
     assert problem.prompt_id == rows[1][0] and "manifest.csv row 1" in problem.message
     assert [p.message for p in problems if p is not problem] == ["missing: no image for this required pair"]
+
+
+def test_manifest_that_is_not_utf8(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+    with (filled / "manifest.csv").open("ab") as handle:
+        handle.write(b"01,0,images/\xff\xfe.png\n")
+    [problem] = refusal(filled, data, tmp_path / "scratch").problems
+    assert problem.file == "manifest.csv" and "not UTF-8" in problem.message
