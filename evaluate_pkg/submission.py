@@ -567,7 +567,7 @@ def validate_submission(
         folder, label = path, str(path)
         if not path.is_dir():
             extracted = workdir.folder("archive")
-            _extract_zip(path, extracted, limits)
+            _extract_zip(path, extracted, limits, max_listing_rows(len(data.required_pairs)))
             folder, label = _zip_root(extracted), path.name
         return _validate_folder(folder, label, data, workdir, limits)
     except BaseException:
@@ -1058,13 +1058,15 @@ def _row_bytes(row: _Row) -> bytes:
 # --- zip -----------------------------------------------------------------------------------------
 
 
-def _extract_zip(archive: Path, into: Path, limits: ZipLimits) -> None:
+def _extract_zip(archive: Path, into: Path, limits: ZipLimits, max_rows: int) -> None:
     """Extract the submission in ``archive`` into the empty folder ``into``, refusing whatever could hurt.
 
     Only submission.json, manifest.csv and the files the manifest names (without a manifest: the
     parquet files) are extracted; every other member, nested archive, unsafe path or named non-image
     is refused by name before any of them is written. Sizes are checked as declared first, then on the
-    bytes streamed out, so a lying archive is stopped at the limit and its partial file deleted.
+    bytes streamed out, so a lying archive is stopped at the limit and its partial file deleted. A
+    manifest of more than ``max_rows`` rows names nothing (its row bound is reported by the validation
+    that follows), so no image is extracted for a listing that will be refused.
     """
 
     def refuse(file: str, message: str) -> NoReturn:
@@ -1097,7 +1099,7 @@ def _extract_zip(archive: Path, into: Path, limits: ZipLimits) -> None:
             written.extract(archive_file, member)
         has_manifest = any(m.filename == prefix + MANIFEST_NAME for m in texts)
         manifest = into / PurePosixPath(prefix + MANIFEST_NAME)
-        named = _named_in_manifest(manifest, prefix, limits.max_members) if has_manifest else None
+        named = _named_in_manifest(manifest, prefix, min(max_rows, limits.max_members)) if has_manifest else None
         wanted, problems = [], _Problems()
         for member in files:
             if member in texts:
@@ -1196,7 +1198,7 @@ def _named_in_manifest(manifest: Path, prefix: str, max_names: int) -> frozenset
     """Archive member names the extracted manifest lists (``prefix`` + its ``file`` column).
 
     None for a manifest whose file column cannot be read, or that has more rows than ``max_names``
-    (the archive's member limit: it could not hold them): it names nothing, only it and
+    (the listing's row bound, at most the archive's member limit): it names nothing, only it and
     submission.json are extracted, and the validation that follows reports what is wrong with it.
     """
     try:

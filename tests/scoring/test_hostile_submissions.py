@@ -295,3 +295,20 @@ def test_manifest_that_is_not_utf8(filled: Path, data: BenchmarkData, tmp_path: 
         handle.write(b"01,0,images/\xff\xfe.png\n")
     [problem] = refusal(filled, data, tmp_path / "scratch").problems
     assert problem.file == "manifest.csv" and "not UTF-8" in problem.message
+
+
+def test_a_zip_whose_manifest_is_over_the_row_bound_extracts_no_image(filled: Path, data: BenchmarkData, tmp_path: Path, monkeypatch) -> None:
+    bound = max_listing_rows(len(data.required_pairs))
+    rows = manifest_rows(filled)
+    rows += [[rows[1][0], rows[1][1], rows[1][2]]] * (bound + 1 - (len(rows) - 1))  # duplicates past the bound
+    write_rows(filled, rows)
+    archive = tmp_path / "long.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for path in sorted(filled.rglob("*")):
+            out.write(path, path.relative_to(filled).as_posix())
+    extracted: list[str] = []
+    real_extract = submission_module._Written.extract
+    monkeypatch.setattr(submission_module._Written, "extract", lambda self, z, m: extracted.append(m.filename) or real_extract(self, z, m))
+    [problem] = refusal(archive, data, tmp_path / "scratch").problems
+    assert problem.file == "manifest.csv" and f"more than {bound} rows" in problem.message
+    assert sorted(extracted) == ["manifest.csv", "submission.json"]
