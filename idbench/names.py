@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import Iterable, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
 # The scripts whose letters look alike; a name may use letters of one of them only.
@@ -201,6 +201,23 @@ def submitter_identity(submitter: str | None, client: str | None = None) -> str:
     if client is not None and client.strip():
         return "client:" + hashlib.sha256(client.strip().encode("utf-8")).hexdigest()[:32]
     return ANONYMOUS
+
+
+def request_client(headers: Mapping[str, str] | None, ip_address: str | None = None, hub_user: str | None = None) -> str | None:
+    """What the app knows of a submitter's client, for ``leaderboard.queue.submit(client=...)``.
+
+    The logged-in Hub user when there is one (``hf:<user>``: one person, whatever the address), else
+    the address the server's own proxy appended to ``X-Forwarded-For`` (its *last* entry: the earlier
+    ones are whatever the client sent, so they cannot key a limit), else the connection's address;
+    None when nothing is known. Header names are matched case-insensitively.
+    """
+    if hub_user is not None and hub_user.strip():
+        return f"hf:{name_key(hub_user)}"
+    forwarded = next((value for key, value in (headers or {}).items() if key.lower() == "x-forwarded-for"), "")
+    hops = [hop.strip() for hop in str(forwarded).split(",") if hop.strip()]
+    if hops:
+        return f"ip:{hops[-1]}"
+    return f"ip:{ip_address.strip()}" if ip_address is not None and ip_address.strip() else None
 
 
 class NameMatch(NamedTuple):

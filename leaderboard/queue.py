@@ -141,9 +141,9 @@ def submit(
     withdrawn) is refused, while the same submitter may submit new files under their name again.
 
     ``client`` is what the caller knows of an anonymous submitter's client, so anonymous submitters are
-    limited (and own names) each on their own: the app passes the logged-in Hub user on a Space
-    (``hf:<user>``) or the first ``X-Forwarded-For`` address; only a digest of it is stored. Without
-    one (the local CLI) anonymous submissions are one submitter, ``anonymous``.
+    limited (and own names) each on their own: the app passes :func:`idbench.names.request_client` of
+    the request (the logged-in Hub user on a Space, else the address its proxy saw); only a digest of it
+    is stored. Without one (the local CLI) anonymous submissions are one submitter, ``anonymous``.
     """
     submitter = _checked_submitter(submitter)
     identity = submitter_identity(submitter, client)

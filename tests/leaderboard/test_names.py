@@ -23,7 +23,16 @@ from idbench.leaderboard.hub_queue import list_requests, submit_request
 from idbench.leaderboard.hubrepo import LocalRepoStandIn
 from idbench.leaderboard.queue import RateLimit, claim, finish, jobs_table, submit
 from idbench.leaderboard.store import RateLimitError, Store
-from idbench.names import link_problems, name_key, name_problems, normalise_name, resolve_name, submitter_identity, terminal_safe
+from idbench.names import (
+    link_problems,
+    name_key,
+    name_problems,
+    normalise_name,
+    request_client,
+    resolve_name,
+    submitter_identity,
+    terminal_safe,
+)
 
 RLO_NAME = "evil-\u202eved.1-XULF"  # renders as "evil-FLUX-1.dev"
 HOSTILE = {
@@ -101,6 +110,15 @@ def test_submitter_identity_normalises_names_and_keys_anonymous_clients():
     assert submitter_identity(None, "198.51.100.7") != submitter_identity(None, "203.0.113.9")
     assert "198.51.100.7" not in submitter_identity(None, "198.51.100.7")  # only a digest is kept
     assert submitter_identity(None) == submitter_identity("  ") == "anonymous"
+
+
+def test_request_client_prefers_the_hub_user_then_the_proxy_seen_address():
+    headers = {"x-forwarded-for": "10.0.0.1, 198.51.100.7"}  # the first hop is the client's own claim
+    assert request_client(headers, "127.0.0.1", hub_user="Carol") == "hf:carol"
+    assert request_client(headers, "127.0.0.1") == "ip:198.51.100.7"
+    assert request_client({"X-Forwarded-For": "spoofed, 198.51.100.7"}) == request_client(headers)
+    assert request_client({}, "203.0.113.9") == "ip:203.0.113.9"
+    assert request_client(None) is None
 
 
 def test_resolve_name_opens_only_an_unambiguous_name():
