@@ -203,7 +203,7 @@ def case_name(work: Path, data: Path) -> Path:
 
 
 CASES = {
-    "png": ("40,000,000 x 1 PNG (39 KB)", case_png),
+    "png": ("40,000,000 x 1 PNG (5 KB, 1-bit)", case_png),
     "parquet-big": ("parquet of eight 400 MB all-zero images", case_parquet_big),
     "parquet-rows": ("parquet of 1,000,000 rows", case_parquet_rows),
     "manifest": ("60 MB manifest of unknown ids", case_manifest),
