@@ -124,6 +124,7 @@ from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
+from idbench.names import name_problems
 
 METADATA_NAME = "submission.json"
 MANIFEST_NAME = "manifest.csv"
@@ -700,6 +701,12 @@ def metadata_text_problems(metadata: Mapping[str, Any]) -> list[str]:
     if isinstance(link, str) and link and not re.fullmatch(r"https?://[^\s<>\"']+", link):
         problem = f"field 'link' should be an http(s) URL without spaces or quotes, or empty; found {link!r}"
         out.append(problem)
+    # Names that could impersonate (control, bidi, zero-width or mixed-script characters) and links with
+    # userinfo: the same rules as the leaderboard's queue (idbench/names.py), one line per field.
+    for key in ("model", "family", "link"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value and not any(p.startswith(f"field {key!r}") for p in out):
+            out += name_problems(key, value)
     return out
 
 

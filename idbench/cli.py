@@ -859,7 +859,8 @@ def main(argv: list[str] | None = None) -> int:
         # Input problems are the user's to fix: the message names the culprit; no traceback.
         problems = getattr(err, "problems", None)  # a submission's problems, one line each
         if problems:
-            print(f"idbench {args.command}: error: {len(problems)} problem(s), nothing was written:", file=sys.stderr)
+            total = getattr(err, "total", len(problems))  # a SubmissionError lists at most MAX_PROBLEMS of them
+            print(f"idbench {args.command}: error: {total} problem(s), nothing was written:", file=sys.stderr)
             for line in str(err).splitlines():
                 print(f"  {line}", file=sys.stderr)
         else:

@@ -173,16 +173,19 @@ def queue_submission(
     family: str | None,
     link: str | None,
     rate_limit: RateLimit,
+    client: str | None = None,
 ) -> Queued:
     """Validate and queue one submission: a request file on the Hub, or a job in the embedded store.
 
     Raises what :func:`~idbench.leaderboard.queue.submit` raises for the submission's own problems
     (``SubmissionError``, ``RateLimitError``, ``BenchmarkDataError``) and :class:`QueueError` when the
-    Hub cannot take it.
+    Hub cannot take it. ``client`` (idbench.names.request_client) keys the rate limit of anonymous
+    submitters.
     """
     repos = hub_repos()
     if repos is None:
-        result = submit(s, path, data_dir(benchmark), model_name=model_name, submitter=submitter, family=family, link=link, rate_limit=rate_limit)
+        result = submit(s, path, data_dir(benchmark), model_name=model_name, submitter=submitter, family=family, link=link,
+                        rate_limit=rate_limit, client=client)  # fmt: skip
         if result.duplicate:
             return Queued(True, f"Already submitted: submission {result.submission_id}, job {result.job_id}. Nothing new was queued.")
         return Queued(False, f"Queued: submission {result.submission_id}, job {result.job_id}. See the Status page.")

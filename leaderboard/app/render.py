@@ -41,7 +41,8 @@ from idbench.leaderboard.store import JOB_STATES, RateLimitError, Store, Unknown
 MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger uploads before our code sees them
 MAX_SUBMITTER = 100
 MAX_REASON = 200
-# New submissions per submitter (anonymous ones share one allowance) through the app: COUNT/SECONDS.
+# New submissions per submitter through the app: COUNT/SECONDS. Named submitters count by their normalised
+# name, anonymous ones per client (the logged-in Hub user, else the address): idbench/names.py.
 RATE_LIMIT_ENV, DEFAULT_RATE_LIMIT = "IDBENCH_SUBMIT_RATE_LIMIT", "5/86400"
 # Withdrawing and rescoring from the app need this token; with it unset the app offers neither.
 ADMIN_TOKEN_ENV = "IDBENCH_ADMIN_TOKEN"
@@ -774,6 +775,22 @@ def rate_limit() -> RateLimit:
     return RateLimit.parse(os.environ.get(RATE_LIMIT_ENV) or DEFAULT_RATE_LIMIT)
 
 
+def _client() -> str | None:
+    """Who is submitting, as far as the server knows (idbench.names.request_client): the logged-in Hub
+    user on a Space with OAuth, else the address the proxy saw; anonymous submitters are then rate
+    limited per client, not as one pool."""
+    from idbench.names import request_client
+
+    user = None
+    try:
+        if getattr(st.user, "is_logged_in", False):
+            user = st.user.get("preferred_username") or st.user.get("name")
+    except Exception:  # noqa: BLE001 - no authentication configured: st.user cannot be read
+        user = None
+    context = st.context
+    return request_client(dict(context.headers or {}), getattr(context, "ip_address", None), user)
+
+
 def submit_page() -> None:
     """Upload a zip or name a Hub dataset repo; validate through :func:`idbench.leaderboard.queue.submit`; job id or problems."""
     st.title("Submit")
@@ -816,13 +833,15 @@ def submit_page() -> None:
                 family=family,
                 link=link,
                 rate_limit=rate_limit(),
+                client=_client(),
             )
         except SubmissionError as error:
-            # Two boxes however many problems: the count, then the listed ones (at most MAX_PROBLEMS,
+            # One box however many problems: the count, then the listed ones (at most MAX_PROBLEMS,
             # then "... and N more", as SubmissionError words it) one a line, as plain text; the
             # temporary path means nothing to the submitter. "  \n" is Markdown's line break.
-            st.error(f"The submission was not queued: {error.total} problem(s).")
-            st.error("  \n".join(plain(line.replace(str(path), shown_name)) for line in str(error).splitlines()))
+            lines = [f"The submission was not queued: {error.total} problem(s)."]
+            lines += [plain(line.replace(str(path), shown_name)) for line in str(error).splitlines()]
+            st.error("  \n".join(lines))
             return
         except (HubSubmissionError, RateLimitError, backend.QueueError) as error:
             st.error(plain(f"The submission was not queued: {error}"))

@@ -206,9 +206,10 @@ def test_submit_page_rejects_a_malformed_zip_and_queues_nothing(app, filled):
     app.button(key="submit-button").click().run()
     assert not app.exception and not app.success
     # Alerts render Markdown, so the page escapes what it shows; undo that to read the words.
-    messages = [re.sub(r"\\(.)", r"\1", e.value) for e in app.error]
-    assert messages and "not queued" in messages[0]
-    assert any("broken.zip" in m for m in messages[1:])  # the problem names the uploaded file, not a temp path
+    # One box: the count on its first line, then the problems (each naming the uploaded file, not a temp path).
+    [message] = [re.sub(r"\\(.)", r"\1", e.value) for e in app.error]
+    first, *problems = message.split("  \n")
+    assert "not queued" in first and problems and all("broken.zip" in m for m in problems)
     assert jobs_table(Store(filled)) == jobs_before
 
 

@@ -305,3 +305,14 @@ def test_a_link_by_a_unique_name_or_by_id_opens_it(charis_home, monkeypatch):
     assert _open({"benchmark": "charis", "submission": "2", "model": "FLUX.1-dev"}).selectbox(key="model-submission").value == 2
     at = _open({"benchmark": "charis", "model": "nothing"})
     assert not at.exception and "model=nothing" in " ".join(c.value for c in at.caption).replace("\\", "")
+
+
+def test_validate_applies_the_same_name_rules_as_the_queue():
+    """``idbench validate`` (metadata_text_problems) refuses what the queue refuses, one line per field."""
+    from idbench.evaluate_pkg.submission import metadata_text_problems
+
+    problems = metadata_text_problems({"model": "evil-\u202eved.1-XULF", "family": "FLUX", "link": "https://huggingface.co@evil.example/x"})
+    assert len(problems) == 2
+    assert problems[0].startswith("field 'model'") and "U+202E" in problems[0]
+    assert problems[1].startswith("field 'link'")
+    assert metadata_text_problems({"model": "FLUX.1-dev", "family": "FLUX", "link": "https://huggingface.co/x"}) == []
