@@ -160,14 +160,16 @@ def test_the_judge_key_names_model_revision_and_settings_and_nothing_secret():
     from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge
 
     def key(**config):
-        base = {"base_url": "https://user:hunter2@judge.example.org:8443/v1", "model": "Qwen/Qwen2.5-VL-7B-Instruct"}
+        base = {"base_url": "https://judge.example.org:8443/v1", "model": "Qwen/Qwen2.5-VL-7B-Instruct"}
         return judge_key(judge_summary(OpenAIJudge(JudgeConfig(**{**base, **config}), api_key="sk-secret")))
 
     same = key()
     assert same == key() == key(concurrency=64, max_retries=9)  # throughput settings do not change answers
     assert same == ("Qwen/Qwen2.5-VL-7B-Instruct@judge.example.org;temperature=0.0;max_tokens=1024;"
                     "max_image_side=768;structured=auto")
-    assert "hunter2" not in same and "sk-secret" not in same and "8443" not in same
+    assert "sk-secret" not in same and "8443" not in same
+    with pytest.raises(ValueError, match="carries credentials"):  # a key in the URL never gets as far as a judge
+        key(base_url="https://user:hunter2@judge.example.org:8443/v1")
     others = {key(model="Qwen/Qwen2.5-VL-72B-Instruct"), key(temperature=0.7), key(max_image_side=448),
               key(revision="abc123"), key(structured="json_schema"), key(max_tokens=512)}
     assert len(others) == 6 and same not in others

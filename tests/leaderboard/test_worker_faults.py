@@ -81,7 +81,12 @@ def test_worker_without_the_paper_models_claims_nothing_and_exits_with_the_reaso
 
 def test_worker_refuses_a_malformed_judge_url(store, collapse):
     submit(store, collapse / "collage", collapse / "data")
-    options = ScoreOptions(profile="tiny", metrics=("clip_t",), judge=JudgeConfig(base_url="localhost:8000", model="m"))
+    from types import SimpleNamespace
+
+    with pytest.raises(ValueError, match="http\\(s\\) URL with a host"):  # a JudgeConfig refuses it when made
+        JudgeConfig(base_url="localhost:8000", model="m")
+    # A configuration that did not go through JudgeConfig is checked again before anything is claimed.
+    options = ScoreOptions(profile="tiny", metrics=("clip_t",), judge=SimpleNamespace(base_url="localhost:8000", model="m"))
     with pytest.raises(WorkerNotReadyError, match="judge URL 'localhost:8000' is not an http"):
         run_worker(store, once=True, options=options)
     _untouched(store)
