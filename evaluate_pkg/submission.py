@@ -702,7 +702,7 @@ def metadata_text_problems(metadata: Mapping[str, Any]) -> list[str]:
         problem = f"field 'link' should be an http(s) URL without spaces or quotes, or empty; found {link!r}"
         out.append(problem)
     # Names that could impersonate (control, bidi, zero-width or mixed-script characters) and links with
-    # userinfo: the same rules as the leaderboard's queue (idbench/names.py), one line per field.
+    # userinfo: the same rules as the leaderboard's queue (idbench.names), one line per field.
     for key in ("model", "family", "link"):
         value = metadata.get(key)
         if isinstance(value, str) and value and not any(p.startswith(f"field {key!r}") for p in out):

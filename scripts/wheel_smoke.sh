@@ -3,7 +3,8 @@
 # Builds the wheel from a clean copy of the sources, installs it into a throw-away venv (torch pinned
 # as in scripts/setup.sh; pip's cache is reused), and from an empty folder outside the repository runs
 # the README's commands on embedded defaults: --version, demo, build x3, template / baseline /
-# validate / score --profile tiny, the evaluate modules, and serve (health endpoint + every app page).
+# validate / score --profile tiny, the evaluate modules, and serve (health endpoint + every app page);
+# then python -m idbench and an app page from the repository root, where no folder may shadow the install.
 # Checks that site-packages gains `idbench` (and its dist-info) only. Everything lives in one temporary
 # folder, removed at the end. Usage: bash scripts/wheel_smoke.sh   (needs .venv from scripts/setup.sh)
 set -euo pipefail
@@ -143,5 +144,25 @@ for page in pages:
     assert not view.exception, (page.name, view.exception)
 print(f"  {len(pages)} pages render: {', '.join(p.stem for p in pages)}")
 EOF
+
+step "the same install used from the repository root (the current folder is first on sys.path there)"
+# No root folder may shadow the installed package: python -m, the CLI and an app page from the clone's root.
+(
+    cd "$REPO"
+    [ "$("$BIN/python" -m idbench --version)" = "idbench $version" ]
+    "$BIN/python" - "$WORK/venv" 2> >(grep -v "missing ScriptRunContext" >&2) <<'EOF'
+import sys
+from pathlib import Path
+import idbench, idbench.leaderboard.app
+from idbench.leaderboard.app import APP_PATH
+from streamlit.testing.v1 import AppTest
+venv = Path(sys.argv[1]).resolve()
+for module in (idbench, idbench.leaderboard.app):
+    assert venv in Path(module.__file__).resolve().parents, f"{module.__name__} imported from {module.__file__}, not the install"
+app = AppTest.from_file(str(APP_PATH), default_timeout=120).run()
+assert not app.exception, app.exception
+print(f"  from {Path.cwd()}: idbench {idbench.__version__} from the venv, the app's overview renders")
+EOF
+)
 
 step "passed"

@@ -52,6 +52,16 @@ def test_the_wheel_installs_idbench_only(wheel_files):
     assert top == {"idbench", f"idbench-{idbench.__version__}.dist-info"}
 
 
+def test_no_root_folder_shadows_an_installed_name(wheel_files):
+    """From the repository root (the current folder, first on sys.path for ``python -m`` and for the
+    Streamlit server) a folder named like an installed top-level package would be imported instead of
+    it: a partial ``idbench`` folder there broke every page of a non-editable install."""
+    installed = {name.split("/")[0] for name in wheel_files if not name.split("/")[0].endswith(".dist-info")}
+    assert installed == {"idbench"}
+    assert not any((ROOT / name).exists() for name in installed), "a root folder shadows the installed package"
+    assert PACKAGE_DIR["idbench"] != "idbench"
+
+
 def test_every_package_is_declared():
     # The packages list is explicit (package-dir mapping): a new subpackage must be added to it.
     on_disk = {

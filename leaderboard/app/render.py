@@ -42,7 +42,7 @@ MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger 
 MAX_SUBMITTER = 100
 MAX_REASON = 200
 # New submissions per submitter through the app: COUNT/SECONDS. Named submitters count by their normalised
-# name, anonymous ones per client (the logged-in Hub user, else the address): idbench/names.py.
+# name, anonymous ones per client (the logged-in Hub user, else the address): idbench.names.
 RATE_LIMIT_ENV, DEFAULT_RATE_LIMIT = "IDBENCH_SUBMIT_RATE_LIMIT", "5/86400"
 # Withdrawing and rescoring from the app need this token; with it unset the app offers neither.
 ADMIN_TOKEN_ENV = "IDBENCH_ADMIN_TOKEN"

@@ -1,4 +1,4 @@
-"""Names and submitters that cannot impersonate (issue 18, item 6): idbench/names.py and its use by the
+"""Names and submitters that cannot impersonate (issue 18, item 6): idbench.names and its use by the
 local queue, the Hub queue's submit, the rate limit, ``idbench jobs`` and the model page's deep link.
 
 Hostile names are made here; submissions are the identity-collapse sample's baselines at 64 px (no
