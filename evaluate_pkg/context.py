@@ -3,6 +3,14 @@
 The suites (``evaluate_pkg/suites/``) ask for features of *inputs* (a generation, a reference, a crop)
 by role ("clip", "dinov2", ...); the context turns every request into one call to the feature store
 over the unique inputs, so each image is encoded once per model whatever number of prompts share it.
+
+Every model gets the *working image* (``images.working_image``: decoded once, longest side at most
+``images.WORKING_SIDE``), never the submitted resolution. Pixel positions are always in the submitted
+image's pixels: detector boxes are scaled up from the working image before they are cached, the
+segmenter's boxes are scaled down onto it, and :func:`crop_bytes` maps a box onto the working image
+before cropping. Masks are at the working image's size (BG-Sim area-averages them onto the patch grid,
+so only their aspect matters). Generation loaders are ``images.ImageSource``s that name the prompt, the
+seed and the file, so an image whose content cannot be decoded fails its submission with that name.
 """
 
 from __future__ import annotations
@@ -15,8 +23,16 @@ import numpy as np
 from PIL import Image
 
 from idbench.evaluate_pkg.data import BenchmarkData
-from idbench.evaluate_pkg.features import Features, FeatureStore, condition_hash
-from idbench.evaluate_pkg.images import content_hash, normalize_image
+from idbench.evaluate_pkg.features import Features, FeatureStore, condition_hash, image_feature_version
+from idbench.evaluate_pkg.images import (
+    ImageSource,
+    content_hash,
+    load_working_image,
+    original_size,
+    scale_to_original,
+    scale_to_working,
+    working_image,
+)
 from idbench.evaluate_pkg.models.detection import square_crop
 from idbench.evaluate_pkg.models.registry import check_available, get_card, load_model, resolve_profile
 from idbench.evaluate_pkg.submission import Submission
@@ -131,7 +147,8 @@ class Context:
         return {(e.prompt_id, e.seed): e.content_hash for e in self.submission.entries}
 
     def generation_loaders(self) -> dict[str, Callable[[], bytes]]:
-        return {e.content_hash: e.data for e in self.submission.entries}
+        """Content hash -> the generated image's loader, naming its prompt, seed and file in errors."""
+        return {e.content_hash: ImageSource(e.data, where=_generation_name(e), submitted=True) for e in self.submission.entries}
 
     def generation_bytes(self, chunk: int | None = None) -> Iterator[dict[tuple[str, int], bytes]]:
         """(prompt_id, seed) -> the generated image's bytes, for the judge (which sends encoded images),
@@ -147,7 +164,7 @@ class Context:
 
     def reference_loaders(self, reference_ids: Sequence[str]) -> dict[str, Callable[[], bytes]]:
         blobs = self.data.reference_bytes
-        return {content_hash(blobs[r]): (lambda r=r: blobs[r]) for r in reference_ids}
+        return {content_hash(blobs[r]): ImageSource(lambda r=r: blobs[r], where=f"reference {r}") for r in reference_ids}
 
     # --- features ----------------------------------------------------------------------------------
 
@@ -171,13 +188,14 @@ class Context:
         items = {condition_hash(key, *queries[key]): (key, tuple(queries[key])) for key in loaders}
 
         def compute(keys: list[str], payloads: list[tuple[str, tuple[str, ...]]]) -> list[Features]:
-            images = [normalize_image(loaders[k](), where=k) for k, _ in payloads]
+            images = [load_working_image(loaders[k], k) for k, _ in payloads]
             found = detector.detect(images, [list(q) for _, q in payloads])
             out = []
-            for (_, query), detections in zip(payloads, found):
+            for (_, query), detections, image in zip(payloads, found, images):
+                boxes = np.array([d.box for d in detections], dtype=np.float32).reshape(-1, 4)
                 out.append(
                     {
-                        "boxes": np.array([d.box for d in detections], dtype=np.float32).reshape(-1, 4),
+                        "boxes": scale_to_original(boxes, image.size, original_size(image)),
                         "scores": np.array([d.score for d in detections], dtype=np.float32),
                         "labels": np.array([query.index(d.label) if d.label in query else -1 for d in detections], dtype=np.int64),
                     }
@@ -185,35 +203,56 @@ class Context:
             return out
 
         tick = self.progress("detections", len(items))
-        by_condition = self.store.cached_map(detector.key, detector.feature_version, items, compute, self.options.batch_size, tick)
+        version = image_feature_version(detector.feature_version)
+        by_condition = self.store.cached_map(detector.key, version, items, compute, self.options.batch_size, tick)
         return {image_key: by_condition[cond] for cond, (image_key, _) in items.items()}
 
     def foreground_masks(self, loaders: Mapping[str, Callable[[], bytes]], boxes: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Union of the segmenter's masks for each image's boxes, (H, W) bool at the image's size."""
+        """Union of the segmenter's masks for each image's boxes (in the submitted image's pixels), (H, W)
+        bool at the working image's size (the submitted size when that is within ``WORKING_SIDE``)."""
         segmenter = self.models["segmenter"]
         items = {condition_hash(key, np.asarray(boxes[key], dtype=np.float32).tobytes()): key for key in loaders}
 
         def compute(keys: list[str], image_keys: list[str]) -> list[Features]:
-            images = [normalize_image(loaders[k](), where=k) for k in image_keys]
-            masks = segmenter.segment(images, [np.asarray(boxes[k], dtype=np.float32).reshape(-1, 4) for k in image_keys])
+            images = [load_working_image(loaders[k], k) for k in image_keys]
+            prompts = [
+                scale_to_working(np.asarray(boxes[k], dtype=np.float32).reshape(-1, 4), img.size, original_size(img))
+                for k, img in zip(image_keys, images)
+            ]
+            masks = segmenter.segment(images, prompts)
             return [{"mask": (m.any(axis=0) if len(m) else np.zeros(img.size[::-1], dtype=bool))} for m, img in zip(masks, images)]
 
         tick = self.progress("masks", len(items))
-        by_condition = self.store.cached_map(segmenter.key, segmenter.feature_version, items, compute, self.options.batch_size, tick)
+        version = image_feature_version(segmenter.feature_version)
+        by_condition = self.store.cached_map(segmenter.key, version, items, compute, self.options.batch_size, tick)
         return {image_key: by_condition[cond]["mask"] for cond, image_key in items.items()}
 
 
-def crop_bytes(data: bytes, box: Sequence[float], keep: float = 1.0, pad: float = 0.05) -> bytes:
+def _generation_name(entry: Any) -> str:
+    """How errors name a generated image: its prompt id and seed, and its file when the entry knows it."""
+    source = getattr(entry, "source", None)
+    return f"prompt_id {entry.prompt_id!r} seed {entry.seed}" + (f", file {source}" if source else "")
+
+
+def crop_bytes(data: bytes, box: Sequence[float], keep: float = 1.0, pad: float = 0.05, *, where: str = "crop") -> bytes:
     """PNG bytes of a detector box padded to a square (``models.detection.square_crop``): a crop becomes
     an input of its own (hashed and cached). ``keep``: the fraction of a square the encoder's processor
     keeps (``encoder.square_keep()``), so its centre crop removes only padding, never the subject.
+
+    ``box`` is in the submitted image's pixels; the crop is cut from the working image (the box mapped
+    onto it), so a crop is never larger than the working image, whatever the submitted resolution.
     """
-    image = normalize_image(data, where="crop")
+    image = working_image(data, where=where)
+    box_on_image = scale_to_working(np.asarray(box, dtype=np.float32).reshape(4), image.size, original_size(image))
     buffer = io.BytesIO()
-    square_crop(image, box, pad=pad, keep=keep).save(buffer, format="PNG")
+    square_crop(image, box_on_image, pad=pad, keep=keep).save(buffer, format="PNG")
     return buffer.getvalue()
 
 
 def image_size(data: bytes) -> tuple[int, int]:
+    """The upright (EXIF orientation applied) size of an encoded image, read from its header: the
+    frame of every box and landmark the scorer stores."""
     with Image.open(io.BytesIO(data)) as image:
-        return image.size
+        width, height = image.size
+        orientation = image.getexif().get(0x0112, 1)
+    return (height, width) if orientation in (5, 6, 7, 8) else (width, height)

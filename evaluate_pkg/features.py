@@ -10,6 +10,12 @@ recomputes only what is missing. The key of a plain image feature is the sha256 
 bytes; conditioned features (detections for given text queries, masks for given boxes) use a key that
 hashes the image together with the condition.
 
+Every image input is decoded once, at the bounded working size (``images.working_image``), and the
+version folder of an image-derived feature carries the working-size rule (``v<version>-<rule>``), so
+features computed under another rule (say, at full size, before there was one) are never read back.
+Models that return pixel positions (``pixel_coordinate_features``: face boxes and landmarks) have them
+scaled back to the submitted image's pixels before they are stored.
+
 Decoding and preprocessing run in DataLoader workers; the model runs in the main process on the chosen
 device. Under ``accelerate launch`` the missing inputs are split across processes and the features
 gathered through the process group (``accelerate.utils.gather_object``), never by polling files.
@@ -34,6 +40,14 @@ Features = dict[str, np.ndarray]
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def image_feature_version(version: int) -> str:
+    """The cache version of a feature computed from an image: the model's own version and the
+    working-size rule (``images.WORKING_RULE``) it was computed under."""
+    from idbench.evaluate_pkg.images import WORKING_RULE
+
+    return f"{version}-{WORKING_RULE}"
 
 
 def condition_hash(*parts: str | bytes) -> str:
@@ -77,18 +91,18 @@ class FeatureStore:
 
     # --- the cache --------------------------------------------------------------------------------
 
-    def _path(self, model_key: str, version: int, item_key: str) -> Path:
+    def _path(self, model_key: str, version: int | str, item_key: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9._@-]+", "_", model_key)
         return self.root / safe / f"v{version}" / item_key[:2] / f"{item_key}.npz"
 
-    def load(self, model_key: str, version: int, item_key: str) -> Features | None:
+    def load(self, model_key: str, version: int | str, item_key: str) -> Features | None:
         path = self._path(model_key, version, item_key)
         if not path.is_file():
             return None
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
 
-    def save(self, model_key: str, version: int, item_key: str, features: Features) -> None:
+    def save(self, model_key: str, version: int | str, item_key: str, features: Features) -> None:
         path = self._path(model_key, version, item_key)
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=path.parent)
@@ -105,7 +119,7 @@ class FeatureStore:
     def cached_map(
         self,
         model_key: str,
-        version: int,
+        version: int | str,
         items: Mapping[str, Any],
         compute: Callable[[list[str], list[Any]], list[Features]],
         batch_size: int,
@@ -126,7 +140,7 @@ class FeatureStore:
     def cached_batches(
         self,
         model_key: str,
-        version: int,
+        version: int | str,
         items: Mapping[str, Any],
         compute_batches: Callable[[list[str]], Iterable[tuple[list[str], list[Features]]]],
         progress: Callable[[int], None] | None = None,
@@ -195,11 +209,15 @@ class FeatureStore:
         num_workers: int = 0,
         progress: Callable[[int], None] | None = None,
     ) -> dict[str, Features]:
-        """Features of ``encoder`` for every image; ``images`` maps content hash -> a bytes loader.
+        """Features of ``encoder`` for every image; ``images`` maps content hash -> a bytes loader
+        (an ``images.ImageSource`` names the image in errors and marks it as submitted).
 
-        Decoding (``idbench.evaluate_pkg.images.normalize_image``) and the encoder's own preprocessing run in
-        ``num_workers`` DataLoader workers; ``encode_batch`` runs here, on the encoder's device.
+        Decoding to the working size (``idbench.evaluate_pkg.images.working_image``) and the encoder's
+        own preprocessing run in ``num_workers`` DataLoader workers; ``encode_batch`` runs here, on the
+        encoder's device. An image whose content cannot be decoded raises ``ImageError`` naming it, here
+        in the main process (not as DataLoader's wrapped worker exception).
         """
+        coordinate_features = tuple(getattr(encoder, "pixel_coordinate_features", ()))
 
         def compute_batches(keys: list[str]) -> Iterator[tuple[list[str], list[Features]]]:
             if not keys:
@@ -211,11 +229,17 @@ class FeatureStore:
                 collate_fn=_KeyedCollate(encoder.collate),
                 multiprocessing_context="fork" if num_workers and _fork_available() else None,
             )
-            for batch_keys, batch in loader:
+            for batch_keys, batch, geometry in loader:
+                if isinstance(batch, _DecodeFailure):
+                    batch.throw()
                 with torch.inference_mode():
-                    yield batch_keys, encoder.encode_batch(batch)
+                    features = encoder.encode_batch(batch)
+                if coordinate_features:
+                    features = [_in_original_pixels(f, coordinate_features, *g) for f, g in zip(features, geometry)]
+                yield batch_keys, features
 
-        return self.cached_batches(encoder.key, encoder.feature_version, images, compute_batches, progress)
+        version = image_feature_version(encoder.feature_version)
+        return self.cached_batches(encoder.key, version, images, compute_batches, progress)
 
     def encode_texts(self, encoder: Any, texts: Iterable[str], batch_size: int = 256) -> dict[str, np.ndarray]:
         """Text embeddings keyed by the text itself (cached by its sha256)."""
@@ -230,8 +254,31 @@ class FeatureStore:
         return {text: features[key]["embedding"] for key, text in unique.items()}
 
 
+@dataclass(frozen=True)
+class _DecodeFailure:
+    """An ImageError raised in a DataLoader worker, carried to the main process as data: DataLoader
+    would re-raise it as a RuntimeError with the worker's traceback in its message."""
+
+    where: str
+    reason: str
+
+    def throw(self) -> None:
+        from idbench.evaluate_pkg.images import ImageError
+
+        raise ImageError(self.where, self.reason)
+
+
+def _in_original_pixels(features: Features, names: Sequence[str], working: tuple[int, int], original: tuple[int, int]) -> Features:
+    """``features`` with the pixel positions of ``names`` moved from the working image to the original."""
+    from idbench.evaluate_pkg.images import scale_to_original
+
+    if working == original:
+        return features
+    return {name: scale_to_original(value, working, original) if name in names else value for name, value in features.items()}
+
+
 class _PreprocessedImages(Dataset):
-    """Decodes and preprocesses one image per index (runs inside DataLoader workers)."""
+    """Decodes (at the working size) and preprocesses one image per index (runs inside DataLoader workers)."""
 
     def __init__(self, keys: Sequence[str], loaders: Sequence[Callable[[], bytes]], preprocess: Callable):
         self.keys, self.loaders, self.preprocess = list(keys), list(loaders), preprocess
@@ -240,20 +287,29 @@ class _PreprocessedImages(Dataset):
         return len(self.keys)
 
     def __getitem__(self, index: int):
-        from idbench.evaluate_pkg.images import normalize_image
+        from idbench.evaluate_pkg.images import ImageError, load_working_image, original_size
 
-        image = normalize_image(self.loaders[index](), where=self.keys[index])
-        return self.keys[index], self.preprocess(image)
+        key = self.keys[index]
+        try:
+            image = load_working_image(self.loaders[index], key)
+        except ImageError as err:
+            return key, _DecodeFailure(err.where, err.reason), None
+        return key, self.preprocess(image), (image.size, original_size(image))
 
 
 class _KeyedCollate:
-    """Keeps each batch's content hashes next to the encoder's own collated batch."""
+    """Keeps each batch's content hashes and image sizes (working, original) next to the encoder's own
+    collated batch; a batch holding an image that failed to decode is that failure instead."""
 
     def __init__(self, collate: Callable):
         self.collate = collate
 
-    def __call__(self, items: list[tuple[str, Any]]) -> tuple[list[str], Any]:
-        return [key for key, _ in items], self.collate([item for _, item in items])
+    def __call__(self, items: list[tuple[str, Any, Any]]) -> tuple[list[str], Any, list[Any]]:
+        keys = [key for key, _, _ in items]
+        failed = [item for _, item, _ in items if isinstance(item, _DecodeFailure)]
+        if failed:
+            return keys, failed[0], []
+        return keys, self.collate([item for _, item, _ in items]), [geometry for _, _, geometry in items]
 
 
 def _fork_available() -> bool:

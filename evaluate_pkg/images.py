@@ -28,12 +28,29 @@ What normalising means here:
   greyscale and 1-bit images use Pillow's conversions.
 - Embedded ICC profiles are not applied, as the models' own processors do not apply them either.
 - Only the first frame of a multi-frame file (animated GIF/WebP/PNG, multi-page TIFF) is used.
+
+Scoring decodes with :func:`working_image` instead: the same rules, then the image is reduced so that
+its longest side is at most ``WORKING_SIDE`` (1536) pixels, once, before any model sees it. A JPEG is
+decoded at a reduced DCT scale (Pillow's ``draft``), so a 40 MP JPEG never exists in memory at full
+size; other formats are decoded whole once (Pillow has no partial decode), brought to a mode that can be
+resampled without losing range or transparency, reduced with Lanczos, and only then turned upright and
+to 8-bit RGB, so every later copy (processors' float arrays, dlib's upsampled pyramid, crops) is of the
+bounded image. An image already within ``WORKING_SIDE`` is returned exactly as :func:`normalize_image`
+returns it, so the features of ordinary submissions do not change. Why 1536: it is above the largest
+input any scoring model's processor asks for (Grounding DINO resizes to a longest edge of 1333, SAM 2 to
+1024, SCRFD to 640, the CLIP/DINOv2/aesthetic encoders to 224-518), it keeps every common generator
+output (1024x1024, SDXL's 1344x768 and 1536x640) untouched, and a face a fifteenth of the width of a
+five-person picture keeps about 100 pixels, above ArcFace's 112-pixel aligned crop scale and well above
+dlib HOG's 40-pixel minimum at upsample 1. ``WORKING_RULE`` names the rule; the feature store puts it
+in its cache paths, so features computed under another rule are never mixed with these.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps
@@ -46,6 +63,17 @@ MAX_PIXELS = MAX_IMAGE_PIXELS
 # write squares, 16:9 or at most panoramas; nothing a model would score needs more.
 MAX_IMAGE_SIDE = 8192
 MAX_ASPECT_RATIO = 8.0
+
+# The longest side, in pixels, of the image every scoring model receives (see the module docstring for
+# why 1536). WORKING_RULE_VERSION changes whenever the reduction itself changes (filter, order, draft).
+WORKING_SIDE = 1536
+WORKING_RULE_VERSION = 1
+WORKING_RULE = f"side{WORKING_SIDE}r{WORKING_RULE_VERSION}"
+# The key under which working_image records the upright size of the image as submitted, in ``info``.
+ORIGINAL_SIZE_KEY = "idbench_original_size"
+# Lanczos, with Pillow's integer box reduction first while the image is over 3x the target: within
+# about one grey level of a plain Lanczos resize and several times faster on a 40 MP image.
+REDUCING_GAP = 3.0
 
 # The formats a generator plausibly writes. ``formats=`` makes Pillow try these plugins only.
 # MPO is what Pillow calls a JPEG with an extra (e.g. depth) frame, as some cameras and phones write.
@@ -60,6 +88,20 @@ def _open_formats() -> list[str]:
 # Modes whose alpha channel Pillow can convert to RGBA directly.
 _ALPHA_MODES = {"RGBA", "RGBa", "LA", "La", "PA"}
 _SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """A loader of one image's encoded bytes that also says what to call the image in errors and whether
+    it is a submitted image (held to the submitted bounds). Called like the plain ``() -> bytes``
+    loaders the feature store also accepts; picklable when ``read`` is (DataLoader workers)."""
+
+    read: Callable[[], bytes]
+    where: str
+    submitted: bool = False
+
+    def __call__(self) -> bytes:
+        return self.read()
 
 
 class ImageError(IdbenchError, ValueError):
@@ -110,6 +152,88 @@ def normalize_image(data: bytes, *, where: str, submitted: bool = False) -> Imag
         image = normalize_image(Path("images/01_s0.png").read_bytes(), where="images/01_s0.png")
         assert image.mode == "RGB"
     """
+    return _decode(data, where=where, submitted=submitted, max_side=None)
+
+
+def working_image(data: bytes, *, where: str, submitted: bool = False, max_side: int = WORKING_SIDE) -> Image.Image:
+    """:func:`normalize_image`, reduced to a longest side of at most ``max_side``: what scoring models get.
+
+    Decoded once, reduced before any other full-size copy is made (see the module docstring), so the
+    memory of everything after the decode does not grow with the submitted resolution. The upright
+    size of the image as submitted is kept in ``image.info[ORIGINAL_SIZE_KEY]`` (boxes found on the
+    working image are reported in those pixels, see :func:`scale_to_original`). Every failure of the
+    submitted content (header, decode, reduction) raises :class:`ImageError` naming ``where``. Example::
+
+        image = working_image(six_thousand_pixel_png, where="01 seed 0")
+        assert max(image.size) == WORKING_SIDE and image.info[ORIGINAL_SIZE_KEY] == (6000, 6000)
+    """
+    return _decode(data, where=where, submitted=submitted, max_side=max_side)
+
+
+def load_working_image(loader: Callable[[], bytes], key: str) -> Image.Image:
+    """The working image of one feature-store input: ``loader``'s bytes through :func:`working_image`.
+
+    An :class:`ImageSource` names the image and says whether it was submitted; a plain loader is named
+    by its cache ``key`` and held to the reference bounds only.
+    """
+    where = getattr(loader, "where", key)
+    return working_image(loader(), where=where, submitted=getattr(loader, "submitted", False))
+
+
+def working_size(width: int, height: int, max_side: int = WORKING_SIDE) -> tuple[int, int]:
+    """The size an upright ``width`` x ``height`` image has once reduced to a longest side of ``max_side``.
+
+    Unchanged when it already fits; otherwise scaled by ``max_side / longest`` and rounded, never
+    below 1 pixel. ``working_size(6000, 3000) == (1536, 768)``.
+    """
+    longest = max(width, height)
+    if longest <= max_side:
+        return width, height
+    scale = max_side / longest
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def original_size(image: Image.Image) -> tuple[int, int]:
+    """The upright size of the image as submitted: recorded by :func:`working_image`, else its own size."""
+    return tuple(image.info.get(ORIGINAL_SIZE_KEY, image.size))
+
+
+def scale_to_original(coordinates: np.ndarray, working: tuple[int, int], original: tuple[int, int]) -> np.ndarray:
+    """Pixel coordinates on a working image of size ``working`` -> the same points on the ``original``.
+
+    ``coordinates``' last axis holds (x, y) pairs: xyxy boxes (..., 4) or points (..., 2). Every model
+    output that carries pixel positions (detector boxes, face boxes and landmarks) is stored in the
+    submitted image's pixels, so crops, body boxes and the judge's drawings agree whatever the size.
+    """
+    array = np.asarray(coordinates, dtype=np.float32)
+    if working == original or array.size == 0:
+        return array
+    factors = np.array([original[0] / working[0], original[1] / working[1]], dtype=np.float32)
+    pairs = array.reshape(*array.shape[:-1], -1, 2) * factors
+    return pairs.reshape(array.shape).astype(np.float32)
+
+
+def scale_to_working(coordinates: np.ndarray, working: tuple[int, int], original: tuple[int, int]) -> np.ndarray:
+    """The inverse of :func:`scale_to_original`: original-image pixel coordinates onto the working image."""
+    return scale_to_original(coordinates, original, working)
+
+
+# EXIF orientation -> the transpose that makes the image upright (what ImageOps.exif_transpose does).
+_ORIENTATION_TRANSPOSE = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+_SWAPS_SIDES = {5, 6, 7, 8}
+
+
+def _decode(data: bytes, *, where: str, submitted: bool, max_side: int | None) -> Image.Image:
+    """The one decoder: header checks, decode (at a reduced scale where the format allows), reduction to
+    ``max_side`` (None: none, the full image), upright, 8-bit RGB. Every failure is an :class:`ImageError`."""
     if len(data) > MAX_IMAGE_BYTES:
         raise ImageError(where, f"{len(data)} bytes, over the {MAX_IMAGE_BYTES}-byte limit")
     if ImageFile.LOAD_TRUNCATED_IMAGES:
@@ -124,9 +248,10 @@ def normalize_image(data: bytes, *, where: str, submitted: bool = False) -> Imag
             problem = size_problem(*image.size, submitted=submitted)
             if problem:
                 raise ImageError(where, problem)
-            image.load()  # decode every pixel now: a truncated file fails here, not at open()
-            upright = ImageOps.exif_transpose(image)
-            return _to_rgb(upright)
+            if max_side is None:
+                image.load()  # decode every pixel now: a truncated file fails here, not at open()
+                return _to_rgb(ImageOps.exif_transpose(image))
+            return _reduced(image, max_side)
     except ImageError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
@@ -137,8 +262,62 @@ def normalize_image(data: bytes, *, where: str, submitted: bool = False) -> Imag
         ) from None
     except MemoryError:
         raise ImageError(where, "not enough memory to decode the image") from None
-    except Exception as err:  # noqa: BLE001 - a malformed file can make a decoder raise anything
+    except Exception as err:  # noqa: BLE001 - a malformed file can make a decoder or resize raise anything
         raise ImageError(where, f"not a readable image ({type(err).__name__}: {err})") from None
+
+
+def _reduced(image: Image.Image, max_side: int) -> Image.Image:
+    """An opened (header-checked) image -> upright 8-bit RGB of longest side <= ``max_side``.
+
+    Order matters for memory: draft (JPEG) -> decode -> resample-safe mode -> reduce -> upright -> RGB,
+    so at most the decoded frame and one same-size mode conversion ever exist at full size.
+    """
+    orientation = image.getexif().get(0x0112, 1)
+    stored_width, stored_height = image.size
+    upright = (stored_height, stored_width) if orientation in _SWAPS_SIDES else (stored_width, stored_height)
+    target_upright = working_size(*upright, max_side)
+    if target_upright == upright:
+        # Within the working size: exactly normalize_image's pixels (and its cached features).
+        image.load()
+        result = _to_rgb(ImageOps.exif_transpose(image))
+        result.info[ORIGINAL_SIZE_KEY] = result.size
+        return result
+    target = (target_upright[1], target_upright[0]) if orientation in _SWAPS_SIDES else target_upright
+    if image.format in ("JPEG", "MPO"):
+        # DCT scaling: decodes at 1/2, 1/4 or 1/8 scale, the largest that stays at or above ``target``.
+        image.draft(None, target)
+    image.load()  # a truncated or corrupt file fails here
+    frame = _resample_safe(image)
+    small = frame.resize(target, Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP)
+    del frame
+    transpose = _ORIENTATION_TRANSPOSE.get(orientation)
+    if transpose is not None:
+        small = small.transpose(transpose)
+    result = _to_rgb(small)
+    result.info.pop("transparency", None)
+    result.info[ORIGINAL_SIZE_KEY] = upright
+    return result
+
+
+def _resample_safe(image: Image.Image) -> Image.Image:
+    """The image in a mode Pillow resamples faithfully: transparency as RGBA (resized premultiplied),
+    palettes expanded (Pillow resizes "P" and "1" by nearest neighbour only), 16-bit as "I" (values
+    kept), float as "F", colour spaces other than RGB/L as RGB."""
+    mode = image.mode
+    # 16-bit and float samples first: normalize_image ignores a transparent colour on them too.
+    if mode in _SIXTEEN_BIT_MODES:
+        return image.convert("I")
+    if mode in ("I", "F"):
+        return image
+    if mode in ("RGB", "L", "RGBA", "LA") and "transparency" not in image.info:
+        return image
+    if mode in _ALPHA_MODES or "transparency" in image.info:
+        converted = image.convert("RGBA")
+        converted.info.pop("transparency", None)
+        return converted
+    if mode == "1":
+        return image.convert("L")
+    return image.convert("RGB")
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:

@@ -169,9 +169,13 @@ class _FaceEncoderBase:
 
     feature_version: int = FEATURE_VERSION
     same_identity_cosine: float = float("nan")
+    # Outputs holding pixel positions: the feature store scales them from the working image (which
+    # this encoder receives, images.WORKING_SIDE at most) back to the submitted image's pixels.
+    pixel_coordinate_features: tuple[str, ...] = ("boxes", "landmarks")
 
     def preprocess(self, image: Image.Image) -> np.ndarray:
-        """CPU, in a DataLoader worker: only the RGB uint8 array (detection needs the full image)."""
+        """CPU, in a DataLoader worker: only the RGB uint8 array of the working image (detection runs
+        on the whole of it, so it is not resized further here)."""
         return _to_rgb_array(image)
 
     def collate(self, items: Sequence[np.ndarray]) -> list[np.ndarray]:
