@@ -8,17 +8,24 @@ so every page of the app works exactly as over the embedded store.
 - each request record ``<benchmark>/<slug>/<hash12>.json`` becomes a submission with one job in the
   record's state and reason (the Status page); WITHDRAWN becomes a withdrawn submission;
 - each result ``<benchmark>/<slug>/<hash12>/aggregates.json`` becomes that submission's FINISHED job
-  and current result; its ``results.parquet`` is copied beside it (``results_path``), so the model
-  page reads per-sample values as it does locally. A withdrawn result has had its files deleted from
+  and current result; its ``results.parquet`` (and ``judge_evidence.parquet``, when a judge ran) is
+  copied beside it (``results_path``), so the model page reads per-sample values as it does locally. A withdrawn result has had its files deleted from
   the results repo, so it has nothing to mirror; if the deletion lags the WITHDRAWN record, the
   withdrawn submission hides it all the same.
 
 Nothing in the repos holds a submitter's name or images, so the mirror has neither: ``submitter`` is
 NULL and the submission's ``data_dir`` / ``stored_path`` name a folder that does not exist.
 
-A file that cannot be read (bad JSON, a missing field, a path that does not match its content) is
+Every file is read by ``hub_records`` (the bounded reader and the schema checks the workers use too):
+a file that cannot be read (over its size or nesting limit, bad JSON, a non-finite number, a missing
+field, a bad timestamp, a path that does not match its content) or whose parquet footer is corrupt is
 skipped and reported by repo and path in :attr:`MirrorInfo.skipped` (and the log): one bad file never
 takes the leaderboard down.
+
+A result is shown only when it is **proven** (:func:`prove`): exactly one request record claims its
+content hash, with the same model, benchmark and task, in the folder beside it. An orphan result, a
+mismatched one, and every record of a content hash that two requests (or two results) claim are
+not shown and are listed in :attr:`MirrorInfo.conflicts`, which the Status page shows.
 
 Each build goes into a new folder ``home/mirror-<requests rev>-<results rev>`` (written completely
 by :func:`~idbench.atomic.atomic_directory`), then ``home/CURRENT.json`` is replaced in one rename:
@@ -42,14 +49,17 @@ import sqlite3
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
+from idbench.leaderboard.hub_records import (
+    EVIDENCE_FILE, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, RESULT_PROVENANCE, MalformedRecord, parse_time, read_record,
+    request_problems, result_problems, samples_problem,
+)  # fmt: skip
 from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo
-from idbench.leaderboard.judges import check_copies, check_judge, judge_columns
+from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import JOB_STATES, Store
 
 logger = logging.getLogger(__name__)
@@ -79,16 +89,19 @@ class MirrorInfo:
     built_at: float  # epoch seconds
     submissions: int
     results: int
-    skipped: tuple[str, ...] = field(default_factory=tuple)  # "repo: path: why", one per skipped file
+    skipped: tuple[str, ...] = field(default_factory=tuple)  # "repo: path: why", one per malformed file
+    # "repo: path: why", one per well-formed record not shown: an orphan or mismatched result, a conflict
+    conflicts: tuple[str, ...] = field(default_factory=tuple)
 
     def to_json(self) -> str:
-        record = asdict(self) | {"store_home": self.store_home.name, "skipped": list(self.skipped)}
+        record = asdict(self) | {"store_home": self.store_home.name, "skipped": list(self.skipped), "conflicts": list(self.conflicts)}
         return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str, home: Path) -> "MirrorInfo":
         record = json.loads(text)
-        return cls(**(record | {"store_home": Path(home) / record["store_home"], "skipped": tuple(record["skipped"])}))
+        lists = {key: tuple(record.get(key) or ()) for key in ("skipped", "conflicts")}  # older pointers had no conflicts
+        return cls(**(record | {"store_home": Path(home) / record["store_home"]} | lists))
 
 
 def current(home: Path) -> MirrorInfo | None:
@@ -108,15 +121,16 @@ def mirror(requests: DatasetRepo, results: DatasetRepo, home: Path, now: Callabl
         return existing
     name = f"mirror-{(heads[0] or 'empty')[:12]}-{(heads[1] or 'empty')[:12]}"
     with atomic_directory(home / name, overwrite=True) as staging:
-        counts, skipped = build_store(
+        counts, skipped, conflicts = build_store(
             Store(staging),
             home / name,
             requests.snapshot(heads[0], JSON_FILES) if heads[0] else None,  # not the zips
             results.snapshot(heads[1]) if heads[1] else None,
             requests.repo_id,
             results.repo_id,
+            now(),
         )
-    info = MirrorInfo(home / name, requests.repo_id, results.repo_id, *heads, now(), *counts, tuple(skipped))
+    info = MirrorInfo(home / name, requests.repo_id, results.repo_id, *heads, now(), *counts, tuple(skipped), tuple(conflicts))
     (home / (POINTER + ".tmp")).write_text(info.to_json(), encoding="utf-8")
     os.replace(home / (POINTER + ".tmp"), home / POINTER)
     _drop_old_builds(home, keep=info.store_home.name)
@@ -133,67 +147,127 @@ def _drop_old_builds(home: Path, keep: str) -> None:
 
 
 def build_store(
-    store: Store, final_home: Path, requests_dir: Path | None, results_dir: Path | None, requests_repo: str, results_repo: str
-) -> tuple[tuple[int, int], list[str]]:
-    """Fill an empty ``store`` from the two snapshot folders; ``((submissions, results), skipped files)``.
+    store: Store,
+    final_home: Path,
+    requests_dir: Path | None,
+    results_dir: Path | None,
+    requests_repo: str,
+    results_repo: str,
+    now: float | None = None,
+) -> tuple[tuple[int, int], list[str], list[str]]:
+    """Fill an empty ``store`` from the two snapshot folders; ``((submissions, results), skipped, conflicts)``.
 
     ``final_home`` is where the store's folder will be once swapped in (it is built in a staging
-    folder): the paths recorded in it point there.
+    folder): the paths recorded in it point there. ``skipped`` lists the malformed files, ``conflicts``
+    the well-formed records that :func:`prove` does not show (orphans, mismatches, two claims on one
+    content hash), one ``"repo: path: why"`` line each.
     """
+    now = time.time() if now is None else now
     skipped: list[str] = []
-    # content hash -> (parsed record, its path in the repo)
-    requests = _parsed_by_hash(requests_dir, "*/*/*.json", requests_repo, parse_request, "request", skipped)
-    results = _parsed_by_hash(results_dir, f"*/*/*/{AGGREGATES_FILE}", results_repo, parse_result, "result", skipped)
-    requests = {digest: request for digest, (request, _) in requests.items()}
-    scored = {digest: (result, results_dir / Path(path).parent) for digest, (result, path) in results.items()}
+    requests = list(_parsed(requests_dir, "*/*/*.json", requests_repo, lambda r, p: parse_request(r, p, now), MAX_REQUEST_BYTES, skipped))
+    results = list(_parsed(results_dir, f"*/*/*/{AGGREGATES_FILE}", results_repo, lambda r, p: parse_result(r, p, now), MAX_RESULT_BYTES, skipped))
+    results = [(result, path) for result, path in results if not _samples_skipped(results_dir, path, results_repo, skipped)]
+    shown, unproven = prove(requests, results)
+    # a request record is <benchmark>/<slug>/<hash12>.json, a result <benchmark>/<slug>/<hash12>/aggregates.json
+    conflicts = [f"{requests_repo if path.count('/') == 2 else results_repo}: {path}: {why}" for path, why in unproven]
+    for line in conflicts:
+        logger.warning("hub mirror: not shown: %s", line)
 
     not_public = str(Path(final_home) / NOT_PUBLIC)
     with store.transaction() as db:
-        for digest in sorted(set(requests) | set(scored), key=lambda d: (_created(requests.get(d), scored.get(d)), d)):
-            request, (result, folder) = requests.get(digest), scored.get(digest, (None, None))
-            submission_id = _insert_submission(db, request or _request_of(result), result, not_public)
-            if result is not None:
-                created = request["submitted_at"] if request is not None else result["scored_at"]
-                job_id = _insert_job(db, submission_id, "FINISHED", None, 1, created, result["scored_at"])
-                _insert_result(db, store, Path(final_home), submission_id, job_id, result, folder)
-            if request is not None and not (result is not None and request["state"] == "FINISHED"):
+        for request, scored in sorted(shown, key=lambda pair: (pair[0]["submitted_at"], pair[0]["content_hash"])):
+            submission_id = _insert_submission(db, request, scored[0] if scored else None, not_public)
+            if scored is not None:
+                result, path = scored
+                job_id = _insert_job(db, submission_id, "FINISHED", None, 1, request["submitted_at"], result["scored_at"])
+                _insert_result(db, store, Path(final_home), submission_id, job_id, result, results_dir / Path(path).parent)
+            if not (scored is not None and request["state"] == "FINISHED"):
                 _insert_job(db, submission_id, *_job_state(request), request["attempts"], request["submitted_at"], request["updated_at"])
-    return (len(set(requests) | set(scored)), len(scored)), skipped
+    return (len(shown), sum(scored is not None for _, scored in shown)), skipped, conflicts
 
 
-def _parsed_by_hash(
-    folder: Path | None, pattern: str, repo: str, parse: Callable[[dict[str, Any], str], dict[str, Any]], what: str, skipped: list[str]
-) -> dict[str, tuple[dict[str, Any], str]]:
-    """content hash -> (``parse`` of each record under ``folder``, its path); a malformed record, or a
-    second one for the same content hash, is skipped and listed in ``skipped``."""
-    out: dict[str, tuple[dict[str, Any], str]] = {}
-    for path, record in _records(folder, pattern, repo, skipped):
-        try:
-            parsed = parse(record, path)
-            if parsed["content_hash"] in out:
-                raise MalformedFile(f"a second {what} for content hash {parsed['content_hash']}")
-        except MalformedFile as error:
-            _skip(skipped, repo, path, error)
+Record = tuple[dict[str, Any], str]  # a parsed record and its path in its repo
+
+
+def prove(requests: list[Record], results: list[Record]) -> tuple[list[tuple[dict[str, Any], Record | None]], list[tuple[str, str]]]:
+    """Which records the mirror shows: ``(shown, unproven)``.
+
+    ``shown`` is each request that alone claims its content hash, with the one result proven to be
+    its own (or None); ``unproven`` is ``(path, why)`` of every record not shown. A result is its
+    request's when it has the same content hash, model, benchmark and task, and lives in the folder
+    beside the request's path (``<benchmark>/<slug>/<hash12>``). Then:
+
+    - two (or more) requests with one content hash: a **conflict**; none of them and no result of that
+      hash is shown (a forged request must not relabel the real submission, nor hide it unnoticed);
+    - two (or more) results with one content hash: a **conflict**; none of them is shown, nor their
+      request (a second aggregates.json must not replace or shadow the real numbers);
+    - a result whose request is missing (an orphan) or says otherwise (model, benchmark, task,
+      folder): not shown; the request, if any, is shown without a result.
+    """
+    by_hash: dict[str, tuple[list[Record], list[Record]]] = {}
+    for record in requests:
+        by_hash.setdefault(record[0]["content_hash"], ([], []))[0].append(record)
+    for record in results:
+        by_hash.setdefault(record[0]["content_hash"], ([], []))[1].append(record)
+
+    shown: list[tuple[dict[str, Any], Record | None]] = []
+    unproven: list[tuple[str, str]] = []
+    for digest, (claims, scored) in sorted(by_hash.items()):
+        if len(claims) > 1 or len(scored) > 1:
+            kind = f"{len(claims)} request records" if len(claims) > 1 else f"{len(scored)} results"
+            others = ", ".join(path for _, path in claims + scored)
+            unproven += [(path, f"conflict: {kind} claim content hash {digest[:12]}... ({others}); none is shown") for _, path in claims + scored]
             continue
-        out[parsed["content_hash"]] = (parsed, path)
-    return out
+        request = claims[0][0] if claims else None
+        result = scored[0] if scored else None
+        if result is not None and request is None:
+            unproven.append((result[1], f"no request record for content hash {digest[:12]}...: a result without provenance is not shown"))
+            result = None
+        elif result is not None and (why := _mismatch(request, claims[0][1], *result)) is not None:
+            unproven.append((result[1], f"does not match the request record {claims[0][1]}: {why}; not shown"))
+            result = None
+        if request is not None:
+            shown.append((request, result))
+    return shown, unproven
 
 
-def _records(folder: Path | None, pattern: str, repo: str, skipped: list[str]):
-    """(repo path, decoded JSON object) of every file matching ``pattern``; unreadable ones go to ``skipped``."""
+def _mismatch(request: dict[str, Any], request_path: str, result: dict[str, Any], result_path: str) -> str | None:
+    for key in ("model", "benchmark", "task"):
+        if request[key] != result[key]:
+            return f"its {key} is {result[key]!r}, the request's {request[key]!r}"
+    if Path(result_path).parent.as_posix() != request_path.removesuffix(".json"):
+        return f"it is in {Path(result_path).parent.as_posix()}, not beside the request ({request_path.removesuffix('.json')})"
+    return None
+
+
+def _parsed(
+    folder: Path | None,
+    pattern: str,
+    repo: str,
+    parse: Callable[[dict[str, Any], str], dict[str, Any]],
+    max_bytes: int,
+    skipped: list[str],
+) -> Iterator[Record]:
+    """``(parse(record, path), path)`` of every file matching ``pattern`` under ``folder``, in path order;
+    a file that is unreadable, over ``max_bytes``, too deep or malformed goes to ``skipped``."""
     if folder is None:
         return
     for file in sorted(Path(folder).glob(pattern)):
         path = file.relative_to(folder).as_posix()
         try:
-            record = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            _skip(skipped, repo, path, f"not readable JSON ({error})")
-            continue
-        if not isinstance(record, dict):
-            _skip(skipped, repo, path, "not a JSON object")
-            continue
-        yield path, record
+            yield parse(read_record(Path(folder), path, max_bytes=max_bytes), path), path
+        except (MalformedRecord, MalformedFile) as error:
+            _skip(skipped, repo, path, "; ".join(error.problems) if isinstance(error, MalformedRecord) else error)
+
+
+def _samples_skipped(results_dir: Path | None, path: str, repo: str, skipped: list[str]) -> bool:
+    """Whether a parquet file beside the result at ``path`` is corrupt or oversized (then it is listed)."""
+    for name in (SAMPLES_FILE, EVIDENCE_FILE):
+        file = Path(results_dir) / Path(path).parent / name
+        if file.is_file() and (problem := samples_problem(file)) is not None:
+            _skip(skipped, repo, path, f"{problem}; the result is not shown")
+            return True
+    return False
 
 
 def _skip(skipped: list[str], repo: str, path: str, why: object) -> None:
@@ -202,104 +276,54 @@ def _skip(skipped: list[str], repo: str, path: str, why: object) -> None:
     skipped.append(line)
 
 
-def _text(record: dict[str, Any], key: str, default: str | None = None) -> str:
-    value = record.get(key, default)
-    if not isinstance(value, str) or not value:
-        raise MalformedFile(f"field {key!r} is missing or not a non-empty string")
-    return value
-
-
 def _epoch(record: dict[str, Any], key: str) -> float:
     value = record.get(key)
-    if value is None:
-        return 0.0
-    try:
-        return datetime.fromisoformat(str(value)).timestamp()
-    except ValueError:
-        raise MalformedFile(f"field {key!r} is not an ISO 8601 time: {value!r}") from None
-
-
-def _check_place(path: str, benchmark: str, content_hash: str) -> None:
-    # The path names the benchmark and the hash: a file whose content says otherwise was misplaced
-    # (or tampered with), and trusting either side would show it under the wrong submission.
-    parts = path.split("/")
-    if parts[0] != benchmark:
-        raise MalformedFile(f"benchmark {benchmark!r} does not match its folder {parts[0]!r}")
-    if parts[2].removesuffix(".json") != content_hash[:12]:
-        raise MalformedFile(f"content hash {content_hash[:12]}... does not match its name {parts[2]!r}")
+    return 0.0 if value is None else parse_time(value)  # hub_records checked it: a sane time with a zone
 
 
 def _metadata(record: dict[str, Any]) -> dict[str, Any]:
     metadata = record.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise MalformedFile("field 'metadata' is not an object")
     return {key: value for key, value in metadata.items() if key in ("family", "link", "model")}
 
 
-def parse_request(record: dict[str, Any], path: str) -> dict[str, Any]:
-    """A request record with every field the mirror uses (older ``idbench sync`` records get defaults)."""
-    request = {key: _text(record, key) for key in ("model", "benchmark", "content_hash", "state")}
-    if request["state"] not in REQUEST_STATES:
-        raise MalformedFile(f"state {request['state']!r} is not one of {', '.join(REQUEST_STATES)}")
-    _check_place(path, request["benchmark"], request["content_hash"])
-    attempts = record.get("attempts", 0)
-    if not isinstance(attempts, int) or attempts < 0:
-        raise MalformedFile(f"field 'attempts' is not a count: {attempts!r}")
-    reason = record.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise MalformedFile("field 'reason' is not a string")
+def parse_request(record: dict[str, Any], path: str, now: float | None = None) -> dict[str, Any]:
+    """A request record with every field the mirror uses (older ``idbench sync`` records get defaults).
+
+    The record is checked by :func:`hub_records.request_problems`, the check the workers make:
+    :class:`MalformedRecord` lists what is wrong.
+    """
+    problems = request_problems(path, record, time.time() if now is None else now)
+    if problems:
+        raise MalformedRecord(path, problems)
     submitted = _epoch(record, "submitted_at")
-    return request | {
+    return {key: record[key] for key in ("model", "benchmark", "content_hash", "state")} | {
         "benchmark_version": str(record.get("benchmark_version") or ""),
-        "task": _text(record, "task", DEFAULT_TASK),
+        "task": record.get("task") or DEFAULT_TASK,
         "metadata": _metadata(record),
-        "attempts": attempts,
-        "reason": reason,
+        "attempts": record.get("attempts", 0),
+        "reason": record.get("reason"),
         "submitted_at": submitted,
         "updated_at": _epoch(record, "updated_at") or submitted,
     }
 
 
-def parse_result(record: dict[str, Any], path: str) -> dict[str, Any]:
-    """A results record as the store's columns need it; plumbing results are refused (never published)."""
-    result = {
-        key: _text(record, key)
-        for key in ("model", "benchmark", "benchmark_version", "suite_version", "idbench_version", "profile", "content_hash")
-    }
-    _check_place(path, result["benchmark"], result["content_hash"])
-    if record.get("plumbing") or result["profile"] == "tiny":
-        raise MalformedFile("a plumbing (tiny-profile) result: such numbers are never published")
-    for key in ("aggregates", "models", "not_run"):
-        value = record.get(key, {} if key != "aggregates" else None)
-        if not isinstance(value, dict):
-            raise MalformedFile(f"field {key!r} is missing or not an object")
-        result[key] = value
-    # Who judged and the copy check (absent in older records: loaded as not recorded). A record whose
-    # fields are malformed or oversized is skipped whole, named by its path, rather than half loaded.
-    for key, check in (("judge", check_judge), ("copies", check_copies)):
-        problem = check(record.get(key))
-        if problem is not None:
-            raise MalformedFile(problem)
-        result[key] = record.get(key)
-    samples = record.get("samples")
-    if samples is not None and samples != f"{Path(path).parent.as_posix()}/{SAMPLES_FILE}":
-        raise MalformedFile(f"field 'samples' names {samples!r}, not the {SAMPLES_FILE} beside it")
-    return result | {
-        "task": _text(record, "task", DEFAULT_TASK),
+def parse_result(record: dict[str, Any], path: str, now: float | None = None) -> dict[str, Any]:
+    """A results record as the store's columns need it, checked by :func:`hub_records.result_problems`
+    (plumbing results are refused: never published); :class:`MalformedRecord` lists what is wrong."""
+    problems = result_problems(path, record, time.time() if now is None else now)
+    if problems:
+        raise MalformedRecord(path, problems)
+    return {key: record[key] for key in RESULT_PROVENANCE} | {
+        "aggregates": record["aggregates"],
+        "models": record.get("models") or {},
+        "not_run": record.get("not_run") or {},
+        "judge": record.get("judge"),
+        "copies": record.get("copies"),
+        "task": record.get("task") or DEFAULT_TASK,
         "metadata": _metadata(record),
         "scored_at": _epoch(record, "scored_at"),
-        "samples": samples,
+        "samples": record.get("samples"),
     }
-
-
-def _request_of(result: dict[str, Any]) -> dict[str, Any]:
-    """The submission of a result with no request record (e.g. pushed by an older ``idbench sync``)."""
-    keys = ("model", "benchmark", "benchmark_version", "content_hash", "task", "metadata")
-    return {key: result[key] for key in keys} | {"state": "FINISHED", "submitted_at": result["scored_at"]}
-
-
-def _created(request: dict[str, Any] | None, scored: tuple[dict[str, Any], Path] | None) -> float:
-    return request["submitted_at"] if request is not None else scored[0]["scored_at"]
 
 
 def _job_state(request: dict[str, Any]) -> tuple[str, str | None]:
@@ -343,6 +367,8 @@ def _insert_result(
     target.mkdir(parents=True, exist_ok=True)
     if result["samples"] is not None and (folder / SAMPLES_FILE).is_file():
         shutil.copyfile(folder / SAMPLES_FILE, target / SAMPLES_FILE)  # follows the Hub cache's symlinks
+    if (folder / EVIDENCE_FILE).is_file():  # a judge's evidence, which the model page shows beside the samples
+        shutil.copyfile(folder / EVIDENCE_FILE, target / EVIDENCE_FILE)
     db.execute(
         "INSERT INTO results (submission_id, job_id, benchmark, benchmark_version, suite_version, profile, plumbing,"
         " models_json, idbench_version, aggregates_json, not_run_json, results_path, created_at, current,"

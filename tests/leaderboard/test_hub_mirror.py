@@ -86,6 +86,12 @@ def add_request(repo: LocalRepoStandIn, record: dict) -> str:
     return repo.commit([FileAdd(path, data=_json(record))], "request", repo.head())
 
 
+def add_scored(requests: LocalRepoStandIn, results: LocalRepoStandIn, model: str, digest: str, dino: float, parquet: bytes | None = None) -> None:
+    """A FINISHED request and its result: the two commits a worker makes (a result is shown only with its request)."""
+    add_request(requests, request_record(model, digest, "FINISHED"))
+    add_result(results, result_record(model, digest, dino), parquet)
+
+
 @pytest.fixture
 def repos(tmp_path):
     return LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests"), LocalRepoStandIn(tmp_path / "hub" / "org" / "results", "org/results")
@@ -118,11 +124,11 @@ def test_results_and_requests_become_the_stores_rows(repos, tmp_path):
 
 def test_a_new_commit_is_mirrored_and_an_unchanged_head_is_not_rebuilt(repos, tmp_path):
     requests, results = repos
-    add_result(results, result_record("model-a", HASH_A, 0.71), None)
+    add_scored(requests, results, "model-a", HASH_A, 0.71)
     first = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     assert hub_mirror.mirror(requests, results, tmp_path / "mirror") == first  # same heads: the same build
 
-    add_result(results, result_record("model-b", HASH_B, 0.8), None)
+    add_scored(requests, results, "model-b", HASH_B, 0.8)
     second = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     assert second.store_home != first.store_home and hub_mirror.current(tmp_path / "mirror") == second
     table = Store(second.store_home).current_results(BENCHMARK)
@@ -150,7 +156,7 @@ def test_a_withdrawn_result_disappears(repos, tmp_path):
 
 def test_malformed_files_are_skipped_and_reported_by_path(repos, tmp_path):
     requests, results = repos
-    add_result(results, result_record("good", HASH_A, 0.7), None)
+    add_scored(requests, results, "good", HASH_A, 0.7)
     bad = [
         FileAdd(f"{BENCHMARK}/broken/{HASH_B[:12]}/aggregates.json", data=b"{not json"),
         FileAdd(f"{BENCHMARK}/noagg/{HASH_C[:12]}/aggregates.json", data=_json({k: v for k, v in result_record("noagg", HASH_C, 0.1).items() if k != "aggregates"})),
@@ -158,7 +164,7 @@ def test_malformed_files_are_skipped_and_reported_by_path(repos, tmp_path):
         FileAdd(f"{BENCHMARK}/tiny/{'e' * 12}/aggregates.json", data=_json(result_record("tiny", "e" * 64, 0.3, profile="tiny"))),
     ]
     results.commit(bad, "bad files", results.head())
-    requests.commit([FileAdd(f"{BENCHMARK}/x/{'f' * 12}.json", data=_json(request_record("x", "f" * 64, "DONE")))], "bad", None)
+    requests.commit([FileAdd(f"{BENCHMARK}/x/{'f' * 12}.json", data=_json(request_record("x", "f" * 64, "DONE")))], "bad", requests.head())
 
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     assert Store(info.store_home).current_results(BENCHMARK)["model_name"].tolist() == ["good"]
@@ -187,11 +193,11 @@ def test_records_of_the_older_sync_get_defaults(repos, tmp_path):
 
 def test_refresher_checks_heads_only_when_due_and_keeps_the_last_mirror_on_failure(repos, tmp_path):
     requests, results = repos
-    add_result(results, result_record("model-a", HASH_A, 0.7), None)
+    add_scored(requests, results, "model-a", HASH_A, 0.7)
     clock = [0.0]
     refresher = hub_mirror.Refresher(requests, results, tmp_path / "mirror", interval=300, clock=lambda: clock[0])
     first = refresher.get()
-    add_result(results, result_record("model-b", HASH_B, 0.8), None)
+    add_scored(requests, results, "model-b", HASH_B, 0.8)
     clock[0] = 299.0
     assert refresher.get() == first  # not due yet: the new commit is not read
     clock[0] = 300.0
@@ -257,7 +263,7 @@ def test_the_benchmark_page_shows_the_mirrored_model(hub_app, tmp_path):
     [table] = at.dataframe
     assert model_names(table.value["model"]) == ["hub-model"]
 
-    add_result(results, result_record("second", HASH_B, 0.9), None)  # a worker pushes another result
+    add_scored(requests, results, "second", HASH_B, 0.9)  # a worker finishes another request
     at.run()
     [table] = at.dataframe
     assert sorted(model_names(table.value["model"])) == ["hub-model", "second"]
