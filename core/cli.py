@@ -358,18 +358,38 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _queue(args: argparse.Namespace, *, results_needed: bool = False):
+    """The job queue the command works on: the Hub deployment's repos with ``--hub``, else the local store."""
+    from idbench.leaderboard.store import Store
+
+    hub, results = getattr(args, "hub", None), getattr(args, "results", None)
+    if not (hub or results):
+        if getattr(args, "data", None):
+            raise HubArgumentError("--data is an option of the Hub worker (with --hub and --results)")
+        from idbench.leaderboard.queue import StoreQueue
+
+        return StoreQueue(Store())
+    from idbench.leaderboard.hub_queue import HubQueue
+    from idbench.leaderboard.hubrepo import open_repo
+
+    if not hub or (results_needed and not results):
+        raise HubArgumentError(f"idbench {args.command} on the Hub needs both --hub ORG/REQUESTS and --results ORG/RESULTS")
+    results_repo = open_repo(results) if results else None
+    return HubQueue(open_repo(hub), results_repo, _hub_data_dirs(getattr(args, "data", None) or []))
+
+
 def _cmd_worker(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.context import ScoreOptions
-    from idbench.leaderboard.store import Store
     from idbench.leaderboard.worker import run_worker
 
     options = ScoreOptions(profile=args.profile, device=args.device, batch_size=args.batch_size, judge=_judge_config(args))
-    if args.hub or args.results:
-        return _hub_worker(args, options)
-    if args.data or args.dry_run:
-        raise HubArgumentError("--data and --dry-run are options of the Hub worker (with --hub and --results)")
-    done = run_worker(Store(), once=args.once, lease_seconds=args.lease_seconds, options=options)
-    print(f"worker finished {done} job(s)")
+    queue = _queue(args, results_needed=True)
+    done = run_worker(queue, once=args.once, lease_seconds=args.lease_seconds, options=options, dry_run=args.dry_run,
+                      job_seconds=args.job_time_limit)  # fmt: skip
+    if args.dry_run:
+        print(f"dry run: {done} {queue.unit}(s) would be claimed; nothing was changed")
+    else:
+        print(f"worker finished {done} {queue.unit}(s)")
     return 0
 
 
@@ -394,66 +414,26 @@ def _hub_data_dirs(entries: list[str]) -> dict[str, Path]:
     return folders
 
 
-def _hub_worker(args: argparse.Namespace, options) -> int:
-    from idbench.leaderboard.hub_queue import run_hub_worker
-    from idbench.leaderboard.hubrepo import open_repo
-
-    if not (args.hub and args.results):
-        raise HubArgumentError("the Hub worker needs both --hub ORG/REQUESTS and --results ORG/RESULTS")
-    done = run_hub_worker(
-        open_repo(args.hub), open_repo(args.results), _hub_data_dirs(args.data), options,
-        once=args.once, dry_run=args.dry_run, lease_seconds=args.lease_seconds,
-    )  # fmt: skip
-    if args.dry_run:
-        print(f"dry run: {done} request(s) would be claimed; nothing was committed")
-    else:
-        print(f"worker finished {done} request(s)")
-    return 0
-
-
 def _cmd_jobs(args: argparse.Namespace) -> int:
     import json
 
-    from idbench.leaderboard.queue import jobs_table
-    from idbench.leaderboard.store import Store
     from idbench.names import terminal_safe
 
-    if args.hub:
-        return _hub_jobs(args)
-    rows = jobs_table(Store())
+    rows, skipped = _queue(args).list_jobs()
+    for problem in skipped:  # a malformed record is named, the others still listed
+        print(f"idbench jobs: skipped {terminal_safe(problem)}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0
     if not rows:
-        print("no submissions yet")
+        print(f"no requests in {args.hub}" if args.hub else "no submissions yet")
     for row in rows:
-        # Names and reasons are a submitter's text: escaped, so no escape sequence or bidi control acts.
+        # Names, paths and reasons are a submitter's text: escaped, so no escape sequence or bidi control acts.
         reason = f"  {terminal_safe(row['reason'])}" if row.get("reason") else ""
-        print(f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {terminal_safe(row['model'])}{reason}")
-    return 0
-
-
-def _hub_jobs(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
-
-    from idbench.leaderboard.hub_queue import scan_requests
-    from idbench.leaderboard.hubrepo import JSON_FILES, open_repo
-    from idbench.names import terminal_safe
-
-    repo = open_repo(args.hub)
-    head = repo.head()
-    found, problems = scan_requests(repo.snapshot(head, JSON_FILES)) if head is not None else ([], [])
-    for problem in problems:  # a malformed record is named, the others still listed
-        print(f"idbench jobs: skipped {problem}", file=sys.stderr)
-    if args.json:
-        print(json.dumps([dataclasses.asdict(r) for r in found], indent=2))
-        return 0
-    if not found:
-        print(f"no requests in {args.hub}")
-    for r in found:
-        reason = f"  {terminal_safe(r.reason)}" if r.reason else ""
-        print(f"{r.state:<9} attempts {r.attempts}  {terminal_safe(r.path)}  {terminal_safe(r.model)}{reason}")
+        if args.hub:
+            print(f"{row['state']:<9} attempts {row['attempts']}  {terminal_safe(row['path'])}  {terminal_safe(row['model'])}{reason}")
+        else:
+            print(f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {terminal_safe(row['model'])}{reason}")
     return 0
 
 
@@ -473,21 +453,7 @@ def _cmd_alignment(args: argparse.Namespace) -> int:
 
 
 def _cmd_withdraw(args: argparse.Namespace) -> int:
-    from idbench.leaderboard.store import Store
-
-    if args.hub or args.results:
-        from idbench.leaderboard.hub_queue import withdraw
-        from idbench.leaderboard.hubrepo import open_repo
-
-        if not (args.hub and args.results):
-            raise HubArgumentError("withdrawing from the Hub needs both --hub ORG/REQUESTS and --results ORG/RESULTS")
-        request, deleted = withdraw(open_repo(args.hub), open_repo(args.results), args.submission, args.reason)
-        print(f"withdrew {args.hub}: {request.path}; deleted {len(deleted)} result file(s) from {args.results}")
-        return 0
-    if not args.submission.isdigit():
-        raise HubArgumentError(f"submission id {args.submission!r} is not a number (a Hub request needs --hub and --results)")
-    Store().withdraw(int(args.submission), args.reason)
-    print(f"withdrew submission {args.submission}; its files and results are kept, off the rankings")
+    print(_queue(args, results_needed=True).withdraw(args.submission, args.reason))
     return 0
 
 
@@ -774,15 +740,20 @@ def make_parser() -> argparse.ArgumentParser:
         description="Checks first that this machine has what the queued jobs need (the profile's models, the "
         "judge settings, the benchmark data) and, if not, exits with the reason without claiming anything. "
         "Then claims jobs atomically with a lease and scores them: FINISHED, or FAILED when the submission is "
-        "at fault. A fault of the worker (model, GPU memory, judge, disk) puts the job back in the queue and "
-        "stops the worker; a job with 3 such attempts is PARKED (not the submitter's fault; requeue it with "
-        "`idbench rescore --submission ID`). A job whose worker died is claimed again when its lease expires.",
+        "at fault. A fault of the worker (model, GPU memory, the judge unreachable or failing, disk) puts the job "
+        "back in the queue and stops the worker; a job with 3 such attempts is PARKED (not the submitter's fault; "
+        "requeue it with `idbench rescore --submission ID`), as is a job past --job-time-limit. A job whose worker "
+        "died is claimed again when its lease expires. The same loop serves the local store and, with --hub and "
+        "--results, a Hub deployment's repos.",
     )
     worker.add_argument("--once", action="store_true", help="drain the queue, then exit (cron, CI)")
     worker.add_argument("--profile", choices=("paper", "tiny"), default="paper")
     worker.add_argument("--device", default="cpu")
     worker.add_argument("--batch-size", type=int, default=32)
     worker.add_argument("--lease-seconds", type=float, default=600)
+    worker.add_argument("--job-time-limit", type=float, default=6 * 3600.0, metavar="SECONDS",
+                        help="a job running longer is stopped and PARKED (default: 6 hours)")
+    worker.add_argument("--dry-run", action="store_true", help="list what would be claimed and check this worker; change nothing")
     hub = worker.add_argument_group(
         "Hub queue", "claim requests from a Hub requests repo and push results to a Hub results repo instead of the "
         "local store (IDBENCH_HUB_STAND_IN=DIR: a local stand-in for both, for trials)",
@@ -791,7 +762,6 @@ def make_parser() -> argparse.ArgumentParser:
     hub.add_argument("--results", metavar="ORG/RESULTS", help="the results dataset repo")
     hub.add_argument("--data", action="append", default=[], metavar="BENCHMARK=DIR",
                      help="a built benchmark folder (repeatable; default: $IDBENCH_HOME/benchmarks/<benchmark>)")
-    hub.add_argument("--dry-run", action="store_true", help="list what would be claimed and check this worker; commit nothing")
     _add_judge_arguments(worker)
     worker.set_defaults(func=_cmd_worker)
 

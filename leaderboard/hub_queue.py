@@ -18,9 +18,8 @@ A claim is a lease (``lease_until``) that a heartbeat extends; a worker that die
 record whose lease runs out, and the next claim takes it again (PARKED after
 ``queue.MAX_ATTEMPTS``). Ending a request is fenced by (worker, attempts), as locally.
 
-Whose fault, as in ``leaderboard.worker``: a fault of the submission ends it FAILED with the reason;
-any other error is the worker's: the request goes back to PENDING with the attempt counted and the
-worker stops (:class:`~idbench.leaderboard.worker.WorkerFaultError`). Results are pushed to the
+The worker loop and its fault ladder are ``leaderboard.worker``'s, the same as for the local queue:
+:class:`HubQueue` is this module's :class:`~idbench.leaderboard.jobqueue.JobQueue`. Results are pushed to the
 results repo *before* the request is marked FINISHED: a crash in between leaves a RUNNING request
 whose lease runs out and which is scored again (its result files are overwritten), never a FINISHED
 request without results. Plumbing (tiny-profile) results are never pushed.
@@ -35,7 +34,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import tempfile
@@ -47,27 +45,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from idbench.atomic import sweep_staging
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import Problem, SubmissionError, validate_submission
 from idbench.leaderboard.hub import AGGREGATES_FILE, SAMPLES_FILE, json_bytes, request_path, result_folder, result_record
 from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo, FileAdd, FileDelete, Operation, RepoConflict
+from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
 from idbench.leaderboard.queue import MAX_ATTEMPTS, benchmark_version, name_taken_message, queued_metadata, store_files
 from idbench.leaderboard.store import LeaseLostError, default_home, iso
-from idbench.leaderboard.worker import (
-    DEFAULT_LEASE_SECONDS,
-    DEFAULT_POLL_SECONDS,
-    SUBMISSION_FAULTS,
-    Heartbeat,
-    WorkerFaultError,
-    WorkerNotReadyError,
-    default_worker_id,
-    readiness_problems,
-    record_traceback,
-)
+from idbench.leaderboard.worker import run_worker, score_work
 from idbench.names import name_key, name_problems
 
 log = logging.getLogger(__name__)
@@ -77,7 +66,9 @@ STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED", "PARKED", "WITHDRAWN")
 # A commit refused because the head moved is retried on the new head this many times in a row; each
 # refusal means another commit landed, so running out means a repo far busier than a leaderboard's.
 CONFLICT_RETRIES = 50
-RECORD_METADATA = ("family", "link", "model")  # what a request record shows of submission.json
+RECORD_METADATA = ("family", "link", "model")
+# Above DEFLATE's own maximum (about 1032:1): the ratio check is off for the request zips we deflate.
+REQUEST_ZIP_MAX_RATIO = 1100.0  # what a request record shows of submission.json
 
 
 class HubQueueError(IdbenchError):
@@ -362,8 +353,10 @@ def submit_request(
 
 
 def _zip_folder(folder: Path, archive: Path) -> Path:
-    """``folder``'s files as an uncompressed zip (images are compressed already; a ratio of 1 is no bomb)."""
-    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as zf:
+    """``folder``'s files as a deflated zip. PNGs hardly shrink, but a BMP or TIFF of flat colour does by
+    hundreds of times (a 7.4 MB upload once made a 450 MB commit stored plain); the workers' bounded
+    extraction (ratio and size limits) reads it back either way."""
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
         for file in sorted(p for p in folder.rglob("*") if p.is_file()):
             zf.write(file, file.relative_to(folder).as_posix())
     return archive
@@ -472,6 +465,12 @@ def requeue_request(requests: DatasetRepo, claim: Claim, reason: str, now: float
     return state
 
 
+def park_request(requests: DatasetRepo, claim: Claim, reason: str, now: float | None = None) -> Request:
+    """Mark a request we hold PARKED now (e.g. past its wall-time limit); LeaseLostError if not ours."""
+    reason = f"{reason} (requeue with `idbench rescore --hub REQUESTS --request {claim.request.path}`)"
+    return _end(requests, claim, "park", state="PARKED", worker=None, lease_until=None, reason=reason, updated_at=iso(_now(now)))
+
+
 def release_request(requests: DatasetRepo, claim: Claim, now: float | None = None) -> bool:
     """Put a request we hold back to PENDING (a worker stopped by the user); False if it was not ours."""
     try:
@@ -575,13 +574,8 @@ def result_operations(request: Request, summary: dict[str, Any], samples: Path |
 
 # --- the worker --------------------------------------------------------------------------------------
 
-# (validated submission folder, benchmark folder, output folder, options, feature cache) -> the summary.
-HubScorer = Callable[[Path, Path, Path, ScoreOptions, Path], dict[str, Any]]
-
-
-def score_request(submission: Path, data_dir: Path, out: Path, options: ScoreOptions, cache_dir: Path, models: Models | None = None) -> dict[str, Any]:
-    """The default scorer: what ``worker.score_job`` does for a stored job, for a downloaded request."""
-    return score_submission(submission, data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=False, models=models)
+# The default scorer is the local worker's: a validated submission folder against its benchmark folder.
+score_request = score_work
 
 
 class _Builds:
@@ -603,18 +597,18 @@ class _Builds:
         return self.version(request.benchmark) == request.benchmark_version
 
 
-def check_hub_worker(
+def hub_readiness_problems(
     queued: Iterable[Request], builds: _Builds, options: ScoreOptions, models: Models | None = None,
     checked: set[Path] | None = None, *, started: bool = False,
-) -> None:  # fmt: skip
-    """Raise :class:`WorkerNotReadyError` unless this worker can score the requests in ``queued``.
+) -> list[str]:  # fmt: skip
+    """Why this worker cannot score the requests in ``queued`` (empty: ready).
 
-    ``worker.readiness_problems``' checks (models of the profile, judge configuration, the data loads),
-    and for each queued benchmark: a folder given for it, of the build (``benchmark_version``) the
-    requests were submitted against: a score against another build is not comparable. When only some of
-    a benchmark's requests are of another build (left from before a benchmark update), the worker
-    serves the others and warns about those; when none is of its build, it is not ready, unless it
-    ``started`` already (it has served requests of this build: the rest are simply left from before).
+    ``jobqueue.readiness_problems``' checks (models of the profile, judge configuration, the data
+    loads), and for each queued benchmark: a folder given for it, of the build (``benchmark_version``)
+    the requests were submitted against: a score against another build is not comparable. When only
+    some of a benchmark's requests are of another build (left from before a benchmark update), the
+    worker serves the others and warns about those; when none is of its build, it is not ready, unless
+    it ``started`` already (it has served requests of this build: the rest are simply left from before).
     """
     problems, folders = [], []
     by_benchmark: dict[str, list[Request]] = {}
@@ -640,9 +634,102 @@ def check_hub_worker(
             # left from an older build stop every worker; they stay PENDING, listed here and by `jobs --hub`.
             log.warning("%s; skipping those, serving the %d of this build", stale, len(waiting) - len(other))
         folders.append(folder)
-    problems += readiness_problems(folders, options, models, checked)
-    if problems:
-        raise WorkerNotReadyError("not ready, no request claimed (the requests repo is as it was): " + "; ".join(problems))
+    return problems + readiness_problems(folders, options, models, checked)
+
+
+class HubQueue:
+    """A Hub deployment's requests and results repos as a :class:`~idbench.leaderboard.jobqueue.JobQueue`.
+
+    ``data_dirs`` maps each benchmark to its built folder. ``home`` (default ``$IDBENCH_HOME``) holds
+    the scoring outputs (``hub-worker/``), the feature cache (``features/``, shared with the local
+    worker) and the traceback logs (``logs/``). Results are pushed to the results repo *before* the
+    request is marked FINISHED (see the module docstring); plumbing results are never pushed.
+    """
+
+    unit = "request"
+
+    def __init__(self, requests: DatasetRepo, results: DatasetRepo, data_dirs: Mapping[str, Path], home: Path | None = None):
+        self.requests, self.results = requests, results
+        self.builds = _Builds(data_dirs)
+        self.home = Path(home) if home is not None else default_home()
+        self.description = f"the requests repo {requests.repo_id}"
+
+    def _queued(self) -> list[Request]:
+        return claimable(list_requests(self.requests), time.time())
+
+    def sweep(self) -> list[str]:
+        return sweep_staging(self.home / "hub-worker", depth=4)
+
+    def readiness(self, options: ScoreOptions, models: Models, checked: set[Path], started: bool) -> list[str]:
+        return hub_readiness_problems(self._queued(), self.builds, options, models, checked, started=started)
+
+    def waiting(self) -> list[str]:
+        lines = []
+        for request in self._queued():
+            lease = f", lease ran out {request.lease_until}" if request.state == "RUNNING" else ""
+            lines.append(f"{request.path}  {request.state}  attempts {request.attempts}{lease}")
+        return lines
+
+    def claim(self, worker_id: str, lease_seconds: float, *, checked: bool) -> Lease | None:
+        # Only builds the check passed: a request submitted since is checked on the next round.
+        claim = claim_request(self.requests, worker_id, lease_seconds, accept=self.builds.can_score if checked else None)
+        if claim is None:
+            return None
+        return Lease(claim.request.path, claim.worker, claim.attempts, claim.request.benchmark, claim.request.model, claim)
+
+    def heartbeat(self, lease: Lease, lease_seconds: float) -> bool:
+        return heartbeat(self.requests, lease.record, lease_seconds)
+
+    @contextlib.contextmanager
+    def work(self, lease: Lease) -> Iterator[Work]:
+        claim: Claim = lease.record
+        request = claim.request
+        data_dir = self.builds.folders.get(request.benchmark)
+        if data_dir is None:
+            raise HubQueueError(f"{request.path}: this worker has no benchmark data for {request.benchmark}")
+        out = self.home / "hub-worker" / request.path.removesuffix(".json") / f"attempt-{claim.attempts}"
+        with _downloaded(self.requests, claim, data_dir) as submission:
+            yield Work(submission, data_dir, out, request.benchmark_version)
+
+    def finish(self, lease: Lease, work: Work, summary: dict[str, Any]) -> None:
+        claim: Claim = lease.record
+        request = claim.request
+        note = None
+        if is_plumbing(summary):
+            note = f"scored with the {summary.get('profile')!r} profile, a plumbing check: results not published"
+        elif not _is_ours(_read(self.requests, self.requests.head(), request.path), claim):
+            raise LeaseLostError(f"{request.path}: lease of {claim.worker} (attempt {claim.attempts}) was lost; results not pushed")
+        else:
+            # Results first, then FINISHED: a crash in between leaves a request to claim again.
+            operations = result_operations(request, summary, work.out / SAMPLES_FILE, iso(time.time()))
+            _commit_retrying(self.results, lambda head: operations, f"results of {request.path} ({claim.worker})")
+        try:
+            finish_request(self.requests, claim, note)
+        except LeaseLostError:
+            if note is None:
+                _withdrawn_meanwhile(self.requests, self.results, request)
+            raise
+
+    def fail(self, lease: Lease, reason: str) -> None:
+        fail_request(self.requests, lease.record, reason)
+
+    def requeue(self, lease: Lease, reason: str) -> str:
+        return requeue_request(self.requests, lease.record, reason)
+
+    def park(self, lease: Lease, reason: str) -> None:
+        park_request(self.requests, lease.record, reason)
+
+    def release(self, lease: Lease) -> bool:
+        return release_request(self.requests, lease.record)
+
+    def list_jobs(self) -> tuple[list[dict[str, Any]], list[str]]:
+        head = self.requests.head()
+        found, problems = scan_requests(self.requests.snapshot(head, JSON_FILES)) if head is not None else ([], [])
+        return [asdict(r) for r in found], problems
+
+    def withdraw(self, ref: str, reason: str) -> str:
+        request, deleted = withdraw(self.requests, self.results, ref, reason)
+        return f"withdrew {self.requests.repo_id}: {request.path}; deleted {len(deleted)} result file(s) from {self.results.repo_id}"
 
 
 def run_hub_worker(
@@ -651,125 +738,11 @@ def run_hub_worker(
     data_dirs: Mapping[str, Path],
     options: ScoreOptions | None = None,
     *,
-    once: bool = False,
-    dry_run: bool = False,
-    worker_id: str | None = None,
-    lease_seconds: float = DEFAULT_LEASE_SECONDS,
-    poll_seconds: float = DEFAULT_POLL_SECONDS,
-    scorer: HubScorer | None = None,
-    check: bool | None = None,
     home: Path | None = None,
-    echo: Callable[[str], None] = print,
+    **worker: Any,
 ) -> int:
-    """Claim requests from the requests repo, score them, push results; the requests completed.
-
-    ``data_dirs`` maps each benchmark to its built folder. Before each claim the worker checks itself
-    (:func:`check_hub_worker`; ``check`` defaults to on with the default scorer) and raises
-    :class:`WorkerNotReadyError` without claiming anything. ``dry_run`` lists (through ``echo``) what
-    would be claimed, runs the check, and commits nothing; it returns how many requests are claimable.
-    ``home`` (default ``$IDBENCH_HOME``) holds the scoring outputs (``hub-worker/``), the feature cache
-    (``features/``, shared with the local worker) and the traceback logs (``logs/``). Otherwise as
-    ``worker.run_worker``: with ``once`` return when nothing is claimable; a fault of the worker
-    raises :class:`WorkerFaultError` once the request is back in the queue.
-    """
-    options = options or ScoreOptions(profile="paper")
-    worker_id = worker_id or default_worker_id()
-    check = scorer is None if check is None else check
-    models = Models(options)
-    scorer = scorer or functools.partial(score_request, models=models)  # each model loaded once per worker
-    home = Path(home) if home is not None else default_home()
-    builds = _Builds(data_dirs)
-    checked: set[Path] = set()
-
-    def queued() -> list[Request]:
-        return claimable(list_requests(requests), time.time())
-
-    if dry_run:
-        waiting = queued()
-        for request in waiting:
-            lease = f", lease ran out {request.lease_until}" if request.state == "RUNNING" else ""
-            echo(f"would claim {request.path}  {request.state}  attempts {request.attempts}{lease}")
-        if not waiting:
-            echo(f"nothing to claim in {requests.repo_id}")
-        if check:
-            check_hub_worker(waiting, builds, options, models, checked)
-        return len(waiting)
-
-    done = 0
-    while True:
-        if check:
-            check_hub_worker(queued(), builds, options, models, checked, started=done > 0)
-        # Only builds the check passed: a request submitted since is checked on the next round.
-        claim = claim_request(requests, worker_id, lease_seconds, accept=builds.can_score if check else None)
-        if claim is None:
-            if once:
-                return done
-            time.sleep(poll_seconds)
-            continue
-        done += _run_request(requests, results, claim, builds, home, lease_seconds, options, scorer)
-
-
-def _run_request(
-    requests: DatasetRepo, results: DatasetRepo, claim: Claim, builds: _Builds, home: Path,
-    lease_seconds: float, options: ScoreOptions, scorer: HubScorer,
-) -> int:  # fmt: skip
-    """Score one claimed request and record the outcome; 1 if recorded, 0 if the lease was lost meanwhile."""
-    request = claim.request
-    where = request.path.removesuffix(".json")
-    log.info("%s: attempt %s by %s", request.path, claim.attempts, claim.worker)
-    try:
-        with Heartbeat(lambda: heartbeat(requests, claim, lease_seconds), request.path, lease_seconds):
-            data_dir = builds.folders.get(request.benchmark)
-            if data_dir is None:
-                raise HubQueueError(f"{request.path}: this worker has no benchmark data for {request.benchmark}")
-            out = home / "hub-worker" / where / f"attempt-{claim.attempts}"
-            with _downloaded(requests, claim, data_dir) as submission:
-                summary = scorer(submission, data_dir, out, options, home / "features")
-            note = None
-            if is_plumbing(summary):
-                note = f"scored with the {summary.get('profile')!r} profile, a plumbing check: results not published"
-            elif not _is_ours(_read(requests, requests.head(), request.path), claim):
-                raise LeaseLostError(f"{request.path}: lease of {claim.worker} (attempt {claim.attempts}) was lost; results not pushed")
-            else:
-                # Results first, then FINISHED: a crash in between leaves a request to claim again.
-                operations = result_operations(request, summary, out / SAMPLES_FILE, iso(time.time()))
-                _commit_retrying(results, lambda head: operations, f"results of {request.path} ({claim.worker})")
-        try:
-            finish_request(requests, claim, note)
-        except LeaseLostError:
-            if note is None:
-                _withdrawn_meanwhile(requests, results, request)
-            raise
-        log.info("%s: FINISHED", request.path)
-        return 1
-    except LeaseLostError as err:
-        log.warning("%s", err)
-        return 0
-    except KeyboardInterrupt:
-        release_request(requests, claim)  # the user stopped us: back to the queue, not FAILED
-        raise
-    except SUBMISSION_FAULTS as err:  # the submission's fault: FAILED, with what to fix
-        reason = record_traceback(_log_path(home, request, claim), err)
-        try:
-            fail_request(requests, claim, reason)
-        except LeaseLostError as lost:
-            log.warning("%s", lost)
-            return 0
-        log.warning("%s: FAILED: %s", request.path, reason)
-        return 1
-    except Exception as err:  # noqa: BLE001 - any other error is this worker's: the request goes back
-        reason = record_traceback(_log_path(home, request, claim), err)
-        try:
-            state = requeue_request(requests, claim, reason)
-        except LeaseLostError as lost:
-            log.warning("%s", lost)
-            return 0
-        where = "parked (not the submitter's fault)" if state == "PARKED" else "back in the queue"
-        raise WorkerFaultError(f"{request.path} {where} after a fault of this worker on attempt {claim.attempts}: {reason}") from err
-
-
-def _log_path(home: Path, request: Request, claim: Claim) -> Path:
-    return home / "logs" / f"hub-{request.path.removesuffix('.json').replace('/', '--')}-attempt-{claim.attempts}.log"
+    """``worker.run_worker`` over ``HubQueue(requests, results, data_dirs, home)``; the requests completed."""
+    return run_worker(HubQueue(requests, results, data_dirs, home), options=options, **worker)
 
 
 def _withdrawn_meanwhile(requests: DatasetRepo, results: DatasetRepo, request: Request) -> None:
@@ -790,7 +763,10 @@ def _downloaded(requests: DatasetRepo, claim: Claim, data_dir: Path) -> Iterator
     request = claim.request
     archive = requests.snapshot(claim.revision, [request.files]) / request.files
     data = load_benchmark_data(data_dir)
-    with validate_submission(archive, data) as submission:
+    # The zip is one submit_request deflated after validating the upload: a flat-colour BMP in it may
+    # shrink 500:1, over the upload's ratio limit. The unpacked-bytes limit, counted on the bytes really
+    # written, still bounds what it can put on disk, so the ratio is not held against it here.
+    with validate_submission(archive, data, max_compression_ratio=REQUEST_ZIP_MAX_RATIO) as submission:
         _, _, digest = queued_metadata(submission, data.name)
         if digest != request.content_hash or submission.model != request.model:
             message = (f"its files (content hash {digest[:12]}, model {submission.model!r}) are not the ones "

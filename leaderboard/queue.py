@@ -20,16 +20,19 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from idbench.atomic import atomic_directory
+from idbench.atomic import atomic_directory, sweep_staging
 from idbench.builders.spec import DEFAULT_TASK
+from idbench.errors import IdbenchError
+from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import content_cache_dir, load_benchmark_data
 from idbench.evaluate_pkg.submission import (
     MANIFEST_COLUMNS,
@@ -42,6 +45,7 @@ from idbench.evaluate_pkg.submission import (
     metadata_text_problems,
     validate_submission,
 )
+from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
 from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
 from idbench.names import ANONYMOUS, name_key, name_problems, normalise_name, submitter_identity
@@ -411,6 +415,30 @@ def requeue(store: Store, job: Job, reason: str, max_attempts: int = MAX_ATTEMPT
     return "PARKED" if parked else "PENDING"
 
 
+def park(store: Store, job: Job, reason: str) -> None:
+    """Mark a job we hold PARKED now (e.g. past its wall-time limit); raises :class:`LeaseLostError` if it is not ours."""
+    with store.transaction() as db:
+        cursor = db.execute(
+            f"UPDATE jobs SET state = 'PARKED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE {_OURS}",
+            (f"{reason} (requeue with `idbench rescore --submission {job.submission_id}`)", time.time(), *_fence(job)),
+        )
+        if cursor.rowcount != 1:
+            raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; parking not recorded")
+
+
+def claimable_jobs(store: Store) -> list[dict[str, Any]]:
+    """The jobs a claim could hand out now, in the order it would (PENDING, or RUNNING with an expired lease)."""
+    with store.transaction(immediate=False) as db:
+        rows = db.execute(
+            "SELECT jobs.id, jobs.state, jobs.attempts, submissions.benchmark, submissions.model_name"
+            " FROM jobs JOIN submissions ON submissions.id = jobs.submission_id"
+            " WHERE jobs.state = 'PENDING' OR (jobs.state = 'RUNNING' AND jobs.lease_expires_at < ?)"
+            " ORDER BY jobs.created_at, jobs.id",
+            (time.time(),),
+        ).fetchall()
+    return [dict(row) for row in rows]
+
+
 def queued_data_dirs(store: Store) -> list[Path]:
     """The benchmark folders of the jobs a claim could hand out now (PENDING, or RUNNING with an expired lease)."""
     with store.transaction(immediate=False) as db:
@@ -487,3 +515,74 @@ def jobs_table(store: Store) -> list[dict[str, Any]]:
         }
         for row in store.list_jobs()
     ]
+
+
+# --- the worker's view ---------------------------------------------------------------------------
+
+
+class StoreQueue:
+    """The local store as a :class:`~idbench.leaderboard.jobqueue.JobQueue` (what ``idbench worker`` serves by default).
+
+    Results go to ``home/results/<submission_id>/<job_id>/``, tracebacks to ``home/logs/``; a job's
+    submission is the normalised copy the store kept at submit time.
+    """
+
+    unit = "job"
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.home = store.home
+        self.description = f"the queue at {store.home}"
+
+    def sweep(self) -> list[str]:
+        return sweep_staging(self.home)
+
+    def readiness(self, options: ScoreOptions, models: Models, checked: set[Path], started: bool) -> list[str]:
+        return readiness_problems(queued_data_dirs(self.store), options, models, checked)
+
+    def waiting(self) -> list[str]:
+        return [f"job {row['id']}  {row['state']}  attempts {row['attempts']}  {row['benchmark']}  {row['model_name']}"
+                for row in claimable_jobs(self.store)]  # fmt: skip
+
+    def claim(self, worker_id: str, lease_seconds: float, *, checked: bool) -> Lease | None:
+        job = claim(self.store, worker_id, lease_seconds)
+        if job is None:
+            return None
+        return Lease(f"job {job.id}", job.lease_owner, job.attempts, job.benchmark, job.model_name, job)
+
+    def heartbeat(self, lease: Lease, lease_seconds: float) -> bool:
+        return heartbeat(self.store, lease.record, lease_seconds)
+
+    @contextlib.contextmanager
+    def work(self, lease: Lease) -> Iterator[Work]:
+        job: Job = lease.record
+        version = benchmark_version(job.data_dir) if job.data_dir.is_dir() else None
+        yield Work(job.stored_path, job.data_dir, self.store.results_dir / str(job.submission_id) / str(job.id), version)
+
+    def finish(self, lease: Lease, work: Work, summary: dict[str, Any]) -> None:
+        finish(self.store, lease.record, summary, work.out, benchmark_version=work.benchmark_version)
+
+    def fail(self, lease: Lease, reason: str) -> None:
+        fail(self.store, lease.record, reason)
+
+    def requeue(self, lease: Lease, reason: str) -> str:
+        return requeue(self.store, lease.record, reason)
+
+    def park(self, lease: Lease, reason: str) -> None:
+        park(self.store, lease.record, reason)
+
+    def release(self, lease: Lease) -> bool:
+        return release(self.store, lease.record)
+
+    def list_jobs(self) -> tuple[list[dict[str, Any]], list[str]]:
+        return jobs_table(self.store), []
+
+    def withdraw(self, ref: str, reason: str) -> str:
+        if not ref.isdigit():
+            raise UnknownSubmissionRef(f"submission id {ref!r} is not a number (a Hub request needs --hub and --results)")
+        self.store.withdraw(int(ref), reason)
+        return f"withdrew submission {ref}; its files and results are kept, off the rankings"
+
+
+class UnknownSubmissionRef(IdbenchError):
+    """A withdrawal named something that is not a local submission id."""

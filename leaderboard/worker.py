@@ -1,255 +1,297 @@
-"""``idbench worker``: claim jobs, score them, record the outcome.
+"""``idbench worker``: claim jobs, score them, record the outcome: one loop and one fault ladder for every queue.
 
-Each job is scored with :func:`idbench.evaluate_pkg.runner.score_submission` into
-``home/results/<submission_id>/<job_id>/`` with the shared feature cache ``home/features``, so a job
-re-claimed after its worker died recomputes only the features that had not been cached yet. While
-a job runs, a heartbeat thread keeps extending its lease; a crash of the whole process stops the
-heartbeat and lets the lease run out.
+The loop runs over a :class:`~idbench.leaderboard.jobqueue.JobQueue`: the local store
+(:class:`~idbench.leaderboard.queue.StoreQueue`) or a Hub deployment's repos
+(:class:`~idbench.leaderboard.hub_queue.HubQueue`). Each job is scored with
+:func:`idbench.evaluate_pkg.runner.score_submission` with the shared feature cache ``home/features``,
+so a job re-claimed after its worker died recomputes only the features that had not been cached yet.
+While a job runs, a heartbeat thread keeps extending its lease; a crash of the whole process stops
+the heartbeat and lets the lease run out.
 
-A worker checks itself before it claims anything (:func:`check_worker`): the models of its profile
-that the queued jobs' metrics need (on this machine, not loaded), its judge configuration and the
-queued jobs' benchmark folders. When something is missing it raises :class:`WorkerNotReadyError`
-(one line naming what) and claims nothing: the queue stays as it was. The check runs again for every
-benchmark folder that appears in the queue later.
+A worker checks itself before it claims anything: the models of its profile that the queued jobs'
+metrics need (on this machine, not loaded), its judge configuration and the queued jobs' benchmark
+folders. When something is missing it raises :class:`WorkerNotReadyError` (one line naming what) and
+claims nothing: the queue stays as it was.
 
-Who is at fault decides how a job ends. A fault of the submission (``SUBMISSION_FAULTS``: its files
-do not validate, an image does not decode) ends it FAILED with the reason, for the submitter to act
-on. Anything else is a fault of the worker (a model that does not load, CUDA out of memory, the judge
-down beyond its retries, a full disk): the job goes back to PENDING with the attempt counted
-(PARKED after ``queue.MAX_ATTEMPTS`` of them) and the worker stops with :class:`WorkerFaultError`,
-since whatever broke it would likely break the next job too. Either way the traceback goes to
-``home/logs/job-<id>-attempt-<n>.log`` and the one-line reason names that file.
+**The fault ladder.** Who is at fault decides how a job ends:
+
+- the submission's (``SUBMISSION_FAULTS``: its files do not validate, an image does not decode or
+  cannot be brought to the working size): FAILED with the reason, for the submitter to act on;
+- the job ran past ``job_seconds`` (its wall-time limit): PARKED at once (running it again as it is
+  would cost the same again; not the submitter's fault, an admin requeues it), and the worker goes on;
+- anything else is the worker's (a model that does not load, CUDA out of memory, the judge
+  unreachable or failing above its documented share, a full disk): the job goes back to PENDING with
+  the attempt counted (PARKED after ``queue.MAX_ATTEMPTS``) and the worker stops with
+  :class:`WorkerFaultError` (:class:`DiskFullError` for a full disk), since whatever broke it would
+  likely break the next job too.
+
+The traceback goes to ``home/logs/<job>-attempt-<n>.log``; the reason a job's record shows is one
+line naming that log file by name only. Reasons may be public (a Hub requests repo), so absolute
+paths and the host name are taken out of them, and a worker id carries no host name.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import functools
 import logging
 import os
+import re
 import socket
+import sqlite3
 import threading
 import time
 import traceback
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from idbench.atomic import sweep_staging
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Models, ScoreOptions
-from idbench.evaluate_pkg.data import BenchmarkDataError, load_benchmark_data
 from idbench.evaluate_pkg.images import ImageError
-from idbench.evaluate_pkg.runner import model_roles, score_submission, select_metrics
+from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import SubmissionError
-from idbench.leaderboard.queue import benchmark_version, claim, fail, finish, heartbeat, queued_data_dirs, release, requeue
-from idbench.leaderboard.store import Job, LeaseLostError, Store
+from idbench.leaderboard.jobqueue import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_POLL_SECONDS,
+    JobQueue,
+    Lease,
+    WorkerFaultError,
+    WorkerNotReadyError,
+    one_line,
+    readiness_problems,
+)
+from idbench.leaderboard.store import LeaseLostError, Store
+
+__all__ = [
+    "DEFAULT_JOB_SECONDS", "DEFAULT_LEASE_SECONDS", "DEFAULT_POLL_SECONDS", "SUBMISSION_FAULTS", "DiskFullError",
+    "Heartbeat", "JobTimeLimit", "Scorer", "WorkerFaultError", "WorkerNotReadyError", "check_worker",
+    "default_worker_id", "public_reason", "readiness_problems", "record_traceback", "run_worker", "score_work",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_SECONDS = 600.0
-DEFAULT_POLL_SECONDS = 5.0
+# A job's wall-time limit. A submission is bounded (images, sides, prompts), so a job past this is a
+# worker far slower than a scoring GPU, or one that hangs; six hours is a CPU worker's paper-profile
+# run of the largest benchmark with room to spare.
+DEFAULT_JOB_SECONDS = 6 * 3600.0
 MAX_REASON_CHARS = 300
 
 # The errors that are the submission's fault: the job ends FAILED. Every other error is the worker's.
 SUBMISSION_FAULTS: tuple[type[BaseException], ...] = (SubmissionError, ImageError)
 
 
-class WorkerNotReadyError(IdbenchError):
-    """The worker lacks what the queued jobs need (models, judge, benchmark data); it claimed nothing."""
+class DiskFullError(WorkerFaultError):
+    """The worker's disk (or its database) is full: the job went back to the queue and the worker stopped."""
 
 
-class WorkerFaultError(IdbenchError):
-    """A job hit a fault of this worker: the job went back to the queue (or was parked) and the worker stopped."""
+class JobTimeLimit(BaseException):
+    """Raised inside the job's thread when it runs past its wall-time limit.
+
+    A BaseException, as KeyboardInterrupt is: the scoring code's own ``except Exception`` (a judge
+    retry, a per-sample guard) must not swallow it.
+    """
 
 
-# (job, output folder, options, feature cache folder) -> the summary score_submission returns.
-Scorer = Callable[[Job, Path, ScoreOptions, Path], dict[str, Any]]
+# (validated submission folder, benchmark folder, output folder, options, feature cache) -> the summary.
+Scorer = Callable[[Path, Path, Path, ScoreOptions, Path], dict[str, Any]]
 
 
-def score_job(job: Job, out: Path, options: ScoreOptions, cache_dir: Path, models: Models | None = None) -> dict[str, Any]:
-    """The default scorer: the stored submission against its benchmark folder.
+def score_work(submission: Path, data_dir: Path, out: Path, options: ScoreOptions, cache_dir: Path, models: Models | None = None) -> dict[str, Any]:
+    """The default scorer: a validated submission folder against its benchmark folder.
 
     ``overwrite``: a worker killed after writing its outputs but before recording them leaves a
     complete folder (outputs are moved into place whole); the retry replaces it. ``models``: loaded
     models shared across the jobs of one worker.
     """
-    return score_submission(
-        job.stored_path, job.data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=False, models=models
-    )
+    return score_submission(submission, data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=False, models=models)
 
 
 def default_worker_id() -> str:
-    """Unique per worker process: host, pid and a random suffix (pids are reused, hosts shared)."""
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    """Unique per worker process; no host name, as worker ids are shown in public records (the log says where it runs)."""
+    return f"worker-{uuid.uuid4().hex[:12]}"
 
 
 def run_worker(
-    store: Store,
+    queue: JobQueue | Store,
     *,
     once: bool = False,
     worker_id: str | None = None,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     options: ScoreOptions | None = None,
     poll_seconds: float = DEFAULT_POLL_SECONDS,
-    scorer: Scorer = score_job,
+    scorer: Scorer | None = None,
     check: bool | None = None,
+    dry_run: bool = False,
+    job_seconds: float = DEFAULT_JOB_SECONDS,
+    echo: Callable[[str], None] = print,
 ) -> int:
-    """Claim and score jobs; with ``once`` return when the queue is empty. Returns the jobs completed.
+    """Claim and score jobs from ``queue``; with ``once`` return when nothing is claimable. Returns the jobs completed.
 
-    Before each claim the worker checks itself (:func:`check_worker`, for benchmark folders not yet
-    checked) and raises :class:`WorkerNotReadyError`, claiming nothing, when it cannot score them;
-    ``check`` (default: only with the default scorer, whose needs are known) turns that off or on. A
-    fault of the worker during a job raises :class:`WorkerFaultError` once the job is back in the queue.
+    ``queue``: a :class:`~idbench.leaderboard.jobqueue.JobQueue`, or a local
+    :class:`~idbench.leaderboard.store.Store` (served as ``StoreQueue(store)``). Before each claim the
+    worker checks itself and raises :class:`WorkerNotReadyError`, claiming nothing, when it cannot
+    score what is queued; ``check`` (default: only with the default scorer, whose needs are known)
+    turns that off or on. ``dry_run`` lists (through ``echo``) what would be claimed, runs the check,
+    changes nothing, and returns how many jobs are claimable.
 
     ``options`` default to the ``paper`` profile and the whole suite. Without ``once`` the worker
     polls every ``poll_seconds`` forever; Ctrl-C puts the job in hand back to PENDING. ``scorer``
-    replaces the scoring call (tests). A job counts as completed when its FINISHED or FAILED state was
-    recorded by this worker; one taken over by another worker (lease lost) does not. Example::
+    replaces the scoring call (tests). A job counts as completed when its FINISHED, FAILED or PARKED
+    state was recorded by this worker; one taken over by another worker (lease lost) does not. Example::
 
         run_worker(Store(), once=True, options=ScoreOptions(profile="tiny"))
     """
+    if isinstance(queue, Store):
+        from idbench.leaderboard.queue import StoreQueue
+
+        queue = StoreQueue(queue)
     options = options or ScoreOptions(profile="paper")
     worker_id = worker_id or default_worker_id()
-    check = scorer is score_job if check is None else check
+    check = scorer is None if check is None else check
     models = Models(options)
-    if scorer is score_job:  # load each model once per worker, not once per job
-        scorer = functools.partial(score_job, models=models)
+    scorer = scorer or functools.partial(score_work, models=models)  # each model loaded once per worker, not per job
     checked: set[Path] = set()
-    done = 0
-    # A worker killed mid-write (kill -9) left its staging folder; the next start clears it, and puts
+
+    if dry_run:
+        waiting = queue.waiting()
+        for line in waiting:
+            echo(f"would claim {line}")
+        if not waiting:
+            echo(f"nothing to claim in {queue.description}")
+        if check:
+            _check(queue, options, models, checked, started=False)
+        return len(waiting)
+
+    log.info("worker %s on %s (pid %d) serves %s", worker_id, socket.gethostname(), os.getpid(), queue.description)
+    # A worker killed mid-write (kill -9) left its staging folders; the next start clears them, and puts
     # back an old results folder that the kill caught between its two renames.
-    for line in sweep_staging(store.home):
+    for line in queue.sweep():
         log.warning("%s", line)
+    done = 0
     while True:
         if check:
-            check_worker(store, options, models, checked)
-        job = claim(store, worker_id, lease_seconds)
-        if job is None:
+            _check(queue, options, models, checked, started=done > 0)
+        lease = queue.claim(worker_id, lease_seconds, checked=check)
+        if lease is None:
             if once:
                 return done
             time.sleep(poll_seconds)
             continue
-        done += _run_job(store, job, lease_seconds, options, scorer)
+        done += run_one(queue, lease, lease_seconds, options, scorer, job_seconds)
+
+
+def _check(queue: JobQueue, options: ScoreOptions, models: Models, checked: set[Path], *, started: bool) -> None:
+    problems = queue.readiness(options, models, checked, started)
+    if problems:
+        raise WorkerNotReadyError(f"not ready, no {queue.unit} claimed ({queue.description} is as it was): " + "; ".join(problems))
 
 
 def check_worker(store: Store, options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None) -> None:
-    """Raise :class:`WorkerNotReadyError` unless this worker can score every job a claim could hand out.
+    """Raise :class:`WorkerNotReadyError` unless this worker can score every job a claim on ``store`` could hand out."""
+    from idbench.leaderboard.queue import StoreQueue
 
-    Checks, without loading any model or calling the network: the judge configuration (when one is
-    given: an http(s) URL and a model name), each queued benchmark folder (it loads), and the models of
-    the profile that the metrics to compute there need (``Models.missing``). Folders in ``checked``
-    are skipped; those that pass are added, so a polling worker checks each folder once.
-    """
-    problems = readiness_problems(queued_data_dirs(store), options, models, checked)
-    if problems:
-        raise WorkerNotReadyError("not ready, no job claimed (the queue is as it was): " + "; ".join(problems))
+    _check(StoreQueue(store), options, models or Models(options), set() if checked is None else checked, started=False)
 
 
-def readiness_problems(
-    data_dirs: Iterable[Path], options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None
-) -> list[str]:
-    """What keeps this worker from scoring submissions of the benchmark folders ``data_dirs`` (one line each).
-
-    The checks of :func:`check_worker`, for any queue (the local store or the Hub's requests repo).
-    """
-    models = models or Models(options)
-    checked = set() if checked is None else checked
-    problems = _judge_problems(options.judge)
-    missing: dict[str, str] = {}
-    for data_dir in data_dirs:
-        if data_dir in checked:
-            continue
-        try:
-            data = load_benchmark_data(data_dir)
-        except (BenchmarkDataError, OSError) as err:
-            problems.append(f"benchmark data of queued jobs not readable here: {_one_line(err)}")
-            continue
-        try:
-            metrics, _ = select_metrics(data, options.metrics, options.judge)
-        except IdbenchError as err:  # --metrics naming one this benchmark does not have
-            problems.append(f"{data.name}: {_one_line(err)}")
-            continue
-        found = models.missing(model_roles(data, metrics))
-        missing.update(found)
-        if not found:
-            checked.add(data_dir)
-    if missing:
-        for message in missing.values():
-            log.info("%s", message)  # how to get each one: shown with `idbench -v worker`
-        problems.insert(0, f"{len(missing)} model(s) of profile {options.profile!r} not on this machine: {', '.join(sorted(missing))}"
-                        " (`idbench -v worker` or `idbench models list` tells how to get them)")
-    return problems
-
-
-def _judge_problems(judge: Any) -> list[str]:
-    """What is wrong with a judge configuration (a JudgeConfig); nothing for None or a ready judge object."""
-    from urllib.parse import urlparse
-
-    if judge is None or hasattr(judge, "ask"):
-        return []
-    problems = []
-    url = urlparse(str(getattr(judge, "base_url", "") or ""))
-    if url.scheme not in ("http", "https") or not url.netloc:
-        problems.append(f"judge URL {getattr(judge, 'base_url', None)!r} is not an http(s) URL")
-    if not getattr(judge, "model", None):
-        problems.append("no judge model named")
-    return problems
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split())
-
-
-def _run_job(store: Store, job: Job, lease_seconds: float, options: ScoreOptions, scorer: Scorer) -> int:
-    """Score one claimed job and record the outcome; 1 if recorded, 0 if the lease was lost meanwhile."""
-    out = store.results_dir / str(job.submission_id) / str(job.id)
-    log.info("job %s (submission %s, %s): attempt %s by %s", job.id, job.submission_id, job.model_name, job.attempts, job.lease_owner)
+def run_one(queue: JobQueue, lease: Lease, lease_seconds: float, options: ScoreOptions, scorer: Scorer, job_seconds: float = DEFAULT_JOB_SECONDS) -> int:
+    """Score one claimed job and record its outcome by the fault ladder; 1 if recorded, 0 if the lease was lost."""
+    log.info("%s (%s): attempt %s by %s", lease.label, lease.model, lease.attempts, lease.worker)
     try:
-        with Heartbeat(lambda: heartbeat(store, job, lease_seconds), f"job {job.id}", lease_seconds):
-            version = benchmark_version(job.data_dir) if job.data_dir.is_dir() else None
-            summary = scorer(job, out, options, store.features_dir)
-        finish(store, job, summary, out, benchmark_version=version)
-        log.info("job %s: FINISHED", job.id)
+        with Heartbeat(lambda: queue.heartbeat(lease, lease_seconds), lease.label, lease_seconds):
+            with queue.work(lease) as work, TimeLimit(job_seconds):  # recording the outcome is never cut short
+                summary = scorer(work.submission, work.data_dir, work.out, options, queue.home / "features")
+            queue.finish(lease, work, summary)
+        log.info("%s: FINISHED", lease.label)
         return 1
     except LeaseLostError as err:
         log.warning("%s", err)
         return 0
     except KeyboardInterrupt:
-        release(store, job)  # the user stopped us: the job goes back to the queue, not to FAILED
+        queue.release(lease)  # the operator stopped us: the job goes back to the queue, not to FAILED
         raise
+    except JobTimeLimit as err:
+        reason = (f"ran past its wall-time limit of {job_seconds:g} s on attempt {lease.attempts}; not a fault of the submission "
+                  f"(requeue it on a faster worker, or with a higher --job-time-limit)")  # fmt: skip
+        _record_traceback(queue, lease, err)
+        return _recorded(lambda: queue.park(lease, reason), f"{lease.label}: PARKED: {reason}")
     except SUBMISSION_FAULTS as err:  # the submission's fault: FAILED, with what to fix
-        reason = _record_traceback(store, job, err)
-        try:
-            fail(store, job, reason)
-        except LeaseLostError as lost:
-            log.warning("%s", lost)
-            return 0
-        log.warning("job %s: FAILED: %s", job.id, reason)
-        return 1
+        reason = _record_traceback(queue, lease, err)
+        return _recorded(lambda: queue.fail(lease, reason), f"{lease.label}: FAILED: {reason}")
     except Exception as err:  # noqa: BLE001 - any other error is this worker's: the job goes back
-        reason = _record_traceback(store, job, err)
+        reason = _record_traceback(queue, lease, err)
+        full = disk_full(err)
         try:
-            state = requeue(store, job, reason)
+            state = queue.requeue(lease, reason)
         except LeaseLostError as lost:
             log.warning("%s", lost)
             return 0
+        except Exception as again:  # noqa: BLE001 - e.g. the same full disk refuses the requeue too
+            if not full:
+                raise
+            raise DiskFullError(f"disk full ({one_line(err)}); {lease.label} could not be put back either ({one_line(again)}): "
+                                f"its lease runs out in {lease_seconds:g} s and it is claimed again; free space and restart") from err  # fmt: skip
         where = "parked (not the submitter's fault)" if state == "PARKED" else "back in the queue"
-        raise WorkerFaultError(f"job {job.id} {where} after a fault of this worker on attempt {job.attempts}: {reason}") from err
+        if full:
+            raise DiskFullError(f"disk full: {lease.label} {where} (attempt {lease.attempts}); free space and restart the worker: "
+                                f"{public_reason(err)}") from err  # fmt: skip
+        raise WorkerFaultError(f"{lease.label} {where} after a fault of this worker on attempt {lease.attempts}: {reason}") from err
 
 
-def _record_traceback(store: Store, job: Job, err: BaseException) -> str:
-    """Write the traceback to the job's log file; the one-line reason (naming that file) for the table."""
-    return record_traceback(store.logs_dir / f"job-{job.id}-attempt-{job.attempts}.log", err)
+def _recorded(record: Callable[[], Any], message: str) -> int:
+    try:
+        record()
+    except LeaseLostError as lost:
+        log.warning("%s", lost)
+        return 0
+    log.warning("%s", message)
+    return 1
+
+
+def disk_full(err: BaseException) -> bool:
+    """Whether ``err`` (or what caused it) is a full disk: ENOSPC/EDQUOT, or SQLite's "database or disk is full"."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(current, sqlite3.OperationalError) and "disk is full" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _record_traceback(queue: JobQueue, lease: Lease, err: BaseException) -> str:
+    # "job 7" -> job-7, "identity-collapse/m/0123456789ab.json" -> identity-collapse--m--0123456789ab
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", lease.label.removesuffix(".json").replace("/", "--")).strip("-")
+    return record_traceback(queue.home / "logs" / f"{slug}-attempt-{lease.attempts}.log", err)
 
 
 def record_traceback(path: Path, err: BaseException) -> str:
-    """Write ``err``'s traceback to ``path``; the one-line reason (naming that file) a job's record shows."""
+    """Write ``err``'s traceback to ``path``; the one-line public reason (naming that log file by name) a record shows."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(traceback.format_exception(type(err), err, err.__traceback__)), encoding="utf-8")
-    message = _one_line(err) or "(no message)"  # the error on one line, whatever it held
+    with contextlib.suppress(OSError):  # a full disk must not hide the fault being recorded
+        path.write_text("".join(traceback.format_exception(type(err), err, err.__traceback__)), encoding="utf-8")
+    return f"{public_reason(err)} (traceback: {path.name} in the worker's logs)"
+
+
+# An absolute path in a message (POSIX): everything up to its last component is the server's business.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s'\"/:]+/)+")
+
+
+def public_reason(err: BaseException) -> str:
+    """``err`` as one line for a record others read: no host name, no absolute path (only its last part), bounded."""
+    message = one_line(err) or "(no message)"
+    host = socket.gethostname()
+    if host:
+        message = message.replace(host, "<host>")
+    message = _ABSOLUTE_PATH.sub(".../", message)
     if len(message) > MAX_REASON_CHARS:
         message = message[: MAX_REASON_CHARS - 3] + "..."
-    return f"{type(err).__name__}: {message} (traceback: {path})"
+    return f"{type(err).__name__}: {message}"
 
 
 class Heartbeat:
@@ -280,3 +322,43 @@ class Heartbeat:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class TimeLimit:
+    """Raise :class:`JobTimeLimit` in the thread running the block once it has run ``seconds``.
+
+    The exception is delivered between two Python bytecodes of that thread (``PyThreadState_SetAsyncExc``),
+    so a long C call (one model forward) finishes first: the limit is a bound on a job, not a stopwatch.
+    An exception still pending when the block ends by itself is withdrawn, so it never leaks out.
+    """
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._lock = threading.Lock()
+        self._active = False
+        self._fired = False
+        self._thread_id = 0
+        self._timer: threading.Timer | None = None
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._active:
+                self._fired = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(JobTimeLimit))
+
+    def __enter__(self) -> TimeLimit:
+        self._thread_id = threading.get_ident()
+        self._active = True
+        if self.seconds and self.seconds > 0 and self.seconds != float("inf"):
+            self._timer = threading.Timer(self.seconds, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        with self._lock:
+            self._active = False
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._fired and exc_type is not JobTimeLimit:  # fired, not yet delivered: take it back
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), None)

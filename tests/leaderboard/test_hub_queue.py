@@ -23,7 +23,7 @@ from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.submission import Problem, SubmissionError
-from idbench.leaderboard import hub_queue
+from idbench.leaderboard import hub_queue, worker
 from idbench.leaderboard.hub_queue import (
     Request,
     claim_request,
@@ -191,7 +191,7 @@ def test_worker_fault_puts_the_request_back_then_parks_it(repos, collapse, tmp_p
         record = _record(requests, ref.path)
         assert record["attempts"] == attempt and record["worker"] is None and "CUDA out of memory" in record["reason"]
         assert record["state"] == ("PENDING" if attempt < MAX_ATTEMPTS else "PARKED")
-        assert (tmp_path / "home" / "logs" / f"hub-{ref.path[:-5].replace('/', '--')}-attempt-{attempt}.log").is_file()
+        assert (tmp_path / "home" / "logs" / f"{ref.path[:-5].replace('/', '--')}-attempt-{attempt}.log").is_file()
     assert "back in the queue" not in record["reason"] and "not a fault of the submission" in record["reason"]
     assert run_hub_worker(requests, results, data_dirs, TINY, once=True, scorer=_raising(oom), home=tmp_path / "home") == 0
     assert results.head() is None
@@ -316,7 +316,8 @@ def test_dry_run_lists_and_commits_nothing(repos, collapse, tmp_path):
 def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypatch, capsys, caplog):
     monkeypatch.setenv("IDBENCH_HUB_STAND_IN", str(tmp_path / "hub"))
     monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(hub_queue, "score_request", _real_then_published(hub_queue.score_request))
+    # The one worker loop's default scorer (local and Hub alike), wrapped to publish its summary.
+    monkeypatch.setattr(worker, "score_work", _real_then_published(worker.score_work))
     data = f"{BENCH}={collapse / 'data'}"
     assert main(["submit", str(collapse / "collage"), "--benchmark", BENCH, "--data", str(collapse / "data"), "--hub", "org/requests"]) == 0
     assert "requested: org/requests:" in capsys.readouterr().out
@@ -326,7 +327,7 @@ def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypat
 
     assert main(["worker", "--hub", "org/requests", "--results", "org/results", "--data", data, "--profile", "tiny", "--dry-run"]) == 0
     out, err = capsys.readouterr()
-    assert f"would claim {request.path}" in out and "nothing was committed" in out
+    assert f"would claim {request.path}" in out and "nothing was changed" in out
     assert "org/results: using the LOCAL STAND-IN" in caplog.text  # said, in the log
     assert main(["worker", "--hub", "org/requests", "--results", "org/results", "--data", data, "--profile", "tiny", "--once"]) == 0
     assert "worker finished 1 request(s)" in capsys.readouterr().out

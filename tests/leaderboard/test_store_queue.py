@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import sys
 import types
 import shutil
@@ -144,19 +145,19 @@ def test_rescore_all_keeps_old_results_versioned(store, collapse):
 # --- concurrent workers --------------------------------------------------------------------------
 
 
-def _fake_scorer(job, out, options, cache_dir):
-    """Record who scored what (one appended line per scoring) and return a minimal summary."""
+def _fake_scorer(submission, data_dir, out, options, cache_dir):
+    """Record who scored what (one appended line per scoring: job id, worker pid) and return a minimal summary."""
     time.sleep(0.02)  # long enough for the workers to interleave
     with open(Path(cache_dir).parent / "scored.log", "a") as handle:
-        handle.write(f"{job.id} {job.lease_owner}\n")
+        handle.write(f"{out.name} {os.getpid()}\n")  # the output folder is results/<submission>/<job>
     return {
-        "benchmark": job.benchmark,
+        "benchmark": "identity-collapse",
         "suite_version": "fake",
         "profile": options.profile,
         "plumbing": True,
         "idbench_version": "0",
         "models": {},
-        "aggregates": {"overall": {"score": {"mean": float(job.id)}}},
+        "aggregates": {"overall": {"score": {"mean": float(out.name)}}},
         "not_run": {},
     }
 

@@ -54,7 +54,7 @@ def _untouched(store: Store) -> None:
 
 
 def _raising(error: BaseException):
-    def scorer(job, out, options, cache_dir):
+    def scorer(submission, data_dir, out, options, cache_dir):
         raise error
 
     return scorer

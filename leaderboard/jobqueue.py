@@ -1,0 +1,180 @@
+"""What a worker needs of a job queue, whichever backend keeps it.
+
+Two backends implement :class:`JobQueue`: the SQLite store of a local leaderboard
+(:class:`~idbench.leaderboard.queue.StoreQueue`) and the requests/results repos of a Hub deployment
+(:class:`~idbench.leaderboard.hub_queue.HubQueue`). The worker loop and its fault ladder
+(:mod:`idbench.leaderboard.worker`) are written once, over this interface; the CLI picks a backend and
+nothing else.
+
+The operations are the queue's states and nothing more: a claim hands out a :class:`Lease` (fenced by
+worker and attempt number, so a worker whose lease ran out can no longer record anything), and every
+outcome is recorded through the lease: ``finish`` (results kept), ``fail`` (the submission's fault),
+``requeue`` (a fault of the worker: back to PENDING, PARKED after ``MAX_ATTEMPTS``), ``park`` (not
+worth retrying as it is, e.g. over the time limit), ``release`` (the operator stopped the worker).
+Each of these raises :class:`~idbench.leaderboard.store.LeaseLostError` when the lease is not ours
+any more, and records nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from idbench.errors import IdbenchError
+from idbench.evaluate_pkg.context import Models, ScoreOptions
+from idbench.evaluate_pkg.data import BenchmarkDataError, load_benchmark_data
+from idbench.evaluate_pkg.runner import model_roles, select_metrics
+
+log = logging.getLogger(__name__)
+
+# The lease a claim takes, and extends every third of it while the job runs.
+DEFAULT_LEASE_SECONDS = 600.0
+DEFAULT_POLL_SECONDS = 5.0
+
+
+class WorkerNotReadyError(IdbenchError):
+    """The worker lacks what the queued jobs need (models, judge, benchmark data); it claimed nothing."""
+
+
+class WorkerFaultError(IdbenchError):
+    """A job hit a fault of this worker: the job went back to the queue (or was parked) and the worker stopped."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A claimed job, as the worker loop sees it; ``record`` is the backend's own (a store Job, a Hub Claim).
+
+    ``label`` names the job in logs and messages ("job 7", "identity-collapse/m/0123456789ab.json").
+    ``worker`` and ``attempts`` together are the fencing token the backend checks on every write.
+    """
+
+    label: str
+    worker: str
+    attempts: int
+    benchmark: str
+    model: str
+    record: Any
+
+
+@dataclass(frozen=True)
+class Work:
+    """What scoring one claimed job reads and writes: a validated submission folder, the benchmark
+    folder, the output folder; ``benchmark_version`` is the build scored, read before scoring."""
+
+    submission: Path
+    data_dir: Path
+    out: Path
+    benchmark_version: str | None = None
+
+
+class JobQueue(Protocol):
+    """A job queue a worker can serve (see the module docstring for what each operation guarantees)."""
+
+    #: what the queue is, for messages ("the queue", "the requests repo org/requests")
+    description: str
+    #: what one job is called in counts ("job", "request")
+    unit: str
+    #: the worker's folder: ``logs/`` (tracebacks), ``features/`` (the shared feature cache)
+    home: Path
+
+    def sweep(self) -> list[str]:
+        """Clear what a killed worker left mid-write; one line per thing cleared."""
+
+    def readiness(self, options: ScoreOptions, models: Models, checked: set[Path], started: bool) -> list[str]:
+        """Why this worker cannot score what a claim could hand out now (empty: ready)."""
+
+    def waiting(self) -> list[str]:
+        """One line per job a claim could take now, in the order it would take them (``--dry-run``)."""
+
+    def claim(self, worker_id: str, lease_seconds: float, *, checked: bool) -> Lease | None:
+        """Take the next job for ``worker_id`` (None: nothing to take). ``checked``: only jobs the
+        readiness check covered (a job queued since is checked on the next round)."""
+
+    def heartbeat(self, lease: Lease, lease_seconds: float) -> bool:
+        """Extend the lease; False when it is no longer ours."""
+
+    def work(self, lease: Lease) -> AbstractContextManager[Work]:
+        """The job's inputs while it is scored (a Hub backend downloads and validates them again)."""
+
+    def finish(self, lease: Lease, work: Work, summary: dict[str, Any]) -> None:
+        """Record the results and mark the job FINISHED."""
+
+    def fail(self, lease: Lease, reason: str) -> None:
+        """Mark the job FAILED: the submission's fault, ``reason`` says what to fix."""
+
+    def requeue(self, lease: Lease, reason: str) -> str:
+        """After a fault of the worker: PENDING with the attempt counted, PARKED at the limit; the state."""
+
+    def park(self, lease: Lease, reason: str) -> None:
+        """Mark the job PARKED now (not the submitter's fault; an admin requeues it)."""
+
+    def release(self, lease: Lease) -> bool:
+        """Put the job back to PENDING without counting the attempt; False when it was not ours."""
+
+    def list_jobs(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """Every job (JSON-ready rows, oldest first) and one line per record that could not be read."""
+
+    def withdraw(self, ref: str, reason: str) -> str:
+        """Withdraw a submission (by the backend's id); one line saying what was done."""
+
+
+def readiness_problems(
+    data_dirs: Iterable[Path], options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None
+) -> list[str]:
+    """What keeps this worker from scoring submissions of the benchmark folders ``data_dirs`` (one line each).
+
+    Checks, without loading any model or calling the network: the judge configuration (when one is
+    given: an http(s) URL and a model name), each benchmark folder (it loads), and the models of the
+    profile that the metrics to compute there need (``Models.missing``). Folders in ``checked`` are
+    skipped; those that pass are added, so a polling worker checks each folder once.
+    """
+    models = models or Models(options)
+    checked = set() if checked is None else checked
+    problems = judge_problems(options.judge)
+    missing: dict[str, str] = {}
+    for data_dir in data_dirs:
+        if data_dir in checked:
+            continue
+        try:
+            data = load_benchmark_data(data_dir)
+        except (BenchmarkDataError, OSError) as err:
+            problems.append(f"benchmark data of queued jobs not readable here: {one_line(err)}")
+            continue
+        try:
+            metrics, _ = select_metrics(data, options.metrics, options.judge)
+        except IdbenchError as err:  # --metrics naming one this benchmark does not have
+            problems.append(f"{data.name}: {one_line(err)}")
+            continue
+        found = models.missing(model_roles(data, metrics))
+        missing.update(found)
+        if not found:
+            checked.add(data_dir)
+    if missing:
+        for message in missing.values():
+            log.info("%s", message)  # how to get each one: shown with `idbench -v worker`
+        problems.insert(0, f"{len(missing)} model(s) of profile {options.profile!r} not on this machine: {', '.join(sorted(missing))}"
+                        " (`idbench -v worker` or `idbench models list` tells how to get them)")
+    return problems
+
+
+def judge_problems(judge: Any) -> list[str]:
+    """What is wrong with a judge configuration (a JudgeConfig); nothing for None or a ready judge object."""
+    from urllib.parse import urlparse
+
+    if judge is None or hasattr(judge, "ask"):
+        return []
+    problems = []
+    url = urlparse(str(getattr(judge, "base_url", "") or ""))
+    if url.scheme not in ("http", "https") or not url.netloc:
+        problems.append(f"judge URL {getattr(judge, 'base_url', None)!r} is not an http(s) URL")
+    if not getattr(judge, "model", None):
+        problems.append("no judge model named")
+    return problems
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
