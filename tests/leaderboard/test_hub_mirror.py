@@ -346,3 +346,131 @@ def test_the_submit_page_says_when_the_space_has_no_token(hub_app, monkeypatch):
     assert not at.exception
     [error] = at.error
     assert "HF_TOKEN" in error.value and "org/requests" in error.value
+
+
+# --- provenance: forged, duplicate and orphan records (issue 18) --------------------------------------
+
+
+def _shown(info) -> list[tuple[str, str]]:
+    """(model, content hash) of every result the mirrored leaderboard ranks."""
+    table = Store(info.store_home).current_results(BENCHMARK)
+    return sorted(zip(table["model_name"], table["content_hash"]))
+
+
+def _listed(lines, path: str) -> str:
+    [line] = [line for line in lines if line.split(": ")[1] == path]
+    return line
+
+
+def test_a_forged_request_carrying_anothers_hash_relabels_nothing(repos, tmp_path):
+    requests, results = repos
+    add_scored(requests, results, "model-a", HASH_A, 0.71, samples_parquet(tmp_path, [0.7]))
+    add_scored(requests, results, "model-b", HASH_B, 0.5)
+    # A request named FLUX.1-dev, in its own path, with model-a's content hash (and an earlier submitted_at,
+    # so it comes first in any order by time): before, the mirror showed model-a's numbers under its name.
+    add_request(requests, request_record("FLUX.1-dev", HASH_A, "FINISHED", submitted_at="2025-01-01T00:00:00+00:00"))
+
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert _shown(info) == [("model-b", HASH_B)]  # neither name is shown with the disputed result
+    names = {job["model"] for job in jobs_table(Store(info.store_home))}
+    assert names == {"model-b"}
+    assert (info.submissions, info.results, info.skipped) == (1, 1, ())
+    for path in (f"{BENCHMARK}/FLUX.1-dev/{HASH_A[:12]}.json", f"{BENCHMARK}/model-a/{HASH_A[:12]}.json"):
+        assert _listed(info.conflicts, path).startswith("org/requests: ") and "conflict: 2 request records" in _listed(info.conflicts, path)
+    assert _listed(info.conflicts, f"{BENCHMARK}/model-a/{HASH_A[:12]}/aggregates.json").startswith("org/results: ")
+    assert hub_mirror.current(tmp_path / "mirror").conflicts == info.conflicts  # what the Status page reads
+
+
+def test_a_second_result_for_a_real_hash_replaces_nothing(repos, tmp_path):
+    requests, results = repos
+    add_scored(requests, results, "model-a", HASH_A, 0.71)
+    add_result(results, result_record("FLUX.1-dev", HASH_A, 0.99), None)  # better numbers, another folder, the same hash
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert _shown(info) == [] and jobs_table(Store(info.store_home)) == []
+    assert "conflict: 2 results claim content hash" in _listed(info.conflicts, f"{BENCHMARK}/FLUX.1-dev/{HASH_A[:12]}/aggregates.json")
+    assert "conflict: 2 results" in _listed(info.conflicts, f"{BENCHMARK}/model-a/{HASH_A[:12]}/aggregates.json")
+    assert "conflict: 2 results" in _listed(info.conflicts, f"{BENCHMARK}/model-a/{HASH_A[:12]}.json")
+
+
+def test_a_result_without_a_request_or_unlike_its_request_is_not_ranked(repos, tmp_path):
+    requests, results = repos
+    add_scored(requests, results, "model-a", HASH_A, 0.71)
+    add_result(results, result_record("orphan", HASH_B, 0.99), None)  # no request at all
+    add_request(requests, request_record("model-c", HASH_C, "FINISHED"))
+    add_result(results, result_record("model-c", HASH_C, 0.8, task="text-to-image"), None)  # its request says otherwise
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert _shown(info) == [("model-a", HASH_A)]
+    assert "no request record for content hash" in _listed(info.conflicts, f"{BENCHMARK}/orphan/{HASH_B[:12]}/aggregates.json")
+    mismatch = _listed(info.conflicts, f"{BENCHMARK}/model-c/{HASH_C[:12]}/aggregates.json")
+    assert "does not match the request record" in mismatch and "'text-to-image'" in mismatch
+    jobs = {job["model"]: job["state"] for job in jobs_table(Store(info.store_home))}
+    assert jobs == {"model-a": "FINISHED", "model-c": "FINISHED"}  # the request itself is shown, without numbers
+
+
+def test_hostile_files_are_skipped_and_listed_and_the_rest_is_shown(repos, tmp_path):
+    requests, results = repos
+    add_scored(requests, results, "good", HASH_A, 0.7, samples_parquet(tmp_path, [0.7]))
+    nested = b'{"model": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # 200 KB: json.loads raises RecursionError
+    corrupt = samples_parquet(tmp_path, [0.1, 0.2])
+    corrupt = corrupt[:-20] + b"\x00" * 20
+    hostile = {
+        "nested": ("d" * 64, nested),
+        "ci-text": ("e" * 64, None),
+        "huge": ("f" * 64, None),
+        "torn": ("0" * 64, None),
+    }
+    for model, (digest, _) in hostile.items():
+        add_request(requests, request_record(model, digest, "FINISHED"))
+    bad_stats = result_record("ci-text", "e" * 64, 0.5)
+    bad_stats["aggregates"]["overall"]["dino_sim"]["ci_low"] = "x"
+    huge = result_record("huge", "f" * 64, 0.5)
+    huge["aggregates"]["overall"]["dino_sim"]["mean"] = 1e308
+    results.commit([
+        FileAdd(f"{BENCHMARK}/nested/{'d' * 12}/aggregates.json", data=nested),
+        FileAdd(f"{BENCHMARK}/ci-text/{'e' * 12}/aggregates.json", data=_json(bad_stats)),
+        FileAdd(f"{BENCHMARK}/huge/{'f' * 12}/aggregates.json", data=_json(huge)),
+        FileAdd(f"{BENCHMARK}/torn/{'0' * 12}/aggregates.json", data=_json(result_record("torn", "0" * 64, 0.5))),
+        FileAdd(f"{BENCHMARK}/torn/{'0' * 12}/results.parquet", data=corrupt),
+    ], "hostile results", results.head())  # fmt: skip
+    requests.commit([
+        FileAdd(f"{BENCHMARK}/big/{'1' * 12}.json", data=nested),  # over a request's size limit, said before parsing
+        FileAdd(f"{BENCHMARK}/deep/{'3' * 12}.json", data=b"[" * 30_000 + b"]" * 30_000),  # 60 KB: within it, too deep
+        FileAdd(f"{BENCHMARK}/early/{'2' * 12}.json", data=_json(request_record("early", "2" * 64, "PENDING", submitted_at="0000"))),
+    ], "hostile requests", requests.head())  # fmt: skip
+
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    assert _shown(info) == [("good", HASH_A)]
+    assert "nested 100001 levels deep" in _listed(info.skipped, f"{BENCHMARK}/nested/{'d' * 12}/aggregates.json")
+    assert "over the 65536-byte limit" in _listed(info.skipped, f"{BENCHMARK}/big/{'1' * 12}.json")
+    assert "nested 30000 levels deep" in _listed(info.skipped, f"{BENCHMARK}/deep/{'3' * 12}.json")
+    assert "ci_low is 'x'" in _listed(info.skipped, f"{BENCHMARK}/ci-text/{'e' * 12}/aggregates.json")
+    assert "mean is 1e+308" in _listed(info.skipped, f"{BENCHMARK}/huge/{'f' * 12}/aggregates.json")
+    assert "results.parquet is not a readable parquet file" in _listed(info.skipped, f"{BENCHMARK}/torn/{'0' * 12}/aggregates.json")
+    assert "'submitted_at' is not an ISO 8601 time" in _listed(info.skipped, f"{BENCHMARK}/early/{'2' * 12}.json")
+    assert len(info.skipped) == 7 and info.conflicts == ()
+    jobs = {job["model"] for job in jobs_table(Store(info.store_home))}
+    assert jobs == {"good", "nested", "ci-text", "huge", "torn"}  # their requests are fine: shown without numbers
+
+
+def test_a_judges_evidence_is_mirrored_beside_the_samples(repos, tmp_path):
+    requests, results = repos
+    add_scored(requests, results, "judged", HASH_A, 0.7, samples_parquet(tmp_path, [0.7]))
+    evidence = pd.DataFrame({"prompt_id": ["p0"], "seed": [0], "metric": ["judge_score"], "evidence": ['{"answer": "yes"}']})
+    evidence.to_parquet(tmp_path / "evidence.parquet", index=False)
+    folder = f"{BENCHMARK}/judged/{HASH_A[:12]}"
+    results.commit([FileAdd(f"{folder}/judge_evidence.parquet", data=(tmp_path / "evidence.parquet").read_bytes())], "evidence", results.head())
+    info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
+    [row] = Store(info.store_home).current_results(BENCHMARK).to_dict("records")
+    assert pd.read_parquet(Path(row["results_path"]) / "judge_evidence.parquet").equals(evidence)
+
+
+def test_the_status_page_lists_the_conflicts(hub_app):
+    requests, results = hub_app
+    add_scored(requests, results, "model-a", HASH_A, 0.71)
+    add_request(requests, request_record("FLUX.1-dev", HASH_A, "FINISHED"))
+    at = _app().switch_page("views/status.py").run()
+    assert not at.exception
+    assert any("3 record(s) in the Hub repos are not shown" in w.value for w in at.warning)
+    [listing] = [t.value for t in at.text if "conflict: 2 request records" in t.value]
+    assert f"org/requests: {BENCHMARK}/FLUX.1-dev/{HASH_A[:12]}.json" in listing
+    assert f"org/results: {BENCHMARK}/model-a/{HASH_A[:12]}/aggregates.json" in listing
