@@ -15,10 +15,18 @@ Two implementations:
 
 - :class:`HubDatasetRepo`, the real one: ``HfApi.repo_info`` for the head, ``snapshot_download``
   for the files, ``HfApi.create_commit(parent_commit=...)`` for the commit (the Hub refuses a
-  commit whose ``parent_commit`` is not the branch head; huggingface_hub PR #916).
+  commit whose ``parent_commit`` is not the branch head, with HTTP 412 Precondition Failed:
+  huggingface_hub PR #916, huggingface/dataset-viewer #2159). A 412 is a :class:`RepoConflict`
+  whatever a head read says right after, because that read may lag behind the commit that won
+  (evaleval/every_eval_ever PR #265).
 - :class:`LocalRepoStandIn`, a **stand-in for tests and offline trials**, not a Hub: a folder holding
   one full copy of the files per revision and a ``HEAD`` file, with commits serialised by a file lock
-  so that the parent check and the swap of ``HEAD`` happen as one step, across processes.
+  so that the parent check and the swap of ``HEAD`` happen as one step, across processes. Like the
+  Hub, it refuses a commit on a stale parent with :class:`RepoConflict`; ``lag_reads`` makes its head
+  reads lag behind its own commits, as the Hub's may.
+
+A conflict is the caller's to retry, on a fresh head and after a pause that grows with each refusal
+(:func:`backoff_delays`): two workers that keep colliding must not retry in lockstep.
 
 :func:`open_repo` picks one: the stand-in only when ``IDBENCH_HUB_STAND_IN`` names a folder (each repo
 id becomes a sub-folder of it), and then it says so in the log; otherwise the Hub.
@@ -31,6 +39,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -45,6 +54,21 @@ logger = logging.getLogger(__name__)
 REPO_TYPE = "dataset"
 STAND_IN_ENV = "IDBENCH_HUB_STAND_IN"
 JSON_FILES = ("*.json",)  # snapshot patterns of the records alone (request files), not the zips beside them
+# The HTTP statuses with which the Hub refuses a commit whose parent_commit is no longer the head.
+STALE_PARENT_STATUSES = (412,)
+
+
+def backoff_delays(attempts: int, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None) -> list[float]:
+    """The pauses (seconds) before each of ``attempts`` retries of a refused commit: "full jitter" backoff.
+
+    Retry ``i`` (from 0) waits a uniform random time in ``[0, min(cap, base * 2**i)]``: the bound
+    doubles with each refusal, up to ``cap``, and the randomness keeps colliding workers apart.
+    ``rng`` (a seeded :class:`random.Random`) makes the pauses reproducible in tests.
+    """
+    if attempts < 0 or base < 0 or cap < 0:
+        raise ValueError(f"backoff_delays({attempts}, {base}, {cap}): expected non-negative numbers")
+    draw = (rng or random).uniform
+    return [draw(0.0, min(cap, base * 2 ** min(i, 64))) for i in range(attempts)]
 
 
 class RepoConflict(IdbenchError):
@@ -128,11 +152,22 @@ class LocalRepoStandIn:
     ``HEAD`` in one rename: readers see the old revision or the new one, never a half-made one.
     """
 
-    def __init__(self, root: Path, repo_id: str | None = None):
+    def __init__(self, root: Path, repo_id: str | None = None, lag_reads: int = 0):
         self.root = Path(root)
         self.repo_id = repo_id or self.root.name
+        # After each commit made through this object, the next ``lag_reads`` head reads still answer its
+        # parent, as a Hub head read right after a commit may (tests of callers that must not trust it).
+        self.lag_reads = lag_reads
+        self._lagging: tuple[str | None, int] = (None, 0)  # (the parent a lagging read answers, reads left)
 
     def head(self) -> str | None:
+        parent, left = self._lagging
+        if left > 0:
+            self._lagging = (parent, left - 1)
+            return parent
+        return self._head()
+
+    def _head(self) -> str | None:
         try:
             return (self.root / "HEAD").read_text(encoding="utf-8").strip() or None
         except FileNotFoundError:
@@ -156,7 +191,7 @@ class LocalRepoStandIn:
 
     def commit(self, operations: Sequence[Operation], message: str, parent: str | None) -> str:
         with self._locked():
-            head = self.head()
+            head = self._head()  # the true head: the parent check never lags
             if head != parent:
                 raise RepoConflict(f"{self.repo_id}: head is {head}, not the parent {parent} this commit was built on")
             revisions = self.root / "revisions"
@@ -187,6 +222,7 @@ class LocalRepoStandIn:
                 shutil.rmtree(staging, ignore_errors=True)
             with open(self.root / "log", "a", encoding="utf-8") as log:
                 log.write(f"{revision} {message}\n")
+            self._lagging = (head, self.lag_reads)
             return revision
 
 
@@ -244,8 +280,12 @@ class HubDatasetRepo:
                 operations=ops, commit_message=message, parent_commit=parent,
             )  # fmt: skip
         except HfHubHTTPError as err:
-            # The Hub answers a stale parent with an HTTP error; tell it from other failures by
-            # looking at the head again rather than by relying on one status code.
+            status = getattr(getattr(err, "response", None), "status_code", None)
+            if status in STALE_PARENT_STATUSES:
+                # 412: the parent is not the head. Do not ask the head to confirm: the read may lag and
+                # answer the stale parent, which would turn a plain conflict into a worker fault.
+                raise RepoConflict(f"{self.repo_id}: the Hub refused a commit on {parent} (HTTP {status}: the head has moved)") from err
+            # Another status: a moved head is still a conflict (older Hubs answered otherwise).
             head = self.head()
             if head != parent:
                 raise RepoConflict(f"{self.repo_id}: head moved to {head} while committing on {parent}") from err

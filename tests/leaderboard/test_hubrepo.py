@@ -130,3 +130,70 @@ def test_hub_snapshots_download_only_the_patterns_asked(monkeypatch, tmp_path):
     assert repo_id == "org/requests" and kw["revision"] == "a" * 40 and kw["repo_type"] == "dataset"
     paths = ["cogcanvas/m/abc.json", "cogcanvas/m/abc.zip", "README.md"]
     assert list(filter_repo_objects(paths, allow_patterns=kw["allow_patterns"])) == ["cogcanvas/m/abc.json"]
+
+
+class LaggingApi(FakeApi):
+    """The Hub as issue 18 reports it: a stale parent is refused with HTTP 412, and a head read right after
+    a commit may still answer the old head."""
+
+    def __init__(self, head: str, status: int = 412):
+        super().__init__(head)
+        self.status, self.lagging_head = status, None
+
+    def repo_info(self, repo_id, repo_type, revision):
+        return SimpleNamespace(sha=self.lagging_head or self.sha)
+
+    def create_commit(self, *, parent_commit, **kwargs):
+        if parent_commit != self.sha or self.status != 412:
+            raise HfHubHTTPError(f"{self.status} refused", response=SimpleNamespace(status_code=self.status, headers={}, request=None))
+        return super().create_commit(parent_commit=parent_commit, **kwargs)
+
+
+def test_a_412_is_a_conflict_even_when_the_head_read_lags():
+    api = LaggingApi("a" * 40)
+    repo = HubDatasetRepo("org/requests", api=api)
+    api.sha = "b" * 40  # another worker committed; the head read still answers the old head
+    api.lagging_head = "a" * 40
+    with pytest.raises(RepoConflict, match="HTTP 412"):
+        repo.commit([FileAdd("x.json", b"1")], "claim", parent="a" * 40)
+    assert api.commits == []
+
+
+def test_another_http_error_on_an_unmoved_head_is_not_a_conflict():
+    api = LaggingApi("a" * 40, status=500)
+    with pytest.raises(HfHubHTTPError) as caught:
+        HubDatasetRepo("org/requests", api=api).commit([FileAdd("x.json", b"1")], "claim", parent="a" * 40)
+    assert not isinstance(caught.value, RepoConflict)
+
+
+def test_the_stand_in_can_lag_like_the_hub_and_still_refuses_a_stale_parent(tmp_path):
+    repo = LocalRepoStandIn(tmp_path / "r", lag_reads=2)
+    base = repo.commit([FileAdd("q.json", b"pending")], "base", parent=None)
+    assert repo.head() is None and repo.head() is None  # two lagging reads answer the parent (no commit yet)
+    assert repo.head() == base
+    mine = repo.commit([FileAdd("q.json", b"claimed")], "claim", parent=base)
+    stale = repo.head()
+    assert stale == base  # lagging
+    with pytest.raises(RepoConflict):
+        repo.commit([FileAdd("q.json", b"claimed again")], "claim on the lagging head", parent=stale)
+    assert LocalRepoStandIn(repo.root).head() == mine  # another reader sees the truth
+    assert repo.head() == base and repo.head() == mine  # the lag runs out
+    assert files(repo.snapshot(mine)) == {"q.json": b"claimed"}
+
+
+def test_backoff_delays_grow_to_the_cap_with_jitter():
+    import random
+
+    from idbench.leaderboard.hubrepo import backoff_delays
+
+    delays = backoff_delays(8, base=0.5, cap=4.0, rng=random.Random(7))
+    assert len(delays) == 8
+    for i, delay in enumerate(delays):
+        assert 0.0 <= delay <= min(4.0, 0.5 * 2**i)
+    assert delays == backoff_delays(8, base=0.5, cap=4.0, rng=random.Random(7))  # reproducible with a seed
+    assert delays != backoff_delays(8, base=0.5, cap=4.0, rng=random.Random(8))  # jittered: no lockstep
+    many = backoff_delays(2000, base=1.0, cap=2.0, rng=random.Random(1))[10:]  # all at the cap: uniform on [0, 2]
+    assert max(many) <= 2.0 and 0.9 < sum(many) / len(many) < 1.1
+    assert backoff_delays(0) == [] and backoff_delays(3, base=0.0) == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError):
+        backoff_delays(-1)
