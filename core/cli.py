@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from idbench.errors import IdbenchError
+from idbench.errors import IdbenchError, disk_full
 
 DEFAULT_DEMO_OUT = Path("idbench-output")
 
@@ -835,6 +835,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {line}", file=sys.stderr)
         else:
             print(f"idbench {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - a full disk gets one line; anything else is a bug, traceback kept
+        if not disk_full(err):
+            raise
+        print(f"idbench {args.command}: error: disk full ({' '.join(str(err).split())}); the command stopped there: "
+              "free space and run it again", file=sys.stderr)  # fmt: skip
         return 2
 
 

@@ -18,3 +18,24 @@ class IdbenchError(Exception):
     An error that carries several problems sets ``problems`` (one line each); the CLI prints their
     count and then one problem a line.
     """
+
+
+def disk_full(err: BaseException) -> bool:
+    """Whether ``err``, or what caused it, is a full disk: ENOSPC or EDQUOT, or SQLite's "database or disk is full".
+
+    Not the user's input, but nothing to show a traceback for either: the CLI says it in one line, and a
+    worker puts its job back in the queue.
+    """
+    import errno
+    import sqlite3
+
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(current, sqlite3.OperationalError) and "disk is full" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

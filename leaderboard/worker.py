@@ -34,13 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import functools
 import logging
 import os
 import re
 import socket
-import sqlite3
 import threading
 import time
 import traceback
@@ -48,9 +46,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from idbench.errors import IdbenchError
+from idbench.errors import IdbenchError, disk_full
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.images import ImageError
+from idbench.evaluate_pkg.judge.card import judge_unavailable
 from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import SubmissionError
 from idbench.leaderboard.jobqueue import (
@@ -67,7 +66,7 @@ from idbench.leaderboard.store import LeaseLostError, Store
 
 __all__ = [
     "DEFAULT_JOB_SECONDS", "DEFAULT_LEASE_SECONDS", "DEFAULT_POLL_SECONDS", "SUBMISSION_FAULTS", "DiskFullError",
-    "Heartbeat", "JobTimeLimit", "Scorer", "WorkerFaultError", "WorkerNotReadyError", "check_worker",
+    "Heartbeat", "JobTimeLimit", "JudgeUnavailableError", "Scorer", "WorkerFaultError", "WorkerNotReadyError", "check_worker",
     "default_worker_id", "public_reason", "readiness_problems", "record_traceback", "run_worker", "score_work",
 ]  # fmt: skip
 
@@ -85,6 +84,11 @@ SUBMISSION_FAULTS: tuple[type[BaseException], ...] = (SubmissionError, ImageErro
 
 class DiskFullError(WorkerFaultError):
     """The worker's disk (or its database) is full: the job went back to the queue and the worker stopped."""
+
+
+class JudgeUnavailableError(IdbenchError):
+    """The judge was unreachable, or failed above ``judge.card.UNAVAILABLE_ABOVE``: a fault of the worker's
+    environment, so the job goes back to the queue instead of ending FINISHED with empty judged columns."""
 
 
 class JobTimeLimit(BaseException):
@@ -203,6 +207,9 @@ def run_one(queue: JobQueue, lease: Lease, lease_seconds: float, options: ScoreO
         with Heartbeat(lambda: queue.heartbeat(lease, lease_seconds), lease.label, lease_seconds):
             with queue.work(lease) as work, TimeLimit(job_seconds):  # recording the outcome is never cut short
                 summary = scorer(work.submission, work.data_dir, work.out, options, queue.home / "features")
+            down = judge_unavailable(summary.get("judge"))
+            if down is not None:  # judged columns of an outage would rank the judge, not the model
+                raise JudgeUnavailableError(down)
             queue.finish(lease, work, summary)
         log.info("%s: FINISHED", lease.label)
         return 1
@@ -248,20 +255,6 @@ def _recorded(record: Callable[[], Any], message: str) -> int:
         return 0
     log.warning("%s", message)
     return 1
-
-
-def disk_full(err: BaseException) -> bool:
-    """Whether ``err`` (or what caused it) is a full disk: ENOSPC/EDQUOT, or SQLite's "database or disk is full"."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if isinstance(current, sqlite3.OperationalError) and "disk is full" in str(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def _record_traceback(queue: JobQueue, lease: Lease, err: BaseException) -> str:

@@ -38,6 +38,10 @@ from idbench.evaluate_pkg.judge.controls import ControlRun, same_answer
 ACCURACY_FLOOR = 0.8
 #: A judged metric whose judge failed on more than this share of its images' questions is incomplete.
 INCOMPLETE_ABOVE = 0.05
+#: A leaderboard worker does not record a run whose judge failed on more than this share of the
+#: submission's questions, or was found unreachable: the judged columns would describe the judge's
+#: outage, not the model. The job goes back to the queue as a fault of the worker.
+UNAVAILABLE_ABOVE = 0.5
 #: The settings that make two judges' answers different, in the key's order.
 KEY_SETTINGS = ("temperature", "max_tokens", "max_image_side", "structured")
 
@@ -163,3 +167,16 @@ def describe_judge(
     out["incomplete"] = {m: rate for m, rate in failure_rates(overall, judged).items() if rate > INCOMPLETE_ABOVE}
     out["incomplete_above"] = INCOMPLETE_ABOVE
     return out
+
+
+def judge_unavailable(judge: Mapping[str, Any] | None) -> str | None:
+    """Why a run's judge counts as unavailable (``summary["judge"]``: unreachable, or failing above
+    :data:`UNAVAILABLE_ABOVE` of its answers), one line; None when it served, or no judge was asked."""
+    stats = (judge or {}).get("stats") or {}
+    if stats.get("unreachable"):
+        return f"the judge {judge.get('model')!r} was unreachable ({stats['unreachable']}); its answers were not recorded"
+    answers, failures = int(stats.get("answers") or 0), int(stats.get("failures") or 0)
+    if answers and failures / answers > UNAVAILABLE_ABOVE:
+        return (f"the judge {judge.get('model')!r} failed {failures} of {answers} answers ({failures / answers:.0%}), "
+                f"over the {UNAVAILABLE_ABOVE:.0%} a leaderboard run accepts")
+    return None

@@ -67,6 +67,11 @@ IMAGE_ENCODING = "normalize_image/lanczos/jpeg-q90/v1"
 SCHEMA_INSTRUCTION = "\n\nReply with one JSON object, and nothing else, that matches this JSON Schema:\n"
 # Statuses worth retrying: the server is overloaded, restarting or timed out, not rejecting the request.
 _RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+# A judge whose requests this many in a row ran out of retries on a transport fault (connection
+# refused, a timeout, a 5xx) is taken for unreachable: the rest of the run fails unsent at once
+# instead of retrying every request for hours, and the run says so (``JudgeStats.unreachable``).
+UNREACHABLE_AFTER = 8
+UNREACHABLE = "judge unreachable"
 _PREPARED_IMAGES_KEPT = 512  # references recur across many prompts: keep their prepared form a while
 _NO_KEY_PLACEHOLDER = "EMPTY"  # what a keyless local server (vLLM without --api-key) is sent
 
@@ -233,6 +238,8 @@ class JudgeStats:
     completion_tokens: int = 0
     estimated_cost: float | None = None
     by_task: dict[str, TaskStats] = field(default_factory=dict)
+    # Set (to the last transport error) once UNREACHABLE_AFTER requests in a row failed on transport.
+    unreachable: str | None = None
 
     @property
     def failure_rate(self) -> float:
@@ -377,6 +384,7 @@ class OpenAIJudge:
         self._validators = _Validators()
         self._prepared: OrderedDict[str, str] = OrderedDict()
         self._budget_logged = False
+        self._transport_failures_in_a_row = 0
 
     @property
     def model(self) -> str:
@@ -466,10 +474,13 @@ class OpenAIJudge:
         while True:
             if self._budget_exhausted():
                 return self._failure(request, BUDGET_EXHAUSTED, attempts)
+            if self.stats.unreachable is not None:
+                return self._failure(request, f"{UNREACHABLE} ({self.stats.unreachable}); not sent", attempts)
             attempts += 1
             self._count_sent(request.task)
             retry_after: float | None = None
             raw: str | None = None
+            transport = False  # whether this attempt failed before any reply of the model's
             try:
                 response = await client.chat.completions.create(**self._create_args(request, mode, image_urls))
             except openai.BadRequestError as err:
@@ -483,10 +494,13 @@ class OpenAIJudge:
                     return self._failure(request, f"HTTP {err.status_code}: {self._describe(err)}", attempts)
                 error = f"HTTP {err.status_code}: {self._describe(err)}"
                 retry_after = _retry_after(err.response.headers)
+                transport = err.status_code >= 500
             except openai.APITimeoutError:
                 error = f"timed out after {self.config.timeout_s:g} s"
+                transport = True
             except openai.APIConnectionError as err:
                 error = f"connection error: {self._describe(err)}"
+                transport = True
             else:
                 usage = self._count_usage(response)
                 raw, value, error = self._read_reply(response, request.schema)
@@ -496,9 +510,11 @@ class OpenAIJudge:
                             self._mode_settled = True
                     if self.cache is not None and self.config.deterministic:
                         await self._store(request, hashes, mode, raw or "", value)
+                    self._count_transport(None)
                     return JudgeAnswer(value=value, raw=raw, attempts=attempts, usage=usage)
 
             if retries >= self.config.max_retries:
+                self._count_transport(error if transport else None)
                 return self._failure(request, f"{error} (after {attempts} attempts)", attempts, raw=raw)
             retries += 1
             self._count_retry()
@@ -601,8 +617,23 @@ class OpenAIJudge:
                            self.config.model, self._describe(err))
         return "none"
 
+    def _count_transport(self, error: str | None) -> None:
+        """One request settled: ``error`` is its transport fault (None: it got a reply). Opens the
+        circuit (``stats.unreachable``) after ``UNREACHABLE_AFTER`` transport faults in a row."""
+        with self._lock:
+            if error is None:
+                self._transport_failures_in_a_row = 0
+                return
+            self._transport_failures_in_a_row += 1
+            if self._transport_failures_in_a_row >= UNREACHABLE_AFTER and self.stats.unreachable is None:
+                self.stats.unreachable = error
+                logger.warning("judge %s: %d requests in a row failed on transport (last: %s); the rest of the run is not sent",
+                               self.config.model, self._transport_failures_in_a_row, error)
+
     def _failure(self, request: JudgeRequest, error: str, attempts: int, raw: str | None = None) -> JudgeAnswer:
-        if error != BUDGET_EXHAUSTED:
+        if error.startswith(UNREACHABLE):  # said once, when the circuit opened
+            logger.debug("judge %s: %s: %s", self.config.model, request.task, error)
+        elif error != BUDGET_EXHAUSTED:
             logger.warning("judge %s: %s: %s", self.config.model, request.task, error)
         else:
             with self._lock:

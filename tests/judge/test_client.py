@@ -535,3 +535,49 @@ def test_a_plain_judge_url_with_a_port_and_path_is_accepted():
     from idbench.evaluate_pkg.judge import JudgeConfig
 
     assert JudgeConfig(base_url="http://localhost:8000/v1?api-version=2024-06-01", model="m").base_url.startswith("http://localhost")
+
+
+# --- a judge that is down ---------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on (connection refused, no network needed)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_judge_that_refuses_connections_is_found_unreachable_and_the_rest_is_not_sent():
+    from idbench.evaluate_pkg.judge.client import UNREACHABLE, UNREACHABLE_AFTER
+
+    config = JudgeConfig(base_url=f"http://127.0.0.1:{_closed_port()}/v1", model="judge-test", max_retries=1,
+                         backoff_s=0.001, backoff_cap_s=0.002, timeout_s=1.0, concurrency=1)  # fmt: skip
+    judge = OpenAIJudge(config)
+    n = UNREACHABLE_AFTER + 20
+    answers = judge.ask([make_request(i) for i in range(n)])
+    assert len(answers) == n and not any(a.ok for a in answers)
+    assert judge.stats.unreachable is not None and "connection error" in judge.stats.unreachable
+    # Serially, the circuit opens after UNREACHABLE_AFTER requests; each of those was tried twice.
+    assert judge.stats.requests_sent == UNREACHABLE_AFTER * 2
+    assert sum(a.error.startswith(UNREACHABLE) for a in answers) == n - UNREACHABLE_AFTER
+    assert judge.stats.as_dict()["unreachable"] == judge.stats.unreachable
+
+
+def test_failed_answers_without_a_transport_fault_do_not_open_the_circuit():
+    with ScriptedServer(lambda body: malformed()) as server:  # a server that answers, badly
+        judge = OpenAIJudge(make_config(server, max_retries=0, concurrency=1))
+        answers = judge.ask([make_request(i) for i in range(12)])
+    assert not any(a.ok for a in answers) and judge.stats.unreachable is None and judge.stats.requests_sent == 12
+
+
+def test_judge_unavailable_counts_unreachable_and_a_failure_share_above_the_limit():
+    from idbench.evaluate_pkg.judge.card import UNAVAILABLE_ABOVE, judge_unavailable
+
+    assert judge_unavailable(None) is None
+    assert judge_unavailable({"model": "m", "stats": {"answers": 100, "failures": 0}}) is None
+    at_limit = round(100 * UNAVAILABLE_ABOVE)
+    assert judge_unavailable({"model": "m", "stats": {"answers": 100, "failures": at_limit}}) is None
+    assert "failed 51 of 100" in judge_unavailable({"model": "m", "stats": {"answers": 100, "failures": at_limit + 1}})
+    assert "unreachable" in judge_unavailable({"model": "m", "stats": {"answers": 9, "failures": 9, "unreachable": "connection error"}})

@@ -223,3 +223,82 @@ def test_a_worker_start_clears_what_a_killed_worker_left_mid_write(tmp_path, cap
         assert run_worker(store, once=True, check=False, scorer=lambda *a, **k: {}) == 0  # the queue is empty
     assert not holder.exists() and (store.home / "results" / "1" / "2" / "aggregates.json").is_file()
     assert "restored" in caplog.text
+
+
+# --- the judge down, the time limit, a full disk, what reasons publish ----------------------------
+
+
+def _summary_with_judge(stats: dict):
+    """A scorer whose run asked a judge with these statistics (and otherwise scored nothing)."""
+
+    def scorer(submission, data_dir, out, options, cache_dir):
+        return {"benchmark": "identity-collapse", "suite_version": "s", "profile": "tiny", "plumbing": True, "idbench_version": "0",
+                "models": {}, "aggregates": {}, "not_run": {}, "judge": {"model": "vlm", "stats": stats}}  # fmt: skip
+
+    return scorer
+
+
+def test_a_judge_that_was_down_puts_the_job_back_instead_of_finishing_it(store, collapse):
+    result = submit(store, collapse / "collage", collapse / "data")
+    down = _summary_with_judge({"answers": 40, "failures": 40, "unreachable": "connection error: Connection refused"})
+    with pytest.raises(WorkerFaultError, match="back in the queue .*JudgeUnavailableError: the judge 'vlm' was unreachable"):
+        run_worker(store, once=True, options=TINY, scorer=down)
+    job = store.job(result.job_id)
+    assert job["state"] == "PENDING" and job["attempts"] == 1 and "JudgeUnavailableError" in job["reason"]
+    assert store.results() == []  # no FINISHED row with empty judged columns
+    flaky = _summary_with_judge({"answers": 40, "failures": 30})  # answered, but mostly failed
+    with pytest.raises(WorkerFaultError, match="failed 30 of 40"):
+        run_worker(store, once=True, options=TINY, scorer=flaky)
+    served = _summary_with_judge({"answers": 40, "failures": 2})  # a few failures are counted and shown, not refused
+    assert run_worker(store, once=True, options=TINY, scorer=served) == 1
+    assert store.job(result.job_id)["state"] == "FINISHED"
+
+
+def test_a_job_past_its_time_limit_is_parked_and_the_worker_goes_on(store, collapse):
+    import time as clock
+
+    first = submit(store, collapse / "collage", collapse / "data")
+    second = submit(store, collapse / "clone", collapse / "data")
+    calls = []
+
+    def hangs_once(submission, data_dir, out, options, cache_dir):
+        calls.append(out.name)
+        if len(calls) == 1:
+            while True:  # a scorer stuck in Python code (bytecode boundaries: the limit can land)
+                clock.sleep(0.01)
+        return _summary_with_judge({"answers": 0, "failures": 0})(submission, data_dir, out, options, cache_dir)
+
+    assert run_worker(store, once=True, options=TINY, scorer=hangs_once, job_seconds=0.3) == 2
+    parked, done = store.job(first.job_id), store.job(second.job_id)
+    assert parked["state"] == "PARKED" and "wall-time limit of 0.3 s" in parked["reason"] and "not a fault of the submission" in parked["reason"]
+    assert done["state"] == "FINISHED"
+    assert (store.logs_dir / f"job-{first.job_id}-attempt-1.log").is_file()
+
+
+def test_a_full_disk_is_one_line_and_the_job_goes_back(store, collapse):
+    from idbench.leaderboard.worker import DiskFullError
+
+    result = submit(store, collapse / "collage", collapse / "data")
+    full = sqlite3.OperationalError("database or disk is full")
+    with pytest.raises(DiskFullError) as error:
+        run_worker(store, once=True, options=TINY, scorer=_raising(full))
+    message = str(error.value)
+    assert message.startswith("disk full:") and "\n" not in message and "back in the queue" in message
+    assert store.job(result.job_id)["state"] == "PENDING"
+
+
+def test_reasons_and_worker_ids_carry_no_host_or_server_path(store, collapse):
+    import socket
+
+    result = submit(store, collapse / "collage", collapse / "data")
+    secret_path = store.home / "models" / "weights.safetensors"
+    broken = FileNotFoundError(2, "No such file or directory", str(secret_path))
+    with pytest.raises(WorkerFaultError):
+        run_worker(store, once=True, options=TINY, scorer=_raising(RuntimeError(f"{socket.gethostname()}: {broken}")))
+    reason = store.job(result.job_id)["reason"]
+    assert str(store.home) not in reason and str(secret_path.parent) not in reason and socket.gethostname() not in reason
+    assert "weights.safetensors" in reason and "job-1-attempt-1.log" in reason  # what is useful stays
+    job = claim(store, "x", lease_seconds=60)
+    from idbench.leaderboard.worker import default_worker_id
+
+    assert socket.gethostname() not in default_worker_id() and job is not None
