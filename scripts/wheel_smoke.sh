@@ -4,7 +4,8 @@
 # as in scripts/setup.sh; pip's cache is reused), and from an empty folder outside the repository runs
 # the README's commands on embedded defaults: --version, demo, build x3, template / baseline /
 # validate / score --profile tiny, the evaluate modules, and serve (health endpoint + every app page);
-# then python -m idbench and an app page from the repository root, where no folder may shadow the install.
+# then python -m idbench and an app page from the repository root, where no folder may shadow the install;
+# then the Space's folder from scripts/build_space.py, which must install offline from the wheel it ships.
 # Checks that site-packages gains `idbench` (and its dist-info) only. Everything lives in one temporary
 # folder, removed at the end. Usage: bash scripts/wheel_smoke.sh   (needs .venv from scripts/setup.sh)
 set -euo pipefail
@@ -162,6 +163,31 @@ for module in (idbench, idbench.leaderboard.app):
 app = AppTest.from_file(str(APP_PATH), default_timeout=120).run()
 assert not app.exception, app.exception
 print(f"  from {Path.cwd()}: idbench {idbench.__version__} from the venv, the app's overview renders")
+EOF
+)
+
+step "the Space's build context: scripts/build_space.py, installed offline from what it ships"
+# The Dockerfile copies the folder, then runs `pip install -r requirements.txt` in it: with no index, the
+# idbench line must resolve to the wheel beside it (by its relative path) and everything else to what
+# this venv already holds; app.py must start the installed app.
+"$REPO/.venv/bin/python" "$REPO/scripts/build_space.py" "$WORK/space" --wheel "$WHEEL" > /dev/null
+(
+    cd "$WORK/space"
+    line=$(grep -x '\./idbench-.*\.whl\[leaderboard\]' requirements.txt)
+    if grep -q "NOT-A-SPACE-FOLDER" requirements.txt; then echo "the template's guard line is still there" >&2; exit 1; fi
+    pip_install --no-index --dry-run -r requirements.txt > /dev/null
+    pip_install --no-index --dry-run --force-reinstall --no-deps --report "$WORK/space-report.json" "$line" > /dev/null
+    "$BIN/python" - "$WORK/space" "$WORK/space-report.json" "$WORK/venv" <<'EOF'
+import json, runpy, sys
+from pathlib import Path
+space, report, venv = (Path(arg).resolve() for arg in sys.argv[1:])
+[item] = json.loads(report.read_text())["install"]
+wheel = Path(item["download_info"]["url"].removeprefix("file://")).resolve()
+assert wheel.parent == space and item["metadata"]["name"] == "idbench", item["download_info"]
+argv = runpy.run_path(str(space / "app.py"), run_name="space_app")["command"]()
+app = Path(argv[argv.index("run") + 1]).resolve()
+assert venv in app.parents and app.name == "main.py", f"app.py starts {app}, not the installed app"
+print(f"  {space.name}/: {', '.join(sorted(p.name for p in space.iterdir()))}; pip --no-index takes {wheel.name}; app.py runs {app.relative_to(venv)}")
 EOF
 )
 
