@@ -14,6 +14,7 @@ mirror) therefore goes through this module, so that they agree on which records 
   (``<benchmark>/<slug>/<hash12>.json``) and result record (``.../<hash12>/aggregates.json``):
   types, text lengths, the path the content belongs at, timestamps and attempts;
 - :func:`checked_request` / :func:`checked_result` do both and raise one :class:`MalformedRecord`;
+  :func:`read_request` does it for a file of a snapshot folder, reading no more than the limit;
 - :func:`lease_end` is the moment a RUNNING request's lease ends, capped at
   ``MAX_LEASE_SECONDS`` after the record was last written;
 - :func:`samples_problem` checks a result's parquet files from their footer alone.
@@ -69,7 +70,7 @@ REQUEST_STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED", "PARKED", "WITHDRA
 # The fields of a request record (hub_queue.Request); any other field makes the record malformed.
 REQUEST_FIELDS = (
     "schema", "model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at", "task",
-    "metadata", "updated_at", "attempts", "worker", "lease_until", "reason", "files",
+    "metadata", "updated_at", "attempts", "worker", "lease_until", "reason", "files", "owner",
 )  # fmt: skip
 REQUIRED_REQUEST_FIELDS = ("model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at")
 REQUEST_SCHEMA = 1
@@ -248,7 +249,7 @@ def request_problems(path: str, record: dict[str, Any], now: float) -> list[str]
     """
     problems = [p for key in REQUIRED_REQUEST_FIELDS if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=True))]
     problems += [f"unknown field {key[:40]!r}" for key in sorted(set(record) - set(REQUEST_FIELDS))]
-    for key in ("task", "worker", "files"):
+    for key in ("task", "worker", "files", "owner"):
         problems += [p] if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=False)) else []
     problems += [p] if (p := _text_problem(record, "reason", MAX_REASON_CHARS, required=False)) else []
     if "schema" in record and record["schema"] != REQUEST_SCHEMA:
@@ -286,6 +287,15 @@ def checked_request(path: str, data: bytes, now: float | None = None) -> dict[st
     return record
 
 
+def read_request(folder: Path, path: str, now: float | None = None) -> dict[str, Any]:
+    """:func:`checked_request` of the file ``folder/path`` (a snapshot's record), reading at most the limit."""
+    record = read_record(folder, path, max_bytes=MAX_REQUEST_BYTES)
+    problems = request_problems(path, record, time.time() if now is None else now)
+    if problems:
+        raise MalformedRecord(path, ["malformed request record: " + problems[0], *problems[1:]])
+    return record
+
+
 def lease_end(record: dict[str, Any]) -> float | None:
     """When a request's lease ends (epoch seconds), or None when it has none (or an unreadable one).
 
@@ -309,9 +319,24 @@ def lease_expired(record: dict[str, Any], now: float) -> bool:
 # --- result records ----------------------------------------------------------------------------------
 
 
+def _fine_stats(stats: dict[str, Any]) -> bool:
+    """The common case, checked fast (a result holds thousands of statistics blocks): every field fine."""
+    for key in STAT_NUMBERS:
+        value = stats.get(key)
+        if value is not None and not (type(value) in (int, float) and -MAX_STAT_MAGNITUDE <= value <= MAX_STAT_MAGNITUDE):
+            return False  # a NaN fails the comparison too
+    for key in STAT_COUNTS:
+        value = stats.get(key)
+        if value is not None and not (type(value) is int and 0 <= value):
+            return False
+    return True
+
+
 def _stats_problems(where: str, stats: Any) -> list[str]:
     if not isinstance(stats, dict):
         return [f"{where} is not an object of statistics"]
+    if _fine_stats(stats):
+        return []
     problems = [f"{where}.{key} is {stats[key]!r:.40}, not a finite number within +-{MAX_STAT_MAGNITUDE:g}" for key in STAT_NUMBERS
                 if stats.get(key) is not None and not (_is_number(stats[key]) and abs(stats[key]) <= MAX_STAT_MAGNITUDE)]  # fmt: skip
     problems += [f"{where}.{key} is {stats[key]!r:.40}, not a count" for key in STAT_COUNTS

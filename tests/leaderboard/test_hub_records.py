@@ -215,3 +215,12 @@ def test_a_corrupt_or_oversized_parquet_is_found_from_its_footer(tmp_path):
     assert "not a readable parquet file" in hub_records.samples_problem(text)
     assert "over the limit of 10" in hub_records.samples_problem(good, max_bytes=10)
     assert "2 rows, over the limit of 1" in hub_records.samples_problem(good, max_rows=1)
+
+
+def test_read_request_checks_a_snapshot_file_as_checked_request_does(tmp_path):
+    (tmp_path / REQUEST_PATH).parent.mkdir(parents=True)
+    (tmp_path / REQUEST_PATH).write_bytes(raw(request()))
+    assert hub_records.read_request(tmp_path, REQUEST_PATH, now=NOW) == request()
+    (tmp_path / REQUEST_PATH).write_bytes(raw(request(submitted_at="0000")))
+    with pytest.raises(MalformedRecord, match="malformed request record: field 'submitted_at'"):
+        hub_records.read_request(tmp_path, REQUEST_PATH, now=NOW)
