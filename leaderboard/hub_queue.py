@@ -34,6 +34,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import tempfile
@@ -52,12 +53,13 @@ from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.submission import Problem, SubmissionError, validate_submission
 from idbench.leaderboard.hub import AGGREGATES_FILE, SAMPLES_FILE, json_bytes, request_path, result_folder, result_record
-from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo, FileAdd, FileDelete, Operation, RepoConflict
+from idbench.leaderboard.hub_records import MAX_REQUEST_BYTES, MalformedRecord, checked_request, lease_expired, parse_time
+from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo, FileAdd, FileDelete, Operation, RepoConflict, backoff_delays
 from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
-from idbench.leaderboard.queue import MAX_ATTEMPTS, benchmark_version, name_taken_message, queued_metadata, store_files
-from idbench.leaderboard.store import LeaseLostError, default_home, iso
+from idbench.leaderboard.queue import MAX_ATTEMPTS, RateLimit, benchmark_version, name_taken_message, queued_metadata, store_files
+from idbench.leaderboard.store import LeaseLostError, RateLimitError, default_home, iso
 from idbench.leaderboard.worker import run_worker, score_work
-from idbench.names import name_key, name_problems
+from idbench.names import ANONYMOUS, name_key, name_problems, submitter_identity
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,9 @@ STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED", "PARKED", "WITHDRAWN")
 # A commit refused because the head moved is retried on the new head this many times in a row; each
 # refusal means another commit landed, so running out means a repo far busier than a leaderboard's.
 CONFLICT_RETRIES = 50
+# Between refused commits: full-jitter backoff from 50 ms doubling to 5 s, so racing workers spread out
+# and a head read that lags the refusal (as the Hub's may) has time to catch up.
+CONFLICT_BACKOFF_S, CONFLICT_BACKOFF_CAP_S = 0.05, 5.0
 RECORD_METADATA = ("family", "link", "model")
 # Above DEFLATE's own maximum (about 1032:1): the ratio check is off for the request zips we deflate.
 REQUEST_ZIP_MAX_RATIO = 1100.0  # what a request record shows of submission.json
@@ -98,6 +103,10 @@ class Request:
     reason: str | None = None
     files: str | None = None  # the submission zip's repo path; None in records of the older `idbench sync`
     schema: int = SCHEMA
+    # Who submitted, as a digest of idbench.names.submitter_identity (a logged-in Hub user or a named
+    # submitter, else the client): it owns the model name and counts against the rate limit, and tells
+    # nothing of the name or address. None in records from before it was kept.
+    owner: str | None = None
 
     def to_bytes(self) -> bytes:
         record = asdict(self)
@@ -105,43 +114,18 @@ class Request:
         return json_bytes(record)
 
     @classmethod
-    def parse(cls, path: str, data: bytes) -> Request:
-        """The record at ``path``; :class:`HubQueueError` says what is wrong with a malformed one.
+    def parse(cls, path: str, data: bytes, now: float | None = None) -> Request:
+        """The record at ``path``; :class:`~idbench.leaderboard.hub_records.MalformedRecord` says what is
+        wrong with a malformed one.
 
-        Records written by the older ``idbench sync`` (model, benchmark, benchmark_version,
-        content_hash, state, submitted_at only) get the defaults of the other fields.
+        Read by :func:`~idbench.leaderboard.hub_records.checked_request`, the one reader that the
+        workers, ``jobs --hub`` and the Space's mirror share: size and nesting bounded before parsing,
+        then the schema (types, timestamps, lease and attempt bounds, the record's own path). Records
+        written by the older ``idbench sync`` (model, benchmark, benchmark_version, content_hash,
+        state, submitted_at only) get the defaults of the other fields.
         """
-        try:
-            record = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise HubQueueError(f"{path}: not a JSON record ({err})") from None
-        if not isinstance(record, dict):
-            raise HubQueueError(f"{path}: expected a JSON object")
-        known = {f for f in cls.__dataclass_fields__ if f != "path"}
-        required = ("model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at")
-        problems = [f"missing or non-text field {key!r}" for key in required if not isinstance(record.get(key), str)]
-        problems += [f"unknown field {key!r}" for key in sorted(set(record) - known)]
-        if not problems:
-            if record["state"] not in STATES:
-                problems.append(f"state {record['state']!r} is none of {', '.join(STATES)}")
-            if not isinstance(record.get("attempts", 0), int) or record.get("attempts", 0) < 0:
-                problems.append(f"attempts {record.get('attempts')!r} is not a count")
-            if not isinstance(record.get("metadata", {}), dict):
-                problems.append("metadata is not an object")
-            for key in ("task", "updated_at", "worker", "lease_until", "reason", "files"):
-                if record.get(key) is not None and not isinstance(record[key], str):
-                    problems.append(f"field {key!r} is not text")
-            if record.get("lease_until") and _parse_time(record["lease_until"]) is None:
-                problems.append(f"lease_until {record['lease_until']!r} is not an ISO 8601 time")
-            if record.get("files") is not None and record["files"] != path.removesuffix(".json") + ".zip":
-                problems.append(f"files {record['files']!r} is not the record's own zip ({path.removesuffix('.json')}.zip)")
-            if path != request_path(record["benchmark"], record["model"], record["content_hash"]):
-                expected = request_path(record["benchmark"], record["model"], record["content_hash"])
-                problems.append(f"its model, benchmark and content_hash belong at {expected}")
-        if problems:
-            raise HubQueueError(f"{path}: malformed request record: {'; '.join(problems)}")
-        record.setdefault("task", DEFAULT_TASK)
-        record["task"] = record["task"] or DEFAULT_TASK
+        record = checked_request(path, data, now)
+        record["task"] = record.get("task") or DEFAULT_TASK
         return cls(path=path, **record)
 
     @property
@@ -149,8 +133,9 @@ class Request:
         return self.content_hash[:12]
 
     def lease_expired(self, now: float) -> bool:
-        until = _parse_time(self.lease_until) if self.lease_until else None
-        return until is None or until < now
+        """Whether the lease has ended at ``now``: none, unreadable, or past (capped a day after the record
+        was written, so a forged ``lease_until`` of 9999-12-31 holds a request for a day, not forever)."""
+        return lease_expired(asdict(self), now)
 
 
 @dataclass(frozen=True)
@@ -182,14 +167,6 @@ class Claim:
         return self.request.attempts
 
 
-def _parse_time(text: str) -> float | None:
-    try:
-        moment = datetime.fromisoformat(text)
-    except (TypeError, ValueError):
-        return None
-    return moment.timestamp() if moment.tzinfo is not None else None
-
-
 def _now(now: float | None) -> float:
     return time.time() if now is None else now
 
@@ -212,8 +189,10 @@ def scan_requests(folder: Path) -> tuple[list[Request], list[str]]:
             problems.append(f"{relative}: not a request record (records are <benchmark>/<model>/<hash12>.json)")
             continue
         try:
+            if file.stat().st_size > MAX_REQUEST_BYTES:  # not even read: a record is a few hundred bytes
+                raise MalformedRecord(relative, f"{file.stat().st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit of a request record")
             requests.append(Request.parse(relative, file.read_bytes()))
-        except HubQueueError as err:
+        except MalformedRecord as err:
             problems.append(str(err))
     return sorted(requests, key=lambda r: (r.submitted_at, r.path)), problems
 
@@ -253,15 +232,15 @@ def _read(requests: DatasetRepo, revision: str | None, path: str) -> Request | N
 
 def _commit_retrying(repo: DatasetRepo, operations_at: Callable[[str | None], list[Operation]], message: str) -> str | None:
     """Commit ``operations_at(head)`` on the head, again on the new head while it moves; None when nothing to do."""
-    for _ in range(CONFLICT_RETRIES):
+    for pause in backoff_delays(CONFLICT_RETRIES, CONFLICT_BACKOFF_S, CONFLICT_BACKOFF_CAP_S):
         head = repo.head()
         operations = operations_at(head)
         if not operations:
             return None
         try:
             return repo.commit(operations, message, parent=head)
-        except RepoConflict:
-            continue
+        except RepoConflict:  # HTTP 412 on the Hub: another commit landed first; the head read may lag
+            time.sleep(pause)
     raise HubQueueError(f"{repo.repo_id}: {CONFLICT_RETRIES} commits in a row were overtaken by others; try again")
 
 
@@ -295,6 +274,8 @@ def submit_request(
     family: str | None = None,
     link: str | None = None,
     submitter: str | None = None,
+    client: str | None = None,
+    rate_limit: RateLimit | None = None,
     now: float | None = None,
 ) -> RequestRef:
     """Validate a submission as ``queue.submit`` does and add it to the requests repo as one PENDING request.
@@ -303,21 +284,25 @@ def submit_request(
     anything is committed. The submission goes up normalised (submission.json with the overrides,
     manifest.csv, images/<sha>.<ext>, as the local store keeps it), zipped, in the same commit as its
     record. The same files and model submitted again (the record's path exists) come back with
-    ``duplicate=True`` and nothing is committed. ``submitter`` is accepted for the app's sake but never
-    written: the requests repo may be public. It is still checked (no control, format or mixed-script
-    characters), as the local queue checks it.
+    ``duplicate=True`` and nothing is committed. ``submitter`` is never written: the requests repo may
+    be public. It is still checked (no control, format or mixed-script characters), as the local queue
+    checks it, and with ``client`` (``idbench.names.request_client``: the logged-in Hub user, else the
+    proxy's address) it makes the record's ``owner``, a digest (:func:`owner_of`).
 
     A model name is refused when a request of this benchmark (not withdrawn) already has it by
-    :func:`~idbench.names.name_key`. The records carry no submitter, so the Hub queue cannot tell the
-    owner's new files from an impostor's: every name there is first come, first served (a new version
-    goes under a new name, or the maintainer withdraws the old request). The check runs on the head
-    each commit attempt builds on, so two racing submits of one name cannot both land.
+    :func:`~idbench.names.name_key`, unless both requests have the same owner (a new version of one's
+    own model). ``rate_limit`` (the app's) refuses an owner's submission past ``max_submissions`` in
+    ``window_s``, counted from the records' ``submitted_at``, with
+    :class:`~idbench.leaderboard.store.RateLimitError`; an owner is one person or one client, never one
+    pool of every anonymous submitter. The checks run on the head each commit attempt builds on, so two
+    racing submits of one name cannot both land.
     """
     if submitter is not None:
         problems = name_problems("submitter", submitter)
         if problems:
             raise SubmissionError([Problem(None, None, "submitter", message) for message in problems])
-    del submitter  # not published (see the docstring)
+    owner = owner_of(submitter, client)
+    del submitter, client  # not published (see the docstring)
     data_dir = Path(data_dir).resolve()
     data = load_benchmark_data(data_dir)
     version = benchmark_version(data_dir)
@@ -334,14 +319,17 @@ def submit_request(
                 duplicate_at[0] = head
                 return []
             others = list_requests(requests, head) if head is not None else []
-            taken = [f"request {r.path}" for r in others if r.benchmark == data.name and r.state != "WITHDRAWN" and name_key(r.model) == name_key(name)]
+            taken = [f"request {r.path}" for r in others if r.benchmark == data.name and r.state != "WITHDRAWN"
+                     and name_key(r.model) == name_key(name) and (owner is None or r.owner != owner)]  # fmt: skip
             if taken:
                 raise SubmissionError([Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))])
+            if rate_limit is not None and owner is not None:
+                _check_owner_rate(others, owner, rate_limit, _now(now))
             moment = iso(_now(now))
             record = Request(
                 path=path, model=name, benchmark=data.name, benchmark_version=version, content_hash=digest,
                 state="PENDING", submitted_at=moment, updated_at=moment, task=submission.task,
-                metadata={key: metadata.get(key) or None for key in RECORD_METADATA}, files=ref.files,
+                metadata={key: metadata.get(key) or None for key in RECORD_METADATA}, files=ref.files, owner=owner,
             )  # fmt: skip
             return [FileAdd(path, data=record.to_bytes()), FileAdd(ref.files, local_path=archive)]
 
@@ -350,6 +338,23 @@ def submit_request(
         return replace(ref, duplicate=True, revision=duplicate_at[0])
     log.info("%s: requested %s (%s)", requests.repo_id, path, revision)
     return replace(ref, revision=revision)
+
+
+def owner_of(submitter: str | None, client: str | None) -> str | None:
+    """The ``owner`` a request record carries: a digest of :func:`~idbench.names.submitter_identity`, or
+    None when nothing is known of the submitter (a maintainer's ``idbench submit --hub`` without names)."""
+    identity = submitter_identity(submitter, client)
+    if identity == ANONYMOUS:
+        return None
+    return "owner:" + hashlib.sha256(f"idbench-owner\0{identity}".encode("utf-8")).hexdigest()[:24]
+
+
+def _check_owner_rate(others: Iterable[Request], owner: str, limit: RateLimit, now: float) -> None:
+    since = now - limit.window_s
+    recent = sum(1 for r in others if r.owner == owner and (parse_time(r.submitted_at) or 0.0) >= since)
+    if recent >= limit.max_submissions:
+        raise RateLimitError(f"this submitter made {recent} submissions in the last {limit.window_s / 3600:g} h; "
+                             f"the limit is {limit.max_submissions}")  # fmt: skip
 
 
 def _zip_folder(folder: Path, archive: Path) -> Path:
@@ -390,6 +395,7 @@ def claim_request(
     tried. An expired lease of a request that already had ``max_attempts`` is PARKED instead.
     ``accept`` skips requests this worker cannot score (the benchmark builds it has).
     """
+    pauses = iter(backoff_delays(CONFLICT_RETRIES, CONFLICT_BACKOFF_S, CONFLICT_BACKOFF_CAP_S))
     for _ in range(CONFLICT_RETRIES):
         head = requests.head()
         if head is None:
@@ -409,8 +415,9 @@ def claim_request(
             message = f"claim {request.path} by {worker_id} (attempt {new.attempts})"
         try:
             revision = requests.commit([FileAdd(new.path, data=new.to_bytes())], message, parent=head)
-        except RepoConflict:
-            continue  # someone committed first: read the new head and take what is claimable there
+        except RepoConflict:  # someone committed first: read the new head and take what is claimable there
+            time.sleep(next(pauses))
+            continue
         if new.state == "RUNNING":
             return Claim(new, revision)
     raise HubQueueError(f"{requests.repo_id}: {CONFLICT_RETRIES} claims in a row were overtaken by others; try again")

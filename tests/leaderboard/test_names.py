@@ -255,6 +255,28 @@ def test_hub_submit_refuses_a_taken_or_hostile_name(tmp_path, collapse):
     assert submit_request(requests, collapse / "collage", collapse / "data", "FLUX.1-dev").duplicate
 
 
+
+def test_hub_requests_carry_an_owner_who_keeps_the_name_and_counts_against_the_limit(tmp_path, collapse):
+    import json
+
+    requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
+    alice = "hf:alice"  # the logged-in Hub user, as idbench.names.request_client gives it
+    first = submit_request(requests, collapse / "collage", collapse / "data", "FLUX.1-dev", client=alice)
+    record = json.loads((requests.snapshot(requests.head()) / first.path).read_text())
+    assert record["owner"].startswith("owner:") and "alice" not in json.dumps(record)  # a digest, no name
+    # Her own new files under her name: a new version, accepted; the same name from another client: refused.
+    second = submit_request(requests, collapse / "clone", collapse / "data", "FLUX.1-dev", client=alice)
+    assert not second.duplicate
+    with pytest.raises(SubmissionError, match="already used on identity-collapse"):
+        submit_request(requests, collapse / "clone", collapse / "data", "flux.1-dev", client="hf:mallory")
+    # The rate limit counts one owner's requests, not one pool of every anonymous submitter.
+    limit = RateLimit(2, 86400)
+    with pytest.raises(RateLimitError, match="2 submissions in the last 24 h"):
+        submit_request(requests, collapse / "clone", collapse / "data", "alice-3", client=alice, rate_limit=limit)
+    assert not submit_request(requests, collapse / "clone", collapse / "data", "bob-1", client="addr:198.51.100.7", rate_limit=limit).duplicate
+    assert sorted(r.model for r in list_requests(requests)) == ["FLUX.1-dev", "FLUX.1-dev", "bob-1"]
+
+
 # --- the model page's deep link ----------------------------------------------------------------------
 
 CHARIS = get_benchmark("charis")
