@@ -24,6 +24,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import streamlit as st
 
@@ -156,11 +157,80 @@ def _no_token_message(requests: str) -> str:
     )
 
 
-def submit_notice() -> None:
-    """On the submit page: one error up front when this deployment cannot queue anything."""
+SPACE_ENV = "SPACE_ID"  # set by the Hub in every Space's container (hub-docs, "Spaces: runtime environment")
+
+
+def _on_a_space() -> bool:
+    return bool(os.environ.get(SPACE_ENV, "").strip())
+
+
+def _space_without_repos_message() -> str:
+    # A Space's disk is ephemeral: a job queued in an embedded store there would be lost at the next
+    # restart, and no worker could reach it anyway.
+    return (
+        f"Submissions are off: this Space has no Hub repos to queue them in ({REQUESTS_ENV} and {RESULTS_ENV} "
+        "are not set), and a submission kept on the Space's own disk would be lost at its next restart. "
+        f"The maintainer must set the variables {REQUESTS_ENV} and {RESULTS_ENV} (the requests and results dataset "
+        "repos, ORG/NAME) in the Space's settings (docs/deploy.md)."
+    )
+
+
+def submissions_off_reason() -> str | None:
+    """Why this deployment cannot queue any submission (one sentence for the page), or None when it can."""
     repos = hub_repos()
-    if repos is not None and not _has_write_token():
-        st.error(_no_token_message(repos[0]))
+    if repos is None:
+        return _space_without_repos_message() if _on_a_space() else None
+    if not _has_write_token():
+        return _no_token_message(repos[0])
+    try:
+        benchmark_repos()
+    except QueueError:  # every submission would fail on it: the setting itself is broken
+        return (
+            f"Submissions are off: the variable {BENCHMARK_REPOS_ENV} cannot be read (each comma-separated item "
+            "must be NAME=ORG/REPO@REVISION). The maintainer must fix it in the Space's settings."
+        )
+    return None
+
+
+def missing_benchmarks(benchmarks: Iterable[str]) -> list[str]:
+    """The benchmarks of a Hub-backed deployment whose data uploads would be validated against cannot be
+    found: not published in ``$IDBENCH_BENCHMARK_REPOS`` and no local folder (see :func:`data_dir`).
+
+    A published benchmark counts as available without downloading it (that happens on the first
+    submission); the embedded store has no such check (``idbench submit``'s own folder rules apply).
+    """
+    if hub_repos() is None:
+        return []
+    published = benchmark_repos()
+    root = os.environ.get(DATA_ENV)
+    local = Path(root).expanduser() if root else default_home() / "benchmarks"
+    return [name for name in benchmarks if name not in published and not (local / name).is_dir()]
+
+
+def _missing_benchmarks_message(missing: list[str]) -> str:
+    # Names the variables, never the folder looked in: public pages carry no server paths.
+    return (
+        f"No benchmark data for {', '.join(missing)} on this server: submissions to "
+        f"{'it' if len(missing) == 1 else 'them'} are refused. The maintainer names each published benchmark "
+        f"in the variable {BENCHMARK_REPOS_ENV} (NAME=ORG/REPO@REVISION, comma-separated) in the Space's settings."
+    )
+
+
+def submit_notice(benchmarks: Iterable[str] | None = None) -> bool:
+    """On the submit page, up front and in one box: why this deployment cannot queue anything (an error;
+    returns True, and the page offers no form), else which benchmarks it cannot take (a warning)."""
+    reason = submissions_off_reason()
+    if reason is not None:
+        st.error(reason)  # the app's own sentences (names of variables and repos, nothing a submitter wrote)
+        return True
+    if benchmarks is None:
+        from idbench.builders.benchmarks import BENCHMARKS  # render's list of benchmarks, in page order
+
+        benchmarks = list(BENCHMARKS)
+    missing = missing_benchmarks(benchmarks)
+    if missing:
+        st.warning(_missing_benchmarks_message(missing))
+    return False
 
 
 def queue_submission(
