@@ -40,8 +40,9 @@ returns it, so the features of ordinary submissions do not change. Why 1536: it 
 input any scoring model's processor asks for (Grounding DINO resizes to a longest edge of 1333, SAM 2 to
 1024, SCRFD to 640, the CLIP/DINOv2/aesthetic encoders to 224-518), it keeps every common generator
 output (1024x1024, SDXL's 1344x768 and 1536x640) untouched, and a face a fifteenth of the width of a
-five-person picture keeps about 100 pixels, above ArcFace's 112-pixel aligned crop scale and well above
-dlib HOG's 40-pixel minimum at upsample 1. ``WORKING_RULE`` names the rule; the feature store puts it
+five-person picture keeps about 100 pixels, close to the 112 pixels of ArcFace's aligned crop, and a
+background face half that size keeps about 50, still above dlib HOG's 40-pixel minimum at upsample 1
+(at 1024 it would be about 34). ``WORKING_RULE`` names the rule; the feature store puts it
 in its cache paths, so features computed under another rule are never mixed with these.
 """
 
