@@ -296,10 +296,12 @@ class FakeHubQueue:
     def __init__(self):
         self.calls = []
 
-    def submit_request(self, requests, submission_path, data_dir, model_name=None, *, family=None, link=None, submitter=None):
+    def submit_request(self, requests, submission_path, data_dir, model_name=None, *, family=None, link=None, submitter=None, **options):
         from types import SimpleNamespace
 
-        self.calls.append(dict(repo=requests.repo_id, data_dir=data_dir, model_name=model_name, family=family, link=link, submitter=submitter))
+        # options: what else the page passes (client, rate_limit); test_hub_queue.py checks their effect
+        self.calls.append(dict(repo=requests.repo_id, data_dir=data_dir, model_name=model_name, family=family, link=link,
+                               submitter=submitter, **options))  # fmt: skip
         record = request_record(model_name, HASH_A, "PENDING", metadata={"family": family, "link": link, "model": model_name})
         path = f"{BENCHMARK}/{model_name}/{HASH_A[:12]}"
         ops = [FileAdd(f"{path}.json", data=_json(record)), FileAdd(f"{path}.zip", data=Path(submission_path).read_bytes())]

@@ -130,6 +130,7 @@ def test_read_record_reads_no_more_than_the_limit(tmp_path):
         ({"benchmark_version": ...}, "missing or non-text field 'benchmark_version'"),
         ({"reason": "x" * 2001}, "'reason' is 2001 characters long, over the limit of 2000"),
         ({"worker": "w" * 301}, "'worker' is 301 characters long"),
+        ({"owner": 5}, "field 'owner' is not text"),
         ({"metadata": []}, "'metadata' is not an object"),
         ({"metadata": {"family": "f" * 101}}, "'family' is 101 characters long"),
         ({"metadata": {"link": "javascript:alert(1)"}}, "metadata: "),
