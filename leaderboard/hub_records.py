@@ -43,7 +43,7 @@ import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.submission import json_depth, metadata_text_problems
@@ -314,6 +314,18 @@ def lease_expired(record: dict[str, Any], now: float) -> bool:
     """Whether a RUNNING request's lease has ended at ``now`` (no readable lease: ended)."""
     end = lease_end(record)
     return end is None or end < now
+
+
+def contested_hashes(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, list[str]]:
+    """``{content hash: [paths]}`` of the hashes that two or more of the ``(path, record)`` claim.
+
+    The mirror shows none of such a hash's records (``hub_mirror.prove``); a worker can leave them
+    unclaimed for the same reason (scoring a forged copy only adds a second, conflicting result).
+    """
+    paths: dict[str, list[str]] = {}
+    for path, record in records:
+        paths.setdefault(record.get("content_hash"), []).append(path)
+    return {digest: sorted(found) for digest, found in paths.items() if isinstance(digest, str) and len(found) > 1}
 
 
 # --- result records ----------------------------------------------------------------------------------

@@ -225,3 +225,11 @@ def test_read_request_checks_a_snapshot_file_as_checked_request_does(tmp_path):
     (tmp_path / REQUEST_PATH).write_bytes(raw(request(submitted_at="0000")))
     with pytest.raises(MalformedRecord, match="malformed request record: field 'submitted_at'"):
         hub_records.read_request(tmp_path, REQUEST_PATH, now=NOW)
+
+
+def test_contested_hashes_names_every_path_of_a_hash_claimed_twice():
+    forged = f"{BENCHMARK}/FLUX.1-dev/{DIGEST[:12]}.json"
+    other = "f" * 64
+    records = [(REQUEST_PATH, request()), (forged, request(model="FLUX.1-dev")), (f"{BENCHMARK}/b/{other[:12]}.json", request(content_hash=other))]
+    assert hub_records.contested_hashes(records) == {DIGEST: sorted([REQUEST_PATH, forged])}
+    assert hub_records.contested_hashes(records[2:]) == {}
