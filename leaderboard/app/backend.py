@@ -157,7 +157,7 @@ def _no_token_message(requests: str) -> str:
     )
 
 
-SPACE_ENV = "SPACE_ID"  # set by the Hub in every Space's container (hub-docs, "Spaces: runtime environment")
+SPACE_ENV = "SPACE_ID"  # set by the Hub in every Space's container (hub-docs, "Spaces Overview": helper environment variables)
 
 
 def _on_a_space() -> bool:
