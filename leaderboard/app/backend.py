@@ -260,14 +260,15 @@ def queue_submission(
             return Queued(True, f"Already submitted: submission {result.submission_id}, job {result.job_id}. Nothing new was queued.")
         return Queued(False, f"Queued: submission {result.submission_id}, job {result.job_id}. See the Status page.")
 
-    # The submitter's name is not published (hub_queue keeps it out of the public request record), and
-    # the per-submitter rate limit of the embedded store has nothing to count here (docs/deploy.md, limits).
+    # The submitter's name is not published: the request record keeps only a digest of who submitted
+    # (owner), which owns the model name and counts against the same rate limit as locally.
     if not _has_write_token():
         raise QueueError(_no_token_message(repos[0]))
     from idbench.leaderboard import hub_queue  # the request-file side (claims, workers) lives there
 
     try:
-        ref = hub_queue.submit_request(open_repo(repos[0]), path, data_dir(benchmark), model_name, family=family, link=link, submitter=submitter)
+        ref = hub_queue.submit_request(open_repo(repos[0]), path, data_dir(benchmark), model_name, family=family, link=link,
+                                       submitter=submitter, client=client, rate_limit=rate_limit)  # fmt: skip
     except (HubRepoError, RepoConflict, OSError) as error:
         raise QueueError(f"the Hub did not take the request ({type(error).__name__}: {error}); try again later") from None
     mirror = refresher()
