@@ -385,8 +385,9 @@ def result_problems(path: str, record: dict[str, Any], now: float) -> list[str]:
 
     The provenance fields (``RESULT_PROVENANCE``) are present short text; it lives at
     ``result_folder(benchmark, model, content_hash)``; it is no plumbing (tiny-profile) result; every
-    statistic is null or a finite number within ``MAX_STAT_MAGNITUDE`` (1e308 is refused); ``models``/``not_run`` are objects, ``judge``/``copies`` pass
-    ``leaderboard.judges``' checks; ``scored_at`` is a sane time; ``samples`` names the parquet beside it.
+    statistic is null or a finite number within ``MAX_STAT_MAGNITUDE`` (1e308 is refused); ``models``
+    and ``not_run`` are objects, ``judge`` and ``copies`` pass ``leaderboard.judges``' checks;
+    ``scored_at`` is a sane time; ``samples`` names the parquet beside it.
     """
     problems = [p for key in RESULT_PROVENANCE if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=True))]
     problems += [p] if (p := _text_problem(record, "task", MAX_FIELD_CHARS, required=False)) else []
