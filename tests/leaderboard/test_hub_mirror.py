@@ -476,3 +476,16 @@ def test_the_status_page_lists_the_conflicts(hub_app):
     [listing] = [t.value for t in at.text if "conflict: 2 request records" in t.value]
     assert f"org/requests: {BENCHMARK}/FLUX.1-dev/{HASH_A[:12]}.json" in listing
     assert f"org/results: {BENCHMARK}/model-a/{HASH_A[:12]}/aggregates.json" in listing
+
+
+def test_the_status_page_lists_at_most_max_problems_conflicts(hub_app):
+    from idbench.evaluate_pkg.submission import MAX_PROBLEMS
+
+    requests, results = hub_app
+    orphans = [f"{n:012x}" + "0" * 52 for n in range(MAX_PROBLEMS + 3)]
+    results.commit([FileAdd(f"{BENCHMARK}/o/{d[:12]}/aggregates.json", data=_json(result_record("o", d, 0.5))) for d in orphans], "orphans", None)
+    at = _app().switch_page("views/status.py").run()
+    assert not at.exception
+    assert any(f"{MAX_PROBLEMS + 3} record(s) in the Hub repos are not shown" in w.value for w in at.warning)
+    [listing] = [t.value for t in at.text if "no request record" in t.value]
+    assert listing.count("\n") == MAX_PROBLEMS and listing.endswith("... and 3 more (the Space's log lists them all)")

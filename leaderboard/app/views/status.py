@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from idbench.evaluate_pkg.submission import MAX_PROBLEMS
 from idbench.leaderboard.app import backend
 from idbench.leaderboard.app.render import status_page
 
@@ -16,7 +17,10 @@ def provenance_status() -> None:
         f"{len(conflicts)} record(s) in the Hub repos are not shown: a result without exactly one matching "
         "request record (an orphan or a mismatch), or two records claiming one content hash:"
     )
-    st.text("\n".join(conflicts))  # plain text: the lines hold repo paths and field values
+    shown = list(conflicts[:MAX_PROBLEMS])  # a repo full of forged files must not make a page of a million lines
+    if len(conflicts) > MAX_PROBLEMS:
+        shown.append(f"... and {len(conflicts) - MAX_PROBLEMS} more (the Space's log lists them all)")
+    st.text("\n".join(shown))  # plain text: the lines hold repo paths and field values
 
 
 status_page()
