@@ -194,7 +194,8 @@ def scan_requests(folder: Path) -> tuple[list[Request], list[str]]:
             requests.append(Request.parse(relative, file.read_bytes()))
         except MalformedRecord as err:
             problems.append(str(err))
-    return sorted(requests, key=lambda r: (r.submitted_at, r.path)), problems
+    # By the moment, not the text: "2026-01-01T09:00:00+09:00" is before "2026-01-01T01:00:00+00:00".
+    return sorted(requests, key=lambda r: (parse_time(r.submitted_at) or 0.0, r.path)), problems
 
 
 def list_requests(requests: DatasetRepo, revision: str | None = None) -> list[Request]:

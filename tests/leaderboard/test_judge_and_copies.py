@@ -222,6 +222,11 @@ def test_hub_records_carry_the_judge_and_copies_and_hostile_ones_are_refused_by_
     results.commit(
         [FileAdd(f"charis/{m}/{r['content_hash'][:12]}/aggregates.json", data=json.dumps(r).encode()) for m, r in files], "r", None
     )
+    request = {"model": None, "benchmark": "charis", "benchmark_version": "v1", "state": "FINISHED", "submitted_at": "2026-01-01T00:00:00+00:00"}
+    requests.commit(  # a result is shown only beside its request record (hub_mirror.prove)
+        [FileAdd(f"charis/{m}/{r['content_hash'][:12]}.json", data=json.dumps(request | {"model": m, "content_hash": r["content_hash"]}).encode())
+         for m, r in files], "q", None,
+    )  # fmt: skip
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     rows = Store(info.store_home).current_results("charis").set_index("model_name")
     assert sorted(rows.index) == ["good", "old"]
