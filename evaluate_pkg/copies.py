@@ -56,7 +56,7 @@ EMBEDDING_MIN_COSINE = 0.95
 MARK_ABOVE_SHARE = 0.05  # a run with more than 5 % of its images flagged is marked
 COARSE_GATE = 0.5  # measured on the samples: pastes 0.67-1.00 in the coarse pass (a 5-image collage lowest)
 MIN_STD = 2.0  # grey-level std below which a window is flat: a blank canvas matches nothing
-VERSION = 3  # of the search and its thresholds: part of the cache key
+VERSION = 4  # of the search and its thresholds: part of the cache key (4: generations at the working size)
 
 
 @dataclass(frozen=True)
@@ -241,10 +241,12 @@ def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
     return Found(ncc, distance, box, direction, mirrored)
 
 
-def _image(data: bytes) -> Image.Image:
-    from idbench.evaluate_pkg.images import normalize_image
+def _generation(loader, key: str) -> Image.Image:
+    """A generation at the scorer's working size (images.working_image), named as the scorer names it:
+    the search's boxes are fractions of the image, so the reduction changes no flag, only the memory."""
+    from idbench.evaluate_pkg.images import load_working_image
 
-    return normalize_image(data, where="copy check")
+    return load_working_image(loader, key)
 
 
 # --- the run-level wrapper ------------------------------------------------------------------------
@@ -309,7 +311,7 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
         out, opened = [], {}
         for gen_key, ref_id in payloads:
             if gen_key not in opened:
-                opened = {gen_key: _image(gen_loaders[gen_key]())}  # payloads come grouped by generation
+                opened = {gen_key: _generation(gen_loaders[gen_key], gen_key)}  # payloads come grouped by generation
             found = find_reference(opened[gen_key], data.references[ref_id]["image"])
             out.append({"ncc": np.float32(found.ncc), "phash_distance": np.int64(found.phash_distance),
                         "box": np.asarray(found.box, dtype=np.float32), "mirrored": np.bool_(found.mirrored),
