@@ -7,9 +7,9 @@ care of, so that the judged metrics only build questions and read answers:
   batches concurrent sequences; more than it can batch only queues). Identical deterministic requests
   in one batch are sent once, and answers already in the :class:`~idbench.evaluate_pkg.judge.cache.AnswerCache`
   are not sent at all.
-- **Images.** Decoded with the scorer's own loader (:func:`idbench.evaluate_pkg.images.normalize_image`:
-  upright, transparency composited on white, the same size limits), downscaled so the longer side is
-  at most ``max_image_side``, and sent as JPEG (quality 90) data URLs. Transparency is flattened on
+- **Images.** Decoded with the scorer's own loader (:func:`idbench.evaluate_pkg.images.working_image`:
+  upright, transparency composited on white, the same size limits), straight to a longer side of at
+  most ``max_image_side``, and sent as JPEG (quality 90) data URLs. Transparency is flattened on
   white rather than sent as PNG alpha, so the judge sees the pixels the encoders see, and a server's own
   RGB conversion cannot turn transparent areas black.
 - **Structured answers.** Each request carries its JSON schema; the server is asked to follow it
@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from idbench.evaluate_pkg.images import ImageError, normalize_image
+from idbench.evaluate_pkg.images import ImageError, working_image
 from idbench.evaluate_pkg.judge.cache import AnswerCache, CachedAnswer, answer_key, image_hash
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
@@ -62,7 +62,9 @@ STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
 BUDGET_EXHAUSTED = "budget exhausted"
 JPEG_QUALITY = 90
 # Part of every cache key: changing how images are prepared changes the question the model is asked.
-IMAGE_ENCODING = "normalize_image/lanczos/jpeg-q90/v1"
+# Part of every cached answer's key. v2: decoded straight to max_image_side (images.working_image), which
+# changes the pixels sent for images larger than that side, so their earlier answers are not replayed.
+IMAGE_ENCODING = "working_image/lanczos/jpeg-q90/v2"
 # Told to the model whenever the server does not enforce the schema itself.
 SCHEMA_INSTRUCTION = "\n\nReply with one JSON object, and nothing else, that matches this JSON Schema:\n"
 # Statuses worth retrying: the server is overloaded, restarting or timed out, not rejecting the request.
@@ -281,8 +283,12 @@ def parse_json_answer(text: str) -> dict[str, Any]:
 
 
 def prepare_image(data: bytes, max_side: int) -> str:
-    """``data`` as a JPEG data URL, the longer side at most ``max_side`` (raises ``ImageError``)."""
-    image = normalize_image(data, where="judge image")
+    """``data`` as a JPEG data URL, the longer side at most ``max_side`` (raises ``ImageError``).
+
+    Decoded straight to that size (images.working_image: a JPEG at a reduced scale, any other format
+    reduced before it is converted), so a 40 MP generation never exists as a full-size RGB array here.
+    """
+    image = working_image(data, where="judge image", max_side=max_side)
     width, height = image.size
     scale = max_side / max(width, height)
     if scale < 1:
