@@ -458,28 +458,20 @@ def _cmd_withdraw(args: argparse.Namespace) -> int:
 
 
 def _cmd_rescore(args: argparse.Namespace) -> int:
-    from idbench.leaderboard.queue import rescore, rescore_all
-    from idbench.leaderboard.store import Store
+    if args.all:
+        from idbench.leaderboard.queue import rescore_all
+        from idbench.leaderboard.store import Store
 
-    if args.hub or args.request:
-        from idbench.leaderboard.hub_queue import requeue
-        from idbench.leaderboard.hubrepo import open_repo
-
-        if not (args.hub and args.request):
-            raise HubArgumentError("requeueing a Hub request needs --hub ORG/REQUESTS and --request PATH")
-        request = requeue(open_repo(args.hub), args.request)
-        print(f"requeued {args.hub}: {request.path} (PENDING, attempts reset)")
+        if args.hub:
+            raise HubArgumentError("rescore --all queues the local store's submissions again; a Hub request is requeued with --request")
+        jobs = rescore_all(Store(), benchmark=args.benchmark)
+        print(f"queued {len(jobs)} rescoring job(s); earlier results stay, marked not current")
         return 0
-    if args.submission is not None:
-        try:
-            job = rescore(Store(), args.submission)
-        except ValueError as error:  # a withdrawn submission
-            print(f"idbench rescore: error: {error}", file=sys.stderr)
-            return 2
-        print(f"queued job {job} for submission {args.submission}" if job else f"submission {args.submission} already has a job queued")
-        return 0
-    jobs = rescore_all(Store(), benchmark=args.benchmark)
-    print(f"queued {len(jobs)} rescoring job(s); earlier results stay, marked not current")
+    if args.request and not args.hub:
+        raise HubArgumentError("requeueing a Hub request needs --hub ORG/REQUESTS and --request PATH")
+    if args.hub and not args.request:
+        raise HubArgumentError("on the Hub, rescore takes --request PATH (a PARKED or FAILED request)")
+    print(_queue(args).rescore(args.request or str(args.submission)))
     return 0
 
 

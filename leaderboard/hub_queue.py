@@ -739,6 +739,10 @@ class HubQueue:
         request, deleted = withdraw(self.requests, self.results, ref, reason)
         return f"withdrew {self.requests.repo_id}: {request.path}; deleted {len(deleted)} result file(s) from {self.results.repo_id}"
 
+    def rescore(self, ref: str) -> str:
+        request = requeue(self.requests, ref)
+        return f"requeued {self.requests.repo_id}: {request.path} (PENDING, attempts reset)"
+
 
 def run_hub_worker(
     requests: DatasetRepo,

@@ -121,6 +121,9 @@ class JobQueue(Protocol):
     def withdraw(self, ref: str, reason: str) -> str:
         """Withdraw a submission (by the backend's id); one line saying what was done."""
 
+    def rescore(self, ref: str) -> str:
+        """An admin's requeue of one submission (by the backend's id); one line saying what was done."""
+
 
 def readiness_problems(
     data_dirs: Iterable[Path], options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None

@@ -579,10 +579,19 @@ class StoreQueue:
 
     def withdraw(self, ref: str, reason: str) -> str:
         if not ref.isdigit():
-            raise UnknownSubmissionRef(f"submission id {ref!r} is not a number (a Hub request needs --hub and --results)")
+            raise AdminActionError(f"submission id {ref!r} is not a number (a Hub request needs --hub and --results)")
         self.store.withdraw(int(ref), reason)
         return f"withdrew submission {ref}; its files and results are kept, off the rankings"
 
+    def rescore(self, ref: str) -> str:
+        if not ref.isdigit():
+            raise AdminActionError(f"submission id {ref!r} is not a number (a Hub request needs --hub and --request)")
+        try:
+            job = rescore(self.store, int(ref))
+        except ValueError as error:  # a withdrawn submission
+            raise AdminActionError(str(error)) from None
+        return f"queued job {job} for submission {ref}" if job else f"submission {ref} already has a job queued"
 
-class UnknownSubmissionRef(IdbenchError):
-    """A withdrawal named something that is not a local submission id."""
+
+class AdminActionError(IdbenchError):
+    """An admin action (withdraw, rescore) names no local submission it can act on: not an id, or withdrawn."""

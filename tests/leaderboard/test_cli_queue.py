@@ -61,3 +61,14 @@ def test_hub_commands_offline(tmp_path, monkeypatch, capsys):
     # sync --dry-run on an empty store plans nothing and reaches no network
     assert main(["sync", "--requests-repo", "org/requests", "--results-repo", "org/results", "--dry-run"]) == 0
     assert "would push 0 file(s)" in capsys.readouterr().out
+
+
+def test_rescore_and_withdraw_choose_a_backend_and_nothing_else(tmp_path, monkeypatch, capsys):
+    """The admin commands go through the queue interface: the local store by id, a Hub request by path."""
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    assert main(["rescore", "--submission", "7"]) == 2
+    assert "no submission with id 7" in capsys.readouterr().err
+    assert main(["rescore", "--request", "charis/m/0123456789ab.json"]) == 2
+    assert "needs --hub ORG/REQUESTS and --request PATH" in capsys.readouterr().err
+    assert main(["withdraw", "abc", "--reason", "r"]) == 2
+    assert "is not a number" in capsys.readouterr().err
