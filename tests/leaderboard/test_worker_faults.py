@@ -302,3 +302,19 @@ def test_reasons_and_worker_ids_carry_no_host_or_server_path(store, collapse):
     from idbench.leaderboard.worker import default_worker_id
 
     assert socket.gethostname() not in default_worker_id() and job is not None
+
+
+def test_both_backends_implement_every_operation_of_the_queue_interface():
+    import inspect
+
+    from idbench.leaderboard.hub_queue import HubQueue
+    from idbench.leaderboard.jobqueue import JobQueue
+    from idbench.leaderboard.queue import StoreQueue
+
+    operations = {name for name, _ in inspect.getmembers(JobQueue, inspect.isfunction) if not name.startswith("_")}
+    assert {"claim", "heartbeat", "finish", "fail", "requeue", "park", "release", "list_jobs", "withdraw", "rescore"} <= operations
+    for backend in (StoreQueue, HubQueue):
+        for name in operations:
+            ours, theirs = inspect.signature(getattr(JobQueue, name)), inspect.signature(getattr(backend, name))
+            assert list(ours.parameters) == list(theirs.parameters), f"{backend.__name__}.{name}{theirs} differs from {ours}"
+        assert isinstance(backend.unit, str)
