@@ -805,6 +805,37 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
+    try:
+        return _run_command(args)
+    except KeyboardInterrupt:
+        # Ctrl-C is the user stopping a long run, not a bug: one line, no traceback, and the shell's
+        # exit status for SIGINT (128 + 2). Results are written atomically, so nothing is half-written.
+        print(_interrupted_line(args), file=sys.stderr)
+        return 130
+
+
+# Commands whose work lands in the feature cache as it goes: what an interrupted run keeps.
+_CACHE_KEEPING = {
+    "score": "the features computed so far are kept in the feature cache{where} and a rerun resumes from there; no results were written",
+    "worker": "the features computed so far are kept in the leaderboard's feature cache and a rerun resumes from there; "
+              "the job's results were not written",
+    "demo": "the features computed so far are kept in the leaderboard's feature cache and a rerun resumes from there",
+}
+
+
+def _interrupted_line(args: argparse.Namespace) -> str:
+    """The one line an interrupted command ends with: what it kept, and that a rerun resumes."""
+    kept = _CACHE_KEEPING.get(args.command)
+    if kept is None:
+        return f"idbench {args.command}: interrupted"
+    cache = getattr(args, "cache_dir", None)
+    runner = sys.modules.get("idbench.evaluate_pkg.runner")  # imported by then when scoring began; never import it here
+    if cache is None and args.command == "score" and runner is not None:
+        cache = runner.default_cache_dir()
+    return f"idbench {args.command}: interrupted; " + kept.format(where=f" ({cache})" if cache else "")
+
+
+def _run_command(args: argparse.Namespace) -> int:
     _configure_logging(args)
     import datasets
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 from PIL import Image
 
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.features import Features, FeatureStore, condition_hash, image_feature_version
 from idbench.evaluate_pkg.images import (
@@ -67,10 +68,63 @@ class ScoreOptions:
     judge: Any = None
 
 
+class DeviceError(IdbenchError, ValueError):
+    """A --device this machine does not have (no GPU, a GPU index past the last one) or cannot parse."""
+
+
+def device_choices() -> list[str]:
+    """The devices this machine can score on: ``cpu``, each CUDA GPU (``cuda``, ``cuda:0`` ...), ``mps``."""
+    import torch
+
+    choices = ["cpu"]
+    if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        choices += ["cuda"] + [f"cuda:{i}" for i in range(count)]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        choices.append("mps")
+    return choices
+
+
+def check_device(device: str) -> None:
+    """Refuse a device this machine cannot score on, before any model loads (one error, no traceback).
+
+    Without it a missing GPU surfaced deep inside the first model's ``.to(device)`` as a long CUDA
+    traceback. Only the devices the models are written for count (cpu, cuda[:i], mps); torch's other
+    device types (xpu, meta, ...) are refused with the same list.
+    """
+    import torch
+
+    choices = device_choices()
+    what = f"--device {device!r}"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise DeviceError(f"{what} is not a device name; this machine has: {', '.join(choices)}") from None
+    if parsed.type == "cpu":
+        return
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(f"{what}: no CUDA GPU is available on this machine (torch sees none); this machine has: "
+                              f"{', '.join(choices)}")  # fmt: skip
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise DeviceError(f"{what}: this machine has {torch.cuda.device_count()} CUDA GPU(s); choose one of: "
+                              f"{', '.join(choices)}")  # fmt: skip
+        return
+    if parsed.type == "mps":
+        if "mps" not in choices:
+            raise DeviceError(f"{what}: Apple's MPS backend is not available on this machine; this machine has: {', '.join(choices)}")
+        return
+    raise DeviceError(f"{what}: idbench scores on cpu, cuda or mps only; this machine has: {', '.join(choices)}")
+
+
 class Models:
     """The profile's models, loaded on first use."""
 
     def __init__(self, options: ScoreOptions):
+        # Every scoring path (score, baseline retrieval-*, the workers, curation) makes its Models here
+        # first: a device the machine lacks is refused before any model or submission work.
+        check_device(options.device)
         self.options = options
         self.cards = resolve_profile(options.profile)
         self._loaded: dict[str, Any] = {}

@@ -1,0 +1,115 @@
+"""Scoring from Python: ``idbench.score(submission, data, profile=...)`` and what it returns.
+
+A thin layer over :func:`idbench.evaluate_pkg.runner.score_submission` (the same validation, models,
+feature cache and math as ``idbench score``), returning a :class:`ScoreResult` whose tables are pandas
+DataFrames, for a notebook::
+
+    import idbench
+
+    result = idbench.score("my-sub", "built/cogcanvas", profile="tiny")
+    result.aggregates          # one row per metric: mean, ci_low, ci_high, n, n_nan
+    result.samples             # one row per (prompt_id, seed, metric[, subject])
+    result.summary             # everything aggregates.json holds
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:  # only for the annotations: importing idbench must not import pandas or torch
+    import pandas as pd
+
+    from idbench.evaluate_pkg.data import BenchmarkData
+
+# The columns of ScoreResult.aggregates, in this order, from each metric's overall statistics.
+AGGREGATE_COLUMNS = ("mean", "ci_low", "ci_high", "n", "n_nan")
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """One scored submission: ``summary`` (the dict ``aggregates.json`` holds), ``samples`` (the
+    per-sample results, as ``results.parquet`` holds them) and, when written, the ``out`` folder."""
+
+    summary: dict[str, Any]
+    samples: "pd.DataFrame"
+    out: Path | None = None
+
+    @property
+    def aggregates(self) -> "pd.DataFrame":
+        """The overall aggregates, one row per metric (the index), columns :data:`AGGREGATE_COLUMNS`.
+
+        A view of ``summary["aggregates"]["overall"]`` made on each access; a statistic a metric does
+        not report (a count without an interval) is NaN. The breakdowns stay in ``summary``.
+        """
+        import pandas as pd
+
+        overall = self.summary["aggregates"]["overall"]
+        rows = {metric: {column: stats.get(column) for column in AGGREGATE_COLUMNS} for metric, stats in overall.items()}
+        frame = pd.DataFrame.from_dict(rows, orient="index", columns=list(AGGREGATE_COLUMNS))
+        frame.index.name = "metric"
+        return frame.astype({"mean": "float64", "ci_low": "float64", "ci_high": "float64"})
+
+    @property
+    def plumbing(self) -> bool:
+        """Whether the scores come from a plumbing profile (random weights): never benchmark scores."""
+        return bool(self.summary.get("plumbing"))
+
+    def __repr__(self) -> str:
+        s = self.summary
+        label = "PLUMBING CHECK (random weights, not benchmark scores)" if self.plumbing else "benchmark scores"
+        sample = ", sample build" if s.get("sample_build") else ""
+        return (
+            f"<idbench ScoreResult {s['benchmark']} / {s['submission'].get('model', '?')} / profile {s['profile']}: "
+            f"{label}{sample}; {s['images']} images, {len(s['aggregates']['overall'])} metrics, "
+            f"{len(s['not_run'])} not run>"
+        )
+
+
+def score(
+    submission: str | Path,
+    data: "str | Path | BenchmarkData",
+    *,
+    profile: str = "paper",
+    metrics: Iterable[str] | None = None,
+    judge: Any = None,
+    device: str = "cpu",
+    out: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> ScoreResult:
+    """Score ``submission`` (a folder or zip) on ``data`` (a built benchmark folder or a loaded
+    :class:`~idbench.evaluate_pkg.data.BenchmarkData`), as ``idbench score`` does.
+
+    ``metrics``: a subset of the benchmark's suite (default: all of it). ``judge``: a
+    :class:`~idbench.evaluate_pkg.judge.JudgeConfig` or any object with the judge protocol; without one
+    the judged metrics are reported as not run. ``out``: also write ``results.parquet``,
+    ``aggregates.json`` and ``report.md`` there (as the CLI does); None writes nothing the caller keeps.
+    ``cache_dir``: the feature cache (default ``$IDBENCH_CACHE``), which a rerun reads back.
+
+    Raises the same :class:`~idbench.errors.IdbenchError` subclasses as the command line (an invalid
+    submission, an unknown metric, a missing model, a device the machine lacks), before any scoring.
+    """
+    import pandas as pd
+
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.runner import score_submission
+
+    options = ScoreOptions(profile=profile, metrics=tuple(metrics) if metrics is not None else None, device=device, judge=judge)
+    if out is not None:
+        summary = score_submission(Path(submission), data, Path(out), options, cache_dir=cache_dir, overwrite=overwrite, progress=progress)
+        return ScoreResult(summary, pd.read_parquet(Path(out) / "results.parquet"), Path(out))
+    # score_submission returns the summary only; its per-sample rows reach us through the results file
+    # it writes atomically, so it writes into a scratch folder that is removed once the rows are read.
+    scratch = Path(tempfile.mkdtemp(prefix="idbench-score-"))
+    try:
+        written = scratch / "results"
+        summary = score_submission(Path(submission), data, written, options, cache_dir=cache_dir, progress=progress)
+        samples = pd.read_parquet(written / "results.parquet")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return ScoreResult(summary, samples)
