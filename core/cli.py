@@ -163,6 +163,33 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from idbench.builders.spec import DEFAULT_TASK
+    from idbench.generation.adapters import GeneratorOptions, check_device, load_generator
+    from idbench.generation.run import generate_submission
+
+    data = _load_data(args.data, args.benchmark)
+    check_device(args.device)
+    options = GeneratorOptions(
+        model_id=args.model_id, revision=args.revision, device=args.device, dtype=args.dtype,
+        steps=args.steps, guidance=args.guidance, ignore_references=args.ignore_references,
+    )  # fmt: skip
+    adapter = load_generator(args.model, options)
+    task = args.task or DEFAULT_TASK
+    report = generate_submission(
+        data, adapter, args.out, adapter_name=args.model, model_name=args.name, resolution=args.resolution,
+        task=task, limit=args.limit, batch_size=args.batch_size,
+    )  # fmt: skip
+    per_image = f", {report.seconds_per_image:.2f} s per image" if report.seconds_per_image is not None else ""
+    print(f"generated {report.generated} images for {data.name} ({task}) into {args.out}; skipped {report.skipped} already there"
+          f"{per_image}; {report.total} of {len(data.required_pairs)} rows considered")  # fmt: skip
+    if report.total < len(data.required_pairs):
+        print(f"note: --limit left {len(data.required_pairs) - report.total} rows out; validate needs them all (rerun without --limit)")
+    else:
+        print(f"next: idbench validate {args.out} --data {args.data}")
+    return 0
+
+
 def _cmd_score(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.runner import score_submission
@@ -623,6 +650,34 @@ def make_parser() -> argparse.ArgumentParser:
     validate.add_argument("submission", type=Path)
     validate.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
     validate.set_defaults(func=_cmd_validate)
+
+    generate = commands.add_parser(
+        "generate",
+        help="generate a submission with a model adapter: every (prompt_id, seed) of the template, resumable",
+        description="Hand every (prompt_id, seed) row of the benchmark's template to a model adapter (the prompt, the "
+        "reference images in a documented order with their roles, the seed, the resolution) and write each image "
+        "where the manifest says, plus submission.json with the generation record. A rerun generates only the "
+        "missing images. See docs/generation.md.",
+    )
+    generate.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
+    generate.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
+    generate.add_argument("--model", required=True, metavar="ADAPTER",
+                          help="an adapter: diffusers-t2i, diffusers-image-list, a name from the idbench.generators entry points, or module:attr")
+    generate.add_argument("--out", type=Path, required=True, help="the submission folder (created, or continued on a rerun)")
+    generate.add_argument("--model-id", help="the model the adapter loads: a Hub id or a local folder")
+    generate.add_argument("--revision", help="the Hub commit of --model-id (required for a Hub id; never guessed)")
+    generate.add_argument("--name", help="the model name in submission.json (default: the model id, else the adapter)")
+    generate.add_argument("--task", metavar="TASK", help="reference (default) or text-to-image, as the benchmark offers")
+    generate.add_argument("--limit", type=int, metavar="N", help="only the first N rows of the manifest (a trial run)")
+    generate.add_argument("--resolution", type=int, default=1024, help="the side of the square images, in pixels (default 1024)")
+    generate.add_argument("--device", default="cpu", help="where the adapter runs (cpu, cuda, cuda:1, ...)")
+    generate.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="the pipeline's dtype (default float32)")
+    generate.add_argument("--steps", type=int, help="inference steps (default: the pipeline's)")
+    generate.add_argument("--guidance", type=float, help="guidance scale (default: the pipeline's)")
+    generate.add_argument("--batch-size", type=int, default=1, help="requests per call, for adapters that batch (default 1)")
+    generate.add_argument("--ignore-references", action="store_true",
+                          help="let a text-only adapter run the reference task from the prompts alone (recorded)")
+    generate.set_defaults(func=_cmd_generate)
 
     score = commands.add_parser(
         "score",

@@ -22,4 +22,4 @@ pip_install() { .venv/bin/python -m pip install --quiet "$@" 2> >(grep -v "^WARN
 # (2.14.1 + torchvision 0.29.1 is the pair that works together here; see the README).
 TORCH=(torch==2.14.1 torchvision==0.29.1)
 pip_install "${TORCH[@]}"
-pip_install "${TORCH[@]}" -e '.[dev,metrics,faces,leaderboard,vlm,curation]'
+pip_install "${TORCH[@]}" -e '.[dev,metrics,faces,leaderboard,vlm,curation,generate]'
