@@ -60,7 +60,7 @@ class ScoreResult:
 
     def __repr__(self) -> str:
         s = self.summary
-        label = "PLUMBING CHECK (random weights, not benchmark scores)" if self.plumbing else "benchmark scores"
+        label = "plumbing check (random weights, not benchmark scores)" if self.plumbing else "benchmark scores"
         sample = ", sample build" if s.get("sample_build") else ""
         return (
             f"<idbench ScoreResult {s['benchmark']} / {s['submission'].get('model', '?')} / profile {s['profile']}: "
