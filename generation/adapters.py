@@ -169,7 +169,7 @@ def load_pipeline(loader: Any, options: GeneratorOptions, adapter: str) -> Any:
     dtype = options.dtype or "float32"
     if dtype not in DTYPES:
         raise GeneratorError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
-    kwargs: dict[str, Any] = {"torch_dtype": getattr(torch, dtype)}
+    kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}  # diffusers 0.42 name (torch_dtype is deprecated)
     if not local:
         kwargs["revision"] = options.revision
     try:
@@ -183,6 +183,8 @@ def load_pipeline(loader: Any, options: GeneratorOptions, adapter: str) -> Any:
             f"adapter {adapter}: {options.model_id} at revision {options.revision} is not in the local Hugging Face cache "
             f"(or not a diffusers pipeline); get it with: {download_command(options.model_id, options.revision)}"
         ) from None
+    if callable(getattr(pipeline, "set_progress_bar_config", None)):
+        pipeline.set_progress_bar_config(disable=True)  # the run shows one bar over images, not one per image
     return pipeline.to(options.device)
 
 
