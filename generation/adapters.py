@@ -24,8 +24,10 @@ fresh CPU ``torch.Generator`` (:data:`SEED_RULE`).
 from __future__ import annotations
 
 import importlib
+import inspect
 import importlib.metadata
 import os
+import sys
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -95,6 +97,9 @@ def known_generators() -> list[str]:
 
 def _import_attr(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
+    # As `python -m` and uvicorn do: a module in the current folder imports (the console script's path lacks it).
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         target: Any = importlib.import_module(module_name)
         for part in attr.split("."):
@@ -173,6 +178,13 @@ def load_pipeline(loader: Any, options: GeneratorOptions, adapter: str) -> Any:
     if not local:
         kwargs["revision"] = options.revision
     try:
+        import diffusers
+
+        import transformers
+
+        # "Loading pipeline components" and "Loading weights" bars: the run's own bar over images is the one that counts.
+        diffusers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.disable_progress_bar()
         with warnings.catch_warnings():  # diffusers 0.42 passes huggingface_hub an argument it deprecated: noise
             warnings.filterwarnings("ignore", message=".*local_dir_use_symlinks.*")
             pipeline = loader.from_pretrained(str(Path(options.model_id).expanduser()) if local else options.model_id, **kwargs)
@@ -186,6 +198,15 @@ def load_pipeline(loader: Any, options: GeneratorOptions, adapter: str) -> Any:
     if callable(getattr(pipeline, "set_progress_bar_config", None)):
         pipeline.set_progress_bar_config(disable=True)  # the run shows one bar over images, not one per image
     return pipeline.to(options.device)
+
+
+def _call_default(pipeline: Any, argument: str) -> Any:
+    """The default of ``argument`` in the pipeline's ``__call__`` (what it samples with when not told), or None."""
+    try:
+        parameter = inspect.signature(pipeline.__call__).parameters.get(argument)
+    except (TypeError, ValueError):
+        return None
+    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
 
 
 class _DiffusersAdapter:
@@ -235,8 +256,8 @@ class _DiffusersAdapter:
             "revision": options["revision"] or "",
             "pipeline_class": type(self.pipeline).__name__,
             "dtype": str(dtype).removeprefix("torch.") if dtype is not None else (options["dtype"] or ""),
-            "steps": options["steps"] if options["steps"] is not None else "pipeline default",
-            "guidance": options["guidance"] if options["guidance"] is not None else "pipeline default",
+            "steps": options["steps"] if options["steps"] is not None else _call_default(self.pipeline, "num_inference_steps"),
+            "guidance": options["guidance"] if options["guidance"] is not None else _call_default(self.pipeline, "guidance_scale"),
             "device": options["device"],
             "diffusers": diffusers.__version__,
         }

@@ -164,6 +164,15 @@ def _progress(total: int, show: bool | None):
     return tqdm(total=total, unit="image", desc="generate", disable=not (sys.stderr.isatty() if show is None else show))
 
 
+def _model_name(model_id: Any) -> str:
+    """A model id as submission.json's model name: a Hub id as it is, a local folder by its own name (not the
+    user's path), within the validator's 100 characters."""
+    if not isinstance(model_id, str) or not model_id:
+        return ""
+    name = Path(model_id).name if Path(model_id).expanduser().is_dir() else model_id
+    return name[:100]
+
+
 def generate_submission(
     data: BenchmarkData,
     adapter: Callable[[GenerationRequest], Image.Image],
@@ -211,6 +220,6 @@ def generate_submission(
         per_image = seconds / done if done else previous.get("seconds_per_image")
         generation = record(adapter_name, adapter, resolution=resolution, task=task, seconds_per_image=per_image)
         own = generation_record(adapter)
-        name = model_name or metadata.get("model") or own.get("model_id") or adapter_name
+        name = model_name or metadata.get("model") or _model_name(own.get("model_id")) or adapter_name
         write_json_atomically(metadata | {"model": name, "generation": generation}, out / METADATA_NAME)
     return RunReport(out, done, len(rows) - len(missing), len(rows), seconds)
