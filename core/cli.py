@@ -865,8 +865,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C is the user stopping a long run, not a bug: one line, no traceback, and the shell's
         # exit status for SIGINT (128 + 2). Results are written atomically, so nothing is half-written.
+        _close_progress_bars()  # else the line lands after a half-drawn bar, on the same terminal line
         print(_interrupted_line(args), file=sys.stderr)
         return 130
+
+
+def _close_progress_bars() -> None:
+    """Close the progress bars still open (the interrupted stage's): the scorer's bars clear themselves."""
+    tqdm = sys.modules.get("tqdm")  # none were drawn if tqdm was never imported; never import it here
+    if tqdm is None:
+        return
+    for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+        bar.close()
 
 
 # Commands whose work lands in the feature cache as it goes: what an interrupted run keeps.
