@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import importlib.metadata
 import os
 import sys
@@ -215,8 +216,10 @@ class _DiffusersAdapter:
     name = ""
     loader_name = "DiffusionPipeline"
 
-    def __init__(self, options: GeneratorOptions, pipeline: Any = None):
+    def __init__(self, options: GeneratorOptions, pipeline: Any = None, call_arguments: dict[str, Any] | None = None):
         self.options = options
+        # Further keyword arguments of every pipeline call (a family's own: max_sequence_length, ...), recorded.
+        self.call_arguments = dict(call_arguments or {})
         if pipeline is None:
             import diffusers
 
@@ -224,9 +227,10 @@ class _DiffusersAdapter:
         self.pipeline = pipeline
 
     @classmethod
-    def from_pipeline(cls, pipeline: Any, **options: Any) -> "_DiffusersAdapter":
-        """An adapter around a pipeline built in Python (a notebook, a test); ``options`` as GeneratorOptions."""
-        return cls(GeneratorOptions(**options), pipeline=pipeline)
+    def from_pipeline(cls, pipeline: Any, call_arguments: dict[str, Any] | None = None, **options: Any) -> "_DiffusersAdapter":
+        """An adapter around a pipeline built in Python (a notebook, a test); ``options`` as GeneratorOptions,
+        ``call_arguments`` added to every pipeline call."""
+        return cls(GeneratorOptions(**options), pipeline=pipeline, call_arguments=call_arguments)
 
     def sampling_arguments(self, request: GenerationRequest) -> dict[str, Any]:
         import torch
@@ -241,7 +245,7 @@ class _DiffusersAdapter:
             arguments["num_inference_steps"] = self.options.steps
         if self.options.guidance is not None:
             arguments["guidance_scale"] = self.options.guidance
-        return arguments
+        return arguments | self.call_arguments
 
     def __call__(self, request: GenerationRequest) -> Image.Image:
         return self.pipeline(**self.sampling_arguments(request)).images[0]
@@ -260,6 +264,7 @@ class _DiffusersAdapter:
             "guidance": options["guidance"] if options["guidance"] is not None else _call_default(self.pipeline, "guidance_scale"),
             "device": options["device"],
             "diffusers": diffusers.__version__,
+            **({"call_arguments": json.loads(json.dumps(self.call_arguments, default=str))} if self.call_arguments else {}),
         }
 
 

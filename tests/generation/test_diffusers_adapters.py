@@ -102,7 +102,10 @@ def test_the_image_list_adapter_passes_the_references_in_order(setup):
             return type("Output", (), {"images": [arguments["image"][0]]})()
 
     request = build_requests(data, [("cogcanvas-02", 0, "images/x.png")], resolution=SIZE)[0]
-    DiffusersImageList.from_pipeline(Recorder(), steps=3)(request)
+    adapter = DiffusersImageList.from_pipeline(Recorder(), steps=3, call_arguments={"max_sequence_length": 32})
+    adapter(request)
+    assert seen["max_sequence_length"] == 32 and adapter.generation_record()["call_arguments"] == {"max_sequence_length": 32}
     assert seen["image"] == request.images and len(seen["image"]) == 5  # A, B, their items, the background
     assert (seen["height"], seen["num_inference_steps"], seen["prompt"]) == (SIZE, 3, request.prompt)
     assert seen["generator"].initial_seed() == 0
+
