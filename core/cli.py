@@ -170,16 +170,24 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     data = _load_data(args.data, args.benchmark)
     check_device(args.device)
+    processes = _process_group_if_launched(args.device)
+    device = str(processes.device) if processes is not None else args.device
     options = GeneratorOptions(
-        model_id=args.model_id, revision=args.revision, device=args.device, dtype=args.dtype,
+        model_id=args.model_id, revision=args.revision, device=device, dtype=args.dtype,
         steps=args.steps, guidance=args.guidance, ignore_references=args.ignore_references,
     )  # fmt: skip
     adapter = load_generator(args.model, options)
     task = args.task or DEFAULT_TASK
     report = generate_submission(
         data, adapter, args.out, adapter_name=args.model, model_name=args.name, resolution=args.resolution,
-        task=task, limit=args.limit, batch_size=args.batch_size,
+        task=task, limit=args.limit, batch_size=args.batch_size, processes=processes,
     )  # fmt: skip
+    if processes is not None:
+        # Leave the process group together and cleanly (gloo threads alive at exit abort the process).
+        processes.wait_for_everyone()
+        processes.destroy_process_group()
+        if not processes.is_main_process:
+            return 0  # the main process reports the run
     per_image = f", {report.seconds_per_image:.2f} s per image" if report.seconds_per_image is not None else ""
     print(f"generated {report.generated} images for {data.name} ({task}) into {args.out}; skipped {report.skipped} already there"
           f"{per_image}; {report.total} of {len(data.required_pairs)} rows considered")  # fmt: skip
@@ -293,6 +301,18 @@ def _add_judge_arguments(
     group.add_argument("--judge-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $IDBENCH_JUDGE_URL)")
     group.add_argument("--judge-model", help="the served model's name (default: $IDBENCH_JUDGE_MODEL); the key comes from $IDBENCH_JUDGE_API_KEY")
     group.add_argument("--judge-concurrency", type=int, default=8, help="requests in flight at once (default: %(default)s)")
+
+
+def _process_group_if_launched(device: str):
+    """accelerate's PartialState when started by `accelerate launch` / torchrun with several processes (no
+    model or optimizer to prepare: generation only needs who is who and a barrier)."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import PartialState
+
+    return PartialState(cpu=device == "cpu")
 
 
 def _accelerator_if_launched(device: str):

@@ -6,6 +6,11 @@ first ``limit``): a row whose image file exists is skipped, so a rerun after kil
 generates only what is missing. Each image is encoded to a temporary file in its own folder and moved
 into place with ``os.replace``: a file at a manifest path is always a whole image. ``submission.json``
 is rewritten the same way after every run with the generation record (:func:`record`).
+
+Under ``accelerate launch`` (several processes), the main process writes the template, every process
+takes the same list of missing rows and generates every ``num_processes``-th of them from its own
+index, and the main process writes ``submission.json`` once all are done: each image is written once,
+and since every image is seeded by its own CPU generator, the images are those of a one-process run.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from PIL import Image
 
@@ -35,6 +40,31 @@ RECORDED_LIBRARIES = ("idbench", "torch", "diffusers", "transformers", "accelera
 
 class GenerationRunError(GeneratorError):
     """A submission folder that a run cannot continue, or an adapter that gave no image."""
+
+
+class ProcessGroup(Protocol):
+    """What a run needs of its processes (``accelerate.PartialState`` has it): who it is, and a barrier."""
+
+    process_index: int
+    num_processes: int
+    is_main_process: bool
+
+    def wait_for_everyone(self) -> None: ...
+
+
+class SingleProcess:
+    """The one-process group: index 0 of 1, nothing to wait for."""
+
+    process_index = 0
+    num_processes = 1
+    is_main_process = True
+
+    def wait_for_everyone(self) -> None:
+        return None
+
+
+# Images after which a run estimates its whole time (the first image also pays for warm-up).
+ESTIMATE_AFTER = 3
 
 
 @dataclass(frozen=True)
@@ -135,6 +165,43 @@ def write_json_atomically(payload: dict, path: Path) -> None:
         raise
 
 
+def remove_stale_temporaries(out: Path, files: Iterable[str]) -> int:
+    """Remove the temporary files a killed run left beside the images it was writing; return how many.
+
+    Only names of the form :func:`write_image_atomically` makes for these manifest files are touched.
+    Each folder is listed once, so this stays linear in the manifest.
+    """
+    wanted: dict[Path, set[str]] = {}
+    for file in files:
+        path = image_path(out, file)
+        wanted.setdefault(path.parent, set()).add(path.name)
+    removed = 0
+    for folder, names in wanted.items():
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            name = entry.name
+            if name.startswith(".") and name.endswith(".tmp") and name[1:].rsplit(".", 2)[0] in names and entry.is_file():
+                entry.unlink(missing_ok=True)
+                removed += 1
+    return removed
+
+
+def estimate_line(done: int, seconds: float, remaining: int) -> str:
+    """After the first images: the time per image and what the rest of the run should take."""
+    per_image = seconds / done
+    left = per_image * remaining
+    return f"generate: {done} images in {seconds:.1f} s ({per_image:.2f} s per image); about {_duration(left)} for the {remaining} left"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _checked_image(image: Any, request: GenerationRequest, adapter_name: str) -> Image.Image:
     if not isinstance(image, Image.Image):
         raise GenerationRunError(
@@ -185,41 +252,76 @@ def generate_submission(
     limit: int | None = None,
     batch_size: int = 1,
     progress: bool | None = None,
+    processes: ProcessGroup | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Generate every missing image of the submission ``out`` for ``data`` with ``adapter``; see the module docstring.
 
     ``adapter`` is any callable (request -> PIL image) or an adapter object (docs/generation.md);
     ``limit`` takes the first N rows of the manifest (a trial: the submission then fails validation
     for the rows left out); ``model_name`` is ``submission.json``'s ``model`` (default: the adapter's
-    model id, else its name).
+    model id, else its name). ``processes``: the process group of a distributed run (an
+    ``accelerate.PartialState``); this process generates its share. ``say`` gets the run's estimate
+    line after the first images (default: stderr, or above the bar on a terminal).
     """
     check_task(data, task)
     if limit is not None and limit < 1:
         raise GenerationRunError(f"--limit {limit}: expected a positive number of images")
     if batch_size < 1:
         raise GenerationRunError(f"--batch-size {batch_size}: expected a positive number")
+    group = processes or SingleProcess()
     out = Path(out)
     adapter_name = adapter_name or getattr(adapter, "name", "") or getattr(adapter, "__name__", "") or type(adapter).__name__
-    metadata = prepare_folder(data, out, task)
+    if group.is_main_process:
+        metadata = prepare_folder(data, out, task)  # the template is written once, by the main process
+    group.wait_for_everyone()
+    if not group.is_main_process:
+        metadata = prepare_folder(data, out, task)
     rows = manifest_rows(out / MANIFEST_NAME)[:limit]
     missing = [row for row in rows if not image_path(out, row[2]).is_file()]
-    requests = build_requests(data, missing, resolution=resolution, task=task)
+    if group.is_main_process:
+        remove_stale_temporaries(out, [row[2] for row in missing])
+    # Every process must see the same missing rows before any of them writes one.
+    group.wait_for_everyone()
+    share = missing[group.process_index :: group.num_processes]
+    requests = build_requests(data, share, resolution=resolution, task=task)
     started = time.perf_counter()
     done = 0
     try:
         with _progress(len(requests), progress) as bar:
+            tell = say or (bar.write if not bar.disable else (lambda line: print(line, file=sys.stderr, flush=True)))
             for batch in _batches(requests, batch_size):
                 for request, image in zip(batch, _generate(adapter, batch)):
                     write_image_atomically(_checked_image(image, request, adapter_name), image_path(out, request.file))
                     done += 1
                     bar.update(1)
+                if done >= ESTIMATE_AFTER and done - len(batch) < ESTIMATE_AFTER and done < len(requests):
+                    tell(estimate_line(done, time.perf_counter() - started, len(requests) - done))
     finally:
         seconds = time.perf_counter() - started
-        # Written after every run, stopped or not, so the record says what the images were made with.
-        previous = metadata.get("generation", {}) if isinstance(metadata.get("generation"), dict) else {}
-        per_image = seconds / done if done else previous.get("seconds_per_image")
-        generation = record(adapter_name, adapter, resolution=resolution, task=task, seconds_per_image=per_image)
-        own = generation_record(adapter)
-        name = model_name or metadata.get("model") or _model_name(own.get("model_id")) or adapter_name
-        write_json_atomically(metadata | {"model": name, "generation": generation}, out / METADATA_NAME)
+        if group.num_processes == 1:
+            _write_record(out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, 1)
+    if group.num_processes > 1:
+        group.wait_for_everyone()  # every share is written before the record says the run is done
+        if group.is_main_process:
+            _write_record(out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, group.num_processes)
+            # The main process reports the whole run: every share's images, its own time per image.
+            generated = sum(image_path(out, row[2]).is_file() for row in missing)
+            return RunReport(out, generated, len(rows) - len(missing), len(rows), seconds * generated / max(done, 1))
     return RunReport(out, done, len(rows) - len(missing), len(rows), seconds)
+
+
+def _write_record(
+    out: Path, metadata: dict, adapter_name: str, adapter: Any, model_name: str | None, resolution: int, task: str, seconds: float,
+    done: int, processes: int,
+) -> None:
+    """submission.json with the generation record, written after every run, stopped or not, so the record
+    says what the images were made with. In a distributed run the time per image is the main process's."""
+    previous = metadata.get("generation", {}) if isinstance(metadata.get("generation"), dict) else {}
+    per_image = seconds / done if done else previous.get("seconds_per_image")
+    generation = record(adapter_name, adapter, resolution=resolution, task=task, seconds_per_image=per_image)
+    if processes > 1:
+        generation["processes"] = processes
+    own = generation_record(adapter)
+    name = model_name or metadata.get("model") or _model_name(own.get("model_id")) or adapter_name
+    write_json_atomically(metadata | {"model": name, "generation": generation}, out / METADATA_NAME)

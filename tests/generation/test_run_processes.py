@@ -1,0 +1,137 @@
+"""The generation run across processes: kill -9 and a rerun, and `accelerate launch` with two CPU processes
+(gloo) writing exactly the one-process images, each once (docs/generation.md, "Seeds, files, resume")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from idbench.builders.build import build
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.generation.run import estimate_line, generate_submission, remove_stale_temporaries
+
+HERE = Path(__file__).parent
+LIMIT = 8
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gen-processes") / "cogcanvas"
+    build("cogcanvas", out=folder)
+    return folder
+
+
+def child_env() -> dict:
+    return {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}  # fmt: skip
+
+
+def generate_command(data_dir: Path, out: Path, model: str) -> list[str]:
+    return ["-m", "idbench", "generate", "cogcanvas", "--data", str(data_dir), "--model", model, "--out", str(out),
+            "--resolution", "32", "--limit", str(LIMIT)]  # fmt: skip
+
+
+def images(out: Path) -> dict[str, str]:
+    """file name -> sha256 of every image in the submission (temporaries excluded)."""
+    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.rglob("*.png"))}  # fmt: skip
+
+
+def test_kill_9_mid_run_then_a_rerun_generates_only_the_missing_images(data_dir, tmp_path):
+    out = tmp_path / "sub"
+    child = subprocess.Popen([sys.executable, *generate_command(data_dir, out, "standin_adapters:StopsAfterThree")],
+                             env=child_env(), stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        for line in child.stderr:  # blocks until the adapter says it stopped
+            if "STOPPED-AFTER-3" in line:
+                break
+        else:
+            pytest.fail(f"the child ended first (exit {child.wait()})")
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    assert len(images(out)) == 3
+    # A killed write leaves a temporary beside its image; the rerun removes it and never counts it as an image.
+    rows = (out / "manifest.csv").read_text().splitlines()[1:]
+    missing_file = next(r.split(",")[2] for r in rows if not (out / r.split(",")[2]).exists())
+    stale = (out / missing_file).parent / f".{Path(missing_file).name}.abc123.tmp"
+    stale.write_bytes(b"half a png")
+
+    rerun = subprocess.run([sys.executable, *generate_command(data_dir, out, "standin_adapters:tinted")],
+                           env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"generated {LIMIT - 3} images" in rerun.stdout and "skipped 3 already there" in rerun.stdout
+    assert not stale.exists()
+    resumed = images(out)
+    assert len(resumed) == LIMIT
+
+    # The same images as one uninterrupted run: the kill changed nothing that was kept.
+    fresh = tmp_path / "fresh"
+    whole = subprocess.run([sys.executable, *generate_command(data_dir, fresh, "standin_adapters:tinted")],
+                           env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    assert images(fresh) == resumed
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_two_processes_under_accelerate_write_the_one_process_images_once(data_dir, tmp_path):
+    pytest.importorskip("accelerate")
+    one, two = tmp_path / "one", tmp_path / "two"
+    single = subprocess.run([sys.executable, *generate_command(data_dir, one, "standin_adapters:tinted")],
+                            env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert single.returncode == 0, single.stderr[-2000:]
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+              "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+              *generate_command(data_dir, two, "standin_adapters:tinted")]  # fmt: skip
+    done = subprocess.run(launch, env=child_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    assert images(two) == images(one) and len(images(one)) == LIMIT
+    # One report, from the main process, counting every image of both shares.
+    assert done.stdout.count("generated ") == 1 and f"generated {LIMIT} images" in done.stdout
+    record = json.loads((two / "submission.json").read_text())["generation"]
+    assert record["processes"] == 2 and record["adapter"] == "standin_adapters:tinted"
+    assert not list(two.rglob("*.tmp"))
+
+
+def test_the_estimate_after_the_first_images(data_dir, tmp_path):
+    lines: list[str] = []
+
+    def adapter(request):
+        return __import__("standin_adapters").tinted(request)
+
+    sys.path.insert(0, str(HERE))
+    try:
+        report = generate_submission(load_benchmark_data(data_dir), adapter, tmp_path / "s", resolution=32, limit=LIMIT,
+                                     progress=False, say=lines.append)  # fmt: skip
+    finally:
+        sys.path.remove(str(HERE))
+    assert report.generated == LIMIT and len(lines) == 1
+    assert lines[0].startswith("generate: 3 images in ") and lines[0].endswith(f"for the {LIMIT - 3} left")
+    # The arithmetic, by hand: 3 images in 30 s -> 10 s each -> 50 s for 5 more.
+    assert estimate_line(3, 30.0, 5) == "generate: 3 images in 30.0 s (10.00 s per image); about 50 s for the 5 left"
+    assert estimate_line(3, 30.0, 600).endswith("about 100 min for the 600 left")
+
+
+def test_only_the_runs_own_temporaries_are_removed(tmp_path):
+    (tmp_path / "images").mkdir()
+    own = tmp_path / "images" / ".p1_s0.png.x7_k2.tmp"
+    other = tmp_path / "images" / ".notes.txt.tmp"
+    kept = tmp_path / "images" / "p1_s0.png.tmp"
+    for path in (own, other, kept):
+        path.write_bytes(b"x")
+    assert remove_stale_temporaries(tmp_path, ["images/p1_s0.png"]) == 1
+    assert not own.exists() and other.exists() and kept.exists()
