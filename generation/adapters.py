@@ -14,11 +14,15 @@ An adapter is found by name (:func:`load_generator`): the built-in names (:data:
 registered in this process (:func:`register_generator`), the ``idbench.generators`` entry point group
 of installed packages (so a user's package plugs in without editing idbench), or ``module:attr``.
 
-Built-in: ``diffusers-t2i``, a text-to-image diffusers pipeline (any ``AutoPipelineForText2Image``
-model) and ``diffusers-image-list``, the multi-reference pipelines that take the references as one list
-``image=[...]`` (FLUX.2, FLUX.2 klein, Qwen-Image-Edit-Plus). Both load a Hub id at a revision the
-user pins (``--revision``: idbench does not guess one) or a local folder, and seed every image with a
-fresh CPU ``torch.Generator`` (:data:`SEED_RULE`).
+Built-in (docs/generation.md, "Built-in adapters"): ``diffusers-t2i``, a text-to-image diffusers
+pipeline (any ``AutoPipelineForText2Image`` model); ``diffusers-image-list``, the multi-reference
+pipelines that take the references as one list ``image=[...]`` (FLUX.2, FLUX.2 klein,
+Qwen-Image-Edit-Plus); ``diffusers-omnigen``, OmniGen (``input_images=`` and ``<img><|image_k|></img>``
+placeholders added to the prompt, :func:`omnigen_prompt`); ``diffusers-kontext``, FLUX.1 Kontext (one
+``image=``: several references become one grid collage, :func:`reference_collage`). All load a Hub id
+at a revision the user pins (``--revision``: idbench does not guess one) or a local folder, seed every
+image with a fresh CPU ``torch.Generator`` (:data:`SEED_RULE`), and downscale references whose longest
+side exceeds ``GeneratorOptions.reference_side`` (:func:`fit_reference`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import importlib.metadata
 import os
 import sys
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -66,6 +70,10 @@ class GeneratorOptions:
     steps: int | None = None
     guidance: float | None = None
     ignore_references: bool = False
+    # Longest side of a reference image handed to the pipeline; larger ones are downscaled (aspect kept,
+    # Lanczos). None: as the benchmark gives them. The multi-reference pipelines VAE-encode every reference
+    # at up to a megapixel, so this bounds their time and memory.
+    reference_side: int | None = None
 
 
 _REGISTERED: dict[str, Any] = {}
@@ -81,6 +89,8 @@ def _builtin() -> dict[str, str]:
     return {
         "diffusers-t2i": "idbench.generation.adapters:DiffusersTextToImage",
         "diffusers-image-list": "idbench.generation.adapters:DiffusersImageList",
+        "diffusers-omnigen": "idbench.generation.adapters:DiffusersOmniGen",
+        "diffusers-kontext": "idbench.generation.adapters:DiffusersKontext",
     }
 
 
@@ -210,14 +220,86 @@ def _call_default(pipeline: Any, argument: str) -> Any:
     return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
 
 
+# --- references, made ready for a pipeline (pure functions of the images) ---------------------------
+
+# The cell side of a Kontext collage when no reference side is given: each reference is fitted into a
+# square of this side, so a collage of up to 9 references stays within 1536 x 1536 pixels.
+COLLAGE_CELL = 512
+COLLAGE_BACKGROUND = (255, 255, 255)
+
+
+def fit_reference(image: Image.Image, side: int | None) -> Image.Image:
+    """``image`` with its longest side at most ``side`` (aspect kept, Lanczos); unchanged when it already
+    fits or ``side`` is None. RGB either way (the pipelines take RGB)."""
+    image = image if image.mode == "RGB" else image.convert("RGB")
+    if side is None or max(image.size) <= side:
+        return image
+    scale = side / max(image.size)
+    size = tuple(max(1, round(length * scale)) for length in image.size)
+    return image.resize(size, Image.Resampling.LANCZOS)
+
+
+def check_reference_side(side: int | None) -> int | None:
+    if side is not None and (not isinstance(side, int) or side < 16):
+        raise GeneratorError(f"reference side {side!r}: expected a number of pixels of at least 16, or none")
+    return side
+
+
+def collage_grid(count: int) -> tuple[int, int]:
+    """``(columns, rows)`` of the collage of ``count`` references: ceil(sqrt(count)) columns, as many rows
+    as needed (1 -> 1x1, 2 -> 2x1, 3-4 -> 2x2, 5-6 -> 3x2, 7-9 -> 3x3)."""
+    columns = 1
+    while columns * columns < count:
+        columns += 1
+    return columns, -(-count // columns)
+
+
+def reference_collage(images: list[Image.Image], cell: int = COLLAGE_CELL) -> Image.Image:
+    """One canvas holding ``images`` in order, left to right then top to bottom on a :func:`collage_grid`:
+    each scaled (up or down, aspect kept, Lanczos) to fit a ``cell`` x ``cell`` square and centred in it,
+    on white. One image is returned as it is (RGB)."""
+    if not images:
+        raise GeneratorError("a collage needs at least one reference image")
+    if len(images) == 1:
+        return images[0] if images[0].mode == "RGB" else images[0].convert("RGB")
+    columns, rows = collage_grid(len(images))
+    canvas = Image.new("RGB", (columns * cell, rows * cell), COLLAGE_BACKGROUND)
+    for index, image in enumerate(images):
+        image = image.convert("RGB")
+        scale = cell / max(image.size)
+        fitted = image.resize(tuple(max(1, min(cell, round(length * scale))) for length in image.size), Image.Resampling.LANCZOS)
+        column, row = index % columns, index // columns
+        canvas.paste(fitted, (column * cell + (cell - fitted.width) // 2, row * cell + (cell - fitted.height) // 2))
+    return canvas
+
+
+def omnigen_placeholder(index: int) -> str:
+    """OmniGen's marker of the ``index``-th input image (1-based), as its pipeline parses it."""
+    return f"<img><|image_{index}|></img>"
+
+
+def omnigen_prompt(prompt: str, roles: list[str]) -> str:
+    """The benchmark prompt followed by one placeholder per reference, in order, named by its role:
+    ``"<prompt> References: person A: <img><|image_1|></img>, person A's item: <img><|image_2|></img>."``
+    No references: the prompt as it is."""
+    if not roles:
+        return prompt
+    named = ", ".join(f"{role}: {omnigen_placeholder(k)}" for k, role in enumerate(roles, start=1))
+    return f"{prompt.rstrip()} References: {named}."
+
+
+OMNIGEN_PROMPT_RULE = "prompt + ' References: ' + ', '.join(f'{role}: <img><|image_{k}|></img>') + '.', k = 1.. in the request's order"
+
+
 class _DiffusersAdapter:
-    """Shared by the diffusers adapters: loading, seeding and the generation record."""
+    """Shared by the diffusers adapters: loading, seeding, reference sizing, batching and the generation record."""
 
     name = ""
     loader_name = "DiffusionPipeline"
 
     def __init__(self, options: GeneratorOptions, pipeline: Any = None, call_arguments: dict[str, Any] | None = None):
         self.options = options
+        check_reference_side(options.reference_side)
         # Further keyword arguments of every pipeline call (a family's own: max_sequence_length, ...), recorded.
         self.call_arguments = dict(call_arguments or {})
         if pipeline is None:
@@ -228,9 +310,13 @@ class _DiffusersAdapter:
 
     @classmethod
     def from_pipeline(cls, pipeline: Any, call_arguments: dict[str, Any] | None = None, **options: Any) -> "_DiffusersAdapter":
-        """An adapter around a pipeline built in Python (a notebook, a test); ``options`` as GeneratorOptions,
-        ``call_arguments`` added to every pipeline call."""
+        """An adapter around a pipeline built in Python (a notebook, a test); ``options`` as GeneratorOptions
+        (``steps=``, ``reference_side=``, ...), ``call_arguments`` added to every pipeline call."""
         return cls(GeneratorOptions(**options), pipeline=pipeline, call_arguments=call_arguments)
+
+    def references(self, request: GenerationRequest) -> list[Image.Image]:
+        """The request's reference images in order, each within ``reference_side``."""
+        return [fit_reference(image, self.options.reference_side) for image in request.images]
 
     def sampling_arguments(self, request: GenerationRequest) -> dict[str, Any]:
         import torch
@@ -250,6 +336,22 @@ class _DiffusersAdapter:
     def __call__(self, request: GenerationRequest) -> Image.Image:
         return self.pipeline(**self.sampling_arguments(request)).images[0]
 
+    def generate_batch(self, requests: list[GenerationRequest]) -> list[Image.Image]:
+        """Text-only requests of one size in one pipeline call (a list of prompts, one seeded CPU generator
+        per image); anything else (references, mixed sizes) one request at a time, as ``__call__`` does."""
+        if len(requests) < 2 or any(r.references for r in requests) or len({r.resolution for r in requests}) > 1:
+            return [self(request) for request in requests]
+        each = [self.sampling_arguments(request) for request in requests]
+        arguments = each[0] | {"prompt": [a["prompt"] for a in each], "generator": [a["generator"] for a in each]}
+        images = list(self.pipeline(**arguments).images)
+        if len(images) != len(requests):
+            raise GeneratorError(f"{type(self.pipeline).__name__} gave {len(images)} images for a batch of {len(requests)} prompts")
+        return images
+
+    def references_record(self) -> dict:
+        """What the adapter does with references, for the generation record."""
+        return {}
+
     def generation_record(self) -> dict:
         import diffusers
 
@@ -265,7 +367,12 @@ class _DiffusersAdapter:
             "device": options["device"],
             "diffusers": diffusers.__version__,
             **({"call_arguments": json.loads(json.dumps(self.call_arguments, default=str))} if self.call_arguments else {}),
+            **self.references_record(),
         }
+
+    def _reference_side_record(self) -> dict:
+        side = self.options.reference_side
+        return {"reference_side": side, "reference_resize": "longest side at most reference_side, aspect kept, Lanczos" if side else "none"}
 
 
 class DiffusersTextToImage(_DiffusersAdapter):
@@ -275,17 +382,23 @@ class DiffusersTextToImage(_DiffusersAdapter):
     name = "diffusers-t2i"
     loader_name = "AutoPipelineForText2Image"
 
-    def __call__(self, request: GenerationRequest) -> Image.Image:
+    def _check(self, request: GenerationRequest) -> GenerationRequest:
         if request.references and not self.options.ignore_references:
             raise GeneratorError(
                 f"adapter {self.name} draws from text alone, but prompt {request.prompt_id} of {request.benchmark} comes with "
                 f"{len(request.references)} reference image(s) ({', '.join(request.roles)}): generate --task text-to-image, "
                 "or pass --ignore-references to score a text-only model on the reference task"
             )
-        return super().__call__(request)
+        return replace(request, references=())
 
-    def generation_record(self) -> dict:
-        return super().generation_record() | {"references": "ignored" if self.options.ignore_references else "none"}
+    def __call__(self, request: GenerationRequest) -> Image.Image:
+        return super().__call__(self._check(request))
+
+    def generate_batch(self, requests: list[GenerationRequest]) -> list[Image.Image]:
+        return super().generate_batch([self._check(request) for request in requests])
+
+    def references_record(self) -> dict:
+        return {"references": "ignored" if self.options.ignore_references else "none"}
 
 
 class DiffusersImageList(_DiffusersAdapter):
@@ -298,11 +411,74 @@ class DiffusersImageList(_DiffusersAdapter):
     def sampling_arguments(self, request: GenerationRequest) -> dict[str, Any]:
         arguments = super().sampling_arguments(request)
         if request.references:
-            arguments["image"] = request.images
+            arguments["image"] = self.references(request)
         return arguments
 
-    def generation_record(self) -> dict:
-        return super().generation_record() | {"references": "image= a list, in the request's order (docs/generation.md)"}
+    def references_record(self) -> dict:
+        return {"references": "image= a list, in the request's order (docs/generation.md)", **self._reference_side_record()}
+
+
+class DiffusersOmniGen(_DiffusersAdapter):
+    """``diffusers-omnigen``: ``OmniGenPipeline``. The references go as ``input_images=`` in the request's
+    order and the prompt names each by its role with OmniGen's placeholder (:func:`omnigen_prompt`).
+
+    OmniGenPipeline (diffusers 0.42.1) samples the references' VAE latents from torch's *global* random
+    generator, not from the ``generator`` it is given; so that the same seed gives the same image, the
+    adapter seeds the global generator with the row's seed before every call (recorded)."""
+
+    name = "diffusers-omnigen"
+
+    def sampling_arguments(self, request: GenerationRequest) -> dict[str, Any]:
+        arguments = super().sampling_arguments(request)
+        if request.references:
+            arguments["prompt"] = omnigen_prompt(request.prompt, request.roles)
+            arguments["input_images"] = self.references(request)
+        return arguments
+
+    def __call__(self, request: GenerationRequest) -> Image.Image:
+        import torch
+
+        torch.manual_seed(request.seed)
+        return super().__call__(request)
+
+    def generate_batch(self, requests: list[GenerationRequest]) -> list[Image.Image]:
+        return [self(request) for request in requests]  # one global seed per call: no batching
+
+    def references_record(self) -> dict:
+        return {
+            "references": "input_images= a list, in the request's order; placeholders appended to the prompt",
+            "prompt_rule": OMNIGEN_PROMPT_RULE,
+            "global_seed_rule": "torch.manual_seed(seed) before each call (OmniGenPipeline samples the reference latents from the global generator)",
+            **self._reference_side_record(),
+        }
+
+
+class DiffusersKontext(_DiffusersAdapter):
+    """``diffusers-kontext``: ``FluxKontextPipeline``, which takes one ``image=``. One reference passes as it
+    is (within ``reference_side``); several become one collage (:func:`reference_collage`): a grid of
+    ceil(sqrt(n)) columns filled left to right, then top to bottom, in the request's order, each reference
+    fitted into a square cell of ``reference_side`` pixels (default :data:`COLLAGE_CELL`)."""
+
+    name = "diffusers-kontext"
+    loader_name = "FluxKontextPipeline"
+
+    def collage_cell(self) -> int:
+        return self.options.reference_side or COLLAGE_CELL
+
+    def sampling_arguments(self, request: GenerationRequest) -> dict[str, Any]:
+        arguments = super().sampling_arguments(request)
+        if len(request.references) == 1:
+            arguments["image"] = self.references(request)[0]
+        elif request.references:
+            arguments["image"] = reference_collage(request.images, self.collage_cell())
+        return arguments
+
+    def references_record(self) -> dict:
+        return {
+            "references": "one reference as it is; several: one collage, left to right then top to bottom in the request's order",
+            "collage": f"ceil(sqrt(n)) columns of {self.collage_cell()} px square cells, each reference fitted (aspect kept, Lanczos) and centred, on white",
+            **self._reference_side_record(),
+        }
 
 
 def _device_problem(device: str) -> str | None:

@@ -1,0 +1,225 @@
+"""Two multi-reference pipeline families built here from component configs (no download), saved to folders
+and run through ``idbench generate`` and the Python API on all three benchmarks: FLUX.2 klein
+(``diffusers-image-list``, ``image=[...]``) and OmniGen (``diffusers-omnigen``, ``input_images=`` and
+prompt placeholders). Random tiny weights: a plumbing check of the call, the reference order, seeds and
+the record, not of image quality."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from unittest import mock
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+diffusers = pytest.importorskip("diffusers")
+pytest.importorskip("torchvision")  # OmniGen's image processor uses it
+
+from idbench.builders.build import build  # noqa: E402
+from idbench.cli import main  # noqa: E402
+from idbench.evaluate_pkg.baselines import reference_image  # noqa: E402
+from idbench.evaluate_pkg.data import load_benchmark_data  # noqa: E402
+from idbench.evaluate_pkg.submission import SubmissionError, validate_submission  # noqa: E402
+from idbench.generation.adapters import DiffusersImageList, GeneratorOptions, load_generator  # noqa: E402
+from idbench.generation.requests import manifest_rows  # noqa: E402
+from idbench.generation.run import generate_submission  # noqa: E402
+
+BENCHMARKS = ("cogcanvas", "charis", "identity-collapse")
+SIZE = 32
+# FLUX.2 refuses a reference with a side under 64 px; 160 keeps the benchmarks' narrowest references
+# (234 x 512 items) above that. OmniGen takes any size: 64 keeps it fast.
+REFERENCE_SIDE = {"diffusers-image-list": 160, "diffusers-omnigen": 64}
+PIPELINE_CLASS = {"diffusers-image-list": "Flux2KleinPipeline", "diffusers-omnigen": "OmniGenPipeline"}
+# FLUX.2 klein's guidance 1 skips its second (unconditioned) pass; a short prompt sequence (its default is
+# 512 tokens) keeps the tiny transformer's attention small. Both halve the test's time.
+KLEIN_GUIDANCE = 1.0
+KLEIN_CALL = {"max_sequence_length": 32}
+WORDS = ["[UNK]", "[PAD]", "a", "photo", "of", "the", "person", "in", "and", "with", "references"]
+
+
+def word_tokenizer(chat_template: str | None = None):
+    """A word-level tokenizer made in memory (no vocabulary files to download): unknown words are [UNK]."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    model = Tokenizer(models.WordLevel({word: k for k, word in enumerate(WORDS)}, unk_token="[UNK]"))
+    model.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="[UNK]", pad_token="[PAD]", model_max_length=512)
+    if chat_template:
+        tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+def tiny_flux2_klein():
+    """Flux2KleinPipeline with diffusers' test shapes, except: a VAE of four blocks (8x downscale, so a
+    reference costs few tokens) and a 28-layer 16-wide text encoder, so the pipeline's default
+    ``text_encoder_out_layers`` (9, 18, 27) and ``max_sequence_length`` work from the command line."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    transformer = diffusers.Flux2Transformer2DModel(
+        patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
+        joint_attention_dim=48, timestep_guidance_channels=256, axes_dims_rope=[4, 4, 4, 4], guidance_embeds=False,
+    )  # fmt: skip
+    text_encoder = Qwen3ForCausalLM(Qwen3Config(
+        intermediate_size=16, hidden_size=16, num_hidden_layers=28, num_attention_heads=2, num_key_value_heads=2,
+        vocab_size=len(WORDS), max_position_embeddings=512,
+    ))  # fmt: skip
+    vae = diffusers.AutoencoderKLFlux2(
+        sample_size=32, in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4, block_out_channels=(4,) * 4, layers_per_block=1, latent_channels=1,
+        norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
+    )  # fmt: skip
+    tokenizer = word_tokenizer("{% for message in messages %}{{ message['content'] }}{% endfor %}")
+    return diffusers.Flux2KleinPipeline(
+        scheduler=diffusers.FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, transformer=transformer
+    )
+
+
+def tiny_omnigen():
+    """OmniGenPipeline: a one-layer 16-wide OmniGen transformer and a four-block VAE (8x downscale, what
+    OmniGen's processor assumes when it counts an image's tokens)."""
+    torch.manual_seed(0)
+    transformer = diffusers.OmniGenTransformer2DModel(
+        in_channels=4, patch_size=2, hidden_size=16, num_attention_heads=2, num_key_value_heads=2, intermediate_size=32,
+        num_layers=1, pad_token_id=1, vocab_size=len(WORDS), pos_embed_max_size=32, time_step_dim=32,
+        rope_scaling={"short_factor": [1.0] * 4, "long_factor": [1.0] * 4},
+    )  # fmt: skip
+    vae = diffusers.AutoencoderKL(
+        sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,) * 4, layers_per_block=1, latent_channels=4,
+        norm_num_groups=1, down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+    )  # fmt: skip
+    return diffusers.OmniGenPipeline(transformer=transformer, vae=vae, scheduler=diffusers.FlowMatchEulerDiscreteScheduler(), tokenizer=word_tokenizer())
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multireference")
+    for name in BENCHMARKS:
+        build(name, out=root / name)
+    folders = {}
+    for adapter, make in (("diffusers-image-list", tiny_flux2_klein), ("diffusers-omnigen", tiny_omnigen)):
+        folders[adapter] = root / PIPELINE_CLASS[adapter]
+        make().save_pretrained(folders[adapter])
+    return {name: load_benchmark_data(root / name) for name in BENCHMARKS}, folders
+
+
+@pytest.fixture(scope="module")
+def adapters(setup):
+    """Each family loaded from its folder once, as ``--model-id FOLDER`` does, references bounded."""
+    _, folders = setup
+    klein = GeneratorOptions(model_id=str(folders["diffusers-image-list"]), steps=1, guidance=KLEIN_GUIDANCE, reference_side=REFERENCE_SIDE["diffusers-image-list"])
+    omnigen = GeneratorOptions(model_id=str(folders["diffusers-omnigen"]), steps=1, reference_side=REFERENCE_SIDE["diffusers-omnigen"])
+    return {
+        "diffusers-image-list": DiffusersImageList(klein, call_arguments=KLEIN_CALL),  # what load_generator builds, plus call arguments
+        "diffusers-omnigen": load_generator("diffusers-omnigen", omnigen),
+    }
+
+
+def thumbnail(image) -> np.ndarray:
+    return np.asarray(image.convert("RGB").resize((8, 8)), dtype=float)
+
+
+def closest(image, candidates: dict[str, object]) -> str:
+    """The id of the candidate image that ``image`` is a resized copy of (nearest 8x8 thumbnail)."""
+    small = thumbnail(image)
+    return min(candidates, key=lambda key: float(np.abs(thumbnail(candidates[key]) - small).mean()))
+
+
+def expected_references(data, prompt_id: str) -> list[str]:
+    """The reference ids in the documented order, read from the prompt row itself (docs/generation.md)."""
+    prompt = data.prompt_rows[prompt_id]
+    if data.name == "cogcanvas":
+        persons = sorted(prompt["persons"], key=lambda person: person["slot"])
+        items = [person["item_ref_id"] for person in persons if person.get("item_ref_id")]
+        background = [prompt["background_ref_id"]] if prompt.get("background_ref_id") else []
+        return [person["ref_id"] for person in persons] + items + background
+    if data.name == "charis":
+        return [prompt["subject_id"]]
+    return list(prompt["subject_ids"])
+
+
+def expected_roles(data, prompt_id: str) -> list[str]:
+    prompt = data.prompt_rows[prompt_id]
+    if data.name == "cogcanvas":
+        slots = sorted(person["slot"] for person in prompt["persons"])
+        items = [f"person {p['slot']}'s item" for p in sorted(prompt["persons"], key=lambda p: p["slot"]) if p.get("item_ref_id")]
+        return [f"person {slot}" for slot in slots] + items + (["background"] if prompt.get("background_ref_id") else [])
+    if data.name == "charis":
+        return ["subject"]
+    return [f"subject {k}" for k in range(1, len(prompt["subject_ids"]) + 1)]
+
+
+def check_only_the_left_out_rows_fail(out, data, generated: int) -> None:
+    """A --limit run validates except for the rows it left out: every problem is one of those missing."""
+    rows = manifest_rows(out / "manifest.csv")
+    left_out = {(p, s) for p, s, _ in rows[generated:]}
+    with pytest.raises(SubmissionError) as caught:
+        validate_submission(out, data)
+    problems = caught.value.problems
+    assert problems and all((problem.prompt_id, problem.seed) in left_out for problem in problems)
+    assert caught.value.total == len(left_out)
+
+
+@pytest.mark.parametrize("adapter_name", sorted(PIPELINE_CLASS))
+def test_the_command_line_runs_a_saved_family_folder(setup, tmp_path, adapter_name):
+    data_by_name, folders = setup
+    data = data_by_name["charis"]  # one 512 x 512 reference per prompt: fast at full size
+    out = tmp_path / "sub"
+    argv = ["generate", "charis", "--data", str(data.folder), "--model", adapter_name, "--model-id", str(folders[adapter_name]),
+            "--resolution", str(SIZE), "--steps", "1", "--limit", "1", "--out", str(out)]  # fmt: skip
+    if adapter_name == "diffusers-image-list":
+        argv += ["--guidance", str(KLEIN_GUIDANCE)]
+    assert main(argv) == 0
+    record = json.loads((out / "submission.json").read_text())["generation"]
+    assert record["adapter"] == adapter_name and record["pipeline_class"] == PIPELINE_CLASS[adapter_name]
+    assert record["steps"] == 1 and record["reference_side"] is None and record["resolution"] == SIZE
+    check_only_the_left_out_rows_fail(out, data, generated=1)
+
+
+@pytest.mark.parametrize("benchmark", BENCHMARKS)
+@pytest.mark.parametrize("adapter_name", sorted(PIPELINE_CLASS))
+def test_each_family_gets_the_references_in_order_on_every_benchmark(setup, adapters, tmp_path, adapter_name, benchmark):
+    data = setup[0][benchmark]
+    adapter = adapters[adapter_name]
+    pipeline_class = type(adapter.pipeline)
+    out = tmp_path / "sub"
+    with mock.patch.object(pipeline_class, "__call__", autospec=True, side_effect=pipeline_class.__call__) as spy:
+        generate_submission(data, adapter, out, resolution=SIZE, limit=2, progress=False)
+    rows = manifest_rows(out / "manifest.csv")[:2]
+    assert spy.call_count == 2
+    for (prompt_id, seed, file), call in zip(rows, spy.call_args_list):
+        arguments = call.kwargs
+        prompt = data.prompt_rows[prompt_id]
+        passed = arguments["image"] if adapter_name == "diffusers-image-list" else arguments["input_images"]
+        ids = expected_references(data, prompt_id)
+        originals = {ref_id: reference_image(data, ref_id, prompt) for ref_id in ids}
+        assert [closest(image, originals) for image in passed] == ids
+        side = REFERENCE_SIDE[adapter_name]
+        for image, ref_id in zip(passed, ids):
+            width, height = originals[ref_id].size
+            assert max(image.size) == min(side, max(width, height))
+            assert abs(image.width / image.height - width / height) < 0.05  # aspect kept
+        assert arguments["generator"].initial_seed() == seed and arguments["height"] == SIZE
+        if adapter_name == "diffusers-omnigen":
+            named = re.findall(r"([^:,]+): <img><\|image_(\d+)\|></img>", arguments["prompt"].split(" References: ")[1])
+            assert [(role.strip(), int(k)) for role, k in named] == [(role, k + 1) for k, role in enumerate(expected_roles(data, prompt_id))]
+            assert arguments["prompt"].startswith(prompt["prompt"].rstrip())
+        else:
+            assert arguments["prompt"] == prompt["prompt"]
+    check_only_the_left_out_rows_fail(out, data, generated=2)
+    record = json.loads((out / "submission.json").read_text())["generation"]
+    assert record["adapter"] == adapter_name and record["pipeline_class"] == PIPELINE_CLASS[adapter_name]
+    assert record["reference_side"] == REFERENCE_SIDE[adapter_name] and "request's order" in record["references"]
+    if adapter_name == "diffusers-omnigen":
+        assert "<img><|image_{k}|></img>" in record["prompt_rule"] and "torch.manual_seed(seed)" in record["global_seed_rule"]
+    # The same seed gives the same bytes: remove the first image, generate it again.
+    first = out / rows[0][2]
+    before = hashlib.sha256(first.read_bytes()).digest()
+    first.unlink()
+    report = generate_submission(data, adapter, out, resolution=SIZE, limit=2, progress=False)
+    assert (report.generated, report.skipped) == (1, 1)
+    assert hashlib.sha256(first.read_bytes()).digest() == before
