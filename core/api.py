@@ -1,4 +1,4 @@
-"""Scoring from Python: ``idbench.score(submission, data, profile=...)`` and what it returns.
+"""Generating and scoring from Python: ``idbench.generate(...)``, ``idbench.score(...)`` and what they return.
 
 A thin layer over :func:`idbench.evaluate_pkg.runner.score_submission` (the same validation, models,
 feature cache and math as ``idbench score``), returning a :class:`ScoreResult` whose tables are pandas
@@ -10,6 +10,11 @@ DataFrames, for a notebook::
     result.aggregates          # one row per metric: mean, ci_low, ci_high, n, n_nan
     result.samples             # one row per (prompt_id, seed, metric[, subject])
     result.summary             # everything aggregates.json holds
+
+and generation with any adapter object, plain callable (request -> PIL image) or adapter name::
+
+    report = idbench.generate("built/cogcanvas", my_model, "my-sub", resolution=1024)
+    report.generated, report.skipped, report.seconds_per_image
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ if TYPE_CHECKING:  # only for the annotations: importing idbench must not import
     import pandas as pd
 
     from idbench.evaluate_pkg.data import BenchmarkData
+    from idbench.generation.run import RunReport
 
 # The columns of ScoreResult.aggregates, in this order, from each metric's overall statistics.
 AGGREGATE_COLUMNS = ("mean", "ci_low", "ci_high", "n", "n_nan")
@@ -113,3 +119,54 @@ def score(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return ScoreResult(summary, samples)
+
+
+def _benchmark_data(data: "str | Path | BenchmarkData") -> "BenchmarkData":
+    from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
+
+    return data if isinstance(data, BenchmarkData) else load_benchmark_data(Path(data))
+
+
+def generate(
+    data: "str | Path | BenchmarkData",
+    adapter: Any,
+    out: str | Path,
+    *,
+    resolution: int | None = None,
+    task: str | None = None,
+    limit: int | None = None,
+    batch_size: int = 1,
+    model_name: str | None = None,
+    progress: bool | None = None,
+    **adapter_options: Any,
+) -> "RunReport":
+    """Generate the submission ``out`` for ``data`` (a built benchmark folder or loaded data), as ``idbench
+    generate`` does: every missing (prompt_id, seed) image of the template, written atomically, with the
+    generation record in ``submission.json``; a rerun generates only what is missing.
+
+    ``adapter``: an adapter object or any callable taking a
+    :class:`~idbench.generation.requests.GenerationRequest` and returning a PIL image, or the name of one
+    (``"diffusers-image-list"``, an entry point, ``"module:attr"``), which is then made with
+    ``adapter_options`` as :class:`~idbench.generation.adapters.GeneratorOptions` (``model_id``,
+    ``revision``, ``device``, ``dtype``, ``steps``, ``guidance``, ...). ``resolution`` defaults to 1024 and
+    ``task`` to the benchmark's reference task. Returns the run's
+    :class:`~idbench.generation.run.RunReport` (generated, skipped, seconds per image).
+    """
+    from idbench.builders.spec import DEFAULT_TASK
+    from idbench.generation.adapters import GeneratorError, GeneratorOptions, check_device, load_generator
+    from idbench.generation.requests import DEFAULT_RESOLUTION
+    from idbench.generation.run import generate_submission
+
+    name = None
+    if isinstance(adapter, str):
+        name = adapter
+        options = GeneratorOptions(**adapter_options)
+        check_device(options.device)
+        adapter = load_generator(name, options)
+    elif adapter_options:
+        raise GeneratorError(f"options {', '.join(sorted(adapter_options))} make an adapter from its name; this adapter is already made")
+    return generate_submission(
+        _benchmark_data(data), adapter, out, adapter_name=name, model_name=model_name,
+        resolution=resolution or DEFAULT_RESOLUTION, task=task or DEFAULT_TASK, limit=limit, batch_size=batch_size,
+        progress=progress,
+    )  # fmt: skip

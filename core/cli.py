@@ -165,18 +165,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from idbench.builders.spec import DEFAULT_TASK
-    from idbench.generation.adapters import GeneratorOptions, check_device, load_generator
+    from idbench.generation.adapters import check_device, load_generator
     from idbench.generation.run import generate_submission
 
     data = _load_data(args.data, args.benchmark)
     check_device(args.device)
     processes = _process_group_if_launched(args.device)
     device = str(processes.device) if processes is not None else args.device
-    options = GeneratorOptions(
-        model_id=args.model_id, revision=args.revision, device=device, dtype=args.dtype,
-        steps=args.steps, guidance=args.guidance, ignore_references=args.ignore_references,
-    )  # fmt: skip
-    adapter = load_generator(args.model, options)
+    adapter = load_generator(args.model, _generator_options(args, device))
     task = args.task or DEFAULT_TASK
     report = generate_submission(
         data, adapter, args.out, adapter_name=args.model, model_name=args.name, resolution=args.resolution,
@@ -195,6 +191,72 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         print(f"note: --limit left {len(data.required_pairs) - report.total} rows out; validate needs them all (rerun without --limit)")
     else:
         print(f"next: idbench validate {args.out} --data {args.data}")
+    return 0
+
+
+def _generator_options(args: argparse.Namespace, device: str):
+    from idbench.generation.adapters import GeneratorOptions
+
+    return GeneratorOptions(
+        model_id=args.model_id, revision=args.revision, device=device, dtype=args.dtype,
+        steps=args.steps, guidance=args.guidance, ignore_references=args.ignore_references,
+    )  # fmt: skip
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """generate -> validate -> score (-> submit): the researcher's one command (docs/generation.md, "idbench run")."""
+    from idbench.builders.spec import DEFAULT_TASK
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.report import format_summary
+    from idbench.evaluate_pkg.runner import score_submission
+    from idbench.evaluate_pkg.submission import validate_submission
+    from idbench.generation.adapters import check_device, load_generator
+    from idbench.generation.run import generate_submission
+
+    check_device(args.device)
+    judge = _judge_config(args)  # a half-given judge is refused before any image is drawn
+    out: Path = args.out
+    data_dir = args.data
+    if data_dir is None:
+        from idbench.builders.build import build
+
+        data_dir = out / "data"
+        if not (data_dir / "build_info.json").is_file():
+            print(f"[1/4] build: no --data; building the shipped {args.benchmark} sample into {data_dir} (a sample build, not the benchmark)")
+            build(args.benchmark, out=data_dir)
+    data = _load_data(data_dir, args.benchmark)
+    task = args.task or DEFAULT_TASK
+    submission, results = out / "submission", out / "results"
+
+    print(f"[2/4] generate: {args.model} -> {submission}")
+    adapter = load_generator(args.model, _generator_options(args, args.device))
+    report = generate_submission(
+        data, adapter, submission, adapter_name=args.model, model_name=args.name, resolution=args.resolution,
+        task=task, batch_size=args.batch_size,
+    )  # fmt: skip
+    per_image = f", {report.seconds_per_image:.2f} s per image" if report.seconds_per_image is not None else ""
+    print(f"      generated {report.generated}, skipped {report.skipped} already there{per_image}")
+
+    print("[3/4] validate")
+    with validate_submission(submission, data) as valid:
+        print(f"      valid: {len(valid.entries)} images, model {valid.metadata.get('model')!r}")
+
+    print(f"[4/4] score: profile {args.profile} -> {results}")
+    options = ScoreOptions(
+        profile=args.profile, metrics=tuple(args.metrics.split(",")) if args.metrics else None, device=args.device,
+        models_dir=str(args.models_dir) if args.models_dir else None, judge=judge,
+    )  # fmt: skip
+    # A rerun rescores (the feature cache makes the unchanged images free): results follow the images.
+    summary = score_submission(submission, data, results, options, cache_dir=args.cache_dir, overwrite=True)
+    print(format_summary(summary))
+    print(f"results in {results} (results.parquet, aggregates.json, report.md)")
+    if args.submit:
+        from idbench.leaderboard.queue import submit
+        from idbench.leaderboard.store import Store
+
+        queued = submit(Store(), submission, data_dir, model_name=args.name, submitter=args.submitter)
+        state = "already submitted" if queued.duplicate else "queued"
+        print(f"{state}: submission {queued.submission_id}, job {queued.job_id} on the local leaderboard; run `idbench worker --once`")
     return 0
 
 
@@ -586,6 +648,24 @@ def _configure_logging(args: argparse.Namespace) -> None:
     logging.getLogger("idbench").setLevel(level)
 
 
+def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and sampling flags of `generate` and `run`."""
+    parser.add_argument("--model", required=True, metavar="ADAPTER",
+                        help="an adapter: diffusers-t2i, diffusers-image-list, ..., a name from the idbench.generators entry points, or module:attr")
+    parser.add_argument("--model-id", help="the model the adapter loads: a Hub id or a local folder")
+    parser.add_argument("--revision", help="the Hub commit of --model-id (required for a Hub id; never guessed)")
+    parser.add_argument("--name", help="the model name in submission.json (default: the model id, else the adapter)")
+    parser.add_argument("--task", metavar="TASK", help="reference (default) or text-to-image, as the benchmark offers")
+    parser.add_argument("--resolution", type=int, default=1024, help="the side of the square images, in pixels (default 1024)")
+    parser.add_argument("--device", default="cpu", help="where the adapter runs (cpu, cuda, cuda:1, ...)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="the pipeline's dtype (default float32)")
+    parser.add_argument("--steps", type=int, help="inference steps (default: the pipeline's)")
+    parser.add_argument("--guidance", type=float, help="guidance scale (default: the pipeline's)")
+    parser.add_argument("--batch-size", type=int, default=1, help="requests per call, for adapters that batch (default 1)")
+    parser.add_argument("--ignore-references", action="store_true",
+                        help="let a text-only adapter run the reference task from the prompts alone (recorded)")
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="idbench",
@@ -689,23 +769,32 @@ def make_parser() -> argparse.ArgumentParser:
     )
     generate.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
     generate.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
-    generate.add_argument("--model", required=True, metavar="ADAPTER",
-                          help="an adapter: diffusers-t2i, diffusers-image-list, a name from the idbench.generators entry points, or module:attr")
     generate.add_argument("--out", type=Path, required=True, help="the submission folder (created, or continued on a rerun)")
-    generate.add_argument("--model-id", help="the model the adapter loads: a Hub id or a local folder")
-    generate.add_argument("--revision", help="the Hub commit of --model-id (required for a Hub id; never guessed)")
-    generate.add_argument("--name", help="the model name in submission.json (default: the model id, else the adapter)")
-    generate.add_argument("--task", metavar="TASK", help="reference (default) or text-to-image, as the benchmark offers")
+    _add_generation_arguments(generate)
     generate.add_argument("--limit", type=int, metavar="N", help="only the first N rows of the manifest (a trial run)")
-    generate.add_argument("--resolution", type=int, default=1024, help="the side of the square images, in pixels (default 1024)")
-    generate.add_argument("--device", default="cpu", help="where the adapter runs (cpu, cuda, cuda:1, ...)")
-    generate.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="the pipeline's dtype (default float32)")
-    generate.add_argument("--steps", type=int, help="inference steps (default: the pipeline's)")
-    generate.add_argument("--guidance", type=float, help="guidance scale (default: the pipeline's)")
-    generate.add_argument("--batch-size", type=int, default=1, help="requests per call, for adapters that batch (default 1)")
-    generate.add_argument("--ignore-references", action="store_true",
-                          help="let a text-only adapter run the reference task from the prompts alone (recorded)")
     generate.set_defaults(func=_cmd_generate)
+
+    run = commands.add_parser(
+        "run",
+        help="generate, validate and score a submission in one command (optionally queue it on the local leaderboard)",
+        description="idbench generate, then validate, then score, into OUT/submission and OUT/results. Without --data "
+        "the shipped sample of the benchmark is built into OUT/data (a sample build: its numbers are not the "
+        "benchmark's). A rerun continues: only missing images are generated, and the scores are recomputed "
+        "from the feature cache. See docs/generation.md.",
+    )
+    run.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
+    run.add_argument("--data", type=Path, help="the built benchmark folder (default: build the shipped sample into OUT/data)")
+    run.add_argument("--out", type=Path, required=True, help="the run folder: OUT/submission, OUT/results")
+    _add_generation_arguments(run)
+    run.add_argument("--profile", choices=("paper", "tiny"), default="paper",
+                     help="scoring models: paper (default) or tiny (random weights, a plumbing check)")
+    run.add_argument("--metrics", help="comma-separated subset of the suite (default: all)")
+    run.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE or ~/.cache/idbench/features)")
+    run.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
+    run.add_argument("--submit", action="store_true", help="then queue the submission on the local leaderboard ($IDBENCH_HOME)")
+    run.add_argument("--submitter", help="who submits (with --submit)")
+    _add_judge_arguments(run)
+    run.set_defaults(func=_cmd_run)
 
     score = commands.add_parser(
         "score",
@@ -923,6 +1012,9 @@ _CACHE_KEEPING = {
     "worker": "the features computed so far are kept in the leaderboard's feature cache and a rerun resumes from there; "
               "the job's results were not written",
     "demo": "the features computed so far are kept in the leaderboard's feature cache and a rerun resumes from there",
+    "generate": "every image written so far is whole and kept in {out}; the same command generates only the missing ones",
+    "run": "the images written so far are kept in {out}/submission and the features in the feature cache; "
+           "the same command resumes from there",
 }
 
 
@@ -935,7 +1027,7 @@ def _interrupted_line(args: argparse.Namespace) -> str:
     runner = sys.modules.get("idbench.evaluate_pkg.runner")  # imported by then when scoring began; never import it here
     if cache is None and args.command == "score" and runner is not None:
         cache = runner.default_cache_dir()
-    return f"idbench {args.command}: interrupted; " + kept.format(where=f" ({cache})" if cache else "")
+    return f"idbench {args.command}: interrupted; " + kept.format(where=f" ({cache})" if cache else "", out=getattr(args, "out", ""))
 
 
 def _run_command(args: argparse.Namespace) -> int:
@@ -945,7 +1037,7 @@ def _run_command(args: argparse.Namespace) -> int:
     # The builder writes a handful of small tables and the scorer loads small models: their per-step
     # progress bars would drown the report (the scorer shows its own per stage).
     datasets.disable_progress_bars()
-    if args.command in ("score", "demo"):
+    if args.command in ("score", "demo", "run", "worker"):  # a worker's jobs say their own stages (idbench.progress)
         import transformers
 
         transformers.utils.logging.disable_progress_bar()
