@@ -225,9 +225,11 @@ class Context:
     def image_features(self, role: str, loaders: Mapping[str, Callable[[], bytes]], encoder: Any = None) -> dict[str, Features]:
         encoder = encoder if encoder is not None else self.models[role]
         tick = self.progress(f"{role} features", len(loaders))
-        return self.store.encode_images(
+        features = self.store.encode_images(
             encoder, loaders, batch_size=self.options.batch_size, num_workers=self.options.num_workers, progress=tick
         )
+        end_stage(tick)
+        return features
 
     def text_features(self, role: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
         return self.store.encode_texts(self.models[role], texts)
@@ -259,6 +261,7 @@ class Context:
         tick = self.progress("detections", len(items))
         version = image_feature_version(detector.feature_version)
         by_condition = self.store.cached_map(detector.key, version, items, compute, self.options.batch_size, tick)
+        end_stage(tick)
         return {image_key: by_condition[cond] for cond, (image_key, _) in items.items()}
 
     def foreground_masks(self, loaders: Mapping[str, Callable[[], bytes]], boxes: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -279,7 +282,16 @@ class Context:
         tick = self.progress("masks", len(items))
         version = image_feature_version(segmenter.feature_version)
         by_condition = self.store.cached_map(segmenter.key, version, items, compute, self.options.batch_size, tick)
+        end_stage(tick)
         return {image_key: by_condition[cond]["mask"] for cond, image_key in items.items()}
+
+
+def end_stage(tick: Callable[[int], None]) -> None:
+    """End a progress stage now (``idbench.progress``): cached items never tick, so its count may stay
+    below the total, and its done line should not wait for the next stage to start."""
+    close = getattr(tick, "close", None)
+    if close is not None:
+        close()
 
 
 def _generation_name(entry: Any) -> str:

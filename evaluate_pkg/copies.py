@@ -294,7 +294,7 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
     Each (generation, reference) search is cached in the feature store under this module's version.
     Evidence (what was found where) goes to ``ctx.evidence`` for flagged images.
     """
-    from idbench.evaluate_pkg.context import Result
+    from idbench.evaluate_pkg.context import Result, end_stage
     from idbench.evaluate_pkg.features import condition_hash
     from idbench.evaluate_pkg.images import content_hash
     from idbench.evaluate_pkg.models.registry import profile_is_plumbing
@@ -320,6 +320,7 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
 
     tick = ctx.progress("copy check", len(items))
     searched = ctx.store.cached_map("copy-search", VERSION, items, compute, max(1, ctx.options.batch_size), tick)
+    end_stage(tick)
 
     embedding = _embedding_cosines(ctx, generations, refs_of)
     plumbing = profile_is_plumbing(ctx.options.profile)

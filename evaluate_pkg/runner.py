@@ -14,6 +14,7 @@ A failed validation raises before anything is computed or written.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -34,6 +35,7 @@ from idbench.evaluate_pkg.report import aggregate, write_report
 from idbench.evaluate_pkg.retrieval import score_rankings, slot_count_note
 from idbench.evaluate_pkg.submission import validate_submission
 from idbench.evaluate_pkg.suites import suite_for
+from idbench.progress import Progress, progress_for
 
 
 class ScoringError(IdbenchError, ValueError):
@@ -131,22 +133,10 @@ def judge_summary(judge: Any) -> dict[str, Any] | None:
     return out
 
 
-def _progress_factory(enabled: bool):
-    def factory(stage: str, total: int):
-        if not enabled or total == 0:
-            return lambda n: None
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc=stage, unit="img", leave=False)
-
-        def tick(n: int) -> None:
-            bar.update(n)
-            if bar.n >= bar.total:
-                bar.close()
-
-        return tick
-
-    return factory
+def _progress_factory(enabled: bool | Progress) -> Progress:
+    """The run's reporter (``idbench.progress``): bars on a terminal, bounded log lines otherwise, none
+    when ``enabled`` is False; a reporter made by the caller (a worker's) is used as it is."""
+    return progress_for(enabled)
 
 
 def score_submission(
@@ -158,7 +148,7 @@ def score_submission(
     cache_dir: Path | None = None,
     overwrite: bool = False,
     accelerator: Any = None,
-    progress: bool = True,
+    progress: bool | Progress = True,
     models: Models | None = None,
 ) -> dict[str, Any]:
     """Score one submission; returns the summary written to ``aggregates.json``.
@@ -166,23 +156,49 @@ def score_submission(
     ``out=None`` computes without writing (tests, notebooks). Under ``accelerate launch`` pass the
     ``Accelerator``: unique images are split across processes, features gathered, and only the main
     process writes. ``models`` lets several runs with the same options share loaded models.
+    ``progress``: what the run says on stderr while it works (``idbench.progress``; only the main
+    process speaks): True for bars on a terminal and bounded log lines elsewhere, False for nothing,
+    or a reporter of the caller's.
     """
     options = options or ScoreOptions()
     data = data if isinstance(data, BenchmarkData) else load_benchmark_data(data)
     is_main = accelerator is None or accelerator.is_main_process
     if out is not None and Path(out).exists() and not overwrite:
         raise ScoringError(f"{out} already exists; pass --overwrite to replace it")
+    # A device the machine lacks is refused first (Models checks it), before any line of progress.
+    models = models if models is not None else Models(options)
+    reporter = _progress_factory(progress if is_main else False)
+    shared = accelerator is not None and accelerator.num_processes > 1
+    try:
+        with reporter.step(f"scoring on {data.name} ({options.profile} profile)") as scoring:
+            summary = _score(submission_path, data, out, options, cache_dir, overwrite, accelerator, models, is_main,
+                             reporter, shared)  # fmt: skip
+            scoring.note = f"{summary['images']} images" if summary["images"] else "a ranking of references"
+    except BaseException:
+        reporter.close(quiet=True)  # the error's (or Ctrl-C's) own line follows, not a stage's done line
+        raise
+    return summary
+
+
+def _score(submission_path, data, out, options, cache_dir, overwrite, accelerator, models, is_main, reporter, shared):
+    """score_submission's work, reported to ``reporter`` (``shared``: other processes compute part of the features)."""
     # Validation comes first: the submission's task decides which metrics (and models) apply.
     with validate_submission(Path(submission_path), data) as submission:
         # Under accelerate only the main process asks the judge (the others would send the same requests);
         # judged metrics use no collective, so the processes still meet at the same feature gathers.
         metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None, submission.task)
-        models = models if models is not None else Models(options)
-        models.preload(model_roles(data, metrics))  # fail before any model work
+        model = submission.metadata.get("model") or Path(submission_path).name
+        count = f"{len(submission.rankings)} rankings" if submission.task == "retrieval" else f"{len(submission.entries)} images"
+        reporter.line(f"{model}: {count} ({submission.task} task); metrics: {', '.join(metrics) or 'none'}"
+                      + (f"; not run: {', '.join(not_run)}" if not_run else ""))  # fmt: skip
+        roles = model_roles(data, metrics)
+        with reporter.step(f"loading models ({', '.join(sorted(roles)) or 'none'})"):
+            models.preload(roles)  # fail before any model work
         judged = any(data.spec.metric(m).judged for m in metrics)
         judge = make_judge(options.judge, Path(cache_dir) if cache_dir else None) if judged else None
         store = FeatureStore(Path(cache_dir or default_cache_dir()), accelerator=accelerator)
-        context = Context(data, submission, store, models, options, progress=_progress_factory(progress and is_main), judge=judge)
+        stages = functools.partial(reporter, shared=shared)
+        context = Context(data, submission, store, models, options, progress=stages, judge=judge)
         if submission.task == "retrieval":
             results = score_rankings(data, submission.rankings, metrics=set(metrics))
             context.notes["retrieval"] = slot_count_note(data)
@@ -192,13 +208,15 @@ def score_submission(
             # scores without generating anything, so it is flagged per image and the run marked.
             copy_rows, context.copies = detect_copies(context)
             results += copy_rows
+        reporter.close()
         # The judge's controls (judge/controls.py), asked after the submission's own questions, which are
         # all that judge_summary's statistics count; they never enter the results.
         judged_record, controls = judge_summary(context.judge), None
         if context.judge is not None:
             from idbench.evaluate_pkg.judge.controls import run_controls
 
-            controls = run_controls(data, context.judge, set(metrics))
+            with reporter.step("asking the judge its control questions"):
+                controls = run_controls(data, context.judge, set(metrics))
         summary = summarize(data, submission.metadata, results, context, not_run)
         if judged_record is not None:
             from idbench.evaluate_pkg.judge.card import describe_judge
@@ -206,7 +224,9 @@ def score_submission(
             judged = [m for m in metrics if data.spec.metric(m).judged]
             summary["judge"] = describe_judge(judged_record, controls, summary["aggregates"]["overall"], judged)
         if out is not None and is_main:
-            write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite)
+            with reporter.step("writing results.parquet, aggregates.json and report.md") as writing:
+                writing.note = f"into {out}"
+                write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite)
     return summary
 
 

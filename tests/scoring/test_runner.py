@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -179,8 +180,22 @@ def test_cli_score_prints_a_summary(collapse, tmp_path, capsys):
     code = main(["score", str(root / "collage"), "--data", str(root / "data"), "--out", str(tmp_path / "out"),
                  "--profile", "tiny", "--metrics", "clip_t,dino_sim", "--cache-dir", str(tmp_path / "cache")])
     assert code == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "PLUMBING CHECK" in out and "clip_t" in out and "dino_sim" in out and "scr@0.5" not in out
+    # stderr is no terminal here: what the run did goes there as whole log lines (no bars, no \r),
+    # each stage's start and end with its count and seconds (idbench.progress)
+    err = captured.err
+    assert "\r" not in err and err.endswith("\n")
+    lines = err.splitlines()
+    assert lines[0] == "scoring on identity-collapse (tiny profile) ..."
+    assert re.fullmatch(r".+: 225 images \(reference task\); metrics: clip_t, dino_sim", lines[1]), lines[1]
+    assert re.fullmatch(r"scoring on identity-collapse \(tiny profile\): done in [\d.]+ s \(225 images\)", lines[-1])
+    for stage in ("clip features", "dinov2 features", "copy check"):
+        assert any(re.fullmatch(rf"{stage}: \d+ img \.\.\.", line) for line in lines), (stage, err)
+        assert any(re.fullmatch(rf"{stage}: done in [\d.]+ s, \d+ .*", line) for line in lines), (stage, err)
+    starts = [line for line in lines if line.endswith(" img ...")]
+    assert len(starts) == len([line for line in lines if re.match(r"[a-z0-9 ]+ (features|check): done in", line)])
 
 
 @pytest.fixture(scope="module")
