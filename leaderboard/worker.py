@@ -63,6 +63,7 @@ from idbench.leaderboard.jobqueue import (
     readiness_problems,
 )
 from idbench.leaderboard.store import LeaseLostError, Store
+from idbench.progress import Progress, Quiet, progress_for, seconds
 
 __all__ = [
     "DEFAULT_JOB_SECONDS", "DEFAULT_LEASE_SECONDS", "DEFAULT_POLL_SECONDS", "SUBMISSION_FAULTS", "DiskFullError",
@@ -103,14 +104,17 @@ class JobTimeLimit(BaseException):
 Scorer = Callable[[Path, Path, Path, ScoreOptions, Path], dict[str, Any]]
 
 
-def score_work(submission: Path, data_dir: Path, out: Path, options: ScoreOptions, cache_dir: Path, models: Models | None = None) -> dict[str, Any]:
+def score_work(
+    submission: Path, data_dir: Path, out: Path, options: ScoreOptions, cache_dir: Path, models: Models | None = None,
+    progress: bool | Progress = False,
+) -> dict[str, Any]:
     """The default scorer: a validated submission folder against its benchmark folder.
 
     ``overwrite``: a worker killed after writing its outputs but before recording them leaves a
     complete folder (outputs are moved into place whole); the retry replaces it. ``models``: loaded
-    models shared across the jobs of one worker.
+    models shared across the jobs of one worker. ``progress``: the worker's reporter (stage lines).
     """
-    return score_submission(submission, data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=False, models=models)
+    return score_submission(submission, data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=progress, models=models)
 
 
 def default_worker_id() -> str:
@@ -131,6 +135,7 @@ def run_worker(
     dry_run: bool = False,
     job_seconds: float = DEFAULT_JOB_SECONDS,
     echo: Callable[[str], None] = print,
+    progress: bool | Progress = True,
 ) -> int:
     """Claim and score jobs from ``queue``; with ``once`` return when nothing is claimable. Returns the jobs completed.
 
@@ -143,7 +148,9 @@ def run_worker(
 
     ``options`` default to the ``paper`` profile and the whole suite. Without ``once`` the worker
     polls every ``poll_seconds`` forever; Ctrl-C puts the job in hand back to PENDING. ``scorer``
-    replaces the scoring call (tests). A job counts as completed when its FINISHED, FAILED or PARKED
+    replaces the scoring call (tests). ``progress`` (``idbench.progress``): one line on stderr when a
+    job starts and when it ends (state and seconds), and the scorer's stages in between (bars on a
+    terminal, bounded log lines otherwise); False says nothing. A job counts as completed when its FINISHED, FAILED or PARKED
     state was recorded by this worker; one taken over by another worker (lease lost) does not. Example::
 
         run_worker(Store(), once=True, options=ScoreOptions(profile="tiny"))
@@ -156,7 +163,9 @@ def run_worker(
     worker_id = worker_id or default_worker_id()
     check = scorer is None if check is None else check
     models = Models(options)
-    scorer = scorer or functools.partial(score_work, models=models)  # each model loaded once per worker, not per job
+    reporter = progress_for(progress)
+    # each model loaded once per worker, not per job
+    scorer = scorer or functools.partial(score_work, models=models, progress=reporter)
     checked: set[Path] = set()
 
     if dry_run:
@@ -184,7 +193,7 @@ def run_worker(
                 return done
             time.sleep(poll_seconds)
             continue
-        done += run_one(queue, lease, lease_seconds, options, scorer, job_seconds)
+        done += run_one(queue, lease, lease_seconds, options, scorer, job_seconds, reporter)
 
 
 def _check(queue: JobQueue, options: ScoreOptions, models: Models, checked: set[Path], *, started: bool) -> None:
@@ -200,18 +209,34 @@ def check_worker(store: Store, options: ScoreOptions, models: Models | None = No
     _check(StoreQueue(store), options, models or Models(options), set() if checked is None else checked, started=False)
 
 
-def run_one(queue: JobQueue, lease: Lease, lease_seconds: float, options: ScoreOptions, scorer: Scorer, job_seconds: float = DEFAULT_JOB_SECONDS) -> int:
-    """Score one claimed job and record its outcome by the fault ladder; 1 if recorded, 0 if the lease was lost."""
-    log.info("%s (%s): attempt %s by %s", lease.label, lease.model, lease.attempts, lease.worker)
+def run_one(
+    queue: JobQueue, lease: Lease, lease_seconds: float, options: ScoreOptions, scorer: Scorer,
+    job_seconds: float = DEFAULT_JOB_SECONDS, reporter: Progress | None = None,
+) -> int:
+    """Score one claimed job and record its outcome by the fault ladder; 1 if recorded, 0 if the lease was lost.
+
+    ``reporter`` says when the job starts and when it ends FINISHED (with its seconds); FAILED and PARKED
+    are warnings of the log, with their seconds and reason (shown on stderr without any logging set up).
+    """
+    reporter = reporter or Quiet()
+    started = reporter.clock()
+    log.debug("%s (%s): attempt %s by %s", lease.label, lease.model, lease.attempts, lease.worker)
+    reporter.line(f"{lease.label} ({lease.model}): scoring, attempt {lease.attempts}")
+
+    def took() -> str:
+        return seconds(reporter.clock() - started)
+
     try:
         with Heartbeat(lambda: queue.heartbeat(lease, lease_seconds), lease.label, lease_seconds):
             with queue.work(lease) as work, TimeLimit(job_seconds):  # recording the outcome is never cut short
-                summary = scorer(work.submission, work.data_dir, work.out, options, queue.home / "features")
+                with reporter.scope(f"{lease.label}: "):  # the scorer's stage lines name the job
+                    summary = scorer(work.submission, work.data_dir, work.out, options, queue.home / "features")
             down = judge_unavailable(summary.get("judge"))
             if down is not None:  # judged columns of an outage would rank the judge, not the model
                 raise JudgeUnavailableError(down)
             queue.finish(lease, work, summary)
-        log.info("%s: FINISHED", lease.label)
+        log.debug("%s: FINISHED", lease.label)
+        reporter.line(f"{lease.label}: FINISHED in {took()}")
         return 1
     except LeaseLostError as err:
         log.warning("%s", err)
@@ -223,10 +248,10 @@ def run_one(queue: JobQueue, lease: Lease, lease_seconds: float, options: ScoreO
         reason = (f"ran past its wall-time limit of {job_seconds:g} s on attempt {lease.attempts}; not a fault of the submission "
                   f"(requeue it on a faster worker, or with a higher --job-time-limit)")  # fmt: skip
         _record_traceback(queue, lease, err)
-        return _recorded(lambda: queue.park(lease, reason), f"{lease.label}: PARKED: {reason}")
+        return _recorded(lambda: queue.park(lease, reason), f"{lease.label}: PARKED after {took()}: {reason}")
     except SUBMISSION_FAULTS as err:  # the submission's fault: FAILED, with what to fix
         reason = _record_traceback(queue, lease, err)
-        return _recorded(lambda: queue.fail(lease, reason), f"{lease.label}: FAILED: {reason}")
+        return _recorded(lambda: queue.fail(lease, reason), f"{lease.label}: FAILED after {took()}: {reason}")
     except Exception as err:  # noqa: BLE001 - any other error is this worker's: the job goes back
         reason = _record_traceback(queue, lease, err)
         full = disk_full(err)

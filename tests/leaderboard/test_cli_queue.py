@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
@@ -29,7 +30,13 @@ def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys):
     assert "05" in err and "05_s1.png" in err
 
     assert main(["worker", "--once", "--profile", "tiny"]) == 0
-    assert "worker finished 1 job(s)" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "worker finished 1 job(s)" in captured.out
+    # stderr is no terminal: one line when the job starts, one when it ends, its stage lines between
+    lines = captured.err.splitlines()
+    assert lines[0] == "job 1 (collage-test): scoring, attempt 1" and re.fullmatch(r"job 1: FINISHED in [\d.]+ s", lines[-1])
+    assert all(line.startswith("job 1: ") for line in lines[1:]) and "\r" not in captured.err, captured.err
+    assert any(re.fullmatch(r"job 1: clip features: done in [\d.]+ s, .*", line) for line in lines), captured.err
     assert main(["jobs", "--json"]) == 0
     (job,) = json.loads(capsys.readouterr().out)
     assert job["state"] == "FINISHED" and job["model"] == "collage-test"

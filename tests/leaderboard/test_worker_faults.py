@@ -318,3 +318,38 @@ def test_both_backends_implement_every_operation_of_the_queue_interface():
             ours, theirs = inspect.signature(getattr(JobQueue, name)), inspect.signature(getattr(backend, name))
             assert list(ours.parameters) == list(theirs.parameters), f"{backend.__name__}.{name}{theirs} differs from {ours}"
         assert isinstance(backend.unit, str)
+
+
+# --- what a worker says -----------------------------------------------------------------------------
+
+
+def test_the_worker_says_one_line_when_a_job_starts_and_one_when_it_ends(store, collapse, caplog):
+    import io
+
+    from idbench.evaluate_pkg.images import ImageError
+    from idbench.progress import LogLines
+
+    submit(store, collapse / "collage", collapse / "data", model_name="collage-model")
+    submit(store, collapse / "clone", collapse / "data", model_name="clone-model")
+    now = [0.0]
+    stream = io.StringIO()
+    served = _summary_with_judge({"answers": 0, "failures": 0})
+    calls = []
+
+    def scorer(submission, data_dir, out, options, cache_dir):
+        calls.append(out)
+        now[0] += 12.5 if len(calls) == 1 else 3.0
+        if len(calls) == 2:
+            raise ImageError("prompt_id '05' seed 1", "not an image")
+        return served(submission, data_dir, out, options, cache_dir)
+
+    with caplog.at_level("WARNING", logger="idbench.leaderboard.worker"):
+        assert run_worker(store, once=True, options=TINY, scorer=scorer, progress=LogLines(stream, clock=lambda: now[0])) == 2
+    assert stream.getvalue().splitlines() == [
+        "job 1 (collage-model): scoring, attempt 1",
+        "job 1: FINISHED in 12 s",
+        "job 2 (clone-model): scoring, attempt 1",
+    ]
+    # FAILED (and PARKED) are the log's warnings, shown on stderr without any logging set up: one line
+    (failed,) = [r.getMessage() for r in caplog.records if "job 2" in r.getMessage()]
+    assert failed.startswith("job 2: FAILED after 3.0 s: ImageError: prompt_id '05' seed 1: not an image")
