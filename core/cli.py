@@ -199,7 +199,7 @@ def _generator_options(args: argparse.Namespace, device: str):
 
     return GeneratorOptions(
         model_id=args.model_id, revision=args.revision, device=device, dtype=args.dtype,
-        steps=args.steps, guidance=args.guidance, ignore_references=args.ignore_references,
+        steps=args.steps, guidance=args.guidance, ignore_references=args.ignore_references, reference_side=args.reference_side,
     )  # fmt: skip
 
 
@@ -662,6 +662,8 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, help="inference steps (default: the pipeline's)")
     parser.add_argument("--guidance", type=float, help="guidance scale (default: the pipeline's)")
     parser.add_argument("--batch-size", type=int, default=1, help="requests per call, for adapters that batch (default 1)")
+    parser.add_argument("--reference-side", type=int, metavar="PX",
+                        help="downscale references longer than PX on their longest side before the model sees them (default: as given; recorded)")
     parser.add_argument("--ignore-references", action="store_true",
                         help="let a text-only adapter run the reference task from the prompts alone (recorded)")
 

@@ -24,6 +24,8 @@ Example::
 
 from __future__ import annotations
 
+import json
+
 import math
 import re
 from dataclasses import dataclass
@@ -680,6 +682,40 @@ def metadata_table(row: Mapping[str, Any]) -> pd.DataFrame:
         ("submission", row.get("submission_id")),
     ]
     return pd.DataFrame([(name, "" if value is None else str(value)) for name, value in fields], columns=["field", "value"])
+
+
+# The generation record's fields (idbench generate, docs/generation.md) in the order the model page shows them.
+GENERATION_FIELDS = (
+    "adapter", "model_id", "revision", "pipeline_class", "dtype", "steps", "guidance", "resolution", "task",
+    "references", "reference_side", "device", "processes", "seed_rule", "seconds_per_image",
+)  # fmt: skip
+# A value the submitter wrote is cut to this many characters on the page (the whole record is in the JSON expander).
+GENERATION_VALUE_CHARS = 300
+GENERATION_NOT_RECORDED = (
+    "Generation: not recorded (made outside `idbench generate`: submission.json has no generation record "
+    "of the adapter, model revision and sampling)."
+)
+
+
+def generation_table(row: Mapping[str, Any]) -> pd.DataFrame | None:
+    """The generation record of ``idbench generate`` in ``submission.json`` as ``field, value`` rows of
+    text, the libraries as one row; None when the submission has no record (the adapter field marks one).
+
+    The submitter wrote these values: they are shown as plain text, cut to GENERATION_VALUE_CHARS.
+    """
+    record = (row.get("metadata") or {}).get("generation")
+    if not isinstance(record, Mapping) or not isinstance(record.get("adapter"), str):
+        return None
+
+    def text(value: Any) -> str:
+        shown = json.dumps(value, sort_keys=True, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+        return shown if len(shown) <= GENERATION_VALUE_CHARS else shown[: GENERATION_VALUE_CHARS - 3] + "..."
+
+    rows = [(field, text(record[field])) for field in GENERATION_FIELDS if record.get(field) not in (None, "")]
+    libraries = record.get("libraries")
+    if isinstance(libraries, Mapping) and libraries:
+        rows.append(("libraries", text(", ".join(f"{k} {v}" for k, v in sorted(libraries.items())))))
+    return pd.DataFrame(rows, columns=["field", "value"])
 
 
 def latest_jobs(jobs: list[Mapping[str, Any]], tasks: Mapping[int, str], n: int) -> pd.DataFrame:

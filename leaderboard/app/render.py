@@ -560,6 +560,7 @@ def model_page() -> None:
     st.dataframe(query.metadata_table(row), hide_index=True, key="model-metadata")
     if row["not_run"]:
         st.text("not run:\n" + "\n".join(f"  {m}: {why}" for m, why in row["not_run"].items()))
+    _generation(row)
     with st.expander("metadata as submitted (JSON)"):
         st.json(row["metadata"])
     with st.expander("models and revisions it was scored with (JSON)"):
@@ -621,6 +622,16 @@ def _judge_card(row: dict, spec: BenchmarkSpec) -> None:
     )
     if facts.incomplete:
         st.text("Incomplete (judge failures above the threshold): " + ", ".join(f"{m} {_share(r)}" for m, r in sorted(facts.incomplete.items())))
+
+
+def _generation(row: dict) -> None:
+    """How the images were made, from the generation record `idbench generate` writes (one line when absent)."""
+    st.subheader("Generation")
+    table = query.generation_table(row)
+    if table is None:
+        st.text(query.GENERATION_NOT_RECORDED)
+        return
+    st.dataframe(table, hide_index=True, key="model-generation")
 
 
 def _copy_check(row: dict) -> None:

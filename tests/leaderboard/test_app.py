@@ -443,6 +443,35 @@ def test_a_model_link_opens_its_model_page_with_the_metadata_table(filled, monke
     assert "benchmark=no-such-benchmark" in notes and "submission=x1" in notes
 
 
+def test_the_model_page_shows_the_generation_record_as_plain_text(home_copy):
+    record = {
+        "adapter": "diffusers-image-list", "model_id": "black-forest-labs/FLUX.2-klein", "revision": "a" * 40,
+        "pipeline_class": "Flux2KleinPipeline", "dtype": "bfloat16", "steps": 4, "guidance": 1.0, "resolution": 1024,
+        "seed_rule": "**bold** <b>x</b> " + "z" * 400, "seconds_per_image": 1.25,
+        "libraries": {"diffusers": "0.42.1", "torch": "2.14.1"},
+    }  # fmt: skip
+    with sqlite3.connect(Store(home_copy).path) as db:
+        db.execute("UPDATE submissions SET metadata_json = json_set(metadata_json, '$.generation', json(?)) WHERE id = 2", (json.dumps(record),))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": BENCHMARK, "submission": "2"})
+    at.switch_page("views/model.py").run()
+    assert not at.exception
+    subheaders = [h.value for h in at.subheader]
+    assert "Generation" in subheaders, subheaders
+    tables = [frame.value for frame in at.dataframe if list(frame.value.columns) == ["field", "value"]]
+    [table] = [t for t in tables if "adapter" in set(t["field"])]
+    fields = dict(zip(table["field"], table["value"]))
+    assert fields["adapter"] == "diffusers-image-list" and fields["revision"] == "a" * 40 and fields["steps"] == "4"
+    assert fields["libraries"] == "diffusers 0.42.1, torch 2.14.1"
+    # The submitter's text stays text (a table cell, not Markdown), cut to a bounded length.
+    assert fields["seed_rule"].startswith("**bold** <b>x</b>") and len(fields["seed_rule"]) == 300
+    # A submission made outside `idbench generate` says so in one line.
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": BENCHMARK, "submission": "3"})
+    at.switch_page("views/model.py").run()
+    assert any(t.value.startswith("Generation: not recorded") for t in at.text)
+
+
 def test_the_submit_fields_are_one_form(app):
     app.switch_page("views/submit.py").run()
     button = app.button(key="submit-button")
