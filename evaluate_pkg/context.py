@@ -150,7 +150,11 @@ class Models:
         if len(missing) == 1:
             raise ModelNotAvailableError(missing[0])
         if missing:
-            raise ModelNotAvailableError(f"{len(missing)} models are missing:\n\n" + "\n\n".join(missing))
+            from idbench.evaluate_pkg.models.registry import ALL_AT_ONCE
+
+            each = [m.replace("\n" + ALL_AT_ONCE, "") for m in missing]
+            tail = f"\n\n{ALL_AT_ONCE}" if any(ALL_AT_ONCE in m for m in missing) else ""
+            raise ModelNotAvailableError(f"{len(missing)} models are missing:\n\n" + "\n\n".join(each) + tail)
 
     def missing(self, roles: Iterable[str]) -> dict[str, str]:
         """Card name -> why it cannot be loaded, for the models of ``roles`` not on this machine.

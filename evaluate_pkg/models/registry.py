@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # torch is imported lazily: listing models must stay cheap
     import torch
 
 __all__ = [
+    "ALL_AT_ONCE",
     "DEFAULT_PROFILE",
     "HUB_FILES",
     "LOADERS",
@@ -445,6 +446,13 @@ def download_command(card: ModelCard, files: Sequence[str] | None = None) -> str
     return _hf_download(card.hub_id, card.revision, HUB_FILES.get(card.name, ()) if files is None else files)
 
 
+#: The last line of a missing (non-plumbing) model's error; said once when several are missing.
+ALL_AT_ONCE = (
+    "Every missing model of a profile at once: idbench models download --profile paper (idbench models list "
+    "shows what is here). Or use --profile tiny for a plumbing check."
+)
+
+
 def missing_model_error(card: ModelCard, detail: str) -> ModelNotAvailableError:
     """The one error for a model that is not on this machine: what is missing and how to get it."""
     where = f" ({card.hub_id} @ {card.revision or 'main'})" if card.hub_id else ""
@@ -457,7 +465,7 @@ def missing_model_error(card: ModelCard, detail: str) -> ModelNotAvailableError:
     else:
         lines.append(f"How to get it: {card.how_to_get}")
     if not is_plumbing(card):
-        lines.append("Or use --profile tiny for a plumbing check.")
+        lines.append(ALL_AT_ONCE)
     return ModelNotAvailableError("\n".join(lines))
 
 

@@ -342,3 +342,16 @@ def test_dry_run_names_sources_and_licences_and_fetches_nothing(places, stand_in
     assert V07_URL in _role_line(out, "arcface-buffalo-l") and "non-commercial" in _role_line(out, "arcface-buffalo-l")
     assert "facebook/dinov2-base@f9e44c814b77203eaa57a6bdbbd535f21ede1415: config.json" in out
     assert hub.calls == [] and fetcher.urls == []
+
+
+def test_scoring_without_the_paper_models_names_models_download_once(places):
+    """The preload error over several missing models points at `idbench models download` once, not per model."""
+    from idbench.evaluate_pkg.context import Models, ScoreOptions
+    from idbench.evaluate_pkg.models.base import ModelNotAvailableError
+
+    models = Models(ScoreOptions(profile="paper"))
+    with pytest.raises(ModelNotAvailableError) as caught:
+        models.preload(["clip", "dinov2"])
+    message = str(caught.value)
+    assert message.startswith("2 models are missing")
+    assert message.count("idbench models download --profile paper") == 1 and message.endswith(registry.ALL_AT_ONCE)
