@@ -466,7 +466,9 @@ class DiffusersKontext(_DiffusersAdapter):
         return self.options.reference_side or COLLAGE_CELL
 
     def sampling_arguments(self, request: GenerationRequest) -> dict[str, Any]:
-        arguments = super().sampling_arguments(request)
+        # FluxKontextPipeline rescales height x width to its max_area (default 1024 x 1024) whatever size is asked:
+        # the asked square is the area, so the image comes out at the resolution of the request.
+        arguments = {"max_area": request.resolution * request.resolution} | super().sampling_arguments(request)
         if len(request.references) == 1:
             arguments["image"] = self.references(request)[0]
         elif request.references:

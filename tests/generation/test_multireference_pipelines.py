@@ -1,8 +1,8 @@
-"""Two multi-reference pipeline families built here from component configs (no download), saved to folders
+"""Three multi-reference pipeline families built here from component configs (no download), saved to folders
 and run through ``idbench generate`` and the Python API on all three benchmarks: FLUX.2 klein
-(``diffusers-image-list``, ``image=[...]``) and OmniGen (``diffusers-omnigen``, ``input_images=`` and
-prompt placeholders). Random tiny weights: a plumbing check of the call, the reference order, seeds and
-the record, not of image quality."""
+(``diffusers-image-list``, ``image=[...]``), OmniGen (``diffusers-omnigen``, ``input_images=`` and prompt
+placeholders) and FLUX.1 Kontext (``diffusers-kontext``, one ``image=``: a collage of several). Random tiny
+weights: a plumbing check of the call, the reference order, seeds and the record, not of image quality."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from PIL import Image
 
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
@@ -23,7 +24,8 @@ from idbench.cli import main  # noqa: E402
 from idbench.evaluate_pkg.baselines import reference_image  # noqa: E402
 from idbench.evaluate_pkg.data import load_benchmark_data  # noqa: E402
 from idbench.evaluate_pkg.submission import SubmissionError, validate_submission  # noqa: E402
-from idbench.generation.adapters import DiffusersImageList, GeneratorOptions, load_generator  # noqa: E402
+from idbench.evaluate_pkg.models.clip import write_clip_tokenizer_files  # noqa: E402
+from idbench.generation.adapters import DiffusersImageList, DiffusersKontext, GeneratorOptions, load_generator  # noqa: E402
 from idbench.generation.requests import manifest_rows  # noqa: E402
 from idbench.generation.run import generate_submission  # noqa: E402
 
@@ -31,12 +33,15 @@ BENCHMARKS = ("cogcanvas", "charis", "identity-collapse")
 SIZE = 32
 # FLUX.2 refuses a reference with a side under 64 px; 160 keeps the benchmarks' narrowest references
 # (234 x 512 items) above that. OmniGen takes any size: 64 keeps it fast.
-REFERENCE_SIDE = {"diffusers-image-list": 160, "diffusers-omnigen": 64}
-PIPELINE_CLASS = {"diffusers-image-list": "Flux2KleinPipeline", "diffusers-omnigen": "OmniGenPipeline"}
+# Kontext: the side of a collage's cells.
+REFERENCE_SIDE = {"diffusers-image-list": 160, "diffusers-omnigen": 64, "diffusers-kontext": 64}
+PIPELINE_CLASS = {"diffusers-image-list": "Flux2KleinPipeline", "diffusers-omnigen": "OmniGenPipeline", "diffusers-kontext": "FluxKontextPipeline"}
 # FLUX.2 klein's guidance 1 skips its second (unconditioned) pass; a short prompt sequence (its default is
 # 512 tokens) keeps the tiny transformer's attention small. Both halve the test's time.
 KLEIN_GUIDANCE = 1.0
 KLEIN_CALL = {"max_sequence_length": 32}
+# Kontext resizes its input image to one of its ~1-megapixel training sizes unless told not to (_auto_resize).
+KONTEXT_CALL = {"max_sequence_length": 32, "_auto_resize": False}
 WORDS = ["[UNK]", "[PAD]", "a", "photo", "of", "the", "person", "in", "and", "with", "references"]
 
 
@@ -95,13 +100,43 @@ def tiny_omnigen():
     return diffusers.OmniGenPipeline(transformer=transformer, vae=vae, scheduler=diffusers.FlowMatchEulerDiscreteScheduler(), tokenizer=word_tokenizer())
 
 
+def tiny_flux_kontext(folder):
+    """FluxKontextPipeline with diffusers' test shapes, a four-block VAE (8x), the CLIP tokenizer files idbench
+    writes itself and a word-level tokenizer in place of T5's."""
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer, T5Config, T5EncoderModel
+
+    torch.manual_seed(0)
+    transformer = diffusers.FluxTransformer2DModel(
+        patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
+        joint_attention_dim=32, pooled_projection_dim=32, axes_dims_rope=[4, 4, 8],
+    )  # fmt: skip
+    clip = CLIPTextModel(CLIPTextConfig(
+        bos_token_id=49406, eos_token_id=49407, hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=1,
+        pad_token_id=49407, vocab_size=49408, max_position_embeddings=77, projection_dim=32,
+    ))  # fmt: skip
+    t5 = T5EncoderModel(T5Config(vocab_size=len(WORDS), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4))
+    vae = diffusers.AutoencoderKL(
+        sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,) * 4, layers_per_block=1, latent_channels=1,
+        norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035,
+        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+    )  # fmt: skip
+    folder.mkdir(parents=True)
+    write_clip_tokenizer_files(folder)
+    tokenizer = CLIPTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"), model_max_length=77)
+    return diffusers.FluxKontextPipeline(
+        scheduler=diffusers.FlowMatchEulerDiscreteScheduler(), text_encoder=clip, text_encoder_2=t5, tokenizer=tokenizer,
+        tokenizer_2=word_tokenizer(), transformer=transformer, vae=vae, image_encoder=None, feature_extractor=None,
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("multireference")
     for name in BENCHMARKS:
         build(name, out=root / name)
     folders = {}
-    for adapter, make in (("diffusers-image-list", tiny_flux2_klein), ("diffusers-omnigen", tiny_omnigen)):
+    makers = {"diffusers-image-list": tiny_flux2_klein, "diffusers-omnigen": tiny_omnigen, "diffusers-kontext": lambda: tiny_flux_kontext(root / "clip-files")}
+    for adapter, make in makers.items():
         folders[adapter] = root / PIPELINE_CLASS[adapter]
         make().save_pretrained(folders[adapter])
     return {name: load_benchmark_data(root / name) for name in BENCHMARKS}, folders
@@ -113,9 +148,11 @@ def adapters(setup):
     _, folders = setup
     klein = GeneratorOptions(model_id=str(folders["diffusers-image-list"]), steps=1, guidance=KLEIN_GUIDANCE, reference_side=REFERENCE_SIDE["diffusers-image-list"])
     omnigen = GeneratorOptions(model_id=str(folders["diffusers-omnigen"]), steps=1, reference_side=REFERENCE_SIDE["diffusers-omnigen"])
+    kontext = GeneratorOptions(model_id=str(folders["diffusers-kontext"]), steps=1, reference_side=REFERENCE_SIDE["diffusers-kontext"])
     return {
         "diffusers-image-list": DiffusersImageList(klein, call_arguments=KLEIN_CALL),  # what load_generator builds, plus call arguments
         "diffusers-omnigen": load_generator("diffusers-omnigen", omnigen),
+        "diffusers-kontext": DiffusersKontext(kontext, call_arguments=KONTEXT_CALL),
     }
 
 
@@ -153,6 +190,14 @@ def expected_roles(data, prompt_id: str) -> list[str]:
     return [f"subject {k}" for k in range(1, len(prompt["subject_ids"]) + 1)]
 
 
+def collage_cells(collage, count: int, cell: int) -> list:
+    """The ``count`` cells of a Kontext collage, row by row: a grid as square as it gets, columns first
+    (docs/generation.md: ceil(sqrt(n)) columns)."""
+    columns = int(np.ceil(np.sqrt(count)))
+    assert collage.size == (columns * cell, int(np.ceil(count / columns)) * cell)
+    return [collage.crop(((k % columns) * cell, (k // columns) * cell, (k % columns + 1) * cell, (k // columns + 1) * cell)) for k in range(count)]
+
+
 def check_only_the_left_out_rows_fail(out, data, generated: int) -> None:
     """A --limit run validates except for the rows it left out: every problem is one of those missing."""
     rows = manifest_rows(out / "manifest.csv")
@@ -178,6 +223,9 @@ def test_the_command_line_runs_a_saved_family_folder(setup, tmp_path, adapter_na
     assert record["adapter"] == adapter_name and record["pipeline_class"] == PIPELINE_CLASS[adapter_name]
     assert record["steps"] == 1 and record["reference_side"] is None and record["resolution"] == SIZE
     check_only_the_left_out_rows_fail(out, data, generated=1)
+    file = manifest_rows(out / "manifest.csv")[0][2]
+    with Image.open(out / file) as image:
+        assert image.size == (SIZE, SIZE)  # Kontext would draw 1024 x 1024 unless told max_area
 
 
 @pytest.mark.parametrize("benchmark", BENCHMARKS)
@@ -194,16 +242,22 @@ def test_each_family_gets_the_references_in_order_on_every_benchmark(setup, adap
     for (prompt_id, seed, file), call in zip(rows, spy.call_args_list):
         arguments = call.kwargs
         prompt = data.prompt_rows[prompt_id]
-        passed = arguments["image"] if adapter_name == "diffusers-image-list" else arguments["input_images"]
+        assert arguments["generator"].initial_seed() == seed and arguments["height"] == SIZE
         ids = expected_references(data, prompt_id)
         originals = {ref_id: reference_image(data, ref_id, prompt) for ref_id in ids}
-        assert [closest(image, originals) for image in passed] == ids
         side = REFERENCE_SIDE[adapter_name]
+        if adapter_name == "diffusers-kontext" and len(ids) > 1:
+            cells = collage_cells(arguments["image"], len(ids), side)
+            assert [closest(cell, originals) for cell in cells] == ids
+            assert arguments["max_area"] == SIZE * SIZE
+            continue
+        passed = {"diffusers-image-list": lambda: arguments["image"], "diffusers-omnigen": lambda: arguments["input_images"],
+                  "diffusers-kontext": lambda: [arguments["image"]]}[adapter_name]()  # fmt: skip
+        assert [closest(image, originals) for image in passed] == ids
         for image, ref_id in zip(passed, ids):
             width, height = originals[ref_id].size
             assert max(image.size) == min(side, max(width, height))
             assert abs(image.width / image.height - width / height) < 0.05  # aspect kept
-        assert arguments["generator"].initial_seed() == seed and arguments["height"] == SIZE
         if adapter_name == "diffusers-omnigen":
             named = re.findall(r"([^:,]+): <img><\|image_(\d+)\|></img>", arguments["prompt"].split(" References: ")[1])
             assert [(role.strip(), int(k)) for role, k in named] == [(role, k + 1) for k, role in enumerate(expected_roles(data, prompt_id))]
