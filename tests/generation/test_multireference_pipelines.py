@@ -218,10 +218,11 @@ def test_the_command_line_runs_a_saved_family_folder(setup, tmp_path, adapter_na
             "--resolution", str(SIZE), "--steps", "1", "--limit", "1", "--out", str(out)]  # fmt: skip
     if adapter_name == "diffusers-image-list":
         argv += ["--guidance", str(KLEIN_GUIDANCE)]
-    assert main(argv) == 0
+    side = 64 if adapter_name == "diffusers-omnigen" else None  # one family with the flag, the others as given
+    assert main(argv + (["--reference-side", str(side)] if side else [])) == 0
     record = json.loads((out / "submission.json").read_text())["generation"]
     assert record["adapter"] == adapter_name and record["pipeline_class"] == PIPELINE_CLASS[adapter_name]
-    assert record["steps"] == 1 and record["reference_side"] is None and record["resolution"] == SIZE
+    assert record["steps"] == 1 and record["reference_side"] == side and record["resolution"] == SIZE
     check_only_the_left_out_rows_fail(out, data, generated=1)
     file = manifest_rows(out / "manifest.csv")[0][2]
     with Image.open(out / file) as image:
