@@ -28,7 +28,7 @@ from typing import Callable, Iterator, TextIO
 # Inside a stage: a line at least every INTERVAL seconds, and one per tenth of the items, but never two
 # within MIN_GAP seconds (a fast stage prints its start and end lines only).
 INTERVAL = 10.0
-MIN_GAP = 2.0
+MIN_GAP = 5.0
 
 
 def seconds(value: float) -> str:

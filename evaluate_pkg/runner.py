@@ -180,6 +180,14 @@ def score_submission(
     return summary
 
 
+def _listing(names: list[str], at_most: int = 10) -> str:
+    """Names for a progress line, the first ``at_most`` of them: a suite of thirty would fill a screen."""
+    if not names:
+        return "none"
+    shown = ", ".join(names[:at_most])
+    return shown + (f" and {len(names) - at_most} more" if len(names) > at_most else "")
+
+
 def _score(submission_path, data, out, options, cache_dir, overwrite, accelerator, models, is_main, reporter, shared):
     """score_submission's work, reported to ``reporter`` (``shared``: other processes compute part of the features)."""
     # Validation comes first: the submission's task decides which metrics (and models) apply.
@@ -189,8 +197,8 @@ def _score(submission_path, data, out, options, cache_dir, overwrite, accelerato
         metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None, submission.task)
         model = submission.metadata.get("model") or Path(submission_path).name
         count = f"{len(submission.rankings)} rankings" if submission.task == "retrieval" else f"{len(submission.entries)} images"
-        reporter.line(f"{model}: {count} ({submission.task} task); metrics: {', '.join(metrics) or 'none'}"
-                      + (f"; not run: {', '.join(not_run)}" if not_run else ""))  # fmt: skip
+        reporter.line(f"{model}: {count} ({submission.task} task); metrics: {_listing(metrics)}"
+                      + (f"; {len(not_run)} not run (the report says why)" if not_run else ""))  # fmt: skip
         roles = model_roles(data, metrics)
         with reporter.step(f"loading models ({', '.join(sorted(roles)) or 'none'})"):
             models.preload(roles)  # fail before any model work
