@@ -7,7 +7,9 @@
    profile (random weights of the papers' architectures, and the real dlib face model), and print a
    ranked table per benchmark from the leaderboard's store.
 
-Everything scored here is a plumbing check, and every table says so.
+Everything scored here is a plumbing check, and every table says so. The reports and tables go to
+stdout; what the demo is doing, and how long each step took, goes to stderr (``idbench.progress``: bars
+on a terminal, bounded log lines otherwise).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from idbench.leaderboard.judges import copies_mark
 from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
+from idbench.progress import Progress, progress_for
 
 # The size the demo's baselines are drawn at. At 256 px most pasted faces are too small for dlib's HOG
 # detector, and its CNN fallback costs ~2.5 s an image on a CPU; at 512 HOG finds them (~0.1 s).
@@ -89,21 +92,24 @@ def this_command() -> str:
     return f"{Path(sys.executable).name} -m idbench"
 
 
-def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES) -> None:
+def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: bool | Progress = True) -> None:
     out = Path(out)
+    reporter = progress_for(progress)
     names = shipped_benchmarks()
     root = out / "datasets"
     print(f"Building the three benchmarks from the shipped samples into {root}/ (sample builds, not paper scale)\n")
     with tempfile.TemporaryDirectory(prefix="idbench-demo-cache-") as cache_dir:
         for name in names:
             folder = root / name
-            info = build(name, out=folder, overwrite=True)
-            print(format_report(info))
-            for config in info["configs"]:
-                # A fresh cache per run: datasets may otherwise serve a stale copy of a rebuilt folder.
-                loaded = load_built(folder, config, cache_dir)
-                print(f"  load_dataset({str(folder)!r}, {config!r}) -> {loaded.num_rows} rows, columns: "
-                      f"{', '.join(loaded.column_names)}")
+            with reporter.step(f"demo: building {name} from its shipped samples, then reading it back") as step:
+                info = build(name, out=folder, overwrite=True)
+                print(format_report(info))
+                for config in info["configs"]:
+                    # A fresh cache per run: datasets may otherwise serve a stale copy of a rebuilt folder.
+                    loaded = load_built(folder, config, cache_dir)
+                    print(f"  load_dataset({str(folder)!r}, {config!r}) -> {loaded.num_rows} rows, columns: "
+                          f"{', '.join(loaded.column_names)}")
+                step.note = ", ".join(f"{config}: {c['rows']} rows" for config, c in info["configs"].items())
             prompts = load_built(folder, "prompts", cache_dir)
             print(f"  example prompt: {prompts[0]['prompt']}\n")
 
@@ -115,13 +121,18 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES) -> None:
             served = store.home / "benchmarks" / name
             shutil.copytree(root / name, served, dirs_exist_ok=True)
             data = load_benchmark_data(served, cache_dir=cache_dir)
-            for baseline in baselines:
-                submission = out / "baselines" / name / baseline
-                make_baseline(baseline, data, submission, size=DEMO_IMAGE_SIZE, overwrite=True)
-                submit(store, submission, served, model_name=f"baseline-{baseline}", submitter="idbench demo")
+            with reporter.step(f"demo: drawing the {len(baselines)} baselines of {name} at {DEMO_IMAGE_SIZE} px and submitting them") as step:
+                for baseline in baselines:
+                    submission = out / "baselines" / name / baseline
+                    make_baseline(baseline, data, submission, size=DEMO_IMAGE_SIZE, overwrite=True)
+                    submit(store, submission, served, model_name=f"baseline-{baseline}", submitter="idbench demo")
+                step.note = ", ".join(baselines)
         started = time.perf_counter()
         options = ScoreOptions(profile="tiny", models_dir=str(out / "models"))
-        done = run_worker(store, once=True, options=options)
+        waiting = sum(job["state"] == "PENDING" for job in store.list_jobs())
+        with reporter.step(f"demo: one worker scores the {waiting} queued submission(s) (tiny profile: a plumbing check)") as step:
+            done = run_worker(store, once=True, options=options, progress=reporter)
+            step.note = f"{done} job(s)"
         print(f"scored {done} queued submission(s) in {time.perf_counter() - started:.1f} s "
               f"(leaderboard store: {store.home})")
         tables = []
