@@ -358,7 +358,8 @@ class _DiffusersAdapter:
         options = asdict(self.options)
         dtype = getattr(self.pipeline, "dtype", None)
         return {
-            "model_id": options["model_id"] or getattr(self.pipeline, "name_or_path", None) or "",
+            # str(): a pipeline loaded from a Path keeps that Path as its name_or_path
+            "model_id": str(options["model_id"] or getattr(self.pipeline, "name_or_path", None) or ""),
             "revision": options["revision"] or "",
             "pipeline_class": type(self.pipeline).__name__,
             "dtype": str(dtype).removeprefix("torch.") if dtype is not None else (options["dtype"] or ""),

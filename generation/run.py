@@ -300,11 +300,11 @@ def generate_submission(
     finally:
         seconds = time.perf_counter() - started
         if group.num_processes == 1:
-            _write_record(out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, 1)
+            _write_record(out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, 1, batch_size)
     if group.num_processes > 1:
         group.wait_for_everyone()  # every share is written before the record says the run is done
         if group.is_main_process:
-            _write_record(out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, group.num_processes)
+            _write_record(out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, group.num_processes, batch_size)
             # The main process reports the whole run: every share's images, its own time per image.
             generated = sum(image_path(out, row[2]).is_file() for row in missing)
             return RunReport(out, generated, len(rows) - len(missing), len(rows), seconds * generated / max(done, 1))
@@ -313,13 +313,14 @@ def generate_submission(
 
 def _write_record(
     out: Path, metadata: dict, adapter_name: str, adapter: Any, model_name: str | None, resolution: int, task: str, seconds: float,
-    done: int, processes: int,
+    done: int, processes: int, batch_size: int,
 ) -> None:
     """submission.json with the generation record, written after every run, stopped or not, so the record
     says what the images were made with. In a distributed run the time per image is the main process's."""
     previous = metadata.get("generation", {}) if isinstance(metadata.get("generation"), dict) else {}
     per_image = seconds / done if done else previous.get("seconds_per_image")
     generation = record(adapter_name, adapter, resolution=resolution, task=task, seconds_per_image=per_image)
+    generation["batch_size"] = batch_size  # a batch may differ from one at a time by a level of 255 (float sums)
     if processes > 1:
         generation["processes"] = processes
     own = generation_record(adapter)
