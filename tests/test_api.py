@@ -244,3 +244,27 @@ def test_score_without_a_gpu_stops_before_any_model_loads(collapse, no_gpu, tmp_
     assert not (tmp_path / "out").exists()
     with pytest.raises(context.DeviceError):  # the Python API takes the same path
         idbench.score(root / "collage", data, profile="tiny", device="cuda", progress=False)
+
+
+def test_the_metric_modules_take_features_made_from_images_and_texts(tmp_path):
+    """idbench.metrics.embed_images / embed_texts make the modules' inputs; checked against numpy cosines."""
+    import numpy as np
+    from PIL import Image
+
+    import idbench
+
+    red = Image.new("RGB", (64, 48), (200, 30, 30))
+    noise = Image.fromarray(np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8))
+    red.save(tmp_path / "red.png")
+    vectors = idbench.metrics.embed_images([tmp_path / "red.png", red, noise], model="dinov2", profile="tiny")
+    assert vectors.shape[0] == 3 and vectors.dtype == np.float32
+    np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-5)  # a file decodes as the image it holds
+    result = idbench.metrics.load("dino_sim").compute(generated_embeddings=[vectors[0]], reference_embeddings=[[vectors[2]]])
+    cosine = float(vectors[0] @ vectors[2] / np.linalg.norm(vectors[0]) / np.linalg.norm(vectors[2]))
+    assert abs(result["dino_sim"] - cosine) < 1e-5
+    images = idbench.metrics.embed_images([red], model="clip", profile="tiny")
+    texts = idbench.metrics.embed_texts(["a red square"], profile="tiny")
+    clip_t = idbench.metrics.load("clip_t").compute(image_embeddings=images, text_embeddings=texts)["clip_t"]
+    assert abs(clip_t - float(images[0] @ texts[0] / np.linalg.norm(images[0]) / np.linalg.norm(texts[0]))) < 1e-5
+    with pytest.raises(idbench.IdbenchError, match="expected one of clip, dinov2"):
+        idbench.metrics.embed_images([red], model="arcface")
