@@ -651,7 +651,8 @@ def _configure_logging(args: argparse.Namespace) -> None:
 def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     """The model and sampling flags of `generate` and `run`."""
     parser.add_argument("--model", required=True, metavar="ADAPTER",
-                        help="an adapter: diffusers-t2i, diffusers-image-list, ..., a name from the idbench.generators entry points, or module:attr")
+                        help="an adapter: diffusers-t2i, diffusers-image-list, diffusers-omnigen, diffusers-kontext, a name from the "
+                        "idbench.generators entry points, or module:attr")
     parser.add_argument("--model-id", help="the model the adapter loads: a Hub id or a local folder")
     parser.add_argument("--revision", help="the Hub commit of --model-id (required for a Hub id; never guessed)")
     parser.add_argument("--name", help="the model name in submission.json (default: the model id, else the adapter)")
