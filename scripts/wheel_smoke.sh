@@ -3,7 +3,7 @@
 # Builds the wheel from a clean copy of the sources, installs it into a throw-away venv (torch pinned
 # as in scripts/setup.sh; pip's cache is reused), and from an empty folder outside the repository runs
 # the README's commands on embedded defaults: --version, demo, build x3, template / baseline /
-# validate / score --profile tiny, the evaluate modules, and serve (health endpoint + every app page);
+# validate / score --profile tiny, run with a user's adapter, the evaluate modules, and serve (health endpoint + every app page);
 # then python -m idbench and an app page from the repository root, where no folder may shadow the install;
 # then the Space's folder from scripts/build_space.py, which must install offline from the wheel it ships.
 # Checks that site-packages gains `idbench` (and its dist-info) only. Everything lives in one temporary
@@ -76,6 +76,17 @@ step "template, baseline, validate, score --profile tiny"
 timeout 600 "$BIN/idbench" score collage --data built/identity-collapse --out scores --profile tiny \
     --models-dir demo/models --cache-dir "$IDBENCH_HOME/features" > score.log 2>&1 || { tail -n 40 score.log; exit 1; }
 for file in results.parquet aggregates.json report.md; do [ -f "scores/$file" ]; done
+
+step "idbench run with a user's adapter (module:attr from the current folder): generate, validate, score"
+cat > my_adapter.py <<'EOF'
+from PIL import Image
+
+def flat(request):  # a user's model: one colour per seed, references ignored
+    return Image.new("RGB", (request.resolution, request.resolution), (request.seed * 40 % 256, 90, 160))
+EOF
+timeout 600 "$BIN/idbench" run identity-collapse --data built/identity-collapse --model my_adapter:flat --resolution 64 \
+    --out my-run --profile tiny --metrics clip_t --models-dir demo/models > run.log 2>&1 || { tail -n 40 run.log; exit 1; }
+grep -q "\[4/4\] score" run.log && [ -f my-run/results/aggregates.json ] && grep -q '"adapter": "my_adapter:flat"' my-run/submission/submission.json
 
 step "the Hub-backed queue on the local stand-in: submit --hub, worker --hub --once, jobs --hub"
 # The Space's and a GPU worker's commands, with IDBENCH_HUB_STAND_IN in place of the Hub (no network);
