@@ -187,6 +187,67 @@ class SubjectBreakdown:
 
 
 @dataclass(frozen=True)
+class UnitFactor:
+    """A unit that prompts share and reuse (a subject, an identity, an item, a background): the prompt
+    column that names a prompt's level(s) of it. ``column`` holds one id, a list of ids, or (with
+    ``key``) a list of records whose ``key`` is the id; an empty id is no level."""
+
+    name: str  # e.g. "subject"; "prompt" is reserved for the prompt itself
+    column: str
+    key: str | None = None
+    description: str = ""
+
+    def levels(self, prompt: dict[str, Any]) -> list[str]:
+        """The ids of this unit a prompt row names (distinct, in order)."""
+        value = prompt.get(self.column)
+        items = [] if value is None else [value] if isinstance(value, str) else list(value)
+        ids = [item.get(self.key) if self.key is not None and isinstance(item, dict) else item for item in items]
+        return list(dict.fromkeys(str(i) for i in ids if i is not None and str(i).strip()))
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """What the intervals of a benchmark resample (docs/statistics.md).
+
+    No ``factors``: prompts are the independent units (each with all its seeds). With factors and
+    ``prompts_nested``: the prompts are nested in their factor's levels (CHARIS: ~7 prompts per
+    subject), and the top level is resampled with all its prompts (two-stage bootstrap, top level
+    only). Otherwise the factors are crossed with the prompts: a multi-way bootstrap that gives every
+    level of every factor and every prompt its own draw (Identity Collapse, CogCanvas).
+    """
+
+    factors: tuple[UnitFactor, ...] = ()
+    prompts_nested: bool = False
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.factors]
+        if len(set(names)) != len(names) or "prompt" in names:
+            raise ValueError(f"resampling factors {names!r}: names must be unique and not 'prompt'")
+        if self.prompts_nested and len(self.factors) != 1:
+            raise ValueError("resampling: prompts nest in exactly one factor")
+
+    @property
+    def factor_names(self) -> tuple[str, ...]:
+        """The design's factors as the bootstrap reads them (``"prompt"`` is each prompt itself)."""
+        names = tuple(f.name for f in self.factors)
+        return names if self.prompts_nested else ("prompt", *names)
+
+    @property
+    def method(self) -> str:
+        """The interval's name, as aggregates.json records it under ``ci_method``."""
+        plural = lambda name: name[:-1] + "ies" if name.endswith("y") else name + "s"  # noqa: E731
+        if not self.factors:
+            return "percentile bootstrap over prompts"
+        if self.prompts_nested:
+            return f"percentile bootstrap, {plural(self.factors[0].name)} (prompts nested)"
+        return "percentile multi-way bootstrap, prompts x " + " x ".join(plural(f.name) for f in self.factors) + " (crossed)"
+
+    def units(self, prompts: Any) -> dict[str, dict[str, list[str]]]:
+        """prompt id -> factor name -> the ids it names, for prompt rows (dicts with ``prompt_id``)."""
+        return {row["prompt_id"]: {f.name: f.levels(row) for f in self.factors} for row in prompts}
+
+
+@dataclass(frozen=True)
 class BenchmarkSpec:
     name: str  # the dataset / CLI name, e.g. "identity-collapse"
     title: str
@@ -240,6 +301,8 @@ class BenchmarkSpec:
     suite_version: str = "0.1"
     # Where the leaderboard lists the benchmark (lower first; ties by name).
     page_order: int = 100
+    # The units the intervals resample (prompts alone by default); see Resampling.
+    resampling: Resampling = field(default_factory=Resampling)
 
     def __post_init__(self) -> None:
         where = f"benchmark {self.name}"
@@ -265,6 +328,10 @@ class BenchmarkSpec:
         if self.default_group_size is not None and self.default_group_size not in self.group_sizes:
             raise SpecError(f"{where}: default_group_size {self.default_group_size} is not one of its group_sizes {self.group_sizes}")
         self._check_subject_breakdowns(where)
+        prompts = self.configs.get("prompts")
+        for factor in self.resampling.factors:
+            if prompts is None or factor.column not in prompts.features:
+                raise SpecError(f"{where}: resampling factor {factor.name} reads {factor.column!r}, which is not a prompts column")
 
     def _check_subject_breakdowns(self, where: str) -> None:
         """Every field a SubjectBreakdown reads is a column of the table it reads it from."""
@@ -302,6 +369,7 @@ class BenchmarkSpec:
         for b in self.subject_breakdowns:
             if "image" in b.levels:
                 columns.add(b.via or b.field)
+        columns.update(f.column for f in self.resampling.factors)  # the ids the intervals resample
         return tuple(sorted(columns))
 
     @property

@@ -170,3 +170,17 @@ def generate(
         resolution=resolution or DEFAULT_RESOLUTION, task=task or DEFAULT_TASK, limit=limit, batch_size=batch_size,
         progress=progress,
     )  # fmt: skip
+
+
+def compare(a: "str | Path | ScoreResult", b: "str | Path | ScoreResult", alpha: float = 0.05, **options: Any):
+    """``idbench.compare(a, b)``: the paired comparison of two scored runs, B - A per metric (overall and
+    per breakdown cell), with intervals and Holm-corrected p-values from the benchmark's resampling
+    design, as ``idbench compare`` prints it. ``a`` and ``b`` are results folders of ``idbench score``
+    or :class:`ScoreResult` objects. Returns a :class:`~idbench.evaluate_pkg.compare.Comparison`
+    (``.frame()`` a DataFrame of its rows, ``.as_dict()`` what ``--json`` writes).
+    """
+    from idbench.evaluate_pkg.compare import Run
+    from idbench.evaluate_pkg.compare import compare as compare_runs
+
+    as_run = lambda r: Run(r.out, r.summary, r.samples) if isinstance(r, ScoreResult) else r  # noqa: E731
+    return compare_runs(as_run(a), as_run(b), alpha=alpha, **options)

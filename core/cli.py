@@ -569,6 +569,19 @@ def _cmd_alignment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from idbench.evaluate_pkg.compare import compare, format_comparison
+
+    result = compare(args.a, args.b, alpha=args.alpha)
+    print(format_comparison(result))
+    if args.json is not None:
+        import json
+
+        args.json.write_text(json.dumps(result.as_dict(), indent=2, sort_keys=True) + "\n")
+        print(f"written to {args.json}")
+    return 0
+
+
 def _cmd_withdraw(args: argparse.Namespace) -> int:
     print(_queue(args, results_needed=True).withdraw(args.submission, args.reason))
     return 0
@@ -890,6 +903,20 @@ def make_parser() -> argparse.ArgumentParser:
     alignment.add_argument("--seed", type=int, default=0)
     alignment.add_argument("--overwrite", action="store_true")
     alignment.set_defaults(func=_cmd_alignment)
+
+    compare_parser = commands.add_parser(
+        "compare",
+        help="paired comparison of two scored runs (B - A per metric, with CI and Holm-corrected p-values)",
+        description="B - A on the (prompt, seed) pairs both `idbench score` folders hold, per metric overall and per "
+        "breakdown cell, with a percentile interval and a two-sided p-value from the benchmark's resampling design "
+        "(the same draws for both runs), Holm-corrected across the metrics of each table. Refuses runs of different "
+        "benchmarks, builds, suites, profiles, tasks or judges. See docs/statistics.md.",
+    )
+    compare_parser.add_argument("a", type=Path, metavar="RESULTS_A", help="results folder of `idbench score` (aggregates.json, results.parquet)")
+    compare_parser.add_argument("b", type=Path, metavar="RESULTS_B")
+    compare_parser.add_argument("--alpha", type=float, default=0.05, help="level of the verdicts, on the Holm-corrected p (default 0.05)")
+    compare_parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
+    compare_parser.set_defaults(func=_cmd_compare)
 
     withdraw = commands.add_parser(
         "withdraw",

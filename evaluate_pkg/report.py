@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from idbench.builders.display import DISPLAYS, show_text
-from idbench.builders.spec import ITEM_SUFFIX, UNKNOWN_CELL, BenchmarkSpec, SubjectBreakdown
-from idbench.evaluate_pkg.functional import CI_METHOD, bootstrap_ci
+from idbench.builders.spec import ITEM_SUFFIX, UNKNOWN_CELL, BenchmarkSpec, Resampling, SubjectBreakdown
+from idbench.evaluate_pkg.functional.bootstrap import design_ci
 from idbench.evaluate_pkg.suites.text_alignment import TRUNCATED
 
 
@@ -29,30 +29,63 @@ from idbench.evaluate_pkg.suites.text_alignment import TRUNCATED
 CI_RESAMPLES, CI_CONFIDENCE, CI_SEED = 1000, 0.95, 0
 
 
-def ci_settings() -> dict[str, Any]:
-    """What ``aggregates.json`` records under ``"ci"``: how its intervals were computed."""
+def resampling_of(spec: BenchmarkSpec, prompts: pd.DataFrame) -> Resampling:
+    """The spec's resampling design, or prompts alone when the prompt table lacks a column the design
+    reads (a hand-made or older table): never a design with no levels to draw."""
+    design = spec.resampling
+    return design if all(f.column in prompts.columns for f in design.factors) else Resampling()
+
+
+def ci_settings(design: Resampling | None = None) -> dict[str, Any]:
+    """What ``aggregates.json`` records under ``"ci"``: how its intervals were computed (the
+    resampling design; prompts alone by default)."""
+    design = design or Resampling()
+    top = design.factors[0].name if design.prompts_nested else "prompt"
     return {
-        "method": CI_METHOD,
-        "unit": "prompt",
-        "estimator": "mean of all known values (NaN excluded); prompts drawn with replacement, each with all its seeds",
+        "method": design.method,
+        "unit": top,
+        "factors": list(design.factor_names),
+        "estimator": "mean of all known values (NaN excluded); resampled as the first-order weighted mean of the "
+                     "design's draws (docs/statistics.md), each drawn prompt with all its seeds",
         "n_boot": CI_RESAMPLES,
         "confidence": CI_CONFIDENCE,
         "seed": CI_SEED,
     }
 
 
-def _ci(group: pd.DataFrame) -> dict[str, Any]:
-    """Mean and CI of one metric's image-level rows, resampling their prompts."""
-    ci = bootstrap_ci(group["value"].to_numpy(), group["prompt_id"].to_numpy(), CI_RESAMPLES, CI_CONFIDENCE, CI_SEED)
-    as_float = lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)  # noqa: E731
+def resampling_record(design: Resampling, units: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
+    """``aggregates["resampling"]``: the design and every prompt's units, so that ``idbench compare``
+    redraws the same design from the results folder alone."""
     return {
-        "mean": as_float(ci.mean),
-        "ci_low": as_float(ci.low),  # None (no interval) with fewer than two prompts
-        "ci_high": as_float(ci.high),
+        "method": design.method,
+        "factors": list(design.factor_names),
+        "prompts_nested": design.prompts_nested,
+        "units": {f.name: {"column": f.column, "key": f.key, "description": f.description} for f in design.factors},
+        "prompt_units": units,
+    }
+
+
+def _as_float(v: Any) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def _ci(group: pd.DataFrame, units: dict[str, dict[str, list[str]]] | None = None,
+        factors: tuple[str, ...] = ("prompt",)) -> dict[str, Any]:
+    """Mean and CI of one metric's rows under the resampling design ``factors`` (``units``: each
+    prompt's levels of them; prompts alone by default)."""
+    ci = design_ci(group["value"].to_numpy(), group["prompt_id"].to_numpy(), units or {}, factors,
+                   CI_RESAMPLES, CI_CONFIDENCE, CI_SEED)
+    stats = {
+        "mean": _as_float(ci.mean),
+        "ci_low": _as_float(ci.low),  # None (no interval) with fewer than two units to resample
+        "ci_high": _as_float(ci.high),
         "n": ci.n,
         "n_nan": ci.n_nan,
         "n_prompts": ci.n_clusters,
     }
+    if set(factors) != {"prompt"}:
+        stats["n_units"] = {name: count for name, count in (ci.n_levels or {}).items() if name != "prompt"}
+    return stats
 
 
 def image_level(results: pd.DataFrame) -> pd.DataFrame:
@@ -67,19 +100,26 @@ def aggregate(
     subject breakdowns, per cell of the subjects' metadata (``"subject_breakdowns"``, see
     :func:`subject_breakdowns`; ``references`` holds the reference table's metadata columns)."""
     images = image_level(results)
-    overall = {metric: _ci(group) for metric, group in images.groupby("metric", sort=True)}
+    design = resampling_of(spec, prompts)
+    units = design.units(prompts.to_dict("records"))
+    ci = lambda group: _ci(group, units, design.factor_names)  # noqa: E731
+    overall = {metric: ci(group) for metric, group in images.groupby("metric", sort=True)}
     breakdowns: dict[str, dict[str, dict[str, Any]]] = {}
-    joined = images.merge(prompts, on="prompt_id", how="left")
+    joined = images.merge(prompts[["prompt_id", *{c for axes in spec.breakdowns for c in axes}]], on="prompt_id", how="left")
+    members: dict[str, dict[str, list[str]]] = {}  # the prompts of each cell: what `idbench compare` pairs per cell
     for axes in spec.breakdowns:
         name = " x ".join(axes)
         cells: dict[str, dict[str, Any]] = {}
+        members[name] = {}
         for cell, group in joined.groupby(list(axes), sort=True):
             label = " x ".join(str(v) for v in (cell if isinstance(cell, tuple) else (cell,)))
-            cells[label] = {metric: _ci(g) for metric, g in group.groupby("metric", sort=True)}
+            cells[label] = {metric: ci(g) for metric, g in group.groupby("metric", sort=True)}
+            members[name][label] = sorted(group["prompt_id"].unique().tolist())
         breakdowns[name] = cells
-    out = {"overall": overall, "breakdowns": breakdowns, "ci": ci_settings()}
+    out = {"overall": overall, "breakdowns": breakdowns, "ci": ci_settings(design), "ci_method": design.method,
+           "resampling": resampling_record(design, units), "breakdown_prompts": members}
     if spec.subject_breakdowns:
-        out["subject_breakdowns"] = subject_breakdowns(results, prompts, spec, references)
+        out["subject_breakdowns"] = subject_breakdowns(results, prompts, spec, references, units, design)
     return out
 
 
@@ -125,13 +165,14 @@ def _cell_order(label: str) -> tuple[int, str]:
 
 
 def subject_breakdowns(
-    results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec, references: pd.DataFrame | None = None
+    results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec, references: pd.DataFrame | None = None,
+    units: dict[str, dict[str, list[str]]] | None = None, design: Resampling | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """``{axis: {cell: {metric: stats}}}`` for each of the spec's ``subject_breakdowns``.
 
     Each per-sample row an axis groups (a person's ID-Sim, an item's DINO-Sim, a whole image's BG-Sim)
-    goes to the cell of its subject's metadata. The interval still resamples prompts: a drawn prompt
-    brings all its rows of that cell (all its seeds, all its persons of that gender), because the
+    goes to the cell of its subject's metadata. The interval resamples the spec's design with the
+    prompt as the observation (``units``: each prompt's levels): a drawn prompt brings all its rows of that cell (all its seeds, all its persons of that gender), because the
     subjects of one image are no more independent than its seeds. So ``n`` counts rows (subjects x
     seeds), ``n_prompts`` the distinct prompts, and a cell of one prompt has no interval.
     """
@@ -142,7 +183,7 @@ def subject_breakdowns(
             continue
         joined = results.merge(cells, on=["prompt_id", "subject"], how="inner")
         out[axis.name] = {
-            label: {metric: _ci(g) for metric, g in joined[joined["cell"] == label].groupby("metric", sort=True)}
+            label: {metric: _ci(g, units, (design or Resampling()).factor_names) for metric, g in joined[joined["cell"] == label].groupby("metric", sort=True)}
             for label in sorted(joined["cell"].unique(), key=_cell_order)
         }
     return out
@@ -156,8 +197,11 @@ def display_value(value: float | None, display: str) -> str:
 def interval_text(stats: dict[str, Any], display: str, sep: str = " - ") -> str:
     """A metric's CI as displayed; a cell with fewer than two prompts has none, and says why."""
     if stats.get("ci_low") is None or stats.get("ci_high") is None:
-        prompts = stats.get("n_prompts")
-        return "n/a" if prompts is None or prompts >= 2 else f"n/a ({prompts} prompt)"
+        prompts, units = stats.get("n_prompts"), stats.get("n_units") or {}
+        if prompts is not None and prompts < 2:
+            return f"n/a ({prompts} prompt)"
+        lone = [name for name, count in units.items() if count < 2]
+        return f"n/a (1 {lone[0]})" if lone and len(units) == 1 else "n/a"
     return f"{display_value(stats['ci_low'], display)}{sep}{display_value(stats['ci_high'], display)}"
 
 
@@ -166,10 +210,19 @@ def ci_legend(aggregates: dict[str, Any]) -> str:
     ci = aggregates.get("ci")
     if not ci:
         return "95 % CI: bootstrap (resampling unit not recorded)."
-    return (f"{ci['confidence']:.0%} CI: {ci['method']} ({ci['n_boot']} resamples, seed {ci['seed']}): "
-            f"each resample draws {ci['unit']}s with replacement, every seed of a drawn {ci['unit']} with it, "
-            f"because the seeds of one {ci['unit']} are not independent. n: images with a value "
-            f"(undefined ones left out and counted); the {ci['unit']}s are the independent units.")
+    factors = ci.get("factors") or [ci["unit"]]
+    if factors == ["prompt"]:
+        how = ("each resample draws prompts with replacement, every seed of a drawn prompt with it, because the seeds "
+               "of one prompt are not independent")
+    elif "prompt" not in factors:
+        how = (f"each resample draws {ci['unit']}s with replacement, every prompt (and seed) of a drawn {ci['unit']} "
+               f"with it, because the prompts of one {ci['unit']} share its reference")
+    else:
+        how = ("each resample draws the prompts and, independently, the levels of every reused unit ("
+               + ", ".join(f for f in factors if f != "prompt") + "); a prompt weighs by the draws of all its units "
+               "(multi-way bootstrap: conservative)")
+    return (f"{ci['confidence']:.0%} CI: {ci['method']} ({ci['n_boot']} resamples, seed {ci['seed']}): {how}. "
+            "n: images with a value (undefined ones left out and counted); docs/statistics.md says why.")
 
 
 def ranking_metric(spec: BenchmarkSpec, computed: set[str]) -> str | None:
@@ -316,7 +369,7 @@ def subject_breakdown_lines(aggregates: dict[str, Any], spec: BenchmarkSpec, dis
             continue
         what = f" ({axis.description}; {', '.join(LEVEL_ROWS[level] for level in axis.levels)})" if axis else ""
         lines += ["", f"## By {name}", "", f"Cells by {name}{what}; an unannotated reference is the cell \"{UNKNOWN_CELL}\". "
-                  "Intervals resample prompts, each with all its rows of the cell.", "",
+                  "Intervals resample the benchmark's design (above), each drawn prompt with all its rows of the cell.", "",
                   "| " + name + " | " + " | ".join(f"`{m}`" for m in metrics) + " | rows | prompts |",
                   "| --- |" + " --- |" * (len(metrics) + 2)]
         for cell, stats in cells.items():

@@ -280,6 +280,22 @@ def _roles_of(data: BenchmarkData, context: Context, not_run: dict) -> set[str]:
     return model_roles(data, [m for m in computed if m in known and m not in not_run])
 
 
+def build_record(data: BenchmarkData) -> dict[str, Any]:
+    """What identifies the benchmark build a run was scored on (``aggregates["build"]``): its seed,
+    source and idbench version from build_info.json, and a fingerprint of its prompt rows, so that
+    ``idbench compare`` refuses runs of two different builds of one benchmark."""
+    import hashlib
+
+    rows = json.dumps(sorted(data.prompt_rows.items()), sort_keys=True, default=str).encode()
+    info = data.build_info
+    return {
+        "seed": info.get("seed"),
+        "idbench_version": info.get("idbench_version"),
+        "source_sha256": (info.get("source") or {}).get("sha256"),
+        "prompts_sha256": hashlib.sha256(rows).hexdigest(),
+    }
+
+
 def summarize(data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict) -> dict[str, Any]:
     frame = results_frame(data, metadata, results, context.options.profile)
     return {
@@ -290,6 +306,7 @@ def summarize(data: BenchmarkData, metadata: dict, results: list[Result], contex
         "plumbing": profile_is_plumbing(context.options.profile),
         # Scored on a build of the shipped samples (build_info.json): never published as benchmark scores.
         "sample_build": bool(data.build_info.get("sample_build", False)),
+        "build": build_record(data),
         "suite_version": data.spec.suite_version,
         "idbench_version": idbench.__version__,
         "images": len(context.submission.entries),

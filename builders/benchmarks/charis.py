@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
+from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec, Resampling, SourceColumn, UnitFactor
 from idbench.ekb import load_ekb
 
 _EKB = load_ekb()
@@ -177,6 +177,9 @@ SPEC = BenchmarkSpec(
     baselines="idbench.evaluate_pkg.suites.charis:BASELINES",
     card_template="charis.md.j2",
     page_order=1,
+    # ~7 prompts per subject share its reference image and its difficulty: subjects are the units, each
+    # drawn with all its prompts (two-stage bootstrap, top level only; docs/statistics.md).
+    resampling=Resampling((UnitFactor("subject", "subject_id", description="the subject the prompt shows"),), prompts_nested=True),
     # 0.2: charis_score_itt, prompt_adherence, charis_overall (the default ranking), clip_t, clip_t_whole.
     suite_version="0.2",
 )

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, DistinctNames, MetricSpec, SourceColumn, SubjectBreakdown
+from idbench.builders.spec import (JUDGE_ROLE, BenchmarkSpec, ConfigSpec, DistinctNames, MetricSpec, Resampling, SourceColumn,
+                                   SubjectBreakdown, UnitFactor)
 
 NAME = "cogcanvas"
 KINDS = ("person", "object", "fashion", "background")
@@ -386,4 +387,11 @@ SPEC = BenchmarkSpec(
     ),
     card_template="cogcanvas.md.j2",
     page_order=2,
+    # Identities, items and backgrounds are reused across prompts (by entity: one identity's several
+    # reference images are one unit): each crossed with the prompts (multi-way bootstrap; docs/statistics.md).
+    resampling=Resampling((
+        UnitFactor("identity", "persons", key="entity_id", description="the persons' identities"),
+        UnitFactor("item", "persons", key="item_entity_id", description="the items bound to the persons"),
+        UnitFactor("background", "background_entity_id", description="the background scene"),
+    )),
 )

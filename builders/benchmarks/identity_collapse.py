@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import BenchmarkSpec, ConfigSpec, DistinctNames, MetricSpec, SourceColumn
+from idbench.builders.spec import BenchmarkSpec, ConfigSpec, DistinctNames, MetricSpec, Resampling, SourceColumn, UnitFactor
 
 NAME = "identity-collapse"
 SUBJECT_LEVELS = (2, 4, 6, 8, 10)
@@ -137,4 +137,7 @@ SPEC = BenchmarkSpec(
     default_group_size=None,
     card_template="identity-collapse.md.j2",
     page_order=0,  # the stress test: the leaderboard's first page
+    # Each prompt holds 2-10 of the subjects, and a subject returns in many prompts: subjects crossed
+    # with prompts (multi-way bootstrap; docs/statistics.md).
+    resampling=Resampling((UnitFactor("subject", "subject_ids", description="the subjects the prompt shows"),)),
 )
