@@ -21,6 +21,7 @@ and ends with a newline, so a Ctrl-C never leaves half a line before the interru
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from typing import Callable, Iterator, TextIO
@@ -41,9 +42,13 @@ def _rate(count: int, elapsed: float, unit: str) -> str:
 
 
 def on_terminal(stream: TextIO | None) -> bool:
+    """Whether ``stream`` is a terminal a bar can be drawn on: a pseudo-terminal of no width (``script``
+    run from a pipe, some CI runners) draws tqdm bars as nothing at all, so it gets log lines."""
     try:
-        return bool(stream is not None and stream.isatty())
-    except (AttributeError, ValueError):  # a closed or stand-in stream
+        if stream is None or not stream.isatty():
+            return False
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, ValueError, OSError):  # a closed or stand-in stream
         return False
 
 

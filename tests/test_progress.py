@@ -22,6 +22,19 @@ class FakeTerminal(io.StringIO):
     def isatty(self) -> bool:
         return True
 
+    def fileno(self) -> int:
+        return 99
+
+
+@pytest.fixture
+def terminal_width(monkeypatch):
+    """The width the fake terminal reports (os.get_terminal_size of its descriptor)."""
+    import os
+
+    width = [80]
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((width[0], 24)))
+    return width
+
 
 def _lines(stream: io.StringIO) -> list[str]:
     text = stream.getvalue()
@@ -118,16 +131,18 @@ def test_steps_and_the_next_stage_close_what_was_open_and_an_error_adds_no_line(
     assert reporter("empty stage", 0)(3) is None and _lines(stream)[-1] == "scoring ..."  # nothing to do: no line
 
 
-def test_the_reporter_is_chosen_by_the_stream():
+def test_the_reporter_is_chosen_by_the_stream(terminal_width):
     terminal = FakeTerminal()
     bars = progress_for(True, stream=terminal)
     assert isinstance(bars, Bars)
     assert isinstance(progress_for(True, stream=io.StringIO()), LogLines)
     assert isinstance(progress_for(False, stream=terminal), Quiet)
     assert progress_for(bars) is bars  # a worker hands its own reporter to the scorer
+    terminal_width[0] = 0  # a pseudo-terminal of no width shows no bar at all: lines instead
+    assert isinstance(progress_for(True, stream=terminal), LogLines)
 
 
-def test_on_a_terminal_a_stage_is_a_tqdm_bar_and_lines_go_above_it():
+def test_on_a_terminal_a_stage_is_a_tqdm_bar_and_lines_go_above_it(terminal_width):
     from tqdm import tqdm
 
     terminal = FakeTerminal()
