@@ -240,10 +240,12 @@ def design_weights(factors: Sequence[DesignFactor], n_resamples: int, seed: int)
 
 def weighted_mean_replicates(sums: np.ndarray, counts: np.ndarray, weight_chunks) -> np.ndarray:
     """The resampled mean of each row of weights: the first-order weighted mean
-    ``T + (w - 1) @ (sums - T * counts) / counts.sum()`` with ``T = sums.sum() / counts.sum()``."""
+    ``T + (w - 1) @ (sums - T * counts) / counts.sum()`` with ``T = sums.sum() / counts.sum()``.
+    ``sums`` may be (n_obs, n_columns), one column per statistic sharing the counts and the draws
+    (e.g. many simulated datasets): the result is then (n_resamples, n_columns)."""
     total = counts.sum()
-    estimate = sums.sum() / total
-    centred = (sums - estimate * counts) / total
+    estimate = sums.sum(axis=0) / total
+    centred = (sums - np.multiply.outer(counts, estimate) if np.ndim(sums) == 2 else sums - estimate * counts) / total
     out = [estimate + (w - 1.0) @ centred for w in weight_chunks]
     return np.concatenate(out) if out else np.zeros(0)
 

@@ -1,0 +1,253 @@
+"""Resampling designs (evaluate_pkg/functional/bootstrap.py) and paired comparisons (idbench compare).
+
+Coverage is measured against the truth of a simulation (the population mean, 0), never against the
+code's own output: seeded datasets with variance at every level of each benchmark's design.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from idbench.builders.benchmarks import get_benchmark
+from idbench.evaluate_pkg.compare import CompareError, Run, compare_runs, refusal
+from idbench.evaluate_pkg.functional.bootstrap import (
+    cluster_draws,
+    design_ci,
+    design_factors,
+    design_weights,
+    holm,
+    paired_difference,
+    weighted_mean_replicates,
+)
+
+DATASETS, RESAMPLES = 400, 1000
+
+
+def coverage(units, prompts, factor_names, values, counts=None) -> float:
+    """Share of the simulated datasets (columns of ``values``, one row per prompt) whose nominal 95 %
+    percentile interval under ``factor_names`` holds the true mean 0. One set of draws serves every
+    dataset (each dataset's interval is still an ordinary seeded bootstrap of it)."""
+    counts = np.ones(len(prompts)) if counts is None else counts
+    weights = design_weights(design_factors(units, prompts, factor_names), RESAMPLES, seed=0)
+    replicates = weighted_mean_replicates(values * counts[:, None], counts, [weights])
+    low, high = np.quantile(replicates, [0.025, 0.975], axis=0)
+    return float(np.mean((low <= 0) & (0 <= high)))
+
+
+def charis_like(rng):
+    """29 subjects x 7 prompts (the CHARIS sample's shape), equal subject and prompt variance."""
+    subjects, per = 29, 7
+    prompts = [f"p{i:03d}" for i in range(subjects * per)]
+    subject = np.repeat(np.arange(subjects), per)
+    units = {p: {"subject": [f"s{s}"]} for p, s in zip(prompts, subject)}
+    values = rng.normal(size=(subjects, DATASETS))[subject] + rng.normal(size=(len(prompts), DATASETS))
+    return prompts, units, values
+
+
+def collapse_like(rng):
+    """75 prompts of 2-10 subjects drawn from 30 reused ones; a prompt's score averages its subjects'
+    effects, plus its own."""
+    pool, sizes = 30, np.repeat([2, 4, 6, 8, 10], 15)
+    members = [rng.choice(pool, s, replace=False) for s in sizes]
+    prompts = [f"p{i:02d}" for i in range(len(sizes))]
+    units = {p: {"subject": [f"s{m}" for m in ms]} for p, ms in zip(prompts, members)}
+    effects = rng.normal(size=(pool, DATASETS))
+    values = np.stack([effects[ms].mean(axis=0) for ms in members]) + 0.5 * rng.normal(size=(len(prompts), DATASETS))
+    return prompts, units, values
+
+
+def cogcanvas_like(rng):
+    """120 prompts of 1-3 persons from 40 identities, each with an item from 25, on one of 15 backgrounds."""
+    n = 120
+    persons = [rng.choice(40, rng.integers(1, 4), replace=False) for _ in range(n)]
+    items = [rng.choice(25, len(p), replace=True) for p in persons]
+    backgrounds = rng.integers(0, 15, n)
+    prompts = [f"p{i:03d}" for i in range(n)]
+    units = {p: {"identity": [f"i{x}" for x in ps], "item": [f"t{x}" for x in its], "background": [f"b{b}"]}
+             for p, ps, its, b in zip(prompts, persons, items, backgrounds)}
+    a, t, b = rng.normal(size=(40, DATASETS)), rng.normal(size=(25, DATASETS)), rng.normal(size=(15, DATASETS))
+    values = np.stack([a[ps].mean(0) + t[its].mean(0) + b[bg] for ps, its, bg in zip(persons, items, backgrounds)])
+    return prompts, units, values + rng.normal(size=(n, DATASETS))
+
+
+@pytest.mark.parametrize("benchmark, make", [("charis", charis_like), ("identity-collapse", collapse_like),
+                                             ("cogcanvas", cogcanvas_like)])
+def test_each_benchmarks_design_reaches_nominal_coverage_where_prompts_alone_do_not(benchmark, make):
+    prompts, units, values = make(np.random.default_rng(7))
+    design = get_benchmark(benchmark).resampling.factor_names
+    before, after = coverage(units, prompts, ("prompt",), values), coverage(units, prompts, design, values)
+    print(f"{benchmark}: prompts {before:.3f}, {design} {after:.3f}")
+    assert after >= 0.90
+    assert before <= 0.80  # the interval the aggregates had: far below its nominal 95 %
+
+
+def test_design_ci_is_the_vectorised_simulation_for_one_dataset():
+    prompts, units, values = charis_like(np.random.default_rng(1))
+    column = values[:, 0]
+    ci = design_ci(np.repeat(column, 3), np.repeat(prompts, 3), units, ("subject",), RESAMPLES, seed=0)
+    weights = design_weights(design_factors(units, prompts, ("subject",)), RESAMPLES, seed=0)
+    replicates = column.mean() + (weights - 1) @ (column - column.mean()) / len(column)
+    assert (ci.low, ci.high) == pytest.approx(tuple(np.quantile(replicates, [0.025, 0.975])), abs=1e-12)
+    assert ci.n == 3 * len(prompts) and ci.n_clusters == len(prompts) and ci.n_levels == {"subject": 29}
+
+
+def test_nested_design_is_the_explicit_resampling_of_subjects():
+    """Brute force: rebuild each resampled dataset by repeating each drawn subject's rows."""
+    rng = np.random.default_rng(2)
+    subject_of = {f"p{i}": f"s{i // 3}" for i in range(12)}  # 4 subjects x 3 prompts, equal sizes
+    prompts = sorted(subject_of)
+    values = rng.normal(size=len(prompts))
+    units = {p: {"subject": [s]} for p, s in subject_of.items()}
+    weights = design_weights(design_factors(units, prompts, ("subject",)), 50, seed=5)
+    draws = cluster_draws(4, 50, seed=5)  # the first factor draws exactly as the cluster bootstrap
+    for w, counts in zip(weights, draws):
+        rows = [v for p, v in zip(prompts, values) for _ in range(counts[int(subject_of[p][1:])])]
+        expected = np.mean(rows)
+        got = values.mean() + (w - 1) @ (values - values.mean()) / len(values)
+        assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_crossed_weights_have_the_moments_of_independent_level_draws():
+    """E[w] = 1 and Cov(w) = sum over factors of M C M^T, M the 0/1 membership of the observations in
+    the factor's K levels and C = I - 1/K the covariance of multinomial(K, 1/K) draw counts."""
+    units = {"a": {"s": ["x", "y"]}, "b": {"s": ["y"]}, "c": {"s": ["z"]}, "d": {"s": []}}
+    prompts = ["a", "b", "c", "d"]
+    weights = design_weights(design_factors(units, prompts, ("prompt", "s")), 200_000, seed=3)
+    multinomial = lambda k: np.eye(k) - 1 / k  # noqa: E731
+    subjects = np.array([[1, 1, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0]])  # a: x, y; b: y; c: z; d: none
+    expected = multinomial(4) + subjects @ multinomial(3) @ subjects.T
+    assert weights.mean(axis=0) == pytest.approx(np.ones(4), abs=0.01)
+    assert np.cov(weights, rowvar=False) == pytest.approx(expected, abs=0.02)
+
+
+def test_one_level_design_agrees_with_scipy_bootstrap():
+    values = np.random.default_rng(4).normal(size=40)
+    ids = [f"p{i:02d}" for i in range(40)]
+    ours = design_ci(values, ids, {}, ("prompt",), n_resamples=20_000, seed=1)
+    ref = scipy_stats.bootstrap((values,), np.mean, method="percentile", n_resamples=20_000, rng=np.random.default_rng(0))
+    width = ref.confidence_interval.high - ref.confidence_interval.low
+    assert ours.low == pytest.approx(ref.confidence_interval.low, abs=0.05 * width)
+    assert ours.high == pytest.approx(ref.confidence_interval.high, abs=0.05 * width)
+
+
+def test_design_ci_edges():
+    units = {"p1": {"subject": ["s1"]}, "p2": {"subject": ["s1"]}}
+    lone = design_ci([0.1, 0.3, float("nan")], ["p1", "p2", "p2"], units, ("subject",))
+    assert lone.mean == pytest.approx(0.2) and np.isnan(lone.low) and lone.n_nan == 1  # one subject: no interval
+    empty = design_ci([float("nan")], ["p1"], units, ("subject",))
+    assert empty.n == 0 and np.isnan(empty.mean)
+
+
+def test_holm_matches_a_hand_worked_family():
+    # sorted 0.01, 0.02, 0.03, 0.5 -> 4*0.01, 3*0.02, max(2*0.03, 0.06), max(0.5, 0.06)
+    assert holm([0.03, 0.01, 0.5, 0.02, float("nan")])[:4] == pytest.approx([0.06, 0.04, 0.5, 0.06])
+    assert np.isnan(holm([0.03, float("nan")])[1])
+
+
+def _paired_runs(rng, gap, subjects=29, per=7, seeds=3):
+    """Two models on CHARIS-shaped prompts: shared subject and prompt effects (what pairing cancels),
+    and model-specific subject and prompt effects (what the test must weigh)."""
+    n = subjects * per
+    subject = np.repeat(np.arange(subjects), per)
+    shared = rng.normal(size=subjects)[subject] + rng.normal(size=n)
+    own = lambda: 0.3 * rng.normal(size=subjects)[subject] + 0.3 * rng.normal(size=n)  # noqa: E731
+    a = np.repeat(shared + own(), seeds) + 0.2 * rng.normal(size=n * seeds)
+    b = np.repeat(shared + own() + gap, seeds) + 0.2 * rng.normal(size=n * seeds)
+    prompts = [f"p{i:03d}" for i in range(n)]
+    return a, b, np.repeat(prompts, seeds), {p: {"subject": [f"s{s}"]} for p, s in zip(prompts, subject)}
+
+
+def test_paired_test_has_its_size_and_finds_a_planted_gap():
+    rng = np.random.default_rng(11)
+    nulls = [paired_difference(*_paired_runs(rng, 0.0), ("subject",), 1000, seed=r).p_value for r in range(200)]
+    size = np.mean(np.array(nulls) < 0.05)
+    found = [paired_difference(*_paired_runs(rng, 0.4), ("subject",), 1000, seed=r) for r in range(50)]
+    power = np.mean([d.p_value < 0.05 and d.diff > 0 for d in found])
+    print(f"size {size:.3f}, power {power:.2f}")
+    assert 0.02 <= size <= 0.09
+    assert power >= 0.9
+    # the same data tested as if prompts were independent: far too many false gaps
+    prompt_level = [paired_difference(*_paired_runs(rng, 0.0)[:3], {}, ("prompt",), 1000, seed=r).p_value for r in range(100)]
+    assert np.mean(np.array(prompt_level) < 0.05) > 0.15
+
+
+def test_paired_difference_of_identical_runs_is_zero_and_not_significant():
+    a, _, obs, units = _paired_runs(np.random.default_rng(0), 0.0)
+    d = paired_difference(a, a, obs, units, ("subject",))
+    assert d.diff == 0 and d.low == 0 and d.high == 0 and d.p_value == 1.0
+
+
+def _summary(**changes):
+    summary = {"benchmark": "identity-collapse", "build": {"prompts_sha256": "x"}, "suite_version": "0.2", "profile": "tiny",
+               "task": "reference", "judge": None, "submission": {"model": "m"},
+               "aggregates": {"resampling": {"factors": ["prompt"], "method": "percentile bootstrap over prompts", "prompt_units": {}}}}
+    summary.update(changes)
+    return summary
+
+
+@pytest.mark.parametrize("change, word", [({"benchmark": "charis"}, "benchmarks"), ({"build": {"prompts_sha256": "y"}}, "builds"),
+                                          ({"suite_version": "0.1"}, "suites"), ({"profile": "paper"}, "profiles"),
+                                          ({"judge": {"key": "gpt"}}, "judges")])
+def test_compare_refuses_runs_that_are_not_comparable(change, word):
+    why = refusal(_summary(), _summary(**change))
+    assert why is not None and word in why and "\n" not in why
+    empty = pd.DataFrame(columns=["prompt_id", "seed", "metric", "subject", "value"])
+    with pytest.raises(CompareError, match=word):
+        compare_runs(Run(None, _summary(), empty), Run(None, _summary(**change), empty))
+
+
+def test_real_compare_between_two_scored_runs(tmp_path, capsys):
+    """Two tiny-profile runs (plumbing check) of the sample Identity Collapse build, compared from the CLI:
+    the blank baseline, and the same with every third image a darker grey (uniform images keep the copy
+    check and the feature cache fast)."""
+    import shutil
+
+    from PIL import Image
+
+    from idbench.builders.build import build
+    from idbench.cli import main
+    from idbench.evaluate_pkg.baselines import make_baseline
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.data import load_benchmark_data
+    from idbench.evaluate_pkg.runner import score_submission
+
+    build("identity-collapse", out=tmp_path / "data")
+    data = load_benchmark_data(tmp_path / "data")
+    make_baseline("blank", data, tmp_path / "blank", size=64)
+    shutil.copytree(tmp_path / "blank", tmp_path / "darker")
+    meta = json.loads((tmp_path / "darker" / "submission.json").read_text())
+    (tmp_path / "darker" / "submission.json").write_text(json.dumps({**meta, "model": "darker-grey"}))
+    for i, path in enumerate(sorted((tmp_path / "darker" / "images").iterdir())):
+        if i % 3 == 0:
+            Image.new("RGB", (64, 64), (96, 96, 96)).save(path)
+    for name in ("blank", "darker"):
+        score_submission(tmp_path / name, data, tmp_path / f"{name}-scores", ScoreOptions(profile="tiny", metrics=("clip_t",)),
+                         cache_dir=tmp_path / "cache", progress=False)
+    aggregates = json.loads((tmp_path / "blank-scores" / "aggregates.json").read_text())
+    assert aggregates["aggregates"]["ci_method"] == "percentile multi-way bootstrap, prompts x subjects (crossed)"
+    assert aggregates["aggregates"]["resampling"]["factors"] == ["prompt", "subject"]
+    assert len(aggregates["aggregates"]["resampling"]["prompt_units"]) == 75
+    assert aggregates["build"]["prompts_sha256"]
+
+    a_dir, b_dir = str(tmp_path / "blank-scores"), str(tmp_path / "darker-scores")
+    assert main(["compare", a_dir, b_dir, "--json", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Holm" in out and "[overall]" in out and "clip_t" in out
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    overall = next(r for r in rows if r["table"] == "overall" and r["metric"] == "clip_t")
+    a, b = (pd.read_parquet(tmp_path / f"{n}-scores" / "results.parquet") for n in ("blank", "darker"))
+    pick = lambda f: f[(f["metric"] == "clip_t") & (f["subject"] == "")].set_index(["prompt_id", "seed"])["value"]  # noqa: E731
+    assert overall["diff"] == pytest.approx((pick(b) - pick(a)).mean())
+    assert overall["ci_low"] <= overall["diff"] <= overall["ci_high"] and overall["verdict"] in ("A better", "B better", "tied")
+    assert any(r["table"].startswith("n_subjects = ") for r in rows)
+    # a run against itself: no difference, tied
+    assert main(["compare", a_dir, a_dir]) == 0 and "tied" in capsys.readouterr().out
+
+    assert main(["compare", a_dir, str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert "not a results folder" in err and len(err.strip().splitlines()) == 1
