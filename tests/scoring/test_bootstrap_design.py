@@ -245,9 +245,36 @@ def test_real_compare_between_two_scored_runs(tmp_path, capsys):
     assert overall["diff"] == pytest.approx((pick(b) - pick(a)).mean())
     assert overall["ci_low"] <= overall["diff"] <= overall["ci_high"] and overall["verdict"] in ("A better", "B better", "tied")
     assert any(r["table"].startswith("n_subjects = ") for r in rows)
+    import idbench
+
+    frame = idbench.compare(a_dir, b_dir).frame()  # the same from Python
+    assert frame.loc[(frame["table"] == "overall") & (frame["metric"] == "clip_t"), "diff"].item() == pytest.approx(overall["diff"])
     # a run against itself: no difference, tied
     assert main(["compare", a_dir, a_dir]) == 0 and "tied" in capsys.readouterr().out
 
     assert main(["compare", a_dir, str(tmp_path / "data")]) == 2
     err = capsys.readouterr().err
     assert "not a results folder" in err and len(err.strip().splitlines()) == 1
+
+
+def test_charis_aggregates_resample_subjects_and_record_it():
+    from idbench.evaluate_pkg.report import aggregate, interval_text
+
+    spec = get_benchmark("charis")
+    rng = np.random.default_rng(5)
+    prompts = pd.DataFrame({"prompt_id": [f"p{i:02d}" for i in range(28)], "subject_id": [f"s{i // 7}" for i in range(28)],
+                            "type": ["cat"] * 21 + ["dog"] * 7, "style": ["photo"] * 28})
+    values = rng.normal(size=(28, 2))
+    results = pd.DataFrame([{"prompt_id": p, "seed": s, "metric": "dino_sim", "subject": "", "value": values[i, s]}
+                            for i, p in enumerate(prompts["prompt_id"]) for s in range(2)])
+    agg = aggregate(results, prompts, spec)
+    assert agg["ci_method"] == "percentile bootstrap, subjects (prompts nested)" and agg["ci"]["unit"] == "subject"
+    assert agg["resampling"]["prompt_units"]["p08"] == {"subject": ["s1"]}
+    # independent reference: the plain percentile bootstrap of the 4 subject means (equal sizes), same draws
+    means = values.reshape(4, 14).mean(axis=1)
+    replicates = cluster_draws(4, 1000, seed=0) @ means / 4
+    overall = agg["overall"]["dino_sim"]
+    assert (overall["ci_low"], overall["ci_high"]) == pytest.approx(tuple(np.quantile(replicates, [0.025, 0.975])))
+    assert overall["n_units"] == {"subject": 4}
+    dog = agg["breakdowns"]["type"]["dog"]["dino_sim"]  # one subject: nothing to resample between
+    assert dog["ci_low"] is None and interval_text(dog, "raw") == "n/a (1 subject)"
