@@ -91,11 +91,12 @@ class Comparison:
     n_resamples: int
     rows: list[dict[str, Any]] = field(default_factory=list)  #: one per (table, metric)
     notes: list[str] = field(default_factory=list)
+    plumbing: bool = False  #: scored with random weights (profile tiny): a plumbing check, not a result
 
     def as_dict(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "a": self.model_a, "b": self.model_b, "method": self.method,
                 "p_value": P_VALUE, "correction": CORRECTION, "alpha": self.alpha, "confidence": self.confidence,
-                "n_resamples": self.n_resamples, "notes": self.notes, "rows": self.rows}
+                "n_resamples": self.n_resamples, "notes": self.notes, "plumbing": self.plumbing, "rows": self.rows}
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows)
@@ -154,7 +155,7 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, confidence: float = 0.95,
         notes.append(f"compared on the {shared} (prompt, seed) pairs both runs hold; A has {only['A']} more, B {only['B']} more")
     clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
     return Comparison(spec.name, a.summary.get("submission", {}).get("model", "A"), b.summary.get("submission", {}).get("model", "B"),
-                      method, alpha, confidence, n_resamples, clean, notes)
+                      method, alpha, confidence, n_resamples, clean, notes, bool(a.summary.get("plumbing")))
 
 
 def _cells(a: dict[str, Any], b: dict[str, Any], spec) -> list[tuple[str, set[str]]]:
@@ -162,8 +163,9 @@ def _cells(a: dict[str, Any], b: dict[str, Any], spec) -> list[tuple[str, set[st
     left = a.get("aggregates", {}).get("breakdown_prompts") or {}
     right = b.get("aggregates", {}).get("breakdown_prompts") or {}
     out = []
+    natural = lambda label: [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in label.split(" x ")]  # noqa: E731
     for axes, cells in left.items():
-        for label, prompts in cells.items():
+        for label, prompts in sorted(cells.items(), key=lambda item: natural(item[0])):
             if label in right.get(axes, {}):
                 out.append((f"{axes} = {label}", set(prompts) & set(right[axes][label])))
     return out
@@ -179,7 +181,8 @@ def _p(value: Any) -> str:
 
 def format_comparison(c: Comparison) -> str:
     """The table on stdout: metric, A, B, diff, CI, p, p_holm, verdict; raw values."""
-    lines = [f"{c.benchmark}: A = {c.model_a}, B = {c.model_b}; B - A on shared (prompt, seed) pairs, raw values",
+    lines = [f"{c.benchmark}: A = {c.model_a}, B = {c.model_b}; B - A on shared (prompt, seed) pairs, raw values"
+             + ("  [PLUMBING CHECK: random weights]" if c.plumbing else ""),
              f"{c.confidence:.0%} CI and p from {c.method} ({c.n_resamples} paired resamples); p: {P_VALUE}",
              f"p_holm: {CORRECTION}; verdict at alpha {c.alpha}"]
     lines += [f"note: {n}" for n in c.notes]

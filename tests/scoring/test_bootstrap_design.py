@@ -237,7 +237,8 @@ def test_real_compare_between_two_scored_runs(tmp_path, capsys):
     a_dir, b_dir = str(tmp_path / "blank-scores"), str(tmp_path / "darker-scores")
     assert main(["compare", a_dir, b_dir, "--json", str(tmp_path / "c.json")]) == 0
     out = capsys.readouterr().out
-    assert "Holm" in out and "[overall]" in out and "clip_t" in out
+    assert "Holm" in out and "[overall]" in out and "clip_t" in out and "PLUMBING CHECK" in out
+    assert out.index("[n_subjects = 2]") < out.index("[n_subjects = 10]")
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     overall = next(r for r in rows if r["table"] == "overall" and r["metric"] == "clip_t")
     a, b = (pd.read_parquet(tmp_path / f"{n}-scores" / "results.parquet") for n in ("blank", "darker"))
