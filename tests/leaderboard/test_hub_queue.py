@@ -355,8 +355,8 @@ def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypat
 
 
 def _real_then_published(real):
-    def scorer(submission, data_dir, out, options, cache_dir, models=None):
-        return dict(real(submission, data_dir, out, options, cache_dir, models=models), plumbing=False, profile="standard")
+    def scorer(submission, data_dir, out, options, cache_dir, **keywords):  # models=, progress=: as the worker passes them
+        return dict(real(submission, data_dir, out, options, cache_dir, **keywords), plumbing=False, profile="standard")
 
     return scorer
 
