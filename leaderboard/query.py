@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
+import numpy as np
 import pandas as pd
 
 from idbench.builders.display import DISPLAYS, show, show_text
@@ -339,7 +340,8 @@ def rank_rows(
       own judge), so each judged column is one judge's;
     - rows without judge or copy facts (older results) rank as before on unjudged metrics.
 
-    Sorting respects ``higher_is_better``, NaN last, ties in submission order.
+    Sorting respects ``higher_is_better``, NaN last; rows are listed in submission order among equal
+    scores, but equal scores share a rank (:func:`shared_ranks`: 1, 1, 3), never broken by submission order.
     """
     specs = metric_specs(spec)
     judged_metric = specs[metric].judged
@@ -365,9 +367,22 @@ def rank_rows(
         for m in (name for name, ms in specs.items() if ms.judged):
             columns = [c for c in _metric_columns(m, specs) if c in ranked.columns]
             ranked.loc[other, columns] = math.nan
-    ranked["rank"] = pd.array(range(1, len(ranked) + 1), dtype="Int64")
+    ranked["rank"] = pd.array(shared_ranks(ranked[metric], specs[metric].higher_is_better), dtype="Int64")
     unranked["rank"] = pd.array([pd.NA] * len(unranked), dtype="Int64")
     return Ranking(ranked, unranked)
+
+
+def shared_ranks(values: Iterable[Any], higher_is_better: bool) -> list[int]:
+    """Competition ranks (1, 1, 3) of ``values`` in the order given: a value's rank is one plus the number
+    of values strictly better. Values equal to 12 significant digits are equal (two runs of one model
+    whose means differ only in float rounding share a rank). NaN ranks after every number, all NaN alike.
+
+    >>> shared_ranks([0.9, 0.9, 0.5, float("nan")], higher_is_better=True)
+    [1, 1, 3, 4]
+    """
+    numbers = [float(v) for v in values]
+    keys = [math.inf if math.isnan(v) else -float(f"{v:.12g}") if higher_is_better else float(f"{v:.12g}") for v in numbers]
+    return [1 + sum(other < key for other in keys) for key in keys]
 
 
 def split_ranking(table: pd.DataFrame) -> Ranking:
@@ -879,3 +894,145 @@ def _who_row(stats: Mapping[str, Any]) -> dict[str, float]:
     # Every count is recorded for every image, so any one of them says how many images the cell has.
     row["images"] = _num((stats.get(WHO_PREFIX + "found") or {}).get("n"))
     return row
+
+
+# --- ranks with uncertainty ----------------------------------------------------------------------
+# A rank is a statistic too: with 40 prompts two models 0.01 apart swap places in many resamples. The
+# ranked table carries, per ranked model, the interval of its rank over bootstrap resamples of the
+# prompts and its tier (the models that cannot be told apart from the tier's leader), from the per-prompt
+# means of the per-sample results. Every model is resampled with the same draws (a drawn prompt brings
+# its value for every model), so the comparison is paired, on the (prompt_id, seed) pairs all of them share.
+
+RANK_INTERVAL, TIER = "rank interval", "tier"
+RANK_DRAWS = 1000  # bootstrap resamples of the prompts behind each rank interval and tier
+RANK_LEVEL = 0.95  # the rank interval's coverage and the level of the paired test that splits tiers
+RANK_SEED = 0  # fixed: the same store shows the same intervals on every render
+RANK_UNIT = "prompt"  # what one bootstrap draw resamples (all seeds of a prompt together)
+
+
+def sample_values(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``prompt_id, seed, value``: one value per generated image of ``metric`` from a ``results.parquet``
+    frame, as the aggregates use it: the whole-image rows (subject ""), or, for a metric that has only
+    per-subject rows, their mean per image. NaN values dropped."""
+    rows = frame[(frame["metric"] == metric) & frame["value"].notna()]
+    if "subject" in rows and (rows["subject"] == "").any():
+        rows = rows[rows["subject"] == ""]
+    return rows.groupby(["prompt_id", "seed"], as_index=False, sort=True)["value"].mean()
+
+
+def shared_prompt_means(values: Mapping[int, pd.DataFrame], prompts: Iterable[str] | None = None) -> pd.DataFrame:
+    """Prompts x submissions: each submission's mean per prompt over the (prompt_id, seed) pairs that
+    every submission of ``values`` (submission -> :func:`sample_values`) has a value for, so the models
+    are compared on the same images. ``prompts`` keeps only those prompts (a breakdown cell's)."""
+    if not values:
+        return pd.DataFrame()
+    wide = pd.concat(
+        {int(s): frame.set_index(["prompt_id", "seed"])["value"] for s, frame in values.items()}, axis=1
+    ).dropna()
+    if prompts is not None:
+        wide = wide[wide.index.get_level_values("prompt_id").isin(set(prompts))]
+    return wide.groupby(level="prompt_id", sort=True).mean()
+
+
+def _beats(replicates: np.ndarray) -> np.ndarray:
+    """(draws, models, models) booleans: model j's value is better than model k's in a draw, by more
+    than float noise (a copy of a model ties with it in every draw)."""
+    scale = 1e-9 * (1.0 + float(np.nanmax(np.abs(replicates)))) if replicates.size else 0.0
+    return replicates[:, :, None] > replicates[:, None, :] + scale
+
+
+def rank_uncertainty(
+    means: pd.DataFrame,
+    higher_is_better: bool,
+    *,
+    n_draws: int = RANK_DRAWS,
+    level: float = RANK_LEVEL,
+    seed: int = RANK_SEED,
+) -> pd.DataFrame:
+    """Rank intervals and tiers from per-prompt means (prompts x submissions, :func:`shared_prompt_means`).
+
+    Each bootstrap draw resamples the prompts with replacement (``cluster_bootstrap_weights`` of
+    ``functional/bootstrap.py``, one cluster per prompt), the same draw for every model, and ranks the
+    models' resampled means (competition ranks: models equal in a draw share its rank).
+
+    - ``rank``: the rank of the full-sample means (:func:`shared_ranks`);
+    - ``rank_low`` / ``rank_high``: the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
+      draws' ranks (the best and worst rank the data support), widened to hold ``rank``;
+      ``rank interval`` writes them ``"1-3"`` (``"2"`` when both are equal);
+    - ``tier``: models sorted by mean (ties in submission order); the first leads tier 1; each next
+      model joins the current tier unless it is significantly worse than that tier's leader (the
+      ``level`` percentile interval of the paired bootstrap difference, leader minus model, lies
+      above zero), and then leads the next tier. Equal models are therefore always in one tier.
+
+    Index: the submissions, in the columns' order. With one prompt there is nothing to resample: the
+    interval is the point rank and every model is in tier 1 (one prompt tells no model apart).
+    """
+    from idbench.evaluate_pkg.functional.bootstrap import cluster_bootstrap_weights
+
+    columns = ["rank", "rank_low", "rank_high", RANK_INTERVAL, TIER]
+    submissions = [int(s) for s in means.columns]
+    if not submissions:
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="submission"))
+    values = means.to_numpy(dtype=np.float64) * (1.0 if higher_is_better else -1.0)  # prompts x models, higher better
+    point = values.mean(axis=0)
+    ranks = np.array(shared_ranks(point, higher_is_better=True))
+    n_prompts = values.shape[0]
+    if n_prompts >= 2:
+        weights = cluster_bootstrap_weights(list(means.index), n_draws, seed)  # draws x prompts
+        replicates = weights @ values / n_prompts  # draws x models
+    else:
+        replicates = point[None, :]
+    draw_ranks = 1 + _beats(replicates).sum(axis=1)  # draws x models: 1 + how many models beat it
+    alpha = (1.0 - level) / 2.0
+    low = np.minimum(np.quantile(draw_ranks, alpha, axis=0, method="lower"), ranks).astype(int)
+    high = np.maximum(np.quantile(draw_ranks, 1.0 - alpha, axis=0, method="higher"), ranks).astype(int)
+    tiers = np.zeros(len(submissions), dtype=int)
+    order = sorted(range(len(submissions)), key=lambda k: (-point[k], submissions[k]))
+    tier, leader = 1, order[0]
+    for k in order:
+        if k != leader and n_prompts >= 2:
+            difference = replicates[:, leader] - replicates[:, k]
+            if np.quantile(difference, alpha) > 0:
+                tier, leader = tier + 1, k
+        tiers[k] = tier
+    texts = [f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in zip(low, high)]
+    out = pd.DataFrame({"rank": ranks, "rank_low": low, "rank_high": high, RANK_INTERVAL: texts, TIER: tiers}, index=submissions)
+    out.index.name = "submission"
+    return out
+
+
+def with_rank_uncertainty(table: pd.DataFrame, uncertainty: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The ranked table with ``rank interval`` and ``tier`` after ``rank`` (from :func:`rank_uncertainty`,
+    by submission); rows it has no entry for (not ranked, no per-sample values; all rows when None)
+    hold "" and <NA>."""
+    out = table.copy()
+    if uncertainty is None:
+        uncertainty = pd.DataFrame(columns=[RANK_INTERVAL, TIER])
+    found = out["submission"].astype(int).map(lambda s: s in uncertainty.index)
+    intervals = [uncertainty.at[int(s), RANK_INTERVAL] if ok else "" for s, ok in zip(out["submission"], found)]
+    tiers = [int(uncertainty.at[int(s), TIER]) if ok else pd.NA for s, ok in zip(out["submission"], found)]
+    at = out.columns.get_loc("rank") + 1 if "rank" in out.columns else 0
+    out.insert(at, RANK_INTERVAL, intervals)
+    out.insert(at + 1, TIER, pd.array(tiers, dtype="Int64"))
+    return out
+
+
+def leaders_tied(table: pd.DataFrame) -> list[str]:
+    """The models sharing the lead of a ranked table: every row of tier 1 when the table has tiers
+    (they cannot be told apart from the leader), else every row of rank 1; [] when one model leads alone."""
+    if table.empty:
+        return []
+    if TIER in table.columns and table[TIER].notna().any():
+        first = table[table[TIER] == 1]
+    else:
+        first = table[table["rank"] == 1]
+    return [str(m) for m in first["model"]] if len(first) > 1 else []
+
+
+def cell_prompts(prompt_rows: Mapping[str, Mapping[str, Any]], spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> list[str] | None:
+    """The prompt ids of the breakdown cell ``filters`` select (None: no cell, every prompt), from the
+    built benchmark's prompt rows (their breakdown columns, compared as the stored labels are, as text)."""
+    chosen = {axis: str(value) for axis, value in (filters or {}).items() if value is not None}
+    if not chosen:
+        return None
+    return [pid for pid, row in prompt_rows.items() if all(str(row.get(axis)) == value for axis, value in chosen.items())]

@@ -112,6 +112,68 @@ def current_results(benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
     return _current_results(str(s.home), benchmark, task, query.store_version(s))
 
 
+@st.cache_data(show_spinner=False, max_entries=512)
+def _sample_values(results_path: str, metric: str) -> pd.DataFrame | None:
+    # One result's image values of one metric; a result folder never changes, so its path is the key.
+    path = Path(results_path) / samples.RESULTS_FILE
+    if not path.is_file():
+        return None
+    frame = pd.read_parquet(path, columns=["prompt_id", "seed", "metric", "subject", "value"], filters=[("metric", "==", metric)])
+    return query.sample_values(frame, metric)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _rank_uncertainty(
+    paths: tuple[tuple[int, str], ...], metric: str, higher_is_better: bool, prompts: tuple[str, ...] | None
+) -> tuple[pd.DataFrame, int, list[int]]:
+    # (rank intervals and tiers, prompts they rest on, submissions without per-sample values), cached
+    # by the ranked rows' result folders, the metric and the cell's prompts (a new result changes them).
+    values, lacking = {}, []
+    for submission, path in paths:
+        found = _sample_values(path, metric)
+        if found is None or found.empty:
+            lacking.append(submission)
+        else:
+            values[submission] = found
+    means = query.shared_prompt_means(values, prompts)
+    return query.rank_uncertainty(means, higher_is_better), len(means), lacking
+
+
+def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, filters: dict) -> tuple[pd.DataFrame, str]:
+    """The ranked rows with their rank interval and tier (:func:`query.rank_uncertainty`, from the
+    per-sample results), and a caption naming the resampling unit, or saying why there are none."""
+    ranked_ids = [int(s) for s in ranked.loc[ranked[metric].notna(), "submission"]] if not ranked.empty else []
+    if not ranked_ids:
+        return query.with_rank_uncertainty(ranked), ""
+    prompts = None
+    if any(v is not None for v in filters.values()):
+        try:
+            data = _benchmark_data(str(store().submission(ranked_ids[0])["data_dir"]))
+        except (BenchmarkDataError, UnknownIdError, KeyError, OSError):
+            return query.with_rank_uncertainty(ranked), (
+                "Rank intervals and tiers: not shown for this cell (the built benchmark, which says which prompts "
+                "the cell holds, is not available here)."
+            )
+        prompts = tuple(query.cell_prompts(data.prompt_rows, spec, filters) or ())
+    by_id = {int(r["submission_id"]): str(r["results_path"]) for _, r in results.iterrows()}
+    higher = query.metric_specs(spec)[metric].higher_is_better
+    uncertainty, n_prompts, lacking = _rank_uncertainty(tuple((i, by_id[i]) for i in ranked_ids), metric, higher, prompts)
+    if lacking:  # ranks among some of the models only would mislead: none then
+        return query.with_rank_uncertainty(ranked), (
+            f"Rank intervals and tiers: not shown ({len(lacking)} ranked result(s) have no per-sample values here)."
+        )
+    if n_prompts == 0:
+        return query.with_rank_uncertainty(ranked), "Rank intervals and tiers: not shown (no image that every ranked model was scored on)."
+    caption = (
+        f"Rank interval: the {query.RANK_LEVEL:.0%} range of each model's rank over {query.RANK_DRAWS} bootstrap "
+        f"resamples of the {n_prompts} {query.RANK_UNIT}(s) every ranked model was scored on (unit: one {query.RANK_UNIT} with "
+        "all its seeds; the same draws for every model, so the comparison is paired). Tier: a model joins the tier "
+        "above unless a paired bootstrap of its difference to that tier's leader puts it below at the "
+        f"{query.RANK_LEVEL:.0%} level. Equal scores share a rank."
+    )
+    return query.with_rank_uncertainty(ranked, uncertainty), caption
+
+
 TRACK_LABELS = {"reference": "reference-based", "text-to-image": "text-to-image (no references)"}
 
 
@@ -279,11 +341,19 @@ def benchmark_page(benchmark: str) -> None:
         return
     table = query.keep_metrics(query.search_models(table, search), spec, {metric, *picked})
     ranking = query.split_ranking(table)
-    ranked_frame(ranking.ranked, results, spec, track)
+    ranked, rank_caption = rank_uncertainty(ranking.ranked, results, spec, metric, filters)
+    ranked_frame(ranked, results, spec, track)
+    if rank_caption:
+        st.caption(rank_caption)
+    tied = query.leaders_tied(ranked)
+    if tied:
+        st.text(f"Tied for first (tier 1, cannot be told apart at the {query.RANK_LEVEL:.0%} level): {', '.join(tied)}")
     _judge_captions(table, results, spec, metric, judge)
     if not ranking.unranked.empty:
         _unranked(ranking.unranked, results, spec, track, benchmark)
-    full = query.display_table(table, spec)  # the CSV: the same rows and columns, with the numbers apart
+    # The CSV: the same rows and columns (rank interval and tier too), with the numbers apart.
+    table = pd.concat([ranked, query.with_rank_uncertainty(ranking.unranked)], ignore_index=True)
+    full = query.display_table(table, spec)
     # What each displayed unit is and where its convention comes from (docs/display-conventions.md).
     legend = [f"{column}: {text}" for column, text in query.display_legend(spec).items() if column in full.columns]
     ci = results.iloc[0]["aggregates"].get("ci") or {}  # the scorer's interval, as it recorded it
@@ -568,8 +638,7 @@ def model_page() -> None:
     _judge_card(row, spec)
     _copy_check(row)
     st.subheader("Overall")
-    overall = query.ranked_table(results[results["submission_id"] == submission], spec, include_plumbing=True)
-    st.dataframe(query.display_table(overall, spec, compact=True), hide_index=True)
+    st.dataframe(query.display_table(_model_overall(results, spec, submission), spec, compact=True), hide_index=True, key="model-overall")
     for name, table in query.breakdown_tables(row, spec).items():
         if not table.empty:
             st.subheader(f"By {name}")
@@ -577,6 +646,18 @@ def model_page() -> None:
     if query.records_who_became_whom(spec, track):
         _who_became_whom(row, spec)
     _sample_grid(row, spec)
+
+
+def _model_overall(results: pd.DataFrame, spec: BenchmarkSpec, submission: int) -> pd.DataFrame:
+    """The model's row of its benchmark's ranking on the default metric, with its rank among every
+    current result of the track (plumbing checks and incomplete suites included, so every model page
+    has a place), its rank interval and tier; rank <NA> with the reason when the ranking shows it apart."""
+    metric = query.default_metric(results, spec)
+    table = query.ranked_table(results, spec, metric=metric, include_plumbing=True)
+    ranking = query.split_ranking(table)
+    ranked, _ = rank_uncertainty(ranking.ranked, results, spec, metric, {})
+    table = pd.concat([ranked, query.with_rank_uncertainty(ranking.unranked)], ignore_index=True)
+    return table[table["submission"] == submission].reset_index(drop=True)
 
 
 JUDGE_NOT_RECORDED = "Judge: not recorded (scored before results kept their judge)."
@@ -960,8 +1041,12 @@ def overview_page() -> None:
                 continue
             metric = query.default_metric(results, spec)
             scope = query.ranking_scope(spec, filters)
+            table, _ = rank_uncertainty(table, results, spec, metric, filters)
             st.text(f"{label}top of {len(table)} ranked submission(s), by {metric}" + (f", {scope}" if scope else "") + ":")
-            keep = table.head(3)[["rank", "model", "family", "marks", query.JUDGE, query.COPIES, query.NOT_RANKED, "submission",
+            tied = query.leaders_tied(table)
+            if tied:
+                st.text(f"Tied for first: {', '.join(tied)} (tier 1: not told apart at the {query.RANK_LEVEL:.0%} level).")
+            keep = table.head(3)[["rank", query.RANK_INTERVAL, query.TIER, "model", "family", "marks", query.JUDGE, query.COPIES, query.NOT_RANKED, "submission",
                                   metric, metric + query.CI_LOW, metric + query.CI_HIGH]]
             ranked_frame(keep, results, spec, track, key=f"overview-{name}-{track}")
         st.page_link(pages[name], label=f"Open {spec.title}")

@@ -1,0 +1,111 @@
+"""Ranks with uncertainty: shared ranks, rank intervals and tiers on hand-made frames and rows.
+
+The rank intervals are checked against distributions worked out by hand: with two prompts a bootstrap
+draw takes prompt 1 twice (probability 1/4), each once (1/2) or prompt 2 twice (1/4), so every model's
+rank distribution over the draws is known exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from idbench.builders.benchmarks import get_benchmark
+from idbench.leaderboard import query
+
+SPEC = get_benchmark("identity-collapse")
+
+
+def _means(columns: dict[int, list[float]]) -> pd.DataFrame:
+    """Prompts x submissions of per-prompt means, prompts p0, p1, ..."""
+    n = len(next(iter(columns.values())))
+    return pd.DataFrame(columns, index=pd.Index([f"p{i}" for i in range(n)], name="prompt_id"))
+
+
+def test_equal_scores_share_a_rank():
+    assert query.shared_ranks([0.9, 0.9, 0.5, float("nan")], higher_is_better=True) == [1, 1, 3, 4]
+    assert query.shared_ranks([0.2, 0.1, 0.1], higher_is_better=False) == [3, 1, 1]
+    # Means that differ only in float rounding are equal.
+    assert query.shared_ranks([0.1 + 0.2, 0.3], higher_is_better=True) == [1, 1]
+
+
+def test_two_identical_models_share_rank_one_and_a_tier():
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.2, 0.8, 30).tolist()
+    out = query.rank_uncertainty(_means({1: base, 2: list(base)}), higher_is_better=True)
+    assert out["rank"].tolist() == [1, 1] and out[query.TIER].tolist() == [1, 1]
+    assert out[query.RANK_INTERVAL].tolist() == ["1", "1"]  # tied in every draw
+    assert query.leaders_tied(pd.DataFrame({"model": ["a", "b"], "rank": [1, 1], query.TIER: [1, 1]})) == ["a", "b"]
+
+
+def test_a_clearly_better_model_is_alone_in_tier_one():
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0.2, 0.6, 30)
+    out = query.rank_uncertainty(_means({1: base.tolist(), 2: base.tolist(), 3: (base + 0.3).tolist()}), higher_is_better=True)
+    assert out.loc[3, "rank"] == 1 and out.loc[3, query.TIER] == 1 and out.loc[3, query.RANK_INTERVAL] == "1"
+    assert out.loc[[1, 2], "rank"].tolist() == [2, 2] and out.loc[[1, 2], query.TIER].tolist() == [2, 2]
+    table = pd.DataFrame({"model": ["c", "a", "b"], "rank": [1, 2, 2], query.TIER: [1, 2, 2]})
+    assert query.leaders_tied(table) == []
+
+
+def test_rank_interval_bounds_by_hand():
+    # A: prompts (1.0, 0.0), mean 0.5; B: (0.6, 0.6), mean 0.6. B ranks first; A beats B only in the
+    # draw that takes prompt p0 twice (A's mean 1.0): P(A rank 1) = 1/4, P(A rank 2) = 3/4.
+    means = _means({1: [1.0, 0.0], 2: [0.6, 0.6]})
+    wide = query.rank_uncertainty(means, higher_is_better=True, n_draws=4000)
+    assert wide["rank"].tolist() == [2, 1]
+    # 95 %: the 2.5 % and 97.5 % quantiles of A's ranks are 1 and 2, and of B's too.
+    assert wide[query.RANK_INTERVAL].tolist() == ["1-2", "1-2"]
+    # B - A over the draws: -0.4 (1/4), 0.1 (1/2), 0.6 (1/4): its 2.5 % quantile is below zero, one tier.
+    assert wide[query.TIER].tolist() == [1, 1]
+    # At 40 % (quantiles 0.30 and 0.70), rank 1 of A (1/4 < 0.30) falls outside: A "2", B "1"; the
+    # difference's 30 % quantile is 0.1 > 0, so A is significantly worse and leads tier 2.
+    narrow = query.rank_uncertainty(means, higher_is_better=True, n_draws=4000, level=0.4)
+    assert narrow[query.RANK_INTERVAL].tolist() == ["2", "1"] and narrow[query.TIER].tolist() == [2, 1]
+    # Lower is better: the same values ranked the other way round.
+    lower = query.rank_uncertainty(means, higher_is_better=False, n_draws=4000, level=0.4)
+    assert lower["rank"].tolist() == [1, 2] and lower[query.RANK_INTERVAL].tolist() == ["1", "2"]
+
+
+def test_pairing_separates_a_small_constant_gap_that_prompt_variance_hides():
+    # Prompts vary far more than the gap (0.01), but every prompt shows it: paired draws always rank
+    # model 2 first, while the two models' own intervals would overlap.
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.1, 0.9, 40)
+    out = query.rank_uncertainty(_means({1: base.tolist(), 2: (base + 0.01).tolist()}), higher_is_better=True)
+    assert out[query.RANK_INTERVAL].tolist() == ["2", "1"] and out[query.TIER].tolist() == [2, 1]
+
+
+def test_shared_prompt_means_use_the_pairs_every_model_has():
+    a = pd.DataFrame({"prompt_id": ["p0", "p0", "p1", "p2"], "seed": [0, 1, 0, 0], "value": [0.2, 0.4, 0.5, 0.9]})
+    b = pd.DataFrame({"prompt_id": ["p0", "p1", "p2"], "seed": [0, 0, 0], "value": [0.1, 0.3, 0.7]})
+    means = query.shared_prompt_means({1: a, 2: b})
+    # (p0, seed 1) is only A's: left out, so A's p0 mean is its seed-0 value alone.
+    assert means.loc["p0", 1] == 0.2 and means.loc["p0", 2] == 0.1 and list(means.index) == ["p0", "p1", "p2"]
+    assert list(query.shared_prompt_means({1: a, 2: b}, prompts=["p2"]).index) == ["p2"]
+    frame = pd.DataFrame(
+        {"prompt_id": ["p0", "p0", "p0"], "seed": [0, 0, 0], "metric": ["id_sim"] * 3, "subject": ["", "s1", "s2"], "value": [0.5, 0.1, 0.9]}
+    )
+    assert query.sample_values(frame, "id_sim")["value"].tolist() == [0.5]  # whole-image row, as the aggregates
+    only_subjects = frame[frame["subject"] != ""]
+    assert query.sample_values(only_subjects, "id_sim")["value"].tolist() == [0.5]  # mean of 0.1 and 0.9
+
+
+def test_cell_prompts_select_by_the_stored_labels():
+    rows = {"p0": {"n_subjects": 2, "scene": "neutral"}, "p1": {"n_subjects": 4, "scene": "neutral"}, "p2": {"n_subjects": 4, "scene": "occlusion"}}
+    assert query.cell_prompts(rows, SPEC, {"n_subjects": "4", "scene": None}) == ["p1", "p2"]
+    assert query.cell_prompts(rows, SPEC, {"n_subjects": None}) is None
+
+
+def test_ranked_table_gives_equal_scores_one_rank_whatever_the_submission_order():
+    stats = lambda mean: {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n": 10, "n_nan": 0}  # noqa: E731
+    rows = [
+        {"submission_id": s, "model_name": f"m{s}", "submitter": None, "profile": "full", "plumbing": False, "not_run": {},
+         "aggregates": {"overall": {m.name: stats(v) for m in SPEC.metric_suite}, "breakdowns": {}}}
+        for s, v in ((1, 0.5), (2, 0.7), (3, 0.7))
+    ]  # fmt: skip
+    table = query.ranked_table(pd.DataFrame(rows), SPEC, metric="dino_sim")
+    assert table["submission"].tolist() == [2, 3, 1] and table["rank"].tolist() == [1, 1, 3]
+    shown = query.with_rank_uncertainty(table, query.rank_uncertainty(_means({2: [0.7, 0.7], 3: [0.7, 0.7], 1: [0.5, 0.5]}), True))
+    assert shown.columns[:3].tolist() == ["rank", query.RANK_INTERVAL, query.TIER]
+    assert shown[query.TIER].tolist() == [1, 1, 2] and query.leaders_tied(shown) == ["m2", "m3"]
