@@ -12,6 +12,8 @@ Then it times, over ``--repeats`` runs:
   page computes on a cold cache;
 - filter change (``n_persons = 4``): ``ranked_table`` on the already-loaded results (the app caches
   ``current_results`` with ``st.cache_data``), and also from a cold store read;
+- rank intervals and tiers (``query.shared_prompt_means`` + ``query.rank_uncertainty`` on ``id_sim``):
+  from a cold read of every per-sample parquet, and from the per-sample values the app caches;
 - the slow obvious way, for comparison: on every render read every per-sample parquet and recompute the
   aggregates (``report.aggregate``) before building the same table.
 
@@ -138,6 +140,22 @@ def filter_change_cold(store: Store, spec) -> pd.DataFrame:
     return filter_change(store.current_results(BENCHMARK), spec)
 
 
+def sample_values(results: pd.DataFrame, metric: str) -> dict[int, pd.DataFrame]:
+    """Each result's image values of ``metric`` from its results.parquet, as the app reads them (and caches per result)."""
+    out = {}
+    for _, row in results.iterrows():
+        frame = pd.read_parquet(Path(row["results_path"]), columns=["prompt_id", "seed", "metric", "subject", "value"], filters=[("metric", "==", metric)])
+        out[int(row["submission_id"])] = query.sample_values(frame, metric)
+    return out
+
+
+def rank_intervals(values: dict[int, pd.DataFrame], spec, prompts=None) -> pd.DataFrame:
+    """Rank intervals and tiers from the cached per-sample values: shared per-prompt means, then the bootstrap."""
+    metric = "id_sim"  # CogCanvas's ranking metric
+    means = query.shared_prompt_means(values, prompts)
+    return query.rank_uncertainty(means, query.metric_specs(spec)[metric].higher_is_better)
+
+
 def slow_render(store: Store, spec, prompts: pd.DataFrame, filters=None) -> pd.DataFrame:
     """The obvious way: every render reads all per-sample parquet files and re-aggregates them."""
     results = store.current_results(BENCHMARK).copy()
@@ -173,6 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         results = store.current_results(BENCHMARK)
         fast_filter, filtered = timed(lambda: filter_change(results, spec), args.repeats)
         cold_filter, _ = timed(lambda: filter_change_cold(store, spec), args.repeats)
+        cold_ranks, _ = timed(lambda: rank_intervals(sample_values(results, "id_sim"), spec), args.repeats)
+        values = sample_values(results, "id_sim")
+        warm_ranks, ranks = timed(lambda: rank_intervals(values, spec), args.repeats)
+        cell = prompts.loc[prompts["n_persons"] == int(FILTER["n_persons"]), "prompt_id"].tolist()
+        cell_ranks, _ = timed(lambda: rank_intervals(values, spec, cell), args.repeats)
+        assert len(ranks) == args.models
         slow_main, slow_table = timed(lambda: slow_render(store, spec, prompts), args.slow_repeats)
         slow_filter, slow_filtered = timed(lambda: slow_render(store, spec, prompts, FILTER), args.slow_repeats)
 
@@ -188,6 +212,17 @@ def main(argv: list[str] | None = None) -> int:
             ("filter n_persons=4 (cold store read)", cold_filter, slow_filter),
         ]
         failed = False
+        # The app caches each result's per-sample values (a result folder never changes), so reading every
+        # parquet happens once per server start; a new result reads its own file only. That first read is
+        # reported, not held to the target; the ranks from cached values are.
+        print(f"{'rank intervals, cold (read every parquet, once)':45s} {describe(cold_ranks)}  (one-off per server)")
+        for name, times in (
+            ("rank intervals, per-sample values cached", warm_ranks),
+            ("rank intervals n_persons=4, values cached", cell_ranks),
+        ):
+            ok = statistics.median(times) < TARGET_S
+            failed |= not ok
+            print(f"{name:45s} {describe(times)}  {'OK' if ok else 'OVER TARGET'}")
         for name, fast, slow in rows:
             ok = statistics.median(fast) < TARGET_S
             failed |= not ok

@@ -570,3 +570,38 @@ def test_the_model_page_shows_the_subject_breakdowns(cogcanvas_home, monkeypatch
     [sizes] = [d.value for d in at.dataframe if "item_size" in d.value.columns]
     assert list(sizes["item_size"]) == list(stored)
     assert list(sizes["prompts"]) == [stats["dino_sim"]["n_prompts"] for stats in stored.values()]
+
+
+def test_rank_intervals_and_tiers_in_the_table_the_csv_and_the_model_page(filled, monkeypatch):
+    stored: list[tuple[bytes, str]] = []
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        stored.append((path_or_data, mimetype))
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    monkeypatch.setenv("IDBENCH_HOME", str(filled))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run().switch_page(PAGE).run()
+    at.checkbox(key=f"{BENCHMARK}-plumbing").check()
+    stored.clear()
+    at.run()
+    shown = _table(at)
+    assert shown.columns[:4].tolist() == ["rank", "rank interval", "tier", "model"]
+    for rank, interval, tier in zip(shown["rank"], shown["rank interval"], shown["tier"]):
+        low, _, high = interval.partition("-")
+        assert int(low) <= rank <= int(high or low) and 1 <= tier <= rank
+    assert shown.loc[0, "tier"] == 1 and shown["tier"].is_monotonic_increasing
+    assert any("bootstrap resamples of the 75 prompt(s)" in c.value and "unit: one prompt" in c.value for c in at.caption)
+    [csv] = [pd.read_csv(io.BytesIO(data)) for data, mimetype in stored if mimetype == "text/csv"]
+    assert csv["rank interval"].astype(str).tolist() == shown["rank interval"].tolist()
+    assert csv["tier"].tolist() == shown["tier"].tolist()
+    ranks = dict(zip(_names(shown), shown["rank"]))
+    # The model page's Overall row: the model's place in that ranking, not 1 of a one-row table.
+    for submission, name in ((2, "baseline-clone"), (3, "baseline-swap")):
+        page = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+        page.query_params.update({"benchmark": BENCHMARK, "submission": str(submission)})
+        page.switch_page("views/model.py").run()
+        [overall] = [frame.value for frame in page.dataframe if "rank interval" in frame.value.columns]
+        assert overall["rank"].tolist() == [ranks[name]]
+        assert overall["rank interval"].tolist() == [shown["rank interval"].iloc[_names(shown).index(name)]]
