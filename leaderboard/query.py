@@ -547,19 +547,54 @@ def _metric_columns(metric: str, specs: Mapping[str, MetricSpec]) -> tuple[str, 
     return columns + ((metric + SHARES[metric][1],) if metric in SHARES else ())
 
 
-def display_name(spec: BenchmarkSpec, metric: str) -> str:
+# The app's one unit switch (a sidebar choice every table, chart and model page follows): each metric in
+# its display convention (docs/display-conventions.md), or every metric as its raw stored value.
+UNITS_DISPLAY, UNITS_RAW = "display conventions", "raw values"
+UNITS = (UNITS_DISPLAY, UNITS_RAW)
+
+
+def display_of(spec: BenchmarkSpec, metric: str, raw: bool = False) -> str:
+    """The display convention ``metric`` is shown in: its own, or ``"raw"`` under the raw-values switch."""
+    return "raw" if raw else metric_specs(spec)[metric].display
+
+
+def in_units(values: Any, spec: BenchmarkSpec, metric: str, raw: bool = False) -> Any:
+    """Raw ``values`` (a number or a Series) of ``metric`` in the unit the page shows (:func:`display_of`),
+    unrounded, for charts and breakdown tables."""
+    display = display_of(spec, metric, raw)
+    if isinstance(values, pd.Series):
+        return values.astype(float).map(lambda v: show(v, display))
+    return show(_num(values), display)
+
+
+def display_name(spec: BenchmarkSpec, metric: str, raw: bool = False) -> str:
     """The column name :func:`display_table` gives ``metric`` (``"dino_sim (x100)"``, ``"scr@0.5 (%)"``,
-    ``"clip_t (CLIPScore)"``)."""
-    return metric + DISPLAYS[metric_specs(spec)[metric].display].suffix
+    ``"clip_t (CLIPScore)"``; the bare name under the raw-values switch)."""
+    return metric + DISPLAYS[display_of(spec, metric, raw)].suffix
 
 
-def display_legend(spec: BenchmarkSpec) -> dict[str, str]:
+def display_legend(spec: BenchmarkSpec, raw: bool = False) -> dict[str, str]:
     """Column name -> how its values are made and where the convention comes from (or that it is ours),
     for the metrics of the suite: what the app shows under the table."""
-    return {display_name(spec, m.name): m.display_label for m in spec.metric_suite}
+    return {display_name(spec, m.name, raw): "raw value" if raw else m.display_label for m in spec.metric_suite}
 
 
-def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = False) -> pd.DataFrame:
+# Columns about who and what a row is: after the metrics, so the ranked metric is the first column after
+# the model's name (and its link) on any screen width.
+METADATA_COLUMNS = ("family", "submitter", "profile", "marks", JUDGE, COPIES, NOT_RANKED, "submission")
+LEADING_COLUMNS = ("rank", "rank interval", "tier", "model", "link")
+
+
+def reading_order(shown: pd.DataFrame) -> pd.DataFrame:
+    """The columns in reading order: rank, rank interval, tier, model (and link), the metrics (the ranked
+    one first, in the table's order), then the metadata columns."""
+    leading = [c for c in LEADING_COLUMNS if c in shown.columns]
+    trailing = [c for c in METADATA_COLUMNS if c in shown.columns]
+    middle = [c for c in shown.columns if c not in leading and c not in trailing]
+    return shown[leading + middle + trailing]
+
+
+def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = False, raw: bool = False) -> pd.DataFrame:
     """The table as shown and downloaded: each metric column under its display convention.
 
     Each metric's mean and CI go through its ``display`` (``idbench.builders.display``: x100, percent,
@@ -568,6 +603,9 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
     values are rounded as :func:`idbench.evaluate_pkg.report.display_value` rounds them (4 decimals
     raw, 2 scaled). Judge-failure rates are shown in percent, missing-evidence counts as they are (a
     mean per image), a chance level (``"<metric> random"``) under its metric's convention. Numbers stay numbers, so the app's table sorts numerically.
+
+    ``raw`` (the app's unit switch set to raw values): every metric shown as its raw value, unrenamed.
+    Columns come in :func:`reading_order`.
 
     ``compact`` (the app's table): each metric's mean and interval become one text column,
     ``"72.00 [65.00, 78.60]"`` (:func:`interval_text`), without the two CI columns; the CSV keeps
@@ -578,7 +616,7 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
     for m in metric_specs(spec).values():
         if compact and m.name in table.columns:
             low, high = (table.get(m.name + suffix, pd.Series(math.nan, index=table.index)) for suffix in (CI_LOW, CI_HIGH))
-            intervals[m.name] = [interval_text(*values, m.display) for values in zip(table[m.name], low, high)]
+            intervals[m.name] = [interval_text(*values, display_of(spec, m.name, raw)) for values in zip(table[m.name], low, high)]
             shown = shown.drop(columns=[c for c in (m.name + CI_LOW, m.name + CI_HIGH) if c in shown.columns])
     renames = {}
     for column in [c for c in shown.columns if c.endswith((FAILURES, COVERAGE, *(suffix for _, suffix in SHARES.values())))]:  # a share of images: shown in percent
@@ -588,15 +626,16 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
         shown[column] = shown[column].astype(float).round(4)
         renames[column] = column + " (per image)"
     for m in metric_specs(spec).values():
-        convention = DISPLAYS[m.display]
+        display = display_of(spec, m.name, raw)
+        convention = DISPLAYS[display]
         for column in (m.name, m.name + CI_LOW, m.name + CI_HIGH, m.name + CHANCE):
             if column in shown.columns:
                 if m.name in intervals and column == m.name:
                     shown[column] = pd.Series(intervals[m.name], index=shown.index, dtype=object)
                 else:
-                    shown[column] = shown[column].astype(float).map(lambda v: show(v, m.display)).round(convention.decimals)
+                    shown[column] = shown[column].astype(float).map(lambda v, d=display: show(v, d)).round(convention.decimals)
                 renames[column] = m.name + convention.suffix + column[len(m.name):]
-    return shown.rename(columns=renames)
+    return reading_order(shown.rename(columns=renames))
 
 
 def interval_text(mean: Any, low: Any, high: Any, display: str) -> str:
@@ -1036,3 +1075,67 @@ def cell_prompts(prompt_rows: Mapping[str, Mapping[str, Any]], spec: BenchmarkSp
     if not chosen:
         return None
     return [pid for pid, row in prompt_rows.items() if all(str(row.get(axis)) == value for axis, value in chosen.items())]
+
+
+# --- the charts' data, in the page's units -------------------------------------------------------
+# Each chart of a benchmark page draws one of these long tables (one row per mark), with the columns its
+# tooltip shows: model, value, the interval, n (prompts behind the value). Values are in the app's units
+# (:func:`in_units`), so a chart and the table beside it read alike.
+
+
+def _cell_n(stats: Mapping[str, Any]) -> float:
+    return _num(stats.get("n_prompts", stats.get("n")))
+
+
+def degradation_frame(results: pd.DataFrame, spec: BenchmarkSpec, metric: str, raw: bool = False) -> pd.DataFrame:
+    """``model, N, value, low, high, n``: the metric per group size per model (empty without a group-size axis)."""
+    axis = spec.group_size_axis
+    columns = ["model", "N", "value", "low", "high", "n"]
+    if axis is None or results.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for label, (_, row) in zip(model_labels(results), results.iterrows()):
+        for size, stats in row["aggregates"].get("breakdowns", {}).get(axis, {}).items():
+            s = stats.get(metric)
+            if s is not None:
+                rows.append((label, int(size), *(in_units(s.get(k), spec, metric, raw) for k in ("mean", "ci_low", "ci_high")), _cell_n(s)))
+    return pd.DataFrame(rows, columns=columns).sort_values(["model", "N"], kind="stable").reset_index(drop=True)
+
+
+def overall_frame(results: pd.DataFrame, spec: BenchmarkSpec, metrics: Iterable[str], raw: bool = False) -> pd.DataFrame:
+    """``model, metric, value, low, high, n``: each model's overall value of each of ``metrics`` it has;
+    ``metric`` is the column name the table gives it (:func:`display_name`)."""
+    rows = []
+    for label, (_, row) in zip(model_labels(results), results.iterrows()):
+        overall = row["aggregates"].get("overall", {})
+        for m in metrics:
+            s = overall.get(m)
+            if s is not None:
+                rows.append((label, display_name(spec, m, raw), *(in_units(s.get(k), spec, m, raw) for k in ("mean", "ci_low", "ci_high")), _cell_n(s)))
+    return pd.DataFrame(rows, columns=["model", "metric", "value", "low", "high", "n"])
+
+
+def scatter_frame(results: pd.DataFrame, spec: BenchmarkSpec, x: str, y: str, raw: bool = False) -> pd.DataFrame:
+    """``model, <x>, <y>`` and each one's ``low``/``high`` and ``n`` (column names as :func:`display_name`
+    gives them): one point per model having both metrics."""
+    long = overall_frame(results, spec, [x, y], raw)
+    names = {display_name(spec, x, raw): "x", display_name(spec, y, raw): "y"}
+    wide = long.pivot_table(index="model", columns="metric", values=["value", "low", "high", "n"], aggfunc="first")
+    if wide.empty or len(wide.columns.get_level_values(1).unique()) < 2:
+        return pd.DataFrame()
+    out = pd.DataFrame(index=wide.index)
+    for name in names:
+        out[name] = wide[("value", name)]
+        out[f"{name} low"], out[f"{name} high"], out[f"{name} n"] = wide[("low", name)], wide[("high", name)], wide[("n", name)]
+    return out.dropna(subset=list(names)).reset_index()
+
+
+def nothing_to_show(frame: pd.DataFrame, what: str) -> str:
+    """One line saying why a chart of ``frame`` (a :func:`overall_frame`) would show nothing, "" when it
+    would show something: no values, or the same value for every bar (an all-zero collapse rate, say)."""
+    values = frame["value"].dropna() if "value" in frame else pd.Series(dtype=float)
+    if values.empty:
+        return f"{what}: no value to chart for the models shown."
+    if values.nunique() == 1:
+        return f"{what}: every model shown has {values.iloc[0]:g} at every point, so there is nothing to compare in a chart."
+    return ""

@@ -17,12 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display on a server; set before pyplot is imported
-# Model names label the plots: a "$" in one must stay a dollar sign, not start mathtext (or fail to parse).
-matplotlib.rcParams["text.parse_math"] = False
-import matplotlib.pyplot as plt
+import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -174,6 +169,31 @@ def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: Benchmar
     return query.with_rank_uncertainty(ranked, uncertainty), caption
 
 
+UNITS_KEY = "idbench-units"  # the sidebar's unit switch (main.py), one for the whole app
+
+
+def units_raw() -> bool:
+    """Whether the app's unit switch shows raw values (else each metric's display convention)."""
+    return st.session_state.get(UNITS_KEY) == query.UNITS_RAW
+
+
+def units_caption() -> str:
+    return (
+        "Numbers are raw stored values (the unit switch in the sidebar)." if units_raw()
+        else "Numbers are in each metric's display convention (docs/display-conventions.md); the sidebar switches to raw values."
+    )
+
+
+def _breakdown_in_units(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
+    """A model page breakdown (cells x raw metric means) in the app's units, columns renamed with them."""
+    specs, raw = query.metric_specs(spec), units_raw()
+    out = table.copy()
+    for column in [c for c in table.columns if c in specs]:
+        decimals = query.DISPLAYS[query.display_of(spec, column, raw)].decimals
+        out[column] = query.in_units(table[column], spec, column, raw).round(decimals)
+    return out.rename(columns={c: query.display_name(spec, c, raw) for c in table.columns if c in specs})
+
+
 TRACK_LABELS = {"reference": "reference-based", "text-to-image": "text-to-image (no references)"}
 
 
@@ -302,7 +322,7 @@ def benchmark_page(benchmark: str) -> None:
     picked = picker_column.multiselect(
         "Metric columns",
         metrics,
-        format_func=lambda m: query.display_name(spec, m),
+        format_func=lambda m: query.display_name(spec, m, units_raw()),
         key=f"{benchmark}-columns",
         help="The metric ranked by is always shown.",
     )
@@ -353,9 +373,9 @@ def benchmark_page(benchmark: str) -> None:
         _unranked(ranking.unranked, results, spec, track, benchmark)
     # The CSV: the same rows and columns (rank interval and tier too), with the numbers apart.
     table = pd.concat([ranked, query.with_rank_uncertainty(ranking.unranked)], ignore_index=True)
-    full = query.display_table(table, spec)
+    full = query.display_table(table, spec, raw=units_raw())
     # What each displayed unit is and where its convention comes from (docs/display-conventions.md).
-    legend = [f"{column}: {text}" for column, text in query.display_legend(spec).items() if column in full.columns]
+    legend = [f"{column}: {text}" for column, text in query.display_legend(spec, units_raw()).items() if column in full.columns]
     ci = results.iloc[0]["aggregates"].get("ci") or {}  # the scorer's interval, as it recorded it
     level = f"{ci['confidence']:.0%} " if isinstance(ci.get("confidence"), float) else ""
     st.caption(
@@ -465,7 +485,7 @@ def ranked_frame(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec
             + ("Every row here" if everything else "Each row marked plumbing")
             + " was scored with the tiny profile: it shows that the pipeline runs, not how good a model is."
         )
-    shown = query.with_links(query.display_table(table, spec, compact=True), results, track)
+    shown = query.with_links(query.display_table(table, spec, compact=True, raw=units_raw()), results, track)
     if not table.empty and (table[query.NOT_RANKED] == "").all():  # ranked rows: nothing to say there
         shown = shown.drop(columns=[query.NOT_RANKED])
     if not any(m.judged and m.name in table.columns for m in spec.metric_suite):  # no judged column: no judge to name
@@ -493,73 +513,101 @@ def _hidden_note(results: pd.DataFrame, spec: BenchmarkSpec, family: str | None)
     return f"No rows to show; hidden: {', '.join(parts)}." if parts else "No rows to show."
 
 
-def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
-    """The benchmark's figures, each from the rows the table shows (``results`` is already filtered)."""
-    keep_all = True  # the caller already filtered the rows (plumbing, incomplete, family): plot them all
-    by_size = query.metric_vs_group_size(results, spec, metric, include_plumbing=keep_all)
-    if not by_size.empty:
-        st.subheader(f"{metric} vs number of subjects")
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for model, group in by_size.groupby("model", sort=True):
-            ax.plot(group["group_size"], group["mean"], marker="o", label=model)
-            ax.fill_between(group["group_size"], group["ci_low"], group["ci_high"], alpha=0.15)
-        ax.set_xlabel(query.group_size_axis(spec) or "group size")
-        ax.set_ylabel(metric)
-        ax.set_xticks(sorted(by_size["group_size"].unique()))
-        ax.legend(fontsize="small")
-        _show(fig)
+LEGEND = alt.Legend(orient="bottom", columns=3, labelLimit=240, title=None)  # under the chart: never over the data
+CHART_HEIGHT = 320
 
-    matrix = query.type_style_matrix(results, spec, metric, include_plumbing=keep_all)
+
+def _tooltip(value_title: str) -> list:
+    return [
+        alt.Tooltip("model:N"), alt.Tooltip("value:Q", title=value_title, format=".4~f"),
+        alt.Tooltip("low:Q", title="interval low", format=".4~f"), alt.Tooltip("high:Q", title="interval high", format=".4~f"),
+        alt.Tooltip("n:Q", title="n (prompts)"),
+    ]  # fmt: skip
+
+
+def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
+    """The benchmark's charts (Vega-Lite through Altair: tooltips with model, value, interval and n), each
+    from the rows the table shows (``results`` is already filtered), in the app's units. A chart with
+    nothing to compare is replaced by one line saying why."""
+    raw = units_raw()
+    name = query.display_name(spec, metric, raw)
+    by_size = query.degradation_frame(results, spec, metric, raw)
+    if not by_size.empty:
+        axis = spec.group_size_axis or "N"
+        st.subheader(f"{name} as the number of subjects grows")
+        base = alt.Chart(by_size).encode(
+            x=alt.X("N:O", title=f"{axis} (subjects in the prompt)", axis=alt.Axis(labelAngle=0)),
+            color=alt.Color("model:N", legend=LEGEND),
+        )
+        band = base.mark_area(opacity=0.15).encode(y=alt.Y("low:Q", title=name, scale=alt.Scale(zero=False)), y2="high:Q")
+        line = base.mark_line(point=True).encode(y="value:Q", tooltip=_tooltip(name))
+        st.altair_chart((band + line).properties(height=CHART_HEIGHT), width="stretch", key="chart-degradation")
+        st.caption(f"Bands: each cell's interval ({len(by_size['model'].unique())} model(s)); hover a point for its values.")
+
+    matrix = query.type_style_matrix(results, spec, metric, include_plumbing=True)
     if not matrix.empty:
-        st.subheader(f"{metric} per subject type x style")
-        fig, ax = plt.subplots(figsize=(1 + 0.8 * matrix.shape[1], 1 + 0.5 * matrix.shape[0]))
-        image = ax.imshow(matrix.to_numpy(dtype=float), aspect="auto", cmap="viridis")
-        ax.set_xticks(range(matrix.shape[1]), matrix.columns, rotation=45, ha="right")
-        ax.set_yticks(range(matrix.shape[0]), matrix.index)
-        fig.colorbar(image, ax=ax, label=metric)
-        _show(fig)
+        st.subheader(f"{name} per subject type x style")
+        cells = matrix.rename_axis("model").reset_index().melt(id_vars="model", var_name="cell", value_name="raw")
+        cells["value"] = query.in_units(cells["raw"], spec, metric, raw)
+        chart = alt.Chart(cells.drop(columns="raw")).mark_rect().encode(
+            x=alt.X("cell:N", title="type x style", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
+            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=240)),
+            color=alt.Color("value:Q", title=name, legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("model:N"), alt.Tooltip("cell:N"), alt.Tooltip("value:Q", title=name, format=".4~f")],
+        )
+        st.altair_chart(chart, width="stretch", key="chart-type-style")
 
     identity = next((m for m in spec.ranking if m != "clip_t"), None)
-    overall = query.ranked_table(results, spec, metric=metric, include_plumbing=keep_all)
-    if identity in overall.columns and "clip_t" in overall.columns:
-        st.subheader(f"CLIP-T vs {identity}")
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.scatter(overall["clip_t"], overall[identity])
-        for _, row in overall.iterrows():
-            ax.annotate(str(row["model"]), (row["clip_t"], row[identity]), fontsize="small")
-        ax.set_xlabel("clip_t")
-        ax.set_ylabel(identity)
-        _show(fig)
+    if identity is not None and any("clip_t" in (r.get("overall") or {}) for r in results["aggregates"]):
+        points = query.scatter_frame(results, spec, "clip_t", identity, raw)
+        x, y = query.display_name(spec, "clip_t", raw), query.display_name(spec, identity, raw)
+        st.subheader(f"Text alignment (CLIP-T) vs identity ({identity})")
+        if points.empty:
+            st.text(f"CLIP-T vs {identity}: no shown model has both values.")
+        else:
+            chart = alt.Chart(points).mark_circle(size=90).encode(
+                x=alt.X(f"{x}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6, format="~g")),
+                y=alt.Y(f"{y}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6, format="~g")),
+                color=alt.Color("model:N", legend=LEGEND),
+                tooltip=[alt.Tooltip("model:N")] + [alt.Tooltip(f"{c}:Q", format=".4~f") for c in points.columns if c != "model"],
+            )
+            st.altair_chart(chart.properties(height=CHART_HEIGHT), width="stretch", key="chart-clip-vs-identity")
 
-    scr = [m.name for m in spec.metric_suite if m.name.startswith("scr@") and m.name in overall.columns]
-    if scr:
-        st.subheader("Subject Collapse Rate at each threshold (%)")
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        width = 0.8 / len(scr)
-        for i, name in enumerate(scr):
-            ax.bar(np.arange(len(overall)) + i * width, 100 * overall[name], width, label=name)
-        ax.set_xticks(np.arange(len(overall)) + width * (len(scr) - 1) / 2, overall["model"].astype(str), rotation=30, ha="right")
-        ax.set_ylabel("% of references collapsed")
-        ax.legend(fontsize="small")
-        _show(fig)
+    scr = [m.name for m in spec.metric_suite if m.name.startswith("scr@")]
+    rates = query.overall_frame(results, spec, scr, raw)
+    if scr and not rates.empty:
+        st.subheader("Subject Collapse Rate at each threshold")
+        why = query.nothing_to_show(rates, "Subject Collapse Rate")
+        if why:
+            st.text(why)
+        else:
+            chart = alt.Chart(rates).mark_bar().encode(
+                x=alt.X("model:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=200)),
+                xOffset="metric:N",
+                y=alt.Y("value:Q", title="share of references collapsed"),
+                color=alt.Color("metric:N", legend=LEGEND, title=None),
+                tooltip=[alt.Tooltip("metric:N", title="threshold")] + _tooltip("rate"),
+            )
+            st.altair_chart(chart.properties(height=CHART_HEIGHT), width="stretch", key="chart-scr")
 
-    radar = query.radar_axes(results, spec, include_plumbing=keep_all)
-    if radar.shape[1] >= 3:
-        st.subheader("Profile (outward is better)")
-        angles = np.linspace(0, 2 * np.pi, radar.shape[1], endpoint=False)
-        fig, ax = plt.subplots(figsize=(4.5, 4.5), subplot_kw={"polar": True})
-        for model, values in radar.iterrows():
-            closed = np.append(values.to_numpy(dtype=float), values.iloc[0])
-            ax.plot(np.append(angles, angles[0]), closed, label=str(model))
-        ax.set_xticks(angles, radar.columns, fontsize="small")
-        ax.legend(fontsize="x-small", loc="upper right", bbox_to_anchor=(1.3, 1.1))
-        _show(fig)
-
-
-def _show(fig: plt.Figure) -> None:
-    fig.tight_layout()
-    st.pyplot(fig)
-    plt.close(fig)  # figures are not garbage collected while pyplot tracks them
+    profile = query.overall_frame(results, spec, [m.name for m in spec.metric_suite], raw)
+    if profile["metric"].nunique() >= 2 if not profile.empty else False:
+        st.subheader("Profile: every metric, one panel each")
+        bars = alt.Chart().mark_bar().encode(
+            x=alt.X("model:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+            color=alt.Color("model:N", legend=LEGEND),
+            tooltip=_tooltip("value"),
+        )
+        errors = alt.Chart().mark_rule().encode(x="model:N", y="low:Q", y2="high:Q")
+        chart = alt.layer(bars, errors, data=profile).properties(width=150, height=120).facet(
+            facet=alt.Facet("metric:N", title=None), columns=4
+        ).resolve_scale(y="independent")
+        st.altair_chart(chart, key="chart-profile")
+        st.caption(
+            "Each panel has its own scale (the metrics' units differ); a lower-is-better metric (a collapse rate) "
+            "is better short. Rules: each value's interval."
+        )
 
 
 # --- model page ----------------------------------------------------------------------------------
@@ -638,11 +686,12 @@ def model_page() -> None:
     _judge_card(row, spec)
     _copy_check(row)
     st.subheader("Overall")
-    st.dataframe(query.display_table(_model_overall(results, spec, submission), spec, compact=True), hide_index=True, key="model-overall")
+    st.dataframe(query.display_table(_model_overall(results, spec, submission), spec, compact=True, raw=units_raw()), hide_index=True, key="model-overall")
     for name, table in query.breakdown_tables(row, spec).items():
         if not table.empty:
             st.subheader(f"By {name}")
-            st.dataframe(table.reset_index(), hide_index=True)
+            st.dataframe(_breakdown_in_units(table, spec).reset_index(), hide_index=True)
+    st.caption(units_caption())
     if query.records_who_became_whom(spec, track):
         _who_became_whom(row, spec)
     _sample_grid(row, spec)
@@ -1077,4 +1126,21 @@ def about_page() -> None:
         st.header(spec.title)
         st.write(spec.summary)
         st.text(f"Paper: {spec.paper}")
+        for what, url in PAPER_LINKS.get(spec.name, ()):
+            st.markdown(f"- {what}: <{url}>")
         st.code(spec.citation, language="bibtex")
+        st.caption(CITATION_NOTE)
+
+
+# What the papers' own text gives beyond their titles (../shared/papers): CogCanvas names where its dataset
+# and evaluation code were released; none of the three texts names authors, venue, arXiv id or year.
+PAPER_LINKS: dict[str, tuple[tuple[str, str], ...]] = {
+    "cogcanvas": (
+        ("dataset (as the paper gives it)", "https://huggingface.co/datasets/multimedia-synergy-lab/CogCanvas"),
+        ("evaluation code (as the paper gives it, an anonymised link)", "https://anonymous.4open.science/r/cogcanvas"),
+    ),
+}
+CITATION_NOTE = (
+    "The paper text this benchmark follows names no authors, venue, arXiv id or year, so the entry holds "
+    "only its title (and the links it gives); complete it from the published paper when you cite it."
+)

@@ -605,3 +605,47 @@ def test_rank_intervals_and_tiers_in_the_table_the_csv_and_the_model_page(filled
         [overall] = [frame.value for frame in page.dataframe if "rank interval" in frame.value.columns]
         assert overall["rank"].tolist() == [ranks[name]]
         assert overall["rank interval"].tolist() == [shown["rank interval"].iloc[_names(shown).index(name)]]
+
+
+def _charts(at: AppTest) -> list[tuple[dict, pd.DataFrame]]:
+    """Each Vega-Lite chart of the page: its spec and the data it draws (decoded from the element's Arrow bytes)."""
+    from streamlit import dataframe_util
+
+    out = []
+    for chart in at.get("vega_lite_chart"):
+        [dataset] = chart.proto.datasets
+        out.append((json.loads(chart.proto.spec), dataframe_util.convert_arrow_bytes_to_pandas_df(dataset.data.data)))
+    return out
+
+
+def test_charts_draw_the_stored_values_in_the_app_units(filled, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(filled))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run().switch_page(PAGE).run()
+    at.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
+    assert not at.exception and not at.get("imgs")  # no static images: every chart is Vega-Lite
+    charts = _charts(at)
+    [degradation] = [data for _, data in charts if "N" in data.columns]
+    names = {1: "baseline-collage", 2: "baseline-clone", 3: "baseline-swap"}
+    for submission, name in names.items():
+        cells = _aggregates(filled, submission)["breakdowns"]["n_subjects"]
+        got = degradation[degradation["model"] == name].set_index("N")
+        for size, stats in cells.items():
+            s = stats["dino_sim"]
+            assert got.loc[int(size), ["value", "low", "high"]].tolist() == pytest.approx([s["mean"], s["ci_low"], s["ci_high"]])
+            assert got.loc[int(size), "n"] == s["n_prompts"]
+    # Every collapse rate of these baselines is 0: one line says so instead of a chart of zeros.
+    assert all(_aggregates(filled, s)["overall"]["scr@0.5"]["mean"] == 0 for s in names)
+    assert any("Subject Collapse Rate: every model shown has 0" in t.value for t in at.text)
+    assert not [data for _, data in charts if "metric" in data.columns and data["metric"].str.startswith("scr@").all()]
+    [(spec, profile)] = [(spec, data) for spec, data in charts if "facet" in spec]
+    # One panel per metric, named as the table's columns are (in their units: SCR in percent here).
+    assert set(profile["metric"]) <= set(_table(at).columns) and "scr@0.5 (%)" in set(profile["metric"])
+    dino = profile[profile["metric"] == "dino_sim"].set_index("model")
+    for submission, name in names.items():
+        s = _aggregates(filled, submission)["overall"]["dino_sim"]
+        assert dino.loc[name, ["value", "low", "high", "n"]].tolist() == pytest.approx([s["mean"], s["ci_low"], s["ci_high"], s["n_prompts"]])
+    # The one unit switch: raw values everywhere, table and charts.
+    at.sidebar.radio(key="idbench-units").set_value("raw values").run()
+    assert "scr@0.5" in _table(at).columns and "scr@0.5 (%)" not in _table(at).columns
+    [(_, profile)] = [(spec, data) for spec, data in _charts(at) if "facet" in spec]
+    assert "scr@0.5" in set(profile["metric"]) and set(profile["metric"]) <= set(_table(at).columns)
