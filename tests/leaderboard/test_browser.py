@@ -145,6 +145,9 @@ def _header(page) -> list[str]:
     return [cell.strip() for cell in header.locator("th").all_text_contents()]
 
 
+MODEL = 3  # a ranked table's model column: after rank, rank interval and tier
+
+
 def _name(cell: str) -> str:
     """The model name of a ranked table's model cell: the accessible table holds the model-page link."""
     return parse_qs(urlsplit(cell).query)["model"][0]
@@ -230,7 +233,7 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     expect(page.get_by_test_id("stDataFrame")).to_be_visible()
     _idle(page, expect)
     header, before = _header(page), _rows(page)
-    assert len(before) == 1 and _name(before[0][1]) == "baseline-collage"
+    assert len(before) == 1 and _name(before[0][MODEL]) == "baseline-collage"
     column = header.index("dino_sim")
 
     page.get_by_role("combobox", name="n_subjects").click()
@@ -244,7 +247,7 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
 
     # One cell: mean [ci_low, ci_high] of the collage's n_subjects = 4 cell, as stored (dino_sim is shown raw).
     cell = _aggregates(filled, 1)["breakdowns"]["n_subjects"]["4"]["dino_sim"]
-    assert [_name(row[1]) for row in after] == ["baseline-collage"]
+    assert [_name(row[MODEL]) for row in after] == ["baseline-collage"]
     assert after[0][column] == f"{cell['mean']:.4f} [{cell['ci_low']:.4f}, {cell['ci_high']:.4f}]"
     expect(page).to_have_url(re.compile(r"[?&]n_subjects=4(&|$)"))  # the address bar links to this view
     assert not page.get_by_test_id("stException").count()
@@ -283,7 +286,7 @@ def test_a_deep_link_opens_a_filtered_table(page, server, filled, sync_api):
     expect(page.get_by_role("checkbox", name="show plumbing-check rows")).to_be_checked()
     expect(page.get_by_text("Ignored in the link (not a value this page offers): scene=nowhere.")).to_be_visible()
     _idle(page, expect)
-    assert [_name(row[1]) for row in _rows(page)] == ["baseline-swap"]
+    assert [_name(row[MODEL]) for row in _rows(page)] == ["baseline-swap"]
     csv = _download_csv(page)  # the filter applied: the swap's n_subjects = 4 cell, full numbers
     cell = _aggregates(filled, 3)["breakdowns"]["n_subjects"]["4"]["dino_sim"]
     assert csv["model"].tolist() == ["baseline-swap"]
@@ -354,8 +357,8 @@ def test_submit_page_queues_a_valid_zip(page, server, filled, sync_api):
     page.get_by_text("show plumbing-check rows").click()
     expect(page.get_by_test_id("stDataFrame").locator("table tbody tr")).to_have_count(4)
     _idle(page, expect)
-    assert "browser model" not in [_name(row[1]) for row in _rows(page)]
-    [apart] = [row for row in _rows(page, 1) if _name(row[1]) == "browser model"]
+    assert "browser model" not in [_name(row[MODEL]) for row in _rows(page)]
+    [apart] = [row for row in _rows(page, 1) if _name(row[MODEL]) == "browser model"]
     assert "plumbing" in " ".join(apart) and any(cell.startswith("copies references") for cell in apart)
     expect(page.get_by_text(re.compile(r"browser model \(submission \d+\): copies references"))).to_be_visible()
     _screenshot(page, "identity-collapse-after-submit")
