@@ -937,16 +937,38 @@ def _who_row(stats: Mapping[str, Any]) -> dict[str, float]:
 
 # --- ranks with uncertainty ----------------------------------------------------------------------
 # A rank is a statistic too: with 40 prompts two models 0.01 apart swap places in many resamples. The
-# ranked table carries, per ranked model, the interval of its rank over bootstrap resamples of the
-# prompts and its tier (the models that cannot be told apart from the tier's leader), from the per-prompt
-# means of the per-sample results. Every model is resampled with the same draws (a drawn prompt brings
-# its value for every model), so the comparison is paired, on the (prompt_id, seed) pairs all of them share.
+# ranked table carries, per ranked model, the interval of its rank over bootstrap resamples and its tier
+# (the models that cannot be told apart from the tier's leader), from the per-prompt means of the
+# per-sample results. The resamples follow the benchmark's own design, as its intervals do (CHARIS:
+# subjects with their prompts; Identity Collapse, CogCanvas: prompts crossed with their reused
+# references; aggregates["resampling"] records it). Every model is resampled with the same draws (a drawn
+# unit brings its value for every model), so the comparison is paired, on the (prompt_id, seed) pairs
+# all of them share.
 
 RANK_INTERVAL, TIER = "rank interval", "tier"
-RANK_DRAWS = 1000  # bootstrap resamples of the prompts behind each rank interval and tier
+RANK_DRAWS = 1000  # bootstrap resamples behind each rank interval and tier
 RANK_LEVEL = 0.95  # the rank interval's coverage and the level of the paired test that splits tiers
 RANK_SEED = 0  # fixed: the same store shows the same intervals on every render
-RANK_UNIT = "prompt"  # what one bootstrap draw resamples (all seeds of a prompt together)
+PROMPTS_ONLY = "percentile bootstrap over prompts"  # the design of results scored before designs were recorded
+
+
+def resampling_design(aggregates: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, ...], dict[str, dict[str, list[str]]], str]:
+    """(factors, each prompt's units, method) of the resampling design the results' ``aggregates.json``
+    record (``aggregates["resampling"]``): the first result that records one gives the factors and the
+    method; the prompt units are merged over every result with the same factors (builds of one benchmark
+    share prompt ids). Prompts alone when none records a design (older results)."""
+    factors, method, units = None, PROMPTS_ONLY, {}
+    for record in aggregates:
+        design = (record or {}).get("resampling") if isinstance(record, Mapping) else None
+        if not isinstance(design, Mapping) or not design.get("factors"):
+            continue
+        names = tuple(str(f) for f in design["factors"])
+        if factors is None:
+            factors, method = names, str(design.get("method") or method)
+        if names == factors:
+            for prompt, levels in (design.get("prompt_units") or {}).items():
+                units.setdefault(str(prompt), {k: [str(v) for v in vals] for k, vals in (levels or {}).items()})
+    return factors or ("prompt",), units, method
 
 
 def sample_values(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -987,12 +1009,16 @@ def rank_uncertainty(
     n_draws: int = RANK_DRAWS,
     level: float = RANK_LEVEL,
     seed: int = RANK_SEED,
+    factors: tuple[str, ...] = ("prompt",),
+    units: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """Rank intervals and tiers from per-prompt means (prompts x submissions, :func:`shared_prompt_means`).
 
-    Each bootstrap draw resamples the prompts with replacement (``cluster_bootstrap_weights`` of
-    ``functional/bootstrap.py``, one cluster per prompt), the same draw for every model, and ranks the
-    models' resampled means (competition ranks: models equal in a draw share its rank).
+    Each bootstrap draw reweighs the prompts by the resampling design ``factors`` (``units``: each
+    prompt's levels of the factors other than ``"prompt"``; :func:`resampling_design` reads both from
+    the results; ``design_weight_chunks`` of ``functional/bootstrap.py``, as the aggregates' intervals
+    use it), the same draw for every model, and ranks the models' resampled means (competition ranks:
+    models equal in a draw share its rank).
 
     - ``rank``: the rank of the full-sample means (:func:`shared_ranks`);
     - ``rank_low`` / ``rank_high``: the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
@@ -1004,9 +1030,10 @@ def rank_uncertainty(
       above zero), and then leads the next tier. Equal models are therefore always in one tier.
 
     Index: the submissions, in the columns' order. With one prompt there is nothing to resample: the
-    interval is the point rank and every model is in tier 1 (one prompt tells no model apart).
+    interval is the point rank and every model is in tier 1 (one prompt tells no model apart); so
+    too when no factor of the design has two levels among the prompts.
     """
-    from idbench.evaluate_pkg.functional.bootstrap import cluster_bootstrap_weights
+    from idbench.evaluate_pkg.functional.bootstrap import design_factors, design_weight_chunks, weighted_mean_replicates
 
     columns = ["rank", "rank_low", "rank_high", RANK_INTERVAL, TIER]
     submissions = [int(s) for s in means.columns]
@@ -1016,9 +1043,14 @@ def rank_uncertainty(
     point = values.mean(axis=0)
     ranks = np.array(shared_ranks(point, higher_is_better=True))
     n_prompts = values.shape[0]
-    if n_prompts >= 2:
-        weights = cluster_bootstrap_weights(list(means.index), n_draws, seed)  # draws x prompts
-        replicates = weights @ values / n_prompts  # draws x models
+    prompts = [str(p) for p in means.index]
+    design = design_factors({str(k): dict(v) for k, v in (units or {}).items()}, prompts, factors)
+    resampled = max((len({label for row in f.levels for label in row}) for f in design), default=0) >= 2
+    if resampled:
+        # Each prompt counts once (its mean over seeds), so the resampled mean of a model is the
+        # design-weighted mean of its prompt means; all models share the weights.
+        chunks = design_weight_chunks(design, n_draws, seed)
+        replicates = weighted_mean_replicates(values, np.ones(n_prompts), chunks)  # draws x models
     else:
         replicates = point[None, :]
     draw_ranks = 1 + _beats(replicates).sum(axis=1)  # draws x models: 1 + how many models beat it
@@ -1029,7 +1061,7 @@ def rank_uncertainty(
     order = sorted(range(len(submissions)), key=lambda k: (-point[k], submissions[k]))
     tier, leader = 1, order[0]
     for k in order:
-        if k != leader and n_prompts >= 2:
+        if k != leader and resampled:
             difference = replicates[:, leader] - replicates[:, k]
             if np.quantile(difference, alpha) > 0:
                 tier, leader = tier + 1, k

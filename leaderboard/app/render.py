@@ -10,6 +10,8 @@ strings or ``st.json``: never as HTML, and never as Markdown, where a link or im
 from __future__ import annotations
 
 import hmac
+import json
+import logging
 import os
 import re
 import shutil
@@ -32,6 +34,8 @@ from idbench.leaderboard import query, samples
 from idbench.leaderboard.app import backend
 from idbench.leaderboard.queue import RateLimit, jobs_table, rescore
 from idbench.leaderboard.store import JOB_STATES, RateLimitError, Store, UnknownIdError
+
+logger = logging.getLogger(__name__)
 
 MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger uploads before our code sees them
 MAX_SUBMITTER = 100
@@ -110,19 +114,32 @@ def current_results(benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
 @st.cache_data(show_spinner=False, max_entries=512)
 def _sample_values(results_path: str, metric: str) -> pd.DataFrame | None:
     # One result's image values of one metric; a result folder never changes, so its path is the key.
+    # A result that cannot be read (absent, unreadable, missing a column) counts as lacking values.
+    import pyarrow.parquet as pq
+
     path = Path(results_path) / samples.RESULTS_FILE
-    if not path.is_file():
+    try:
+        if not path.is_file():
+            return None
+        present = set(pq.read_schema(path).names)
+        if not {"prompt_id", "seed", "metric", "value"} <= present:
+            return None
+        columns = [c for c in ("prompt_id", "seed", "metric", "subject", "value") if c in present]
+        frame = pd.read_parquet(path, columns=columns, filters=[("metric", "==", metric)])
+    except (OSError, ValueError, TypeError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        logger.warning("rank intervals: %s not read (%s)", samples.RESULTS_FILE, type(err).__name__)
         return None
-    frame = pd.read_parquet(path, columns=["prompt_id", "seed", "metric", "subject", "value"], filters=[("metric", "==", metric)])
     return query.sample_values(frame, metric)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _rank_uncertainty(
-    paths: tuple[tuple[int, str], ...], metric: str, higher_is_better: bool, prompts: tuple[str, ...] | None
+    paths: tuple[tuple[int, str], ...], metric: str, higher_is_better: bool, prompts: tuple[str, ...] | None,
+    factors: tuple[str, ...], units_json: str,
 ) -> tuple[pd.DataFrame, int, list[int]]:
     # (rank intervals and tiers, prompts they rest on, submissions without per-sample values), cached
-    # by the ranked rows' result folders, the metric and the cell's prompts (a new result changes them).
+    # by the ranked rows' result folders, the metric, the cell's prompts and the resampling design
+    # (a new result changes them).
     values, lacking = {}, []
     for submission, path in paths:
         found = _sample_values(path, metric)
@@ -131,7 +148,8 @@ def _rank_uncertainty(
         else:
             values[submission] = found
     means = query.shared_prompt_means(values, prompts)
-    return query.rank_uncertainty(means, higher_is_better), len(means), lacking
+    uncertainty = query.rank_uncertainty(means, higher_is_better, factors=factors, units=json.loads(units_json))
+    return uncertainty, len(means), lacking
 
 
 def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, filters: dict) -> tuple[pd.DataFrame, str]:
@@ -151,8 +169,11 @@ def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: Benchmar
             )
         prompts = tuple(query.cell_prompts(data.prompt_rows, spec, filters) or ())
     by_id = {int(r["submission_id"]): str(r["results_path"]) for _, r in results.iterrows()}
+    records = {int(r["submission_id"]): r["aggregates"] for _, r in results.iterrows()}
+    factors, units, method = query.resampling_design(records.get(i) for i in ranked_ids)
     higher = query.metric_specs(spec)[metric].higher_is_better
-    uncertainty, n_prompts, lacking = _rank_uncertainty(tuple((i, by_id[i]) for i in ranked_ids), metric, higher, prompts)
+    uncertainty, n_prompts, lacking = _rank_uncertainty(
+        tuple((i, by_id[i]) for i in ranked_ids), metric, higher, prompts, factors, json.dumps(units, sort_keys=True))
     if lacking:  # ranks among some of the models only would mislead: none then
         return query.with_rank_uncertainty(ranked), (
             f"Rank intervals and tiers: not shown ({len(lacking)} ranked result(s) have no per-sample values here)."
@@ -160,11 +181,11 @@ def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: Benchmar
     if n_prompts == 0:
         return query.with_rank_uncertainty(ranked), "Rank intervals and tiers: not shown (no image that every ranked model was scored on)."
     caption = (
-        f"Rank interval: the {query.RANK_LEVEL:.0%} range of each model's rank over {query.RANK_DRAWS} bootstrap "
-        f"resamples of the {n_prompts} {query.RANK_UNIT}(s) every ranked model was scored on (unit: one {query.RANK_UNIT} with "
-        "all its seeds; the same draws for every model, so the comparison is paired). Tier: a model joins the tier "
-        "above unless a paired bootstrap of its difference to that tier's leader puts it below at the "
-        f"{query.RANK_LEVEL:.0%} level. Equal scores share a rank."
+        f"Rank interval: the {query.RANK_LEVEL:.0%} range of each model's rank over {query.RANK_DRAWS} resamples "
+        f"({method}) of the {n_prompts} prompt(s) every ranked model was scored on, each prompt with all its seeds; "
+        "the same draws for every model, so the comparison is paired. Tier: a model joins the tier above unless a "
+        f"paired bootstrap of its difference to that tier's leader puts it below at the {query.RANK_LEVEL:.0%} level. "
+        "Equal scores share a rank."
     )
     return query.with_rank_uncertainty(ranked, uncertainty), caption
 

@@ -109,3 +109,41 @@ def test_ranked_table_gives_equal_scores_one_rank_whatever_the_submission_order(
     shown = query.with_rank_uncertainty(table, query.rank_uncertainty(_means({2: [0.7, 0.7], 3: [0.7, 0.7], 1: [0.5, 0.5]}), True))
     assert shown.columns[:3].tolist() == ["rank", query.RANK_INTERVAL, query.TIER]
     assert shown[query.TIER].tolist() == [1, 1, 2] and query.leaders_tied(shown) == ["m2", "m3"]
+
+
+def test_nested_design_ranks_resample_subjects_with_their_prompts():
+    # CHARIS-like: 12 subjects x 4 prompts; each model has its own subject effects (sd 0.1, the
+    # model x subject interaction that does not cancel in a paired comparison), small prompt noise and
+    # offsets 0, 0.05, 0.10. With equal prompts per subject, resampling subjects with their prompts is
+    # the ordinary bootstrap of the subject means: the ranks must equal those of the subject-mean frame
+    # resampled as independent units with the same seed (subject labels sort as that frame's index).
+    rng = np.random.default_rng(1)
+    subjects = [f"s{i:02d}" for i in range(12)]
+    prompt_ids = [f"{s}-{k}" for s in subjects for k in range(4)]
+    per_prompt = pd.DataFrame(
+        {m: np.repeat(rng.normal(0.5, 0.1, 12), 4) + offset + rng.normal(0, 0.01, 48) for m, offset in ((1, 0.0), (2, 0.05), (3, 0.10))},
+        index=pd.Index(prompt_ids, name="prompt_id"))
+    units = {p: {"subject": [p.split("-")[0]]} for p in prompt_ids}
+    nested = query.rank_uncertainty(per_prompt, True, factors=("subject",), units=units, n_draws=500)
+    per_subject = per_prompt.groupby(lambda p: p.split("-")[0]).mean()
+    per_subject.index.name = "prompt_id"
+    pd.testing.assert_frame_equal(nested, query.rank_uncertainty(per_subject, True, n_draws=500))
+    # 12 subjects cannot tell these models apart; the 48 prompts taken as independent units (4 near
+    # copies per subject) wrongly put the best model alone in tier 1.
+    assert nested[query.TIER].tolist() == [1, 1, 1] and nested[query.RANK_INTERVAL].tolist() == ["1-3"] * 3
+    as_prompts = query.rank_uncertainty(per_prompt, True, n_draws=500)
+    assert as_prompts.loc[3, query.TIER] == 1 and as_prompts.loc[[1, 2], query.TIER].tolist() == [2, 2]
+
+
+def test_a_design_with_one_level_tells_no_model_apart():
+    means = _means({1: [0.1, 0.2, 0.3], 2: [0.9, 0.9, 0.9]})
+    units = {f"p{i}": {"subject": ["only"]} for i in range(3)}
+    out = query.rank_uncertainty(means, True, factors=("subject",), units=units)
+    assert out[query.TIER].tolist() == [1, 1] and out[query.RANK_INTERVAL].tolist() == ["2", "1"]
+
+
+def test_resampling_design_is_read_from_the_results():
+    record = {"resampling": {"factors": ["subject"], "method": "subjects", "prompt_units": {"a": {"subject": ["s1"]}}}}
+    other = {"resampling": {"factors": ["subject"], "method": "subjects", "prompt_units": {"b": {"subject": ["s2"]}}}}
+    assert query.resampling_design([record, other]) == (("subject",), {"a": {"subject": ["s1"]}, "b": {"subject": ["s2"]}}, "subjects")
+    assert query.resampling_design([{}, None]) == (("prompt",), {}, query.PROMPTS_ONLY)
