@@ -1171,3 +1171,35 @@ def nothing_to_show(frame: pd.DataFrame, what: str) -> str:
     if values.nunique() == 1:
         return f"{what}: every model shown has {values.iloc[0]:g} at every point, so there is nothing to compare in a chart."
     return ""
+
+
+# --- paired comparisons on the model page -------------------------------------------------------
+
+def comparison_tables(rows: Iterable[Mapping[str, Any]], spec: BenchmarkSpec, raw: bool = False) -> dict[str, pd.DataFrame]:
+    """The rows of ``idbench.evaluate_pkg.compare`` (one per table and metric, raw values) as one frame
+    per table ("overall", then each breakdown cell): metric (named with its unit), A, B, B - A and its
+    interval in the page's units, p, p_holm, verdict, shared images and prompts.
+
+    Means are shown through the metric's display convention. A difference is scaled by the
+    convention's factor (``apply(1) - apply(0)``: x100, x10, x250 for CLIPScore), which is the
+    difference of the displayed means for every linear convention; CLIPScore's clamp at 0 is not
+    applied to a difference (a negative difference is real, a negative mean cosine practically never).
+    """
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        metric = str(row["metric"])
+        display = display_of(spec, metric, raw) if metric in metric_specs(spec) else "raw"
+        convention = DISPLAYS[display]
+        factor = convention.apply(1.0) - convention.apply(0.0)
+        digits = convention.decimals
+        scaled = lambda v, f=factor: None if v is None else round(f * float(v), digits)  # noqa: E731
+        shown = lambda v, d=display: None if v is None else round(show(v, d), digits)  # noqa: E731
+        low, high = scaled(row.get("ci_low")), scaled(row.get("ci_high"))
+        out.setdefault(str(row["table"]), []).append({
+            "metric": display_name(spec, metric, raw) if metric in metric_specs(spec) else metric,
+            "A": shown(row.get("a")), "B": shown(row.get("b")), "B - A": scaled(row.get("diff")),
+            "interval": "n/a" if low is None or high is None else f"[{low:.{digits}f}, {high:.{digits}f}]",
+            "p": row.get("p"), "p_holm": row.get("p_holm"), "verdict": row.get("verdict"),
+            "images": row.get("n"), "prompts": row.get("n_prompts"),
+        })
+    return {name: pd.DataFrame(table) for name, table in out.items()}

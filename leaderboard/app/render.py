@@ -509,6 +509,12 @@ def ranked_frame(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec
     shown = query.with_links(query.display_table(table, spec, compact=True, raw=units_raw()), results, track)
     if not table.empty and (table[query.NOT_RANKED] == "").all():  # ranked rows: nothing to say there
         shown = shown.drop(columns=[query.NOT_RANKED])
+    elif not table.empty and (table[query.NOT_RANKED] != "").all():
+        # Rows shown apart: why (and the marks) is what a reader looks for first, so it follows the model.
+        moved = [c for c in (query.NOT_RANKED, "marks") if c in shown.columns]
+        at = list(shown.columns).index("link") + 1 if "link" in shown.columns else list(shown.columns).index("model") + 1
+        rest = [c for c in shown.columns if c not in moved]
+        shown = shown[rest[:at] + moved + rest[at:]]
     if not any(m.judged and m.name in table.columns for m in spec.metric_suite):  # no judged column: no judge to name
         shown = shown.drop(columns=[query.JUDGE], errors="ignore")
     st.dataframe(
@@ -684,6 +690,7 @@ def model_page() -> None:
     link_notes(notes)
     row = results[results["submission_id"] == submission].iloc[0].to_dict()
     params = {"benchmark": benchmark, "submission": str(submission), "model": str(row["model_name"])}
+    compare_param = st.query_params.get("compare")  # read before the address bar is rewritten below
     st.query_params.from_dict(params | ({"track": track} if track != query.tracks(spec)[0] else {}))
     # What a reader must know before reading the numbers, in one alert: plumbing check, incomplete suite.
     missing = query.missing_metrics(row, spec)
@@ -713,6 +720,7 @@ def model_page() -> None:
             st.subheader(f"By {name}")
             st.dataframe(_breakdown_in_units(table, spec).reset_index(), hide_index=True)
     st.caption(units_caption())
+    _compare_with(row, results, spec, labels, submission, compare_param)
     if query.records_who_became_whom(spec, track):
         _who_became_whom(row, spec)
     _sample_grid(row, spec)
@@ -728,6 +736,97 @@ def _model_overall(results: pd.DataFrame, spec: BenchmarkSpec, submission: int) 
     ranked, _ = rank_uncertainty(ranking.ranked, results, spec, metric, {})
     table = pd.concat([ranked, query.with_rank_uncertainty(ranking.unranked)], ignore_index=True)
     return table[table["submission"] == submission].reset_index(drop=True)
+
+
+NO_COMPARISON = "(none)"
+
+
+def _run_of(row: dict[str, Any]):
+    """A stored result as :mod:`idbench.evaluate_pkg.compare` reads a run: the fields its refusal checks
+    (benchmark, build: the submission's benchmark version, suite, profile, task, judge), the aggregates
+    (resampling design, breakdown prompts) and the per-sample values; None without readable values."""
+    import pyarrow.parquet as pq
+
+    from idbench.evaluate_pkg.compare import Run
+
+    path = Path(str(row["results_path"])) / samples.RESULTS_FILE
+    try:
+        if not path.is_file() or not {"prompt_id", "seed", "metric", "subject", "value"} <= set(pq.read_schema(path).names):
+            return None
+        frame = pd.read_parquet(path, columns=["prompt_id", "seed", "metric", "subject", "value"])
+    except (OSError, ValueError, TypeError):
+        return None
+    judge_key = row.get("judge_key")
+    summary = {
+        "benchmark": row["benchmark"], "build": row.get("benchmark_version"), "suite_version": row["suite_version"],
+        "profile": row["profile"], "task": row.get("task"), "judge": {"key": judge_key} if isinstance(judge_key, str) else None,
+        "aggregates": row["aggregates"], "submission": {"model": str(row["model_name"])}, "plumbing": bool(row["plumbing"]),
+    }
+    return Run(None, summary, frame)
+
+
+@st.cache_data(show_spinner="Comparing (paired bootstrap) ...", max_entries=32)
+def _comparison(path_a: str, path_b: str, _row_a: dict, _row_b: dict) -> tuple[dict | None, str]:
+    # Cached by the two result folders (a result folder never changes); rows are not hashed.
+    from idbench.evaluate_pkg.compare import CompareError, compare_runs
+
+    a, b = _run_of(_row_a), _run_of(_row_b)
+    if a is None or b is None:
+        return None, "Comparison: not run (a result's per-sample values are not available here)."
+    try:
+        return compare_runs(a, b).as_dict(), ""
+    except CompareError as err:
+        return None, f"Comparison: not run ({err})."
+
+
+def _compare_with(row: dict[str, Any], results: pd.DataFrame, spec: BenchmarkSpec, labels: dict[int, str], submission: int,
+                  compare_param: str | None = None) -> None:
+    """The model page's "compare with ...": this result (A) against another current result (B) of the
+    benchmark and track, per metric overall and per breakdown cell: B - A on the shared (prompt, seed)
+    pairs with its interval, p and Holm-corrected p from the benchmark's resampling design."""
+    from idbench.evaluate_pkg.compare import CORRECTION, P_VALUE
+
+    st.subheader("Compare with ...")
+    others = [i for i in labels if i != submission]
+    if not others:
+        st.text("Compare with: no other scored submission of this benchmark and track.")
+        return
+    options = [NO_COMPARISON, *others]
+    key = f"model-compare-{submission}"
+    if key not in st.session_state:
+        raw = compare_param  # the link's B, when it names another current result
+        st.session_state[key] = int(raw) if raw and raw.isascii() and raw.isdigit() and len(raw) < 12 and int(raw) in others else NO_COMPARISON
+    other = st.selectbox("Compare with", options, format_func=lambda i: i if i == NO_COMPARISON else labels[i], key=key)
+    if other == NO_COMPARISON:
+        st.query_params.pop("compare", None)
+        return
+    st.query_params["compare"] = str(other)
+    row_b = results[results["submission_id"] == other].iloc[0].to_dict()
+    found, why = _comparison(str(row["results_path"]), str(row_b["results_path"]), row, row_b)
+    if found is None:
+        st.info(why)
+        return
+    raw = units_raw()
+    if found["plumbing"]:
+        st.warning(f"{PLUMBING_BANNER}: this comparison is of results scored with the tiny profile.")
+    tables = query.comparison_tables(found["rows"], spec, raw)
+    st.text(f"A = {labels[submission]}, B = {labels[other]}: B - A on the (prompt, seed) pairs both hold.")
+    if "overall" in tables:
+        st.dataframe(tables.pop("overall"), hide_index=True, key="model-compare-overall")
+    else:
+        st.text("No metric of the suite holds values in both results.")
+    if tables:
+        with st.expander(f"per breakdown cell ({len(tables)} cells)"):
+            cells = pd.concat([t.assign(cell=name) for name, t in tables.items()], ignore_index=True)
+            st.dataframe(cells[["cell", *[c for c in cells.columns if c != "cell"]]], hide_index=True, key="model-compare-cells")
+    notes = "; ".join(found["notes"])
+    st.caption(
+        f"{found['confidence']:.0%} interval and p from {found['method']} ({found['n_resamples']} paired resamples, the same "
+        f"draws for A and B). p: {P_VALUE}. p_holm: {CORRECTION}; verdict at alpha {found['alpha']}. "
+        + ("Differences are raw values." if raw else "Values and differences in each metric's display convention "
+                                                      "(a difference scales by the convention's factor).")
+        + (f" Note: {notes}." if notes else "")
+    )
 
 
 JUDGE_NOT_RECORDED = "Judge: not recorded (scored before results kept their judge)."

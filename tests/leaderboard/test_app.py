@@ -652,3 +652,46 @@ def test_charts_draw_the_stored_values_in_the_app_units(filled, monkeypatch):
     assert "scr@0.5" in _table(at).columns and "scr@0.5 (%)" not in _table(at).columns
     [(_, profile)] = [(spec, data) for spec, data in _charts(at) if "facet" in spec]
     assert "scr@0.5" in set(profile["metric"]) and set(profile["metric"]) <= set(_table(at).columns)
+
+
+def test_the_model_page_compares_with_another_result(filled, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(filled))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": BENCHMARK, "submission": "1", "compare": "3"})  # collage vs swap, by link
+    at.switch_page("views/model.py").run()
+    assert not at.exception
+    [overall] = [f.value for f in at.dataframe if "B - A" in f.value.columns and "cell" not in f.value.columns]
+    # Brute force from the stored per-sample values: each metric's whole-image values of both results
+    # on the (prompt, seed) pairs both hold, means and their difference, in the page's display units.
+    import sqlite3
+
+    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.display import DISPLAYS, show
+
+    with sqlite3.connect(filled / "leaderboard.sqlite3") as db:
+        paths = dict(db.execute("SELECT submission_id, results_path FROM results WHERE current"))
+    frames = [pd.read_parquet(Path(paths[s]) / "results.parquet") for s in (1, 3)]
+    a, b = (f[f["subject"] == ""].set_index(["prompt_id", "seed", "metric"])["value"] for f in frames)
+    both = pd.concat({"a": a, "b": b}, axis=1).dropna()
+    specs = {m.name: m for m in get_benchmark(BENCHMARK).metric_suite}
+    checked = 0
+    for _, shown in overall.iterrows():
+        metric = shown["metric"].split(" ")[0]
+        pairs = both.xs(metric, level="metric")
+        display = DISPLAYS[specs[metric].display]
+        assert shown["A"] == pytest.approx(show(pairs["a"].mean(), display.name), abs=10 ** -display.decimals)
+        assert shown["B"] == pytest.approx(show(pairs["b"].mean(), display.name), abs=10 ** -display.decimals)
+        factor = display.apply(1.0) - display.apply(0.0)
+        assert shown["B - A"] == pytest.approx(factor * (pairs["b"] - pairs["a"]).mean(), abs=10 ** -display.decimals)
+        assert shown["images"] == len(pairs) and shown["verdict"] in {"tied", "A better", "B better"}
+        assert 0 < shown["p"] <= shown["p_holm"] <= 1
+        checked += 1
+    assert checked == len(specs)
+    assert any("p_holm: Holm" in c.value for c in at.caption)
+    assert at.selectbox(key="model-compare-1").value == 3
+
+    # A link naming no other current result opens the page without a comparison.
+    page = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    page.query_params.update({"benchmark": BENCHMARK, "submission": "1", "compare": "1"})
+    page.switch_page("views/model.py").run()
+    assert not page.exception and not [f for f in page.dataframe if "B - A" in f.value.columns]

@@ -139,18 +139,22 @@ def _rows(page, nth: int = 0) -> list[list[str]]:
     return [[cell.strip() for cell in row.locator("td").all_text_contents()] for row in rows.all()]
 
 
-def _header(page) -> list[str]:
-    header = page.get_by_test_id("stDataFrame").first.locator("table thead tr").first
+def _header(page, nth: int = 0) -> list[str]:
+    header = page.get_by_test_id("stDataFrame").nth(nth).locator("table thead tr").first
     header.wait_for(state="attached", timeout=WAIT_MS)
     return [cell.strip() for cell in header.locator("th").all_text_contents()]
-
-
-MODEL = 3  # a ranked table's model column: after rank, rank interval and tier
 
 
 def _name(cell: str) -> str:
     """The model name of a ranked table's model cell: the accessible table holds the model-page link."""
     return parse_qs(urlsplit(cell).query)["model"][0]
+
+
+def _models(page, nth: int = 0) -> list[str]:
+    """The model names of the page's ``nth`` table, read from its "model" column (found by its header,
+    so the test does not depend on how many columns come before it)."""
+    column = _header(page, nth).index("model")
+    return [_name(row[column]) for row in _rows(page, nth)]
 
 
 def _aggregates(home: Path, submission: int) -> dict:
@@ -192,7 +196,7 @@ def test_navigation_between_benchmark_pages(page, server, sync_api):
     page.goto(server)  # the default page is the overview, with each benchmark's leaders
     _title(page, "idbench leaderboard", expect)
     expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
-    assert _name(_rows(page)[0][1]) == "baseline-collage"
+    assert _models(page)[0] == "baseline-collage"
     expect(page.get_by_role("heading", name="Latest submissions")).to_be_visible()
     _idle(page, expect)
     _screenshot(page, "overview")
@@ -233,7 +237,7 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     expect(page.get_by_test_id("stDataFrame")).to_be_visible()
     _idle(page, expect)
     header, before = _header(page), _rows(page)
-    assert len(before) == 1 and _name(before[0][MODEL]) == "baseline-collage"
+    assert len(before) == 1 and _models(page) == ["baseline-collage"]
     column = header.index("dino_sim")
 
     page.get_by_role("combobox", name="n_subjects").click()
@@ -247,7 +251,7 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
 
     # One cell: mean [ci_low, ci_high] of the collage's n_subjects = 4 cell, as stored (dino_sim is shown raw).
     cell = _aggregates(filled, 1)["breakdowns"]["n_subjects"]["4"]["dino_sim"]
-    assert [_name(row[MODEL]) for row in after] == ["baseline-collage"]
+    assert _models(page) == ["baseline-collage"]
     assert after[0][column] == f"{cell['mean']:.4f} [{cell['ci_low']:.4f}, {cell['ci_high']:.4f}]"
     expect(page).to_have_url(re.compile(r"[?&]n_subjects=4(&|$)"))  # the address bar links to this view
     assert not page.get_by_test_id("stException").count()
@@ -286,7 +290,7 @@ def test_a_deep_link_opens_a_filtered_table(page, server, filled, sync_api):
     expect(page.get_by_role("checkbox", name="show plumbing-check rows")).to_be_checked()
     expect(page.get_by_text("Ignored in the link (not a value this page offers): scene=nowhere.")).to_be_visible()
     _idle(page, expect)
-    assert [_name(row[MODEL]) for row in _rows(page)] == ["baseline-swap"]
+    assert _models(page) == ["baseline-swap"]
     csv = _download_csv(page)  # the filter applied: the swap's n_subjects = 4 cell, full numbers
     cell = _aggregates(filled, 3)["breakdowns"]["n_subjects"]["4"]["dino_sim"]
     assert csv["model"].tolist() == ["baseline-swap"]
@@ -357,8 +361,9 @@ def test_submit_page_queues_a_valid_zip(page, server, filled, sync_api):
     page.get_by_text("show plumbing-check rows").click()
     expect(page.get_by_test_id("stDataFrame").locator("table tbody tr")).to_have_count(4)
     _idle(page, expect)
-    assert "browser model" not in [_name(row[MODEL]) for row in _rows(page)]
-    [apart] = [row for row in _rows(page, 1) if _name(row[MODEL]) == "browser model"]
+    assert "browser model" not in _models(page)
+    apart_names = _models(page, 1)
+    [apart] = [row for row, name in zip(_rows(page, 1), apart_names) if name == "browser model"]
     assert "plumbing" in " ".join(apart) and any(cell.startswith("copies references") for cell in apart)
     expect(page.get_by_text(re.compile(r"browser model \(submission \d+\): copies references"))).to_be_visible()
     _screenshot(page, "identity-collapse-after-submit")
