@@ -1203,3 +1203,17 @@ def comparison_tables(rows: Iterable[Mapping[str, Any]], spec: BenchmarkSpec, ra
             "images": row.get("n"), "prompts": row.get("n_prompts"),
         })
     return {name: pd.DataFrame(table) for name, table in out.items()}
+
+
+def flat_metrics(profile: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, float]:
+    """Metric -> its value, for the metrics of an :func:`overall_frame` on which every model shown has
+    the same value (all SCRs 0, say; two models at least): a chart panel of them would be empty. Metrics with no value are
+    not listed (their absence is said elsewhere)."""
+    if profile.empty:
+        return {}
+    out = {}
+    for metric, rows in profile.groupby("metric", sort=False):
+        values = rows["value"].dropna().astype(float)
+        if len(values) >= 2 and float(values.max() - values.min()) <= tolerance:
+            out[str(metric)] = float(values.iloc[0])
+    return out

@@ -618,8 +618,13 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
             st.altair_chart(chart.properties(height=CHART_HEIGHT), width="stretch", key="chart-scr")
 
     profile = query.overall_frame(results, spec, [m.name for m in spec.metric_suite], raw)
-    if profile["metric"].nunique() >= 2 if not profile.empty else False:
+    flat = query.flat_metrics(profile)
+    if not profile.empty and profile["metric"].nunique() >= 2:
         st.subheader("Profile: every metric, one panel each")
+        if flat:  # an empty panel says nothing: one line instead
+            st.text("Not drawn, every model shown has the same value: " + "; ".join(f"{m} = {v:g}" for m, v in flat.items()) + ".")
+        profile = profile[~profile["metric"].isin(list(flat))]
+    if not profile.empty and profile["metric"].nunique() >= 1:
         bars = alt.Chart().mark_bar().encode(
             x=alt.X("model:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
             y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),

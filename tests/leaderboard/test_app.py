@@ -641,8 +641,10 @@ def test_charts_draw_the_stored_values_in_the_app_units(filled, monkeypatch):
     assert any("Subject Collapse Rate: every model shown has 0" in t.value for t in at.text)
     assert not [data for _, data in charts if "metric" in data.columns and data["metric"].str.startswith("scr@").all()]
     [(spec, profile)] = [(spec, data) for spec, data in charts if "facet" in spec]
-    # One panel per metric, named as the table's columns are (in their units: SCR in percent here).
-    assert set(profile["metric"]) <= set(_table(at).columns) and "scr@0.5 (%)" in set(profile["metric"])
+    # One panel per metric that tells the models apart, named as the table's columns are; the all-zero
+    # collapse rates get one line instead of empty panels (named in their units: SCR in percent here).
+    assert set(profile["metric"]) <= set(_table(at).columns) and not any(m.startswith("scr") for m in profile["metric"])
+    assert any(t.value.startswith("Not drawn, every model shown has the same value: ") and "scr@0.5 (%) = 0" in t.value for t in at.text)
     dino = profile[profile["metric"] == "dino_sim"].set_index("model")
     for submission, name in names.items():
         s = _aggregates(filled, submission)["overall"]["dino_sim"]
@@ -651,7 +653,8 @@ def test_charts_draw_the_stored_values_in_the_app_units(filled, monkeypatch):
     at.sidebar.radio(key="idbench-units").set_value("raw values").run()
     assert "scr@0.5" in _table(at).columns and "scr@0.5 (%)" not in _table(at).columns
     [(_, profile)] = [(spec, data) for spec, data in _charts(at) if "facet" in spec]
-    assert "scr@0.5" in set(profile["metric"]) and set(profile["metric"]) <= set(_table(at).columns)
+    assert "dino_sim" in set(profile["metric"]) and set(profile["metric"]) <= set(_table(at).columns)
+    assert any("scr@0.5 = 0;" in t.value for t in at.text)
 
 
 def test_the_model_page_compares_with_another_result(filled, monkeypatch):

@@ -114,9 +114,23 @@ def page(browser, server):
 # --- helpers -------------------------------------------------------------------------------------
 
 
+SCREENSHOT_MAX_PX = 6000  # tallest page kept whole; a longer one is cut there
+
+
 def _screenshot(page, name: str) -> None:
+    """A full-page screenshot (a CI artefact): Streamlit scrolls inside its own main container, so
+    the browser's full_page sees only the viewport; the viewport is made as tall as the content for
+    the shot (its width, 1400 px, kept), then given back."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    height = page.evaluate(
+        "() => Math.max(document.body.scrollHeight,"
+        " ...[...document.querySelectorAll('[data-testid=stMain], [data-testid=stAppViewContainer]')].map(e => e.scrollHeight))"
+    )
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), SCREENSHOT_MAX_PX))})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")  # let the grids redraw
     page.screenshot(path=str(ARTIFACTS / f"browser-{name}.png"), full_page=True)
+    page.set_viewport_size(size)
 
 
 def _idle(page, expect) -> None:
@@ -367,3 +381,48 @@ def test_submit_page_queues_a_valid_zip(page, server, filled, sync_api):
     assert "plumbing" in " ".join(apart) and any(cell.startswith("copies references") for cell in apart)
     expect(page.get_by_text(re.compile(r"browser model \(submission \d+\): copies references"))).to_be_visible()
     _screenshot(page, "identity-collapse-after-submit")
+
+
+def _table_with(page, column: str) -> int:
+    """The index of the page's first table that has ``column`` in its header."""
+    frames = page.get_by_test_id("stDataFrame")
+    for nth in range(frames.count()):
+        if column in _header(page, nth):
+            return nth
+    raise AssertionError(f"no table with a {column!r} column on the page")
+
+
+def test_the_model_page_compares_and_the_unit_switch_reaches_it(page, server, filled, sync_api):
+    expect = sync_api.expect
+    page.goto(server + "/model?benchmark=identity-collapse&submission=1&compare=3")
+    _title(page, "Model", expect)
+    expect(page.get_by_role("heading", name="Compare with ...")).to_be_visible()
+    _idle(page, expect)
+    nth = _table_with(page, "B - A")
+    header, rows = _header(page, nth), _rows(page, nth)
+    from idbench.builders.benchmarks import get_benchmark
+
+    suite = [m.name for m in get_benchmark("identity-collapse").metric_suite]
+    assert sorted(row[header.index("metric")].split(" ")[0] for row in rows) == sorted(suite)
+    assert {row[header.index("verdict")] for row in rows} <= {"tied", "A better", "B better"}
+    assert "scr@0.5 (%)" in [row[header.index("metric")] for row in rows]  # display conventions by default
+    _screenshot(page, "model-compare")
+    # One switch for the whole app: raw values reach the comparison too.
+    page.get_by_text("raw values", exact=True).click()
+    _idle(page, expect)
+    nth = _table_with(page, "B - A")
+    metrics = [row[_header(page, nth).index("metric")] for row in _rows(page, nth)]
+    assert "scr@0.5" in metrics and not any(m.endswith("(%)") for m in metrics)
+    assert not page.get_by_test_id("stException").count()
+
+
+def test_the_benchmark_page_draws_its_charts(page, server, sync_api):
+    expect = sync_api.expect
+    page.goto(server + "/identity_collapse?plumbing=1")
+    _title(page, "Identity Collapse", expect)
+    _idle(page, expect)
+    charts = page.get_by_test_id("stVegaLiteChart")
+    expect(charts.first).to_be_visible()
+    assert charts.count() >= 2
+    _screenshot(page, "identity-collapse-charts")
+    assert not page.get_by_test_id("stException").count()

@@ -147,3 +147,9 @@ def test_resampling_design_is_read_from_the_results():
     other = {"resampling": {"factors": ["subject"], "method": "subjects", "prompt_units": {"b": {"subject": ["s2"]}}}}
     assert query.resampling_design([record, other]) == (("subject",), {"a": {"subject": ["s1"]}, "b": {"subject": ["s2"]}}, "subjects")
     assert query.resampling_design([{}, None]) == (("prompt",), {}, query.PROMPTS_ONLY)
+
+
+def test_flat_metrics_are_named_not_drawn():
+    profile = pd.DataFrame({"model": ["a", "b", "a", "b", "a"], "metric": ["scr", "scr", "dino", "dino", "solo"],
+                            "value": [0.0, 0.0, 0.9, 0.8, 0.5]})
+    assert query.flat_metrics(profile) == {"scr": 0.0}  # one model alone is not "every model equal"
