@@ -114,7 +114,14 @@ def current_results(benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
 @st.cache_data(show_spinner=False, max_entries=512)
 def _sample_values(results_path: str, metric: str) -> pd.DataFrame | None:
     # One result's image values of one metric; a result folder never changes, so its path is the key.
-    # A result that cannot be read (absent, unreadable, missing a column) counts as lacking values.
+    frame = _read_results(results_path, ("prompt_id", "seed", "metric", "value"), ("subject",), metric)
+    return None if frame is None else query.sample_values(frame, metric)
+
+
+def _read_results(results_path: str, required: tuple[str, ...], optional: tuple[str, ...] = (), metric: str | None = None) -> pd.DataFrame | None:
+    """The ``required`` (and present ``optional``) columns of a result's results.parquet, only ``metric``'s
+    rows when given; None when the file is absent, unreadable or lacks a required column (the callers
+    then say the values are not available)."""
     import pyarrow.parquet as pq
 
     path = Path(results_path) / samples.RESULTS_FILE
@@ -122,14 +129,13 @@ def _sample_values(results_path: str, metric: str) -> pd.DataFrame | None:
         if not path.is_file():
             return None
         present = set(pq.read_schema(path).names)
-        if not {"prompt_id", "seed", "metric", "value"} <= present:
+        if not set(required) <= present:
             return None
-        columns = [c for c in ("prompt_id", "seed", "metric", "subject", "value") if c in present]
-        frame = pd.read_parquet(path, columns=columns, filters=[("metric", "==", metric)])
+        columns = [*required, *(c for c in optional if c in present)]
+        return pd.read_parquet(path, columns=columns, filters=[("metric", "==", metric)] if metric is not None else None)
     except (OSError, ValueError, TypeError) as err:  # pyarrow's ArrowInvalid is a ValueError
-        logger.warning("rank intervals: %s not read (%s)", samples.RESULTS_FILE, type(err).__name__)
+        logger.warning("%s of a result not read (%s)", samples.RESULTS_FILE, type(err).__name__)
         return None
-    return query.sample_values(frame, metric)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -750,16 +756,10 @@ def _run_of(row: dict[str, Any]):
     """A stored result as :mod:`idbench.evaluate_pkg.compare` reads a run: the fields its refusal checks
     (benchmark, build: the submission's benchmark version, suite, profile, task, judge), the aggregates
     (resampling design, breakdown prompts) and the per-sample values; None without readable values."""
-    import pyarrow.parquet as pq
-
     from idbench.evaluate_pkg.compare import Run
 
-    path = Path(str(row["results_path"])) / samples.RESULTS_FILE
-    try:
-        if not path.is_file() or not {"prompt_id", "seed", "metric", "subject", "value"} <= set(pq.read_schema(path).names):
-            return None
-        frame = pd.read_parquet(path, columns=["prompt_id", "seed", "metric", "subject", "value"])
-    except (OSError, ValueError, TypeError):
+    frame = _read_results(str(row["results_path"]), ("prompt_id", "seed", "metric", "subject", "value"))
+    if frame is None:
         return None
     judge_key = row.get("judge_key")
     summary = {
