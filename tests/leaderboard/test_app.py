@@ -693,8 +693,10 @@ def test_the_model_page_compares_with_another_result(filled, monkeypatch):
     assert any("p_holm: Holm" in c.value for c in at.caption)
     assert at.selectbox(key="model-compare-1").value == 3
 
-    # A link naming no other current result opens the page without a comparison.
-    page = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
-    page.query_params.update({"benchmark": BENCHMARK, "submission": "1", "compare": "1"})
-    page.switch_page("views/model.py").run()
-    assert not page.exception and not [f for f in page.dataframe if "B - A" in f.value.columns]
+    # A link naming no other current result (itself; a digit int() cannot read; 40 digits) opens the
+    # page without a comparison and without an error.
+    for value in ("1", "\u00b2", "9" * 40):
+        page = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+        page.query_params.update({"benchmark": BENCHMARK, "submission": "1", "compare": value})
+        page.switch_page("views/model.py").run()
+        assert not page.exception and not [f for f in page.dataframe if "B - A" in f.value.columns]

@@ -153,3 +153,25 @@ def test_flat_metrics_are_named_not_drawn():
     profile = pd.DataFrame({"model": ["a", "b", "a", "b", "a"], "metric": ["scr", "scr", "dino", "dino", "solo"],
                             "value": [0.0, 0.0, 0.9, 0.8, 0.5]})
     assert query.flat_metrics(profile) == {"scr": 0.0}  # one model alone is not "every model equal"
+
+
+def test_an_unreadable_or_incomplete_results_file_counts_as_no_values(tmp_path):
+    # A stored result's results.parquet that is garbage, or lacks a column the ranks need, gives no
+    # values (the page then says the intervals are not shown), never a traceback.
+    from idbench.leaderboard.app import render
+
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "results.parquet").write_bytes(b"PAR1" + b"\x00" * 64)
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    pd.DataFrame({"prompt_id": ["p0"], "seed": [0], "value": [0.5]}).to_parquet(partial / "results.parquet")
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    pd.DataFrame({"prompt_id": ["p0", "p0"], "seed": [0, 0], "metric": ["dino_sim", "clip_t"], "value": [0.5, 0.1]}).to_parquet(whole / "results.parquet")
+    required = ("prompt_id", "seed", "metric", "value")
+    assert render._read_results(str(garbage), required) is None
+    assert render._read_results(str(partial), required) is None
+    assert render._read_results(str(tmp_path / "absent"), required) is None
+    frame = render._read_results(str(whole), required, ("subject",), "dino_sim")
+    assert frame.columns.tolist() == list(required) and frame["value"].tolist() == [0.5]
