@@ -947,7 +947,7 @@ def _who_row(stats: Mapping[str, Any]) -> dict[str, float]:
 
 RANK_INTERVAL, TIER = "rank interval", "tier"
 RANK_DRAWS = 1000  # bootstrap resamples behind each rank interval and tier
-RANK_LEVEL = 0.95  # the rank interval's coverage and the level of the paired test that splits tiers
+RANK_LEVEL = 0.95  # joint: the chance that no claim of the board (a rank set, a tier boundary) is false
 RANK_SEED = 0  # fixed: the same store shows the same intervals on every render
 PROMPTS_ONLY = "percentile bootstrap over prompts"  # the design of results scored before designs were recorded
 
@@ -995,13 +995,6 @@ def shared_prompt_means(values: Mapping[int, pd.DataFrame], prompts: Iterable[st
     return wide.groupby(level="prompt_id", sort=True).mean()
 
 
-def _beats(replicates: np.ndarray) -> np.ndarray:
-    """(draws, models, models) booleans: model j's value is better than model k's in a draw, by more
-    than float noise (a copy of a model ties with it in every draw)."""
-    scale = 1e-9 * (1.0 + float(np.nanmax(np.abs(replicates)))) if replicates.size else 0.0
-    return replicates[:, :, None] > replicates[:, None, :] + scale
-
-
 def rank_uncertainty(
     means: pd.DataFrame,
     higher_is_better: bool,
@@ -1012,28 +1005,29 @@ def rank_uncertainty(
     factors: tuple[str, ...] = ("prompt",),
     units: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    """Rank intervals and tiers from per-prompt means (prompts x submissions, :func:`shared_prompt_means`).
+    """Rank intervals and tiers from per-prompt means (prompts x submissions, :func:`shared_prompt_means`),
+    claimed jointly for the whole board (``functional/ranks.py``).
 
-    Each bootstrap draw reweighs the prompts by the resampling design ``factors`` (``units``: each
-    prompt's levels of the factors other than ``"prompt"``; :func:`resampling_design` reads both from
-    the results; ``design_weight_chunks`` of ``functional/bootstrap.py``, as the aggregates' intervals
-    use it), the same draw for every model, and ranks the models' resampled means (competition ranks:
-    models equal in a draw share its rank).
+    The pairwise claims "model j is better than model k" come from the step-down max-T procedure
+    (Romano & Wolf 2005) over every pair, with bootstrap-t draws of the resampling design ``factors``
+    (``units``: each prompt's levels of the factors other than ``"prompt"``; :func:`resampling_design`
+    reads both from the results), the same draws for every model: the chance of any false claim on the
+    board is at most ``1 - level``, however many models it holds.
 
     - ``rank``: the rank of the full-sample means (:func:`shared_ranks`);
-    - ``rank_low`` / ``rank_high``: the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
-      draws' ranks (the best and worst rank the data support), widened to hold ``rank``;
-      ``rank interval`` writes them ``"1-3"`` (``"2"`` when both are equal);
+    - ``rank_low`` / ``rank_high``: 1 + the models shown better, and K - the models shown worse or
+      identical to it (simultaneous rank sets, Mogstad et al. 2024); ``rank interval`` writes them ``"1-3"`` (``"2"``
+      when both are equal);
     - ``tier``: models sorted by mean (ties in submission order); the first leads tier 1; each next
-      model joins the current tier unless it is significantly worse than that tier's leader (the
-      ``level`` percentile interval of the paired bootstrap difference, leader minus model, lies
-      above zero), and then leads the next tier. Equal models are therefore always in one tier.
+      model joins the current tier unless it is shown worse than that tier's leader, and then leads
+      the next tier. Equal models are therefore always in one tier.
 
-    Index: the submissions, in the columns' order. With one prompt there is nothing to resample: the
-    interval is the point rank and every model is in tier 1 (one prompt tells no model apart); so
-    too when no factor of the design has two levels among the prompts.
+    Index: the submissions, in the columns' order. With one prompt there is nothing to resample: every
+    model's interval is the whole board and every model is in tier 1 (one prompt tells no model
+    apart); so too when no factor of the design has two levels among the prompts.
     """
-    from idbench.evaluate_pkg.functional.bootstrap import design_factors, design_weight_chunks, weighted_mean_replicates
+    from idbench.evaluate_pkg.functional.bootstrap import design_factors
+    from idbench.evaluate_pkg.functional.ranks import board_claims, rank_sets, tiers
 
     columns = ["rank", "rank_low", "rank_high", RANK_INTERVAL, TIER]
     submissions = [int(s) for s in means.columns]
@@ -1042,32 +1036,14 @@ def rank_uncertainty(
     values = means.to_numpy(dtype=np.float64) * (1.0 if higher_is_better else -1.0)  # prompts x models, higher better
     point = values.mean(axis=0)
     ranks = np.array(shared_ranks(point, higher_is_better=True))
-    n_prompts = values.shape[0]
     prompts = [str(p) for p in means.index]
     design = design_factors({str(k): dict(v) for k, v in (units or {}).items()}, prompts, factors)
-    resampled = max((len({label for row in f.levels for label in row}) for f in design), default=0) >= 2
-    if resampled:
-        # Each prompt counts once (its mean over seeds), so the resampled mean of a model is the
-        # design-weighted mean of its prompt means; all models share the weights.
-        chunks = design_weight_chunks(design, n_draws, seed)
-        replicates = weighted_mean_replicates(values, np.ones(n_prompts), chunks)  # draws x models
-    else:
-        replicates = point[None, :]
-    draw_ranks = 1 + _beats(replicates).sum(axis=1)  # draws x models: 1 + how many models beat it
-    alpha = (1.0 - level) / 2.0
-    low = np.minimum(np.quantile(draw_ranks, alpha, axis=0, method="lower"), ranks).astype(int)
-    high = np.maximum(np.quantile(draw_ranks, 1.0 - alpha, axis=0, method="higher"), ranks).astype(int)
-    tiers = np.zeros(len(submissions), dtype=int)
-    order = sorted(range(len(submissions)), key=lambda k: (-point[k], submissions[k]))
-    tier, leader = 1, order[0]
-    for k in order:
-        if k != leader and resampled:
-            difference = replicates[:, leader] - replicates[:, k]
-            if np.quantile(difference, alpha) > 0:
-                tier, leader = tier + 1, k
-        tiers[k] = tier
+    claims = board_claims(values, design, n_draws, seed, level)
+    low, high = rank_sets(claims.better, claims.equal)
+    tier = tiers(point, claims.better, order=np.asarray(submissions))
     texts = [f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in zip(low, high)]
-    out = pd.DataFrame({"rank": ranks, "rank_low": low, "rank_high": high, RANK_INTERVAL: texts, TIER: tiers}, index=submissions)
+    out = pd.DataFrame({"rank": ranks, "rank_low": low.astype(int), "rank_high": high.astype(int), RANK_INTERVAL: texts,
+                        TIER: tier}, index=submissions)
     out.index.name = "submission"
     return out
 

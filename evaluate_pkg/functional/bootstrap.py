@@ -174,9 +174,11 @@ def bootstrap_ci(
 #   it: no term.
 #
 # Weights can be negative, which is why the mean is linearised rather than a ratio of weighted sums
-# (a ratio's denominator could cross 0). Known bias: each factor's term also carries the variance of
-# the other factors (and of the residual) present in its levels, so the variance is overestimated by
-# roughly the sum of those overlapping terms: conservative, as Owen notes for the pigeonhole bootstrap.
+# (a ratio's denominator could cross 0); a linearised mean can then leave the range of the data, so
+# each replicate is held to the range of the observation means (weighted_mean_replicates).
+# Known bias: each factor's term also carries the variance of the other factors (and of the residual)
+# present in its levels, so the variance is overestimated by roughly the sum of those overlapping
+# terms: conservative, as Owen notes for the pigeonhole bootstrap.
 
 
 @dataclass(frozen=True)
@@ -207,9 +209,10 @@ def _factor_seed(seed: int, position: int) -> Any:
     return seed if position == 0 else np.random.SeedSequence([seed, position])
 
 
-def design_weight_chunks(factors: Sequence[DesignFactor], n_resamples: int, seed: int):
-    """Blocks of rows of the (n_resamples, n_obs) observation weights ``w`` of a design (see above),
-    memory bounded like :func:`cluster_draws`; each factor draws from its own seeded stream."""
+def _level_count_chunks(factors: Sequence[DesignFactor], n_resamples: int, seed: int):
+    """Blocks of rows of every factor's level draw counts: per block, a list of (membership, counts)
+    with ``counts`` (rows, levels of the factor) (``None`` for a factor without levels). Each factor
+    draws from its own seeded stream; memory stays bounded like :func:`cluster_draws`."""
     if not factors:
         raise ValueError("a resampling design needs at least one factor")
     n_obs = len(factors[0].levels)
@@ -221,16 +224,43 @@ def design_weight_chunks(factors: Sequence[DesignFactor], n_resamples: int, seed
     rows = max(1, _CHUNK_ELEMENTS // max(1, widest))
     for start in range(0, n_resamples, rows):
         size = min(rows, n_resamples - start)
-        weights = np.ones((size, n_obs))
+        block = []
         for (matrix, k), rng in zip(members, rngs):
             if not k:
+                block.append((matrix, None))
                 continue
             # As cluster_draws: k level indices drawn with replacement per row, counted per row.
             drawn = rng.integers(0, k, size=(size, k))
             offsets = (np.arange(size) * k)[:, None]
             counts = np.bincount((drawn + offsets).ravel(), minlength=size * k).reshape(size, k).astype(np.float64)
-            weights += np.asarray(matrix @ (counts - 1.0).T).T  # (size, n_obs): summed deviations of its levels
+            block.append((matrix, counts))
+        yield size, block
+
+
+def design_weight_chunks(factors: Sequence[DesignFactor], n_resamples: int, seed: int):
+    """Blocks of rows of the (n_resamples, n_obs) observation weights ``w`` of a design (see above),
+    memory bounded like :func:`cluster_draws`; each factor draws from its own seeded stream."""
+    n_obs = len(factors[0].levels) if factors else 0
+    for size, block in _level_count_chunks(factors, n_resamples, seed):
+        weights = np.ones((size, n_obs))
+        for matrix, counts in block:
+            if counts is not None:
+                weights += np.asarray(matrix @ (counts - 1.0).T).T  # (size, n_obs): summed deviations of its levels
         yield weights
+
+
+def design_level_draws(factors: Sequence[DesignFactor], n_resamples: int, seed: int) -> list[tuple[Any, np.ndarray]]:
+    """Per factor, (sparse n_obs x levels membership, (n_resamples, levels) draw counts): the draws
+    behind :func:`design_weights` (the same seed gives the same draws), kept per level for statistics
+    that need more than the observation weights (a studentised statistic recomputes its spread in
+    every draw: ``functional/ranks.py``). Factors without levels are left out."""
+    blocks = list(_level_count_chunks(factors, n_resamples, seed))
+    out = []
+    for position in range(len(factors)):
+        matrix = blocks[0][1][position][0] if blocks else None
+        if blocks and blocks[0][1][position][1] is not None:
+            out.append((matrix, np.concatenate([block[position][1] for _, block in blocks])))
+    return out
 
 
 def design_weights(factors: Sequence[DesignFactor], n_resamples: int, seed: int) -> np.ndarray:
@@ -240,14 +270,25 @@ def design_weights(factors: Sequence[DesignFactor], n_resamples: int, seed: int)
 
 def weighted_mean_replicates(sums: np.ndarray, counts: np.ndarray, weight_chunks) -> np.ndarray:
     """The resampled mean of each row of weights: the first-order weighted mean
-    ``T + (w - 1) @ (sums - T * counts) / counts.sum()`` with ``T = sums.sum() / counts.sum()``.
+    ``T + (w - 1) @ (sums - T * counts) / counts.sum()`` with ``T = sums.sum() / counts.sum()``,
+    kept within the range of the observations' own means (see the note on bounds below).
     ``sums`` may be (n_obs, n_columns), one column per statistic sharing the counts and the draws
     (e.g. many simulated datasets): the result is then (n_resamples, n_columns)."""
     total = counts.sum()
     estimate = sums.sum(axis=0) / total
     centred = (sums - np.multiply.outer(counts, estimate) if np.ndim(sums) == 2 else sums - estimate * counts) / total
     out = [estimate + (w - 1.0) @ centred for w in weight_chunks]
-    return np.concatenate(out) if out else np.zeros(0)
+    replicates = np.concatenate(out) if out else np.zeros(0)
+    # Bounds. With negative weights (crossed factors, several levels per observation) the first-order
+    # mean can leave the range of the observations, a value no resample of them can take (an identity
+    # score above 1, a negative count). Every resample with non-negative weights lies between the
+    # smallest and the largest observation mean, so each replicate is held to that range. Quantiles
+    # commute with the clamp, so the interval is the first-order interval cut to the range of the data.
+    held = counts > 0
+    if replicates.size and held.any():
+        means = (sums[held] / counts[held, None]) if np.ndim(sums) == 2 else sums[held] / counts[held]
+        replicates = np.clip(replicates, means.min(axis=0), means.max(axis=0))
+    return replicates
 
 
 def design_factors(units: dict[Any, dict[str, Sequence[Any]]], observations: Sequence[Any],

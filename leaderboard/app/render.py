@@ -187,10 +187,12 @@ def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: Benchmar
     if n_prompts == 0:
         return query.with_rank_uncertainty(ranked), "Rank intervals and tiers: not shown (no image that every ranked model was scored on)."
     caption = (
-        f"Rank interval: the {query.RANK_LEVEL:.0%} range of each model's rank over {query.RANK_DRAWS} resamples "
-        f"({method}) of the {n_prompts} prompt(s) every ranked model was scored on, each prompt with all its seeds; "
-        "the same draws for every model, so the comparison is paired. Tier: a model joins the tier above unless a "
-        f"paired bootstrap of its difference to that tier's leader puts it below at the {query.RANK_LEVEL:.0%} level. "
+        f"Rank intervals and tiers hold jointly for the whole board at {query.RANK_LEVEL:.0%}: the chance that any of "
+        "them claims a difference that is not there is at most "
+        f"{1 - query.RANK_LEVEL:.0%}, however many models are shown (step-down max-T over every pair of models, "
+        f"{query.RANK_DRAWS} paired bootstrap-t resamples ({method}) of the {n_prompts} prompt(s) every ranked model "
+        "was scored on). Rank interval: from 1 + the models shown better to the number of models minus those shown "
+        "worse. Tier: a model joins the tier above unless it is shown worse than that tier's leader. "
         "Equal scores share a rank."
     )
     return query.with_rank_uncertainty(ranked, uncertainty), caption

@@ -86,6 +86,34 @@ def test_each_benchmarks_design_reaches_nominal_coverage_where_prompts_alone_do_
     assert before <= 0.80  # the interval the aggregates had: far below its nominal 95 %
 
 
+def test_intervals_stay_inside_the_data_range_without_losing_coverage():
+    """A score near its ceiling on the crossed CogCanvas design (each image 1 or 0: a person found or
+    not, 93 % found): the first-order mean's negative weights put interval ends above 1 on many
+    datasets; held to the range of the prompt means, every interval lies in [0, 1] and covers the
+    truth (the generating process's mean, by Monte Carlo) at least as often."""
+    rng = np.random.default_rng(11)
+    prompts, units, values = cogcanvas_like(rng)
+    link = lambda z: 1 / (1 + np.exp(-(2.9 + 0.6 * z)))  # noqa: E731 -- values' sd is about 1.7
+    binary = (rng.uniform(size=values.shape) < link(values)).astype(float)
+    truth = float(np.mean(link(cogcanvas_like(np.random.default_rng(99))[2])))  # 48,000 fresh draws
+    weights = design_weights(design_factors(units, prompts, get_benchmark("cogcanvas").resampling.factor_names),
+                             RESAMPLES, seed=0)
+    counts = np.ones(len(prompts))
+    held = weighted_mean_replicates(binary, counts, [weights])
+    free = binary.mean(axis=0) + (weights - 1) @ (binary - binary.mean(axis=0)) / len(prompts)
+    low_h, high_h = np.quantile(held, [0.025, 0.975], axis=0)
+    low_f, high_f = np.quantile(free, [0.025, 0.975], axis=0)
+    assert (high_f > 1).mean() > 0.2  # the problem: interval ends no image could produce
+    assert ((low_h >= 0) & (high_h <= 1)).all()
+    cover_h, cover_f = np.mean((low_h <= truth) & (truth <= high_h)), np.mean((low_f <= truth) & (truth <= high_f))
+    print(f"ceiling score: coverage {cover_f:.3f} free, {cover_h:.3f} held to the data range")
+    assert cover_h >= cover_f and cover_h >= 0.90
+    # A count (extra persons, mostly 0) cannot have a negative bound.
+    extra = (rng.uniform(size=values.shape) > link(values)).astype(float)
+    ci = design_ci(extra[:, 0], prompts, units, get_benchmark("cogcanvas").resampling.factor_names, RESAMPLES, seed=0)
+    assert 0.0 <= ci.low <= ci.mean <= ci.high <= 1.0
+
+
 def test_design_ci_is_the_vectorised_simulation_for_one_dataset():
     prompts, units, values = charis_like(np.random.default_rng(1))
     column = values[:, 0]
