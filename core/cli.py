@@ -847,12 +847,12 @@ def make_parser() -> argparse.ArgumentParser:
     baseline = commands.add_parser(
         "baseline",
         help="make a baseline submission without a generative model (collage, swap, impostor, clone, background, blank, "
-        "noise, copy, crossed, crowd; CogCanvas retrieval rankings: retrieval-clip, retrieval-metadata)",
+        "noise, copy, crossed, crowd, mannequin; CogCanvas retrieval rankings: retrieval-clip, retrieval-metadata)",
     )
     # Spelled out rather than imported from evaluate_pkg.baselines, so that parsing the command line
     # imports no image stack (tests/test_cli.py checks the two lists agree).
     baseline.add_argument("name", choices=("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy",
-                                           "crossed", "crowd", "retrieval-clip", "retrieval-metadata"))
+                                           "crossed", "crowd", "mannequin", "retrieval-clip", "retrieval-metadata"))
     baseline.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
     baseline.add_argument("--data", type=Path, required=True)
     baseline.add_argument("--out", type=Path, required=True)

@@ -35,6 +35,11 @@ crowd       the prompt's subjects in its layout, then one image of      the pape
             every other identity of the pool, each in a column of its   collage (surplus faces ignored);
             own: a submitter padding the picture with faces             a padding-proof identity score
                                                                         falls
+mannequin   the prompt followed without copying a pixel: each subject   never flagged as a copy; no face,
+            drawn as a flat figure (head, body, legs) in colours        so identity near the floor; count,
+            measured on its reference, at its place, in a pose and      layout and background kept: the
+            scale of its own; each CogCanvas item as a flat shape in    model-free stand-in for "follows
+            its colour; on the prompt's background                      the prompt, keeps no identity"
 ==========  ==========================================================  ===================================
 
 Layout (:func:`compose`): the canvas is split into N equal-width columns, left to right; each subject is
@@ -77,7 +82,7 @@ import idbench
 from idbench.atomic import atomic_directory
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
-BASELINES = ("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy", "crossed", "crowd")
+BASELINES = ("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy", "crossed", "crowd", "mannequin")
 
 # --- geometry ------------------------------------------------------------------------------------
 
@@ -398,6 +403,63 @@ def copy(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.I
     return reference_image(data, slots[0].ref_id, prompt).convert("RGB")
 
 
+def _colours(image: Image.Image, bands: int) -> list[tuple[int, int, int]]:
+    """The mean colour of ``bands`` horizontal bands of the image's central half (where a subject
+    stands in a portrait-like reference), top to bottom; transparent pixels left out."""
+    rgba = image.convert("RGBA").resize((32, 32), Image.Resampling.BOX)
+    pixels = np.asarray(rgba, dtype=np.float64)[:, 8:24]
+    out = []
+    for band in np.array_split(pixels, bands, axis=0):
+        seen = band[band[..., 3] > 127][:, :3]
+        out.append(tuple(int(v) for v in (seen.mean(axis=0) if len(seen) else NEUTRAL_GREY)))
+    return out
+
+
+def figure(reference: Image.Image, box: Box, rng: random.Random) -> Image.Image:
+    """A flat figure in ``box``-sized RGBA: a head, a body and legs in the colours of the reference's
+    top, middle and lower bands, leaning and shrunk by ``rng`` (a pose and scale of its own). Drawn
+    with shapes only, so no pixel, edge or texture of the reference is in it."""
+    from PIL import ImageDraw
+
+    width, height = max(8, box[2] - box[0]), max(8, box[3] - box[1])
+    head, body, legs = _colours(reference, 3)
+    scale = rng.uniform(0.7, 0.95)
+    lean = rng.uniform(-0.12, 0.12) * width
+    w, h = width * scale, height * scale
+    x0, y0 = (width - w) / 2, height - h
+    picture = Image.new("RGBA", (width, height), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(picture)
+    cx = x0 + w / 2
+    draw.ellipse((cx - w * 0.16 + lean, y0, cx + w * 0.16 + lean, y0 + h * 0.22), fill=head + (255,))
+    draw.polygon([(cx - w * 0.3 + lean * 0.6, y0 + h * 0.24), (cx + w * 0.3 + lean * 0.6, y0 + h * 0.24),
+                  (cx + w * 0.36, y0 + h * 0.62), (cx - w * 0.36, y0 + h * 0.62)], fill=body + (255,))
+    draw.rectangle((cx - w * 0.28, y0 + h * 0.62, cx - w * 0.04, y0 + h), fill=legs + (255,))
+    draw.rectangle((cx + w * 0.04, y0 + h * 0.62, cx + w * 0.28, y0 + h), fill=legs + (255,))
+    return picture
+
+
+def mannequin(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """The prompt followed without its references' pixels: a flat figure per subject in the colours of
+    its reference (:func:`figure`), each item a flat ellipse in its colour, on the prompt's background."""
+    from PIL import ImageDraw
+
+    slots = prompt_slots(data, prompt)
+    rng = _rng(seed, "mannequin", prompt["prompt_id"])
+    canvas = fit_background(background_image(data, prompt), size)
+    n = len(slots)
+    for k, slot in enumerate(slots):
+        reference = reference_image(data, slot.ref_id, prompt)
+        box = subject_box(reference.size, k, n, size)
+        drawn = figure(reference, box, rng)
+        canvas.paste(drawn.convert("RGB"), box[:2], drawn)
+    for k, slot in enumerate(slots):
+        if slot.item_ref_id:
+            item = reference_image(data, slot.item_ref_id, prompt)
+            x0, y0, x1, y1 = item_box(item.size, k, n, size)
+            ImageDraw.Draw(canvas).ellipse((x0, y0, x1, y1), fill=_colours(item, 1)[0])
+    return canvas
+
+
 RENDERERS: dict[str, Callable[[BenchmarkData, dict, int, int], Image.Image]] = {
     "collage": collage,
     "swap": swap,
@@ -409,6 +471,7 @@ RENDERERS: dict[str, Callable[[BenchmarkData, dict, int, int], Image.Image]] = {
     "copy": copy,
     "crossed": crossed,
     "crowd": crowd,
+    "mannequin": mannequin,
 }
 
 NOTES = {
@@ -432,6 +495,9 @@ NOTES = {
     "binding grounded on the located identity must fail.",
     "crowd": "Not a generative model: the collage followed by one image of every other identity of the pool, "
     "a picture padded with faces; identity scores that ignore surplus faces keep the collage's value.",
+    "mannequin": "Not a generative model: the prompt followed without copying a pixel of its references: "
+    "each subject a flat figure in its reference's colours, at its place, in a pose and scale of its own, "
+    "each item a flat shape in its colour, on the prompt's background. Not a copy; it keeps no identity.",
 }
 
 # --- writing a submission ------------------------------------------------------------------------

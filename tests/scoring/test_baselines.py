@@ -504,3 +504,23 @@ def test_the_cli_offers_every_baseline():
     from idbench.evaluate_pkg.retrieval import RANKERS
 
     assert tuple(name.choices) == B.BASELINES + RANKERS
+
+
+@pytest.mark.parametrize("benchmark", ["identity-collapse", "charis"])
+def test_mannequin_draws_each_subject_flat_in_its_references_colours(benchmarks, submission, benchmark):
+    # On the grey canvas a mannequin picture holds no reference pixel: each column is grey plus at most
+    # three flat colours (head, body, legs), one figure per subject, and the body's colour is the mean
+    # of the reference's middle band (its central half), computed here with numpy alone.
+    data = benchmarks[benchmark]
+    folder = submission(benchmark, "mannequin")
+    for prompt_id in list(data.prompt_rows)[:8]:
+        pixels = picture(folder, prompt_id)
+        refs = layout_refs(data, data.prompt_rows[prompt_id])
+        crops = column_crops(pixels, len(refs))
+        for crop, (ref_id, _) in zip(crops, refs):
+            colours = {tuple(c) for c in crop.reshape(-1, 3)} - {(128, 128, 128)}
+            assert 1 <= len(colours) <= 3, f"{prompt_id}: {len(colours)} colours in a figure's column"
+            reference = np.asarray(data.references[ref_id]["image"].convert("RGB").resize((32, 32), Image.Resampling.BOX),
+                                   dtype=np.float64)
+            middle = reference[11:22, 8:24].reshape(-1, 3).mean(axis=0)
+            assert any(np.abs(np.array(c) - middle).max() <= 1 for c in colours), f"{prompt_id}: no body in {ref_id}'s colour"
