@@ -15,7 +15,8 @@ DINO-Sim                   :func:`dino_sim`
 SCR@tau (paper 002)        :func:`subject_collapse_rate` (whole image), :func:`instance_collapse_rate`
 matching                   :func:`hungarian_match`
 ID-Sim                     :func:`id_sim`, :func:`id_sim_with_faceless`
-who became whom            :func:`who_became_whom`, :func:`layout_score`, :func:`id_sim_strict`
+who became whom            :func:`who_became_whom`, :func:`layout_score`, :func:`id_sim_strict`,
+                           :func:`placed`, :func:`id_arranged`
 grounded binding           :func:`person_for_face`, :func:`body_from_face`, :func:`assign_items`,
                            :func:`bound_right`
 BG-Sim                     :func:`mask_to_patch_grid`, :func:`pooled_masked_features`, :func:`bg_sim`,
@@ -36,7 +37,7 @@ from .bootstrap import CI_METHOD, BootstrapCI, bootstrap_ci, cluster_bootstrap_w
 from .collapse import SCR_TAUS, instance_collapse_rate, subject_collapse_rate
 from .counting import count_accuracy, count_correct
 from .faces import IdSim, id_sim, id_sim_with_faceless
-from .identity import WhoBecameWhom, id_sim_strict, layout_score, who_became_whom
+from .identity import WhoBecameWhom, id_arranged, id_sim_strict, layout_score, placed, who_became_whom
 from .matching import UNMATCHED_SIMILARITY, Match, hungarian_match
 from .retrieval import RETRIEVAL_KS, precision_recall_at_k, random_expected_precision_recall, retrieval_precision_recall
 from .similarity import (
@@ -80,6 +81,7 @@ __all__ = [
     "count_correct",
     "dino_sim",
     "hungarian_match",
+    "id_arranged",
     "id_sim",
     "id_sim_strict",
     "id_sim_with_faceless",
@@ -88,6 +90,7 @@ __all__ = [
     "l2_normalize",
     "mask_to_patch_grid",
     "percentile_interval",
+    "placed",
     "person_for_face",
     "pooled_masked_features",
     "precision_recall_at_k",

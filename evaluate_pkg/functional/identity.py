@@ -19,7 +19,11 @@ faces in the wrong places, a crowd of faces or one face repeated cannot win:
 - :func:`layout_score`: the share of the position graph's ``left_of`` edges that hold between the
   located identities (an identity not found fails its edges);
 - :func:`id_sim_strict`: ID-Sim that padding cannot buy, matched cosines (negatives as 0) over
-  ``max(n, k)``.
+  ``max(n, k)``;
+- :func:`placed`: the found persons that stand where the position graph says, with respect to every
+  other found person;
+- :func:`id_arranged`: ``id_sim_strict`` in which a person counts only when found *and* placed (and,
+  given a binding, bound), so the right faces in the wrong places cannot match the right arrangement.
 
 Everything here is pure numpy over face embeddings and boxes (upstream: aligned faces, L2-normalised
 embeddings, boxes in the image's pixels).
@@ -241,3 +245,66 @@ def id_sim_strict(assignment: WhoBecameWhom, without_face: int = 0) -> float:
         return float("nan")
     total = np.nansum(np.clip(assignment.cosine[assignment.has_reference], 0.0, None))
     return float(total / max(n, assignment.n_faces - without_face))
+
+
+def placed(
+    slots: Sequence[str], position_graph: Sequence[Mapping[str, str]], assignment: WhoBecameWhom, boxes: Any
+) -> np.ndarray:
+    """(n,) bool, indexed like ``slots``: the found persons standing where the position graph says.
+
+    The graph's ``left_of`` edges are closed transitively (``A left_of B`` and ``B left_of C`` give
+    ``A left_of C``), so a person is held to its place in the whole row, not only next to its neighbours.
+    A found person is placed when, for every other found person the closed graph orders it with, the
+    order of their face centres (left to right) is the graph's. Persons not found (and references
+    without a face) are not placed, and are not held against the others: their own score is already 0
+    (or missing). A found person that the graph orders with no other found person is placed.
+
+    >>> r = who_became_whom([[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]], [[0, 0, 10, 10], [50, 0, 60, 10]], 0.5)
+    >>> placed(["A", "B"], [{"source": "A", "relation": "left_of", "target": "B"}], r, [[0, 0, 10, 10], [50, 0, 60, 10]]).tolist()
+    [False, False]
+    """
+    index = {slot: i for i, slot in enumerate(slots)}
+    n = len(slots)
+    before = np.zeros((n, n), dtype=bool)  # before[i, j]: the graph puts i left of j
+    for e in position_graph:
+        if e["relation"] != "left_of":
+            raise ValueError(f"position graph: relation {e['relation']!r} is not left_of")
+        before[index[e["source"]], index[e["target"]]] = True
+    for k in range(n):  # transitive closure (n <= 5)
+        before |= before[:, [k]] & before[[k], :]
+    x = face_centres_x(boxes)
+    found = np.flatnonzero(assignment.found)
+    out = np.zeros(n, dtype=bool)
+    for i in found:
+        xi = x[assignment.face[i]]
+        out[i] = all(
+            (not before[i, j] or xi < x[assignment.face[j]]) and (not before[j, i] or x[assignment.face[j]] < xi)
+            for j in found if j != i
+        )  # fmt: skip
+    return out
+
+
+def id_arranged(
+    assignment: WhoBecameWhom, where: Any, without_face: int = 0, bound: Any | None = None
+) -> tuple[float, np.ndarray]:
+    """(the image's value, the per-person values): identity credited only to a person in its place.
+
+    Per person with a reference face: its matched cosine (negative as 0) when it is found and
+    ``where`` (:func:`placed`) holds, and, given ``bound`` (a per-person bool, e.g. a judge confirming
+    its own item), that holds too; else 0. A reference without a face is NaN per person and left out.
+    The image's value sums the persons over ``max(n, k - without_face)`` as :func:`id_sim_strict`
+    does, so a crowd of faces cannot raise it; NaN when no reference has a face.
+
+    Every factor is a per-person 0 or 1, so ``id_arranged <= id_sim_strict`` on every image, equal when
+    every person is found in its place; a person missing, unrecognisable, out of place or (with
+    ``bound``) holding the wrong item loses its whole share.
+    """
+    keep = assignment.found & np.asarray(where, dtype=bool)
+    if bound is not None:
+        keep &= np.asarray(bound, dtype=bool)
+    cosines = np.clip(np.nan_to_num(assignment.cosine, nan=0.0), 0.0, None)
+    per = np.where(assignment.has_reference, np.where(keep, cosines, 0.0), np.nan)
+    n = int(assignment.has_reference.sum())
+    if n == 0:
+        return float("nan"), per
+    return float(np.nansum(per) / max(n, assignment.n_faces - without_face)), per

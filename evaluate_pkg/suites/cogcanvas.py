@@ -35,8 +35,12 @@ PERSON_NMS_IOU = SUBJECT_NMS_IOU
 VQA_METRICS = frozenset({"attr_vqa", "attr_vqa_itt", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding"})
 # The metrics grounded on the located identities (``functional/identity.py``, ``functional/binding.py``):
 # not the paper's, named apart. All read one face assignment per image ("who became whom").
-IDENTITY_METRICS = frozenset({"id_sim", "id_sim_strict", "layout_grounded", "binding_grounded"})
-GROUNDED_VQA_METRICS = frozenset({"binding_grounded_vqa", "binding_grounded_vqa_paired"})
+IDENTITY_METRICS = frozenset({"id_sim", "id_sim_strict", "id_arranged", "layout_grounded", "binding_grounded"})
+GROUNDED_VQA_METRICS = frozenset({"binding_grounded_vqa", "binding_grounded_vqa_paired", "id_arranged_vqa"})
+# The default ranking (suite 0.5): identity credited only to a person found where the position graph
+# puts it (``functional.id_arranged``); its judged twin also needs the judge to confirm the person's own
+# item (``binding_grounded_vqa_paired`` per person).
+ARRANGED, ARRANGED_VQA = "id_arranged", "id_arranged_vqa"
 # A person's item boxes compared with the prompt's items: the most confident few per person of the
 # prompt (a detector's long tail of weak boxes would only add DINOv2 crops to encode).
 ITEM_BOXES_PER_PERSON = 3
@@ -63,6 +67,13 @@ DIAGNOSTICS: dict[str, str] = {
     "who.cloned": "generated faces repeating a person another generated face already shows",
     "who.extra": "faces beyond the persons the prompt asks for",
     "layout_grounded.not_located": "position edges left out: a person of the edge has no reference face",
+    "id_arranged.not_located": "persons left out of id_arranged (and id_arranged_vqa): no reference face",
+    "id_arranged.misplaced": "persons found but not where the position graph puts them among the found persons "
+    "(id_arranged counts them 0)",
+    "id_arranged_vqa.unbound": "persons found in their place that the judge did not confirm with their own item "
+    "(yes to it and no to another person's); counted 0",
+    "id_arranged_vqa.judge_failed": "persons found in their place whose binding answer failed: counted 0 (intent "
+    "to treat), never left out",
     "binding_grounded.not_located": "persons left out of the grounded binding: no reference face",
     "binding_grounded_vqa.not_located": "persons left out of the judged grounded binding: no reference face",
     "binding_grounded_vqa.failure_rate": "share of the located persons' binding questions the judge gave no usable answer to",
@@ -304,9 +315,12 @@ def _identities(ctx: Context, metrics: set[str], shared: _Lazy) -> list[Result]:
     (``id_sim.reference_without_face``); a person whose reference has a face and who got no face scores
     0. It is ``id_sim.face_share`` x ``id_sim.matched_mean`` exactly, so "faces found" and "faces alike"
     can be read apart. ``id_sim_strict`` (not in the paper) divides by ``max(N, faces found)``, so a
-    crowd of faces cannot raise it.
+    crowd of faces cannot raise it. ``id_arranged`` (not in the paper, the default ranking) credits a
+    person's cosine only when it is found where the position graph puts it (``functional.placed``);
+    ``id_arranged_vqa`` also needs the judge's paired confirmation of its own item.
     """
     results: list[Result] = []
+    where: dict[tuple[str, int], np.ndarray] = {}  # pair -> placed, per person of the layout
     for (prompt_id, seed), loc in shared.located.items():
         sim, who = loc.paper, loc.assignment
         if "id_sim" in metrics:
@@ -331,7 +345,18 @@ def _identities(ctx: Context, metrics: set[str], shared: _Lazy) -> list[Result]:
             value, skipped = F.layout_score([p["slot"] for p in loc.persons], prompt["position_graph"], who, loc.boxes)
             results.append(Result(prompt_id, seed, "layout_grounded", value))
             results.append(Result(prompt_id, seed, "layout_grounded.not_located", float(skipped)))
+        if metrics & {ARRANGED, ARRANGED_VQA}:
+            slots = [p["slot"] for p in loc.persons]
+            at = where[(prompt_id, seed)] = F.placed(slots, ctx.data.prompt_rows[prompt_id]["position_graph"], who, loc.boxes)
+            results.append(Result(prompt_id, seed, "id_arranged.not_located", float((~who.has_reference).sum())))
+            results.append(Result(prompt_id, seed, "id_arranged.misplaced", float((who.found & ~at).sum())))
+        if ARRANGED in metrics:
+            value, per = F.id_arranged(who, at, sim.without_face)
+            results.append(Result(prompt_id, seed, ARRANGED, value))
+            results.extend(Result(prompt_id, seed, ARRANGED, float(v), slot) for slot, v in zip(slots, per))
     evidence = {pair: loc.assignment.as_evidence([p["slot"] for p in loc.persons], loc.boxes) for pair, loc in shared.located.items()}
+    for pair, at in where.items():
+        evidence[pair]["placed"] = {p["slot"]: bool(v) for p, v in zip(shared.located[pair].persons, at)}
     if metrics & ({"binding_grounded"} | GROUNDED_VQA_METRICS):
         bodies = _bodies(ctx, shared)
         for pair, boxes in bodies.items():
@@ -339,7 +364,10 @@ def _identities(ctx: Context, metrics: set[str], shared: _Lazy) -> list[Result]:
         if "binding_grounded" in metrics:
             results.extend(_binding_grounded(ctx, shared, bodies, evidence))
         if metrics & GROUNDED_VQA_METRICS and ctx.judge is not None:
-            results.extend(_binding_grounded_vqa(ctx, shared, bodies, evidence, metrics))
+            judged = _binding_grounded_vqa(ctx, shared, bodies, evidence)
+            if ARRANGED_VQA in metrics:
+                results.extend(_id_arranged_vqa(shared, where, judged))
+            results.extend(r for r in judged if r.metric.split(".")[0] in metrics or "." in r.metric)
     ctx.evidence.extend((p, s, WHO, record) for (p, s), record in evidence.items())
     return results
 
@@ -427,12 +455,13 @@ def _binding_grounded(ctx: Context, shared: _Lazy, bodies, evidence) -> list[Res
     return results
 
 
-def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence, metrics: set[str]) -> list[Result]:
+def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence) -> list[Result]:
     """The binding questions asked about the located person: each found person is marked with a red box
     on the generation and the judge asks whether *that* person does the prompt's thing with its own
     item (yes) and with another person's item (no); ``judge/grounded.py``. One request per found
     person. A person not found is not confirmed (0); no reference face: NaN, counted; a failed answer:
-    NaN, counted in ``binding_grounded_vqa.failure_rate``."""
+    NaN, counted in ``binding_grounded_vqa.failure_rate``. Returns the results of both metrics (per
+    person and per image) and their diagnostics; the caller keeps those asked for."""
     from idbench.builders.graphs import binding_phrases
     from idbench.evaluate_pkg.judge import grounded
 
@@ -485,7 +514,29 @@ def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence, metrics
         "judge_model": ctx.judge.model, "requests": len(planned), "cached": sum(a.cached for a in answers),
         "failed": failed, "failure_rate": failed / asked if asked else None,
     }  # fmt: skip
-    return [r for r in results if r.metric.split(".")[0] in metrics or "." in r.metric]
+    return results
+
+
+def _id_arranged_vqa(shared: _Lazy, where: dict, judged: list[Result]) -> list[Result]:
+    """``id_arranged`` with the judge's binding as a third factor: a person counts when found, placed
+    and confirmed with its own item while denied another person's (``binding_grounded_vqa_paired`` of
+    that person is 1). A placed person whose answer failed is counted 0 and in
+    ``id_arranged_vqa.judge_failed`` (intent to treat: a judge failure never lifts a score, and is
+    never left out); placed but not confirmed: ``id_arranged_vqa.unbound``."""
+    paired = {(r.prompt_id, r.seed, r.subject): r.value for r in judged if r.metric == "binding_grounded_vqa_paired" and r.subject}
+    results = []
+    for (prompt_id, seed), loc in shared.located.items():
+        who, at = loc.assignment, where[(prompt_id, seed)]
+        slots = [p["slot"] for p in loc.persons]
+        answer = np.array([paired.get((prompt_id, seed, slot), np.nan) for slot in slots], dtype=np.float64)
+        bound = answer == 1.0  # NaN (a failed answer, no reference face) and 0 are not bound
+        placed = who.found & at
+        value, per = F.id_arranged(who, at, int(loc.paper.without_face), bound=bound)
+        results.append(Result(prompt_id, seed, ARRANGED_VQA, value))
+        results.extend(Result(prompt_id, seed, ARRANGED_VQA, float(v), slot) for slot, v in zip(slots, per))
+        results.append(Result(prompt_id, seed, "id_arranged_vqa.unbound", float((placed & (answer == 0.0)).sum())))
+        results.append(Result(prompt_id, seed, "id_arranged_vqa.judge_failed", float((placed & np.isnan(answer)).sum())))
+    return results
 
 
 def _item_dino_sim(ctx: Context, generations, gen_loaders, detections) -> list[Result]:
