@@ -1,4 +1,4 @@
-"""Who became whom, and the scores grounded on it (issue 16): pictures built here, scored for real.
+r"""Who became whom, and the scores grounded on it (issue 16): pictures built here, scored for real.
 
 The pictures are the CogCanvas sample build's references pasted by the baselines' geometry (``compose``),
 at 1024 px so that dlib's HOG finds the pasted faces of up to five persons. Faces go through the real dlib
@@ -16,9 +16,12 @@ model. Everything else that must "answer truthfully" knows the picture because t
 Expected orderings come from how each picture was drawn, never from the scorer's own output.
 
 The arrangement table of docs/identity-grounding.md is this module's ``test_the_table`` on every sample
-prompt: ``IDBENCH_GROUNDING_PROMPTS=82 IDBENCH_GROUNDING_PICTURES="collage,one pair swapped,crossed,shifted
-row,items crossed" pytest -n 0 -s -k the_table`` (about 20 minutes on two CPUs; the default, 8 prompts and
-every picture, is what the other tests assert on).
+prompt (28 minutes on one CPU core; the default, 8 prompts and every picture, is what the other tests
+assert on)::
+
+    IDBENCH_GROUNDING_PROMPTS=82 \
+    IDBENCH_GROUNDING_PICTURES="collage,one pair swapped,crossed,shifted row,items crossed" \
+    pytest -n 0 -s -k the_table tests/scoring/test_identity_grounding.py
 """
 
 from __future__ import annotations
