@@ -7,7 +7,7 @@ something other than generations) and ``score(ctx, metrics) -> list[Result]``, r
 every other metric of the spec. Besides those it may store ``<judged metric>.failure_rate`` and
 the per-image counts it lists in ``DIAGNOSTICS`` (name -> what it counts), nothing else (the
 contract test ``tests/scoring/test_suite_contract.py`` holds every registered benchmark to this).
-The runner adds the copy check's per-image ``copy.flag`` and ``copy.pasted`` for every benchmark
+The runner adds the copy check's per-image ``copy.flag`` and ``copy.pasted`` (and, on multi-subject benchmarks, ``copy.foreign``) for every benchmark
 (:mod:`idbench.evaluate_pkg.copies`).
 Everything else (aggregation, display conventions, reports) is
 generic. A suite module may also hold the benchmark's baseline layout (``BASELINES``, named by

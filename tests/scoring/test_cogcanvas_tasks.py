@@ -353,7 +353,7 @@ def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path
     assert summary["task"] == "text-to-image"
     # The copy check runs on every task: a text-to-image model that returns the benchmark's references is flagged too.
     assert produced == {"count_accuracy", "persons_detected", "attr_vqa.binding", "attr_vqa.binding.failure_rate",
-                        "copy.flag", "copy.pasted"}
+                        "copy.flag", "copy.pasted", "copy.foreign"}
     check_suite_contract(data.spec, summary, produced, suite_for("cogcanvas"))
     for metric in ("id_sim", "dino_sim", "bg_sim", "clip_t", "aesthetic", "attr_vqa", "igc"):
         assert summary["not_run"][metric].startswith(T2I_REASON)

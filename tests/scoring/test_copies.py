@@ -97,3 +97,149 @@ def test_degenerate_pictures_are_searched_at_bounded_cost_and_match_nothing(phot
         for generation, reference in ((picture, ref), (ref, picture)):
             found = find_reference(generation, reference)
             assert not found.copied and -1.0 <= found.ncc <= 1.0
+
+
+# --- copies in any pose: the keypoint stage ----------------------------------------------------------
+
+def _references() -> list[Image.Image]:
+    """Every subject and object picture of the samples: photographs, renders, cartoons, flat vectors."""
+    files = sorted(glob.glob(str(SAMPLES / "subjects" / "**" / "*.jpg"), recursive=True)
+                   + glob.glob(str(SAMPLES / "objects" / "**" / "*.jpg"), recursive=True))
+    return [Image.open(f).convert("RGB") for f in files]
+
+
+def _backgrounds() -> list[Image.Image]:
+    return [Image.open(f).convert("RGB") for f in sorted(glob.glob(str(SAMPLES / "backgrounds" / "**" / "*.jpg"), recursive=True))]
+
+
+def _pasted(reference: Image.Image, background: Image.Image, area: float, angle: float = 0.0) -> Image.Image:
+    """``reference`` at ``area`` of a 1024 px canvas made of ``background``, turned by ``angle``."""
+    canvas = background.resize((1024, 1024))
+    small = reference.copy()
+    side = round(1024 * area**0.5)
+    small.thumbnail((side, side))
+    if angle:
+        small = small.rotate(angle, expand=True, fillcolor=(128, 128, 128))
+    canvas.paste(small, (90, 300))
+    return canvas
+
+
+POSES = {
+    "rotated 90": lambda r, b: r.rotate(90, expand=True),
+    "rotated 180": lambda r, b: r.rotate(180),
+    "rotated 270": lambda r, b: r.rotate(270, expand=True),
+    "rotated 7": lambda r, b: r.rotate(7, expand=True, fillcolor=(128, 128, 128)),
+    "rotated -15": lambda r, b: r.rotate(-15, expand=True, fillcolor=(255, 255, 255)),
+    "flipped upside down": lambda r, b: ImageOps.flip(r),
+    "mirrored": lambda r, b: ImageOps.mirror(r),
+    "stretched 20 % wide": lambda r, b: r.resize((round(r.width * 1.2), r.height)),
+    "stretched 25 % tall": lambda r, b: r.resize((r.width, round(r.height * 1.25))),
+    "cropped to 70 %": lambda r, b: r.crop((round(r.width * 0.15), round(r.height * 0.15), round(r.width * 0.85), round(r.height * 0.85))),
+    "scaled to 25 %": lambda r, b: r.resize((max(1, r.width // 4), max(1, r.height // 4))),
+    "pasted at 5 % of the area": lambda r, b: _pasted(r, b, 0.05),
+    "pasted at 20 %, turned 90": lambda r, b: _pasted(r, b, 0.20, 90),
+}
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    from idbench.evaluate_pkg.copies import reference_keypoints
+
+    references = _references()
+    return references, [reference_keypoints(r) for r in references], _backgrounds()
+
+
+def _flagged(generation: Image.Image, reference: Image.Image, points) -> bool:
+    """Flagged by either stage, as the scorer flags it (the keypoint stage first: it is the cheaper)."""
+    from idbench.evaluate_pkg.copies import find_in_any_pose, generation_keypoints
+
+    return find_in_any_pose(generation_keypoints(generation), *points).copied or find_reference(generation, reference).copied
+
+
+@pytest.mark.parametrize("pose", list(POSES))
+def test_a_copy_in_any_pose_is_flagged(prepared, pose):
+    references, points, backgrounds = prepared
+    hits = [_flagged(POSES[pose](r, backgrounds[k % len(backgrounds)]), r, p) for k, (r, p) in enumerate(zip(references, points))]
+    print(f"{pose}: {sum(hits)}/{len(hits)}")
+    assert sum(hits) / len(hits) >= 0.95
+
+
+def test_the_keypoint_stage_alone_finds_turned_copies_the_correlation_misses(prepared):
+    from idbench.evaluate_pkg.copies import find_in_any_pose, generation_keypoints
+
+    references, points, _ = prepared
+    for reference, p in list(zip(references, points))[:6]:
+        turned = reference.rotate(90, expand=True)
+        assert not find_reference(turned, reference).copied  # what let a turned copy win before
+        match = find_in_any_pose(generation_keypoints(turned), *p)
+        assert match.copied and match.correlation > 0.9
+
+
+def _design(file: str) -> str:
+    """The drawing a sample shows whatever its style: Fluent emoji come as a 3D render, a flat vector and
+    a colour cartoon of one outline (``fluent3d_dog_face``, ``fluent_flat_dog_face``)."""
+    stem = Path(file).stem
+    for prefix in ("fluent3d_", "fluent_flat_", "fluent_color_"):
+        stem = stem.removeprefix(prefix)
+    return stem
+
+
+def test_pictures_that_copy_nothing_are_not_flagged(prepared):
+    from idbench.evaluate_pkg.copies import find_in_any_pose, generation_keypoints
+
+    references, points, backgrounds = prepared
+    files = sorted(glob.glob(str(SAMPLES / "subjects" / "**" / "*.jpg"), recursive=True)
+                   + glob.glob(str(SAMPLES / "objects" / "**" / "*.jpg"), recursive=True))
+    rng = np.random.default_rng(0)
+    others = ([("blank", Image.new("RGB", (512, 512), (128, 128, 128))),
+               ("noise", Image.fromarray(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8)))]
+              + [(f"background {k}", b) for k, b in enumerate(backgrounds)])
+    prepared_others = [(name, generation_keypoints(o)) for name, o in others]
+    prepared_refs = [generation_keypoints(r) for r in references]
+    flagged, siblings = [], 0
+    for k, p in enumerate(points):
+        # Every other sample picture, except one of the same drawing in another style (the same outline
+        # and layout: a copy of a sibling reference, which the scorer rightly counts as one).
+        candidates = prepared_others + [(Path(files[j]).stem, g) for j, g in enumerate(prepared_refs)
+                                        if j != k and _design(files[j]) != _design(files[k])]
+        siblings += sum(j != k and _design(files[j]) == _design(files[k]) for j in range(len(files)))
+        flagged += [(Path(files[k]).stem, name) for name, g in candidates if find_in_any_pose(g, *p).copied]
+    assert siblings > 0 and flagged == []
+
+
+def test_a_mannequin_is_not_a_copy(prepared, tmp_path):
+    from idbench.builders.build import build
+    from idbench.evaluate_pkg.baselines import mannequin
+    from idbench.evaluate_pkg.copies import find_in_any_pose, generation_keypoints, prompt_references, reference_keypoints
+    from idbench.evaluate_pkg.data import load_benchmark_data
+
+    build("identity-collapse", out=tmp_path / "data")
+    data = load_benchmark_data(tmp_path / "data", cache_dir=str(tmp_path / "hf"))
+    for prompt in list(data.prompt_rows.values())[::15]:
+        picture = mannequin(data, prompt, 512)
+        gen = generation_keypoints(picture)
+        for ref_id in prompt_references(data, prompt):
+            reference = data.references[ref_id]["image"]
+            assert not find_in_any_pose(gen, *reference_keypoints(reference)).copied
+            assert not find_reference(picture, reference).copied
+
+
+def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path):
+    """CogCanvas, scored (as Identity Collapse, a benchmark of several subjects per prompt): a picture of the prompt's subjects padded with every other subject of
+    the pool is flagged on every image (``copy.foreign`` counts the extra references); the mannequin
+    (the prompt followed, no reference pixel) and the background are flagged on none."""
+    from idbench.builders.build import build
+    from idbench.evaluate_pkg.baselines import make_baseline
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.data import load_benchmark_data
+    from idbench.evaluate_pkg.runner import score_submission
+
+    build("cogcanvas", out=tmp_path / "data", n_prompts=6)
+    data = load_benchmark_data(tmp_path / "data", cache_dir=str(tmp_path / "hf"))
+    for name, share in (("crowd", 1.0), ("mannequin", 0.0), ("background", 0.0)):
+        make_baseline(name, data, tmp_path / name, size=512)
+        summary = score_submission(tmp_path / name, data, tmp_path / f"out-{name}", ScoreOptions(profile="tiny", metrics=("dino_sim",)),
+                                   cache_dir=tmp_path / "cache", progress=False)
+        assert summary["copies"]["share"] == share, name
+        foreign = summary["aggregates"]["overall"]["copy.foreign"]["mean"]
+        assert (foreign > 1) if name == "crowd" else foreign == 0.0, (name, foreign)

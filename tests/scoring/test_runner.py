@@ -133,7 +133,7 @@ def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(co
     assert len(moves) >= 2 and str(moves[0][0]) == str(out)  # the old folder had been moved aside
     monkeypatch.setattr(atomic.os, "rename", real_rename)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert set(pd.read_parquet(out / "results.parquet")["metric"]) == {"clip_t", "clip_t.truncated", "copy.flag", "copy.pasted"}  # the first run's
+    assert set(pd.read_parquet(out / "results.parquet")["metric"]) == {"clip_t", "clip_t.truncated", "copy.flag", "copy.pasted", "copy.foreign"}  # the first run's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]  # no staging folder or backup left
 
 
