@@ -133,6 +133,11 @@ class MetricSpec:
     # (a retrieval metric's random ranker): shown beside the value (report.md, leaderboard), since a
     # score means little without its chance level. Empty: none.
     chance: str = ""
+    # A judged metric that leaves out what it could not judge (a judge failure, a subject not shown)
+    # can be won by hiding the subject or making the judge fail. Its intent-to-treat twin (those cases
+    # scored as the worst outcome) is named here: the leaderboard shows the twin beside it and never
+    # ranks on this one (spec.ranking may not name it). Empty: the metric is ranked as it is.
+    itt_twin: str = ""
 
     def __post_init__(self) -> None:
         if self.display not in DISPLAYS:
@@ -150,6 +155,11 @@ class MetricSpec:
     def judged(self) -> bool:
         """Needs a vision-language judge rather than (only) encoders."""
         return JUDGE_ROLE in self.roles
+
+    @property
+    def rankable(self) -> bool:
+        """Whether a leaderboard may rank on it: not a metric shown beside its intent-to-treat twin."""
+        return not self.itt_twin
 
 
 # Which per-sample rows a :class:`SubjectBreakdown` groups, by results.parquet's ``subject`` column:
@@ -321,6 +331,12 @@ class BenchmarkSpec:
         names = [m.name for m in self.metric_suite]
         if len(set(names)) != len(names):
             raise SpecError(f"{where}: a metric is listed twice in its metric_suite")
+        for m in self.metric_suite:
+            if m.itt_twin and m.itt_twin not in names:
+                raise SpecError(f"{where}: metric {m.name}'s itt_twin {m.itt_twin!r} is not in its metric_suite")
+        unrankable = sorted(set(self.ranking) & {m.name for m in self.metric_suite if not m.rankable})
+        if unrankable:
+            raise SpecError(f"{where}: ranking names {', '.join(unrankable)}, shown only beside an intent-to-treat twin")
         if self.group_size_axis is not None and (self.group_size_axis,) not in self.breakdowns:
             raise SpecError(f"{where}: group_size_axis {self.group_size_axis!r} is not a one-column breakdown")
         if bool(self.group_size_axis) != bool(self.group_sizes):

@@ -101,9 +101,16 @@ def available_metrics(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
     return names or [m.name for m in spec.task_metrics(task)]
 
 
+def rankable_metrics(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
+    """The available metrics a ranking may use: not those shown only beside their intent-to-treat twin
+    (``MetricSpec.itt_twin``: hiding the subject or making the judge fail would lift them)."""
+    specs = metric_specs(spec)
+    return [m for m in available_metrics(results, spec) if specs[m].rankable]
+
+
 def default_metric(results: pd.DataFrame, spec: BenchmarkSpec) -> str:
-    """The first of the spec's ranking metrics that some result computed, else the first available."""
-    available = available_metrics(results, spec)
+    """The first of the spec's ranking metrics that some result computed, else the first rankable one."""
+    available = rankable_metrics(results, spec) or available_metrics(results, spec)
     return next((m for m in spec.ranking if m in available), available[0])
 
 
@@ -325,6 +332,7 @@ def rank_rows(
     judge: str | None,
     include_uncalibrated: bool = False,
     include_copies: bool = False,
+    include_judge_failures: bool = False,
 ) -> Ranking:
     """The ranking rule: which rows of ``table`` (one per submission, ``facts`` by submission) are ranked on
     ``metric``, best first, and which are shown apart with the reason.
@@ -333,7 +341,9 @@ def rank_rows(
       ``include_copies``: a submission that returns its references is never first by default;
     - on a judged metric, only rows judged by ``judge`` (a key) are ranked: rows of two judges never
       share a ranking; a row with no judge has no value to rank; a row whose judge failed its controls
-      (calibrated False) is not ranked unless ``include_uncalibrated``. Rows whose judge is not
+      (calibrated False) is not ranked unless ``include_uncalibrated``; nor is a row whose judge failed
+      on more than the documented share of a judged metric's questions (``judge.card.INCOMPLETE_ABOVE``,
+      5 %: its judged columns are incomplete) unless ``include_judge_failures``. Rows whose judge is not
       recorded (older results) have the key :data:`UNRECORDED_JUDGE` and rank among themselves;
     - in the ranked rows, the judged columns hold only ``judge``'s values: a ranked row judged by
       another judge (ranked here on an unjudged metric) shows NaN there (its ``judge`` column names its
@@ -355,6 +365,8 @@ def rank_rows(
             reason = "no judge ran" if f.judge_key is None else f"judged by another judge: {f.judge}"
         elif judged_metric and f.calibrated is False and not include_uncalibrated:
             reason = UNCALIBRATED_MARK + (f": {f.calibration_reason}" if f.calibration_reason else "")
+        elif judged_metric and f.incomplete and not include_judge_failures:
+            reason = "judge failed on " + ", ".join(f"{100 * r:.0f} % of {m}" for m, r in sorted(f.incomplete.items())) + " (over 5 %)"
         reasons.append(reason)
     out = table.copy()
     out[NOT_RANKED] = reasons
@@ -459,13 +471,15 @@ def ranked_table(
     judge: str | None = "",
     include_uncalibrated: bool = False,
     include_copies: bool = False,
+    include_judge_failures: bool = False,
 ) -> pd.DataFrame:
     """One row per current result, best first by ``metric`` (default: the spec's ranking metric); the
     rows :func:`rank_rows` leaves out come last, with rank <NA> and the reason in ``"not ranked"``.
 
     ``judge`` is the key judged metrics rank among (default ``""``: the judge with the most rows,
-    :func:`default_judge`; None: no judge filter). ``include_uncalibrated`` and ``include_copies`` rank
-    rows of an uncalibrated judge and rows that copy references (both left out by default).
+    :func:`default_judge`; None: no judge filter). ``include_uncalibrated``, ``include_copies`` and
+    ``include_judge_failures`` rank rows of an uncalibrated judge, rows that copy references and rows
+    whose judge failed on more than 5 % of a judged metric (all left out by default).
 
     Columns: ``rank, model, submitter, profile, marks, submission``, then for each metric the suite
     computed (``metric`` first) its raw mean and ``"<metric> ci_low"`` / ``"<metric> ci_high"`` (plus
@@ -523,7 +537,8 @@ def ranked_table(
     if table.empty:
         return table
     ranking = rank_rows(
-        table, facts, spec, metric, judge=judge, include_uncalibrated=include_uncalibrated, include_copies=include_copies
+        table, facts, spec, metric, judge=judge, include_uncalibrated=include_uncalibrated, include_copies=include_copies,
+        include_judge_failures=include_judge_failures,
     )
     return pd.concat([ranking.ranked, ranking.unranked], ignore_index=True)[columns]
 

@@ -113,6 +113,7 @@ SPEC = BenchmarkSpec(
             roles=(JUDGE_ROLE,),
             display_source="CHARIS Table 3: normalised scores 0.341-0.588, raw",
             missing_evidence="charis_score.insufficient_evidence",
+            itt_twin="charis_score_itt",
         ),
         MetricSpec(
             "charis_score_itt",
@@ -126,7 +127,15 @@ SPEC = BenchmarkSpec(
         MetricSpec(
             "prompt_adherence",
             "not in the paper: per pair, the share of the prompt's transformations (5-6 axes) the judge sees realised "
-            "in the generation relative to the reference; NaN (a counted judge failure) when the answer is unusable",
+            "in the generation relative to the reference; NaN (a counted judge failure) when the answer is unusable. "
+            "Shown beside prompt_adherence_itt, never ranked: a judge that fails on the hard items lifts it",
+            roles=(JUDGE_ROLE,),
+            itt_twin="prompt_adherence_itt",
+        ),
+        MetricSpec(
+            "prompt_adherence_itt",
+            "not in the paper: prompt_adherence by intent to treat, a judge failure scored 0 (the adherence factor "
+            "of charis_overall)",
             roles=(JUDGE_ROLE,),
         ),
         MetricSpec(
@@ -140,7 +149,14 @@ SPEC = BenchmarkSpec(
         ),
         MetricSpec(
             "holistic_score",
-            "a single-question judge baseline (DreamBench++ style): identity preserved, rated 0-4, divided by 4",
+            "a single-question judge baseline (DreamBench++ style): identity preserved, rated 0-4, divided by 4; "
+            "NaN (a counted judge failure) when the answer is unusable. Shown beside holistic_score_itt, never ranked",
+            roles=(JUDGE_ROLE,),
+            itt_twin="holistic_score_itt",
+        ),
+        MetricSpec(
+            "holistic_score_itt",
+            "not in the paper: holistic_score by intent to treat, a judge failure scored 0 (the lowest rating)",
             roles=(JUDGE_ROLE,),
         ),
         MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)", roles=("clip",), display_source="CHARIS Table 3: CLIP 0.804-0.834, raw"),
@@ -158,9 +174,10 @@ SPEC = BenchmarkSpec(
         ),
     ),
     seeds=SEEDS,
-    # Identity and adherence together first (charis_overall), then identity alone by intent to treat,
-    # then the paper's score; the embedding scores rank only runs without a judge (a copy wins those).
-    ranking=("charis_overall", "charis_score_itt", "charis_score", "dino_sim", "clip_i"),
+    # Identity and adherence together first (charis_overall), then identity alone by intent to treat;
+    # the paper's charis_score is shown beside its twin, never ranked (hiding the subject or making the
+    # judge fail lifts it); the embedding scores rank only runs without a judge (a copy wins those).
+    ranking=("charis_overall", "charis_score_itt", "dino_sim", "clip_i"),
     limitations=(
         "Prompts are written from EKB templates; the paper's prompts were written by GPT-4o and refined by "
         "experts, so wording is plainer here.",
@@ -181,5 +198,7 @@ SPEC = BenchmarkSpec(
     # drawn with all its prompts (two-stage bootstrap, top level only; docs/statistics.md).
     resampling=Resampling((UnitFactor("subject", "subject_id", description="the subject the prompt shows"),), prompts_nested=True),
     # 0.2: charis_score_itt, prompt_adherence, charis_overall (the default ranking), clip_t, clip_t_whole.
-    suite_version="0.2",
+    # 0.3: prompt_adherence_itt and holistic_score_itt, the intent-to-treat twins; charis_score,
+    # prompt_adherence and holistic_score shown beside them, never ranked.
+    suite_version="0.3",
 )

@@ -304,6 +304,7 @@ SPEC = BenchmarkSpec(
             display="percent",
             roles=(JUDGE_ROLE,),
             display_source="CogCanvas Table 2: Attr-VQA 1.28-35.12, a mean accuracy in percent",
+            itt_twin="attr_vqa_itt",
         ),
         MetricSpec(
             "attr_vqa_itt",
@@ -367,7 +368,7 @@ SPEC = BenchmarkSpec(
     # relevant, the paper's "select the best-matching reference". Its ceiling is 1 however many
     # references are relevant, where R@1's is 1/|relevant|; with one relevant image (today's data) the
     # two are equal.
-    ranking=("id_arranged", "id_arranged_vqa", "id_sim_strict", "id_sim", "dino_sim", "attr_vqa_itt", "attr_vqa", "clip_t", "attr_vqa.binding", "count_accuracy", "retrieval_p@1"),
+    ranking=("id_arranged", "id_arranged_vqa", "id_sim_strict", "id_sim", "dino_sim", "attr_vqa_itt", "clip_t", "attr_vqa.binding", "count_accuracy", "retrieval_p@1"),
     limitations=(
         "Persons are identified by reference images; identities that a generator saw in pre-training can "
         "score well through memorization.",

@@ -45,8 +45,9 @@ DIAGNOSTICS: dict[str, str] = {
 }
 NAN = float("nan")
 IDENTITY_METRICS = frozenset({"charis_score", "charis_score_itt", "charis_overall"})
-ADHERENCE_METRICS = frozenset({"prompt_adherence", "charis_overall"})
-JUDGED_METRICS = IDENTITY_METRICS | ADHERENCE_METRICS | {"holistic_score"}
+ADHERENCE_METRICS = frozenset({"prompt_adherence", "prompt_adherence_itt", "charis_overall"})
+HOLISTIC_METRICS = frozenset({"holistic_score", "holistic_score_itt"})
+JUDGED_METRICS = IDENTITY_METRICS | ADHERENCE_METRICS | HOLISTIC_METRICS
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
@@ -57,7 +58,7 @@ def score(ctx: Context, metrics: set[str]) -> list[Result]:
 def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     """The judged scores of every image, with their failure rates, evidence and run notes."""
     from idbench.ekb import load_ekb
-    from idbench.evaluate_pkg.judge.adherence import evaluate_adherence, hiding_phrases, summarize_adherence
+    from idbench.evaluate_pkg.judge.adherence import adherence_itt, evaluate_adherence, hiding_phrases, summarize_adherence
     from idbench.evaluate_pkg.judge.charis import evaluate_pairs, pair_from_rows, summarize
     from idbench.evaluate_pkg.judge.holistic import evaluate_holistic, summarize_holistic
 
@@ -75,7 +76,7 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
             verdicts += evaluate_pairs(ctx.judge, pairs, ekb)
         if metrics & ADHERENCE_METRICS:
             adherence += evaluate_adherence(ctx.judge, pairs, ekb)
-        if "holistic_score" in metrics:
+        if metrics & HOLISTIC_METRICS:
             ratings += evaluate_holistic(ctx.judge, pairs)
     results: list[Result] = []
     if metrics & IDENTITY_METRICS:
@@ -92,6 +93,9 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
             if "prompt_adherence" in metrics:
                 results.append(Result(a.prompt_id, a.seed, "prompt_adherence", NAN if a.score is None else float(a.score)))
                 results.append(Result(a.prompt_id, a.seed, "prompt_adherence.failure_rate", float(a.judge_failure)))
+            if "prompt_adherence_itt" in metrics:
+                results.append(Result(a.prompt_id, a.seed, "prompt_adherence_itt", adherence_itt(a)))
+                results.append(Result(a.prompt_id, a.seed, "prompt_adherence_itt.failure_rate", float(a.judge_failure)))
             ctx.evidence.append((a.prompt_id, a.seed, "prompt_adherence", {"score": a.score, "failure": a.failure, **a.evidence}))
         ctx.notes["charis_adherence"] = summarize_adherence(adherence)
     if metrics & {"charis_score_itt", "charis_overall"}:
@@ -101,10 +105,14 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
             "of": len(hidden),
             "phrases": sorted({phrase for h in hidden.values() for phrase in h.values()}),
         }
-    if "holistic_score" in metrics:
+    if metrics & HOLISTIC_METRICS:
         for r in ratings:
-            results.append(Result(r.prompt_id, r.seed, "holistic_score", NAN if r.score is None else float(r.score)))
-            results.append(Result(r.prompt_id, r.seed, "holistic_score.failure_rate", float(r.failure is not None)))
+            if "holistic_score" in metrics:
+                results.append(Result(r.prompt_id, r.seed, "holistic_score", NAN if r.score is None else float(r.score)))
+                results.append(Result(r.prompt_id, r.seed, "holistic_score.failure_rate", float(r.failure is not None)))
+            if "holistic_score_itt" in metrics:
+                results.append(Result(r.prompt_id, r.seed, "holistic_score_itt", 0.0 if r.score is None else float(r.score)))
+                results.append(Result(r.prompt_id, r.seed, "holistic_score_itt.failure_rate", float(r.failure is not None)))
             ctx.evidence.append((r.prompt_id, r.seed, "holistic_score", {"rating": r.rating, "reasoning": r.reasoning, "failure": r.failure}))
         ctx.notes["holistic_judge"] = summarize_holistic(ratings)
     return results

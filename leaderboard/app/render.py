@@ -310,12 +310,14 @@ def benchmark_page(benchmark: str) -> None:
         return
 
     metrics = query.available_metrics(results, spec)
+    # A metric shown beside its intent-to-treat twin is a column, never the ranking (MetricSpec.itt_twin).
+    rankable = query.rankable_metrics(results, spec) or metrics
     specs = query.metric_specs(spec)
     default_metric = query.default_metric(results, spec)
-    initial(f"{benchmark}-metric", "metric", metrics, default_metric, notes)
+    initial(f"{benchmark}-metric", "metric", rankable, default_metric, notes)
     metric = st.selectbox(
         "Rank by",
-        metrics,
+        rankable,
         format_func=lambda m: f"{m} ({'higher' if specs[m].higher_is_better else 'lower'} is better)",
         key=f"{benchmark}-metric",
     )

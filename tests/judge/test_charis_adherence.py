@@ -160,7 +160,7 @@ def built(tmp_path_factory):
 
 
 def write_follows(data, out: Path, keep=None) -> Path:
-    """A submission of follow_prompt pictures (the reference cropped, mirrored or recoloured); where
+    """A submission of follow_prompt pictures (a new figure in the reference's colours, no copy); where
     ``keep(prompt_id)`` is False, a blank canvas instead."""
     from PIL import Image
 
@@ -245,6 +245,8 @@ def test_the_copy_baseline_is_not_first_on_charis_overall_and_a_prompt_following
     # The paper's identity score alone ranks the copy level with the prompt-following set.
     assert means["copy"]["charis_score"]["mean"] == pytest.approx(1.0) == means["follows"]["charis_score"]["mean"]
     assert means["copy"]["prompt_adherence"]["mean"] == 0.0 and means["follows"]["prompt_adherence"]["mean"] == 1.0
+    # The prompt-following stand-in is a new picture, not a copy: the copy check flags the copy only.
+    assert means["copy"]["copy.flag"]["mean"] == 1.0 and means["follows"]["copy.flag"]["mean"] == 0.0
 
 
 def test_a_judge_that_fails_on_hard_images_does_not_lift_a_model(built):
@@ -253,8 +255,9 @@ def test_a_judge_that_fails_on_hard_images_does_not_lift_a_model(built):
     hard = set(prompts[::3])  # the model draws a blank canvas there
     write_follows(data, root / "mixed", keep=lambda p: p not in hard)
     hard_texts = {data.prompt_rows[p]["prompt"] for p in hard}
-    truthful, _ = _score(root, data, "mixed", PixelJudge("truthful"))
-    failing, _ = _score(root, data, "mixed", PixelJudge("fails-on-hard", fail=lambda text: text in hard_texts))
+    metrics = (*RANKED, "prompt_adherence_itt")
+    truthful, _ = _score(root, data, "mixed", PixelJudge("truthful"), metrics)
+    failing, _ = _score(root, data, "mixed", PixelJudge("fails-on-hard", fail=lambda text: text in hard_texts), metrics)
     # Left out, the failures lift the paper's score to 1; the ranked variants count them as 0.
     assert failing["charis_score"]["mean"] == pytest.approx(1.0)
     assert truthful["charis_score"]["mean"] == pytest.approx(1 - len(hard) / len(prompts))  # blank: mismatch
@@ -262,6 +265,11 @@ def test_a_judge_that_fails_on_hard_images_does_not_lift_a_model(built):
         assert failing[metric]["mean"] <= truthful[metric]["mean"] + 1e-12
     assert failing["charis_overall"]["mean"] == pytest.approx(truthful["charis_overall"]["mean"])
     assert failing["charis_overall.failure_rate"]["mean"] == pytest.approx(len(hard) / len(prompts))
+    # Adherence too: left out, the failures lift prompt_adherence to 1 (which is why it is never ranked
+    # and is shown beside its twin); prompt_adherence_itt scores them 0, as the blank deserves.
+    assert failing["prompt_adherence"]["mean"] == pytest.approx(1.0)
+    assert failing["prompt_adherence_itt"]["mean"] == pytest.approx(1 - len(hard) / len(prompts))
+    assert failing["prompt_adherence_itt"]["mean"] <= truthful["prompt_adherence_itt"]["mean"] + 1e-12
 
 
 def test_the_hide_prompts_are_the_same_for_every_model_left_out_and_counted(built):

@@ -146,23 +146,26 @@ def _pixels(data: bytes):
 
 
 def follow_prompt(reference: bytes, index: int) -> bytes:
-    """A "follows the prompt, keeps identity" picture: the reference cropped, and mirrored or
-    recoloured by ``index``, as PNG. Stands in for a model that applies the requested changes."""
+    """A "follows the prompt, keeps identity" picture, as PNG: a new picture of the subject, not a copy of
+    its reference. The baselines' flat figure in the reference's colours (evaluate_pkg/baselines.py,
+    ``figure``), in a pose and scale fixed by ``index``, on a grey canvas: no pixel of the reference is
+    in it, so the copy check does not flag it. Stands in for a model that applies the requested
+    changes; the scripted judges below say what a judge would of such a picture. ``index`` picks one of
+    three poses."""
     import io
+    import random
 
-    from PIL import Image, ImageOps
+    from PIL import Image
+
+    from idbench.evaluate_pkg.baselines import figure
 
     image = Image.open(io.BytesIO(reference)).convert("RGB")
-    w, h = image.size
-    # Always a crop (so the picture differs from the reference even when a mirror or a colour swap
-    # would leave a symmetric or grey reference as it was), plus a mirror or a colour change.
-    image = image.crop((w // 10, h // 10, w - w // 10, h - h // 10))
-    if index % 3 == 0:
-        image = ImageOps.mirror(image)
-    elif index % 3 == 2:
-        image = Image.merge("RGB", image.split()[::-1])  # a colour change: red and blue swapped
+    canvas = Image.new("RGB", (256, 256), (128, 128, 128))
+    box = (48, 32, 208, 240)
+    drawn = figure(image, box, random.Random(index % 3))  # three poses, as the judge below tries
+    canvas.paste(drawn.convert("RGB"), box[:2], drawn)
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    canvas.save(buffer, format="PNG")
     return buffer.getvalue()
 
 
