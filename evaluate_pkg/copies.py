@@ -79,10 +79,10 @@ MIN_STD = 2.0  # grey-level std below which a window is flat: a blank canvas mat
 VERSION = 5  # of the search and its thresholds: part of the cache key (5: keypoint stage, foreign references)
 # The keypoint stage (find_in_any_pose): SIFT keypoints matched with Lowe's ratio test, an affine map
 # fitted by RANSAC, then the reference warped by it and correlated with the generation where it lands.
-KEYPOINT_REF_SIDE = 384  # px: the reference's longest side for its keypoints
-KEYPOINT_GEN_SIDE = 768  # px: the generation's (twice the reference's, so a paste at 5 % of the area keeps its keypoints)
-MAX_KEYPOINTS = 800  # per reference: bounds the matching cost (with the generation's, 800 x 2,000 distances a pair)
-MAX_GEN_KEYPOINTS = 2000  # per generation: a textured background must not take every keypoint from a small paste
+KEYPOINT_REF_SIDE = 256  # px: the reference's longest side for its keypoints
+KEYPOINT_GEN_SIDE = 512  # px: the generation's (twice the reference's: a paste at 5 % of the area keeps keypoints)
+MAX_KEYPOINTS = 500  # per reference: bounds the matching cost (with the generation's, 500 x 1,500 distances a pair)
+MAX_GEN_KEYPOINTS = 1500  # per generation: a textured background must not take every keypoint from a small paste
 RATIO_TEST = 0.8  # Lowe's ratio: a match counts when clearly nearer than the second-nearest descriptor
 MIN_INLIERS = 5  # matches consistent with one affine map
 WARP_CORR_MIN = 0.7  # measured on the samples: copies in any pose 0.75-1.00; different pictures <= 0.66,
@@ -473,7 +473,10 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
             pose = find_in_any_pose(gen_points, *ref_points[ref_id])
             record = {"inliers": np.int64(pose.inliers), "warp_correlation": np.float32(pose.correlation),
                       "pose_mirrored": np.bool_(pose.mirrored)}
-            if kind == "own":
+            if kind == "own" and pose.copied:  # found: the costlier correlation search adds nothing
+                record.update({"ncc": np.float32(-1.0), "phash_distance": np.int64(64), "box": np.zeros(4, dtype=np.float32),
+                               "mirrored": np.bool_(False), "reverse": np.bool_(False)})
+            elif kind == "own":
                 found = find_reference(image, reference)
                 record.update({"ncc": np.float32(found.ncc), "phash_distance": np.int64(found.phash_distance),
                                "box": np.asarray(found.box, dtype=np.float32), "mirrored": np.bool_(found.mirrored),
