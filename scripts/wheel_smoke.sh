@@ -56,7 +56,7 @@ version=$("$BIN/python" -c 'import importlib.metadata as m; print(m.version("idb
 [ "$("$BIN/python" -m idbench --version)" = "idbench $version" ]
 
 step "idbench demo (builds the three benchmarks, scores 15 baselines with the tiny profile)"
-timeout 1200 "$BIN/idbench" demo --out demo > demo.log 2>&1 || { tail -n 40 demo.log; exit 1; }
+timeout 2400 "$BIN/idbench" demo --out demo > demo.log 2>&1 || { tail -n 40 demo.log; exit 1; }
 grep -q "scored 15 queued submission(s)" demo.log || { tail -n 40 demo.log; echo "the demo did not score 15 submissions" >&2; exit 1; }
 tail -n 4 demo.log
 
