@@ -143,6 +143,36 @@ def case_parquet_big(work: Path, data: Path) -> Path:
     return folder
 
 
+def case_parquet_one_huge(work: Path, data: Path, huge_mb: int = 480, page_per_value: bool = False) -> Path:
+    """A valid submission as parquet (every pair, tiny JPEGs, one row group), one image replaced by
+    ``huge_mb`` MB of zeros, zipped: the row group's average image is some 2 MB, well under the
+    per-image limit. pyarrow writes the column as one page, unless ``page_per_value`` (one value a
+    page, as datasets' to_parquet writes images)."""
+
+    folder = template(data, work / "pq-one-huge-src")
+    with (folder / "manifest.csv").open(newline="") as handle:
+        rows = list(csv.reader(handle))[1:]
+    images = [(folder / file).read_bytes() for _, _, file in rows]
+    images[len(images) // 2] = bytes(huge_mb * 1024 * 1024)
+    table = pa.table({
+        "prompt_id": pa.array([r[0] for r in rows], pa.string()),
+        "seed": pa.array([int(r[1]) for r in rows], pa.int64()),
+        "image": pa.array(images, pa.binary()),
+    })
+    del images
+    out = parquet_folder(work / "pq-one-huge")
+    paging = {"data_page_size": 1, "write_batch_size": 1} if page_per_value else {}
+    pq.write_table(table, out / "part-0.parquet", compression="zstd", use_dictionary=False, row_group_size=len(rows), **paging)
+    del table
+    shutil.rmtree(folder)
+    archive = work / "one-huge.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for path in sorted(out.rglob("*")):
+            zipped.write(path, path.relative_to(out).as_posix())
+    shutil.rmtree(out)
+    return archive
+
+
 def case_parquet_rows(work: Path, data: Path) -> Path:
     folder = parquet_folder(work / "pq-rows")
     rows = 1_000_000
@@ -205,6 +235,13 @@ def case_name(work: Path, data: Path) -> Path:
 CASES = {
     "png": ("40,000,000 x 1 PNG (5 KB, 1-bit)", case_png),
     "parquet-big": ("parquet of eight 400 MB all-zero images", case_parquet_big),
+    "parquet-one-huge": ("zipped parquet submission, one image 480 MB of zeros", case_parquet_one_huge),
+    "parquet-one-huge-paged": (
+        "zipped parquet submission, one image 480 MB of zeros, one image a page",
+        lambda work, data: case_parquet_one_huge(work, data, page_per_value=True),
+    ),
+    "parquet-one-big": ("zipped parquet submission, one image 120 MB of zeros (page under the page limit)",
+                        lambda work, data: case_parquet_one_huge(work, data, huge_mb=120)),
     "parquet-rows": ("parquet of 1,000,000 rows", case_parquet_rows),
     "manifest": ("60 MB manifest of unknown ids", case_manifest),
     "zip": ("zip of 99,000 unnamed members", case_zip),

@@ -24,9 +24,14 @@ A submission is one of:
    Before any image is spooled, each file's metadata is checked: row groups over
    ``MAX_ROW_GROUP_BYTES``, a row group whose image column averages over ``MAX_IMAGE_BYTES`` a row,
    more rows in all than :func:`max_listing_rows` allows, and image bytes in all over the
-   unpacked-bytes limit of zips (below) are refused. Rows are then read one at a time, and an image
-   over ``MAX_IMAGE_BYTES`` is refused before it is written (dictionary encoding can make the
-   metadata understate a column; the bytes actually written are counted against the limit too).
+   unpacked-bytes limit of zips (below) are refused. Then every page header of the columns read
+   (:mod:`idbench.evaluate_pkg.parquet_pages`; a page is what parquet decodes whole): a page of one
+   image over ``MAX_IMAGE_BYTES`` is refused naming its row, and any page over ``MAX_PAGE_BYTES``
+   (128 MiB) as too large to decode, so each image is bounded by its own size, not a row group's
+   average, before anything is decoded. Rows are then read one at a time, and an image over
+   ``MAX_IMAGE_BYTES`` is refused on its length, before it is copied or written (dictionary encoding
+   can make the metadata understate a column; the bytes actually written are counted against the
+   limit too).
 
 3. **A ``.zip``** of either folder, with its files at the top of the archive or inside one folder.
    Only what the submission is made of is extracted, into a fresh temporary folder: ``submission.json``,
@@ -124,6 +129,7 @@ from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
+from idbench.evaluate_pkg.parquet_pages import PageHeaderError, chunk_range, column_pages
 from idbench.names import name_problems
 
 METADATA_NAME = "submission.json"
@@ -172,6 +178,15 @@ ARCHIVE_SUFFIXES = (
 _ZIP_JUNK = re.compile(r"(^|/)(__MACOSX/.*|\.DS_Store|Thumbs\.db|desktop\.ini)$")
 # Parquet is read one row group at a time; a bigger group than this is refused to keep memory bounded.
 MAX_ROW_GROUP_BYTES = 512 * 1024 * 1024
+# A page is what parquet decodes whole (its header's uncompressed size is allocated, then one value is
+# copied out of it): a page of the columns read over this is refused from its header, before any is
+# decoded, so decoding holds at most about twice this. datasets' to_parquet writes one image a page.
+MAX_PAGE_BYTES = 128 * 1024 * 1024
+# A page of one value larger than MAX_IMAGE_BYTES by more than this (the value's length prefix and
+# levels take a few bytes) holds an image over the limit: refused from its header, never decoded.
+PAGE_OVERHEAD_BYTES = 4096
+# Parquet files are read through a buffer of this size, so a column chunk is never read whole.
+PARQUET_BUFFER_BYTES = 1024 * 1024
 # Images are decoded in threads (Pillow releases the GIL while decoding); each holds one image.
 DECODE_WORKERS = min(8, os.cpu_count() or 1)
 # A SubmissionError lists at most this many problems and counts the rest ("... and N more"), so a
@@ -619,7 +634,38 @@ def _validate_folder(folder: Path, label: str, data: BenchmarkData, workdir: _Sc
     return Submission(benchmark=data.name, metadata=metadata, entries=entries, root=folder, workdir=workdir.path)
 
 
-def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem]) -> dict:
+def check_resume_folder(folder: Path, data: BenchmarkData) -> list[tuple[str, int, str]]:
+    """The ``(prompt_id, seed, file)`` rows, in file order, of a submission folder still being filled in
+    (what ``idbench generate`` and ``idbench run`` continue), held to a submission's rules first.
+
+    ``submission.json`` and ``manifest.csv`` are checked as :func:`validate_submission` checks them
+    (sizes, JSON depth, fields, the header, seeds, file names, every required pair listed once and
+    nothing else) except that the model name may still be empty (the run fills it in); a file must
+    also name a file inside the folder, not the folder or a sub-folder. The images are not looked at:
+    the run writes the missing ones, and validation checks them all. Raises :class:`SubmissionError`.
+    """
+    folder = Path(folder)
+    problems = _Problems()
+    _read_metadata(folder, data, problems, require_model=False)
+    manifest = folder / MANIFEST_NAME
+    rows = None
+    if not manifest.is_file():
+        problems.append(Problem(None, None, MANIFEST_NAME, "missing"))
+    else:
+        rows = _read_manifest(manifest, folder, problems, max_listing_rows(len(data.required_pairs)))
+    if rows is not None:
+        for row in rows:
+            if row.path is None:
+                problems.append(row.problem(row.error or "no file"))
+            elif row.path == folder.resolve() or row.path.is_dir() or PurePosixPath(row.source).name in ("", ".", ".."):
+                problems.append(row.problem("names a folder, not an image file"))
+        _match_pairs(rows, data, problems, MANIFEST_NAME)
+    if problems:
+        raise SubmissionError(problems)
+    return [(row.prompt_id, row.seed, row.source) for row in rows or ()]
+
+
+def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem], *, require_model: bool = True) -> dict:
     def problem(message: str) -> None:
         problems.append(Problem(None, None, METADATA_NAME, message))
 
@@ -656,7 +702,7 @@ def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem]) -
         elif not isinstance(metadata[key], kind):
             expected = "a JSON object" if kind is dict else "a string"
             problem(f"field {key!r} should be {expected}, found {metadata[key]!r}")
-    if isinstance(metadata.get("model"), str) and not metadata["model"].strip():
+    if require_model and isinstance(metadata.get("model"), str) and not metadata["model"].strip():
         problem("field 'model' is empty; fill in the model's name")
     benchmark = metadata.get("benchmark")
     if isinstance(benchmark, str) and benchmark != data.name:
@@ -859,8 +905,8 @@ def _read_parquets(
     for parquet in parquets:
         name = parquet.relative_to(folder).as_posix()
         try:
-            reader = pq.ParquetFile(parquet)
-            problem = _parquet_problem(reader)
+            reader = pq.ParquetFile(parquet, buffer_size=PARQUET_BUFFER_BYTES)
+            problem = _parquet_problem(reader) or _page_problem(parquet, reader)
         except (pa.ArrowException, OSError) as err:
             problem = f"not a readable parquet file ({err})"
         if problem:
@@ -946,6 +992,44 @@ def _parquet_problem(reader: pq.ParquetFile) -> str | None:
     return None
 
 
+def _page_problem(path: Path, reader: pq.ParquetFile) -> str | None:
+    """What the page headers of the columns read (``PARQUET_COLUMNS``) show to be over a limit, or None.
+
+    Every page of those columns is looked at (:mod:`idbench.evaluate_pkg.parquet_pages`: headers only,
+    a few KB read each), before any is decoded: a page of one image over ``MAX_IMAGE_BYTES`` names
+    its row, and any page over ``MAX_PAGE_BYTES`` is refused as too large to decode. The metadata's
+    sizes are totals (an image of 480 MB among 224 small ones averages 2 MB a row); the headers state
+    what decoding each page allocates.
+    """
+    metadata = reader.metadata
+    first_row = 0
+    with path.open("rb") as stream:
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for index in range(row_group.num_columns):
+                column = row_group.column(index)
+                name = column.path_in_schema
+                if name.split(".")[0] not in PARQUET_COLUMNS:
+                    continue  # never read
+                try:
+                    for page in column_pages(stream, *chunk_range(column)):
+                        size = page.uncompressed_bytes
+                        if name.split(".")[0] == "image" and page.is_data and page.values == 1 and size > MAX_IMAGE_BYTES + PAGE_OVERHEAD_BYTES:
+                            row = first_row + page.first_value
+                            return f"row {row}: an image of about {size} bytes, over the {MAX_IMAGE_BYTES}-byte limit (read from its page header; not decoded)"
+                        if size > MAX_PAGE_BYTES:
+                            what = "dictionary page" if not page.is_data else f"page of {page.values} values"
+                            return (
+                                f"row group {group}, column {name}: a {what} holding {size} bytes, over the {MAX_PAGE_BYTES}-byte "
+                                "limit per page (read from its header; not decoded); write one image a page, as datasets' "
+                                "to_parquet does, or smaller row groups"
+                            )
+                except PageHeaderError as err:
+                    return f"row group {group}, column {name}: unreadable page header ({err})"
+            first_row += row_group.num_rows
+    return None
+
+
 class _Spooled:
     """Counts the image bytes spooled out of parquet files against the unpacked-bytes limit.
 
@@ -982,18 +1066,19 @@ def _spool_parquet(reader: pq.ParquetFile, name: str, out: Path, problems: _Prob
             message = "prompt_id is missing" if prompt_id is None else f"seed {seed} is not a non-negative integer"
             problems.append(Problem(prompt_id, None, source, message))
             continue
-        data = image.as_py()
+        data = image.as_buffer() if image.is_valid else None  # the value in Arrow's memory, not a copy
         if data is None:
             error = "no image bytes (an image given only as a path); embed the bytes"
             rows.append(_Row(prompt_id, seed, source, source, None, error))
-        elif len(data) > MAX_IMAGE_BYTES:
-            error = f"{len(data)} bytes, over the {MAX_IMAGE_BYTES}-byte limit"
+        elif data.size > MAX_IMAGE_BYTES:  # measured before any copy is made or anything decodes it
+            error = f"{data.size} bytes, over the {MAX_IMAGE_BYTES}-byte limit"
             rows.append(_Row(prompt_id, seed, source, source, None, error))
         else:
-            spooled.add(len(data), source)
+            spooled.add(data.size, source)
             path = out / f"{number:08d}.img"
             path.write_bytes(data)
             rows.append(_Row(prompt_id, seed, source, source, path))
+        del data, image, images, batch  # the next batch is decoded without this one's value still held
     return rows
 
 
