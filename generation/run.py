@@ -15,6 +15,7 @@ and since every image is seeded by its own CPU generator, the images are those o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -30,9 +31,12 @@ from PIL import Image
 
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.data import BenchmarkData
-from idbench.evaluate_pkg.submission import MANIFEST_NAME, METADATA_NAME, write_template
+from idbench.evaluate_pkg.images import size_problem
+from idbench.evaluate_pkg.submission import (
+    MANIFEST_NAME, MAX_JSON_DEPTH, MAX_METADATA_BYTES, METADATA_NAME, SubmissionError, check_resume_folder, json_depth, write_template,
+)  # fmt: skip
 from idbench.generation.adapters import SEED_RULE, GeneratorError, generation_record
-from idbench.generation.requests import DEFAULT_RESOLUTION, GenerationRequest, build_requests, check_task, manifest_rows
+from idbench.generation.requests import DEFAULT_RESOLUTION, GenerationRequest, build_requests, check_task
 
 # The libraries whose versions make an image reproducible, recorded when installed.
 RECORDED_LIBRARIES = ("idbench", "torch", "diffusers", "transformers", "accelerate", "pillow", "numpy")
@@ -107,8 +111,15 @@ def record(adapter_name: str, adapter: Any, *, resolution: int, task: str, secon
 
 
 def _read_metadata(out: Path) -> dict:
+    """submission.json as a dict, read within a submission's bounds (size, nesting: parsed only then)."""
+    path = out / METADATA_NAME
     try:
-        metadata = json.loads((out / METADATA_NAME).read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_METADATA_BYTES:
+            raise GenerationRunError(f"{path}: {path.stat().st_size} bytes, over the {MAX_METADATA_BYTES}-byte limit; remove {out} to start over")
+        text = path.read_text(encoding="utf-8")
+        if json_depth(text) > MAX_JSON_DEPTH:
+            raise GenerationRunError(f"{path}: nested {json_depth(text)} levels deep, over the limit of {MAX_JSON_DEPTH}; remove {out} to start over")
+        metadata = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise GenerationRunError(f"{out / METADATA_NAME}: unreadable ({err}); remove {out} to start over") from None
     if not isinstance(metadata, dict):
@@ -119,6 +130,12 @@ def _read_metadata(out: Path) -> dict:
 def prepare_folder(data: BenchmarkData, out: Path, task: str) -> dict:
     """The submission folder's metadata: a fresh template when ``out`` does not exist, else the one there,
     checked to be a submission of this benchmark and task (a rerun continues it)."""
+    return _prepare(data, out, task)[0]
+
+
+def _prepare(data: BenchmarkData, out: Path, task: str) -> tuple[dict, list[tuple[str, int, str]]]:
+    """:func:`prepare_folder`'s metadata and the manifest's rows, once both are checked with a submission's
+    rules (:func:`~idbench.evaluate_pkg.submission.check_resume_folder`); the first problem is one line."""
     if not out.exists():
         write_template(data, out, task=task)
     elif not (out / MANIFEST_NAME).is_file() or not (out / METADATA_NAME).is_file():
@@ -128,21 +145,38 @@ def prepare_folder(data: BenchmarkData, out: Path, task: str) -> dict:
         raise GenerationRunError(f"{out} is a submission of {metadata.get('benchmark')!r}, not {data.name}; choose another --out")
     if metadata.get("task", DEFAULT_TASK) != task:
         raise GenerationRunError(f"{out} holds the {metadata.get('task', DEFAULT_TASK)} task, not {task}; choose another --out")
-    return metadata
+    try:
+        rows = check_resume_folder(out, data)
+    except SubmissionError as err:
+        more = f" (and {err.total - 1} more problem(s))" if err.total > 1 else ""
+        raise GenerationRunError(f"{out} cannot be continued: {err.problems[0]}{more}; fix it, or choose another --out") from None
+    return metadata, rows
 
 
 def image_path(out: Path, file: str) -> Path:
     """The manifest's ``file`` inside ``out``; a name that leaves the folder is refused."""
     path = (out / file).resolve()
-    if not path.is_relative_to(out.resolve()):
-        raise GenerationRunError(f"{out / MANIFEST_NAME}: file {file!r} is outside the submission folder")
+    if not path.is_relative_to(out.resolve()) or path == out.resolve():
+        raise GenerationRunError(f"{out / MANIFEST_NAME}: file {file!r} is not a file inside the submission folder")
     return path
+
+
+# A temporary file is named after its image (so that a rerun finds what a killed run left), cut to this
+# many bytes of the name: with the prefix and mkstemp's suffix it stays within a file system's 255.
+_TEMPORARY_STEM_BYTES = 200
+
+
+def _temporary_stem(name: str) -> str:
+    """The part of ``name`` a temporary file's name holds: the name itself, or its hash when it is long."""
+    if len(name.encode("utf-8", "surrogateescape")) <= _TEMPORARY_STEM_BYTES:
+        return name
+    return "h" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def write_image_atomically(image: Image.Image, path: Path) -> None:
     """PNG-encode ``image`` to a temporary file beside ``path``, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, temporary = tempfile.mkstemp(prefix=f".{_temporary_stem(path.name)}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as stream:
             image.save(stream, format="PNG")
@@ -174,7 +208,7 @@ def remove_stale_temporaries(out: Path, files: Iterable[str]) -> int:
     wanted: dict[Path, set[str]] = {}
     for file in files:
         path = image_path(out, file)
-        wanted.setdefault(path.parent, set()).add(path.name)
+        wanted.setdefault(path.parent, set()).add(_temporary_stem(path.name))
     removed = 0
     for folder, names in wanted.items():
         if not folder.is_dir():
@@ -202,11 +236,23 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+# Modes an adapter may return: 8-bit samples, which become RGB without loss of range. 16-bit, 32-bit and
+# float images ("I;16", "I", "F") would be clipped by that conversion (almost all white): refused.
+ADAPTER_MODES = frozenset({"1", "L", "LA", "La", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"})
+
+
 def _checked_image(image: Any, request: GenerationRequest, adapter_name: str) -> Image.Image:
+    """The adapter's image as it will be written, once held to the rules of a submitted image (size,
+    aspect ratio: :func:`~idbench.evaluate_pkg.images.size_problem`; an 8-bit mode); the first that
+    fails stops the run in one line naming the adapter, the row and the rule, before anything is written."""
+    where = f"adapter {adapter_name}, prompt_id {request.prompt_id!r} seed {request.seed}"
     if not isinstance(image, Image.Image):
-        raise GenerationRunError(
-            f"adapter {adapter_name} gave a {type(image).__name__} for prompt {request.prompt_id} seed {request.seed}, not a PIL image"
-        )
+        raise GenerationRunError(f"{where}: gave a {type(image).__name__}, not a PIL image")
+    problem = size_problem(*image.size, submitted=True)
+    if problem is None and image.mode not in ADAPTER_MODES:
+        problem = f"mode {image.mode!r}, not an 8-bit image (expected RGB, RGBA, L, P, ...)"
+    if problem:
+        raise GenerationRunError(f"{where}: the image is {problem}; a submission may not hold it, so the run stopped before writing it")
     return image if image.mode in ("RGB", "L") else image.convert("RGB")
 
 
@@ -273,11 +319,11 @@ def generate_submission(
     out = Path(out)
     adapter_name = adapter_name or getattr(adapter, "name", "") or getattr(adapter, "__name__", "") or type(adapter).__name__
     if group.is_main_process:
-        metadata = prepare_folder(data, out, task)  # the template is written once, by the main process
+        metadata, rows = _prepare(data, out, task)  # the template is written once, by the main process
     group.wait_for_everyone()
     if not group.is_main_process:
-        metadata = prepare_folder(data, out, task)
-    rows = manifest_rows(out / MANIFEST_NAME)[:limit]
+        metadata, rows = _prepare(data, out, task)
+    rows = rows[:limit]
     missing = [row for row in rows if not image_path(out, row[2]).is_file()]
     if group.is_main_process:
         remove_stale_temporaries(out, [row[2] for row in missing])
