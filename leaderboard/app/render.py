@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -38,6 +39,11 @@ from idbench.leaderboard.store import JOB_STATES, RateLimitError, Store, Unknown
 logger = logging.getLogger(__name__)
 
 MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger uploads before our code sees them
+# Submissions are validated one at a time in this process (every Streamlit session is a thread of it):
+# one validation holds up to a few hundred MB (a parquet page, a decoded image), and N tabs at once
+# must not hold N times that. The others wait for the slot, at most VALIDATION_WAIT_S, then are told to retry.
+VALIDATION_SLOT = threading.BoundedSemaphore(1)
+VALIDATION_WAIT_S = 600
 MAX_SUBMITTER = 100
 MAX_REASON = 200
 # New submissions per submitter through the app: COUNT/SECONDS. Named submitters count by their normalised
@@ -1094,17 +1100,24 @@ def submit_page() -> None:
                     shutil.copyfileobj(upload, handle)
             else:
                 path = fetch_submission(repo, Path(folder) / "submission", max_bytes=MAX_UPLOAD_MB * 1024 * 1024)
-            result = backend.queue_submission(
-                s,
-                path,
-                benchmark,
-                model_name=model_name.strip() or None,
-                submitter=submitter.strip() or None,
-                family=family,
-                link=link,
-                rate_limit=rate_limit(),
-                client=_client(),
-            )
+            with st.spinner("Checking the submission (one at a time on this server; others may be ahead)..."):
+                if not VALIDATION_SLOT.acquire(timeout=VALIDATION_WAIT_S):
+                    st.error("The server is busy checking other submissions; nothing was queued. Try again in a few minutes.")
+                    return
+                try:
+                    result = backend.queue_submission(
+                        s,
+                        path,
+                        benchmark,
+                        model_name=model_name.strip() or None,
+                        submitter=submitter.strip() or None,
+                        family=family,
+                        link=link,
+                        rate_limit=rate_limit(),
+                        client=_client(),
+                    )
+                finally:
+                    VALIDATION_SLOT.release()
         except SubmissionError as error:
             # One box however many problems: the count, then the listed ones (at most MAX_PROBLEMS,
             # then "... and N more", as SubmissionError words it) one a line, as plain text; the
