@@ -409,6 +409,9 @@ def test_the_model_page_compares_and_the_unit_switch_reaches_it(page, server, fi
     _screenshot(page, "model-compare")
     # One switch for the whole app: raw values reach the comparison too.
     page.get_by_text("raw values", exact=True).click()
+    # The status widget can be gone before the rerun it starts has shown: wait for a bare metric name.
+    bare = page.get_by_test_id("stDataFrame").locator("td").filter(has_text=re.compile(r"^\s*scr@0\.5\s*$"))
+    expect(bare).not_to_have_count(0, timeout=WAIT_MS)
     _idle(page, expect)
     nth = _table_with(page, "B - A")
     metrics = [row[_header(page, nth).index("metric")] for row in _rows(page, nth)]

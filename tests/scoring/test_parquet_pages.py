@@ -70,13 +70,17 @@ WRITER = textwrap.dedent(
     pq.write_table(table, target, compression="zstd", use_dictionary=False, row_group_size=table.num_rows, **paging)
     """
 )
-# Validates through the CLI in a child process and prints that process's peak RSS in MiB.
+# Validates through the CLI in a child process and prints that process's peak RSS in MiB. VmHWM, not
+# ru_maxrss: Linux carries the parent's peak into a child's ru_maxrss across exec, so a pytest worker that had
+# loaded models read as a 2 GB validation; VmHWM belongs to the new address space alone.
 VALIDATOR = textwrap.dedent(
     """
-    import resource, sys
+    import sys
     from idbench.cli import main
     code = main(["validate", sys.argv[1], "--data", sys.argv[2]])
-    print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+    status = open("/proc/self/status").read()
+    peak_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+    print(code, peak_kib // 1024)
     """
 )
 
