@@ -459,13 +459,18 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
         for r in foreign_of[p]:
             items[pair_key(key, r, "foreign")] = (key, r, "foreign")
     ref_points: dict[str, tuple[Keypoints, Keypoints]] = {}  # each reference prepared once per run
+    # The generation in hand, kept across batches; the missing pairs are put in generation order
+    # first (the store hands them over in hash order), so each generation is decoded and its keypoints
+    # found once. In hash order, 20 CogCanvas generations took 385 keypoint searches (0.03-0.14 s each).
+    opened: dict[str, tuple[Image.Image, Keypoints]] = {}
 
     def compute(keys: list[str], payloads: list[tuple[str, str, str]]) -> list[dict[str, np.ndarray]]:
-        out, opened = [], {}
+        out = []
         for gen_key, ref_id, kind in payloads:
-            if gen_key not in opened:  # payloads come grouped by generation
+            if gen_key not in opened:
                 image = _generation(gen_loaders[gen_key], gen_key)
-                opened = {gen_key: (image, generation_keypoints(image))}
+                opened.clear()
+                opened[gen_key] = (image, generation_keypoints(image))
             image, gen_points = opened[gen_key]
             reference = data.references[ref_id]["image"]
             if ref_id not in ref_points:
@@ -485,7 +490,15 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
         return out
 
     tick = ctx.progress("copy check", len(items))
-    searched = ctx.store.cached_map("copy-search", VERSION, items, compute, max(1, ctx.options.batch_size), tick)
+    batch = max(1, ctx.options.batch_size)
+
+    def by_generation(keys: list[str]):
+        ordered = sorted(keys, key=lambda k: items[k])
+        for start in range(0, len(ordered), batch):
+            chunk = ordered[start : start + batch]
+            yield chunk, compute(chunk, [items[k] for k in chunk])
+
+    searched = ctx.store.cached_batches("copy-search", VERSION, items, by_generation, tick)
     end_stage(tick)
 
     embedding = _embedding_cosines(ctx, generations, refs_of)

@@ -224,7 +224,7 @@ def test_a_mannequin_is_not_a_copy(prepared, tmp_path):
             assert not find_reference(picture, reference).copied
 
 
-def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path):
+def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path, monkeypatch):
     """CogCanvas, scored (as Identity Collapse, a benchmark of several subjects per prompt): a picture of the prompt's subjects padded with every other subject of
     the pool is flagged on every image (``copy.foreign`` counts the extra references); the mannequin
     (the prompt followed, no reference pixel) and the background are flagged on none."""
@@ -234,12 +234,19 @@ def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path):
     from idbench.evaluate_pkg.data import load_benchmark_data
     from idbench.evaluate_pkg.runner import score_submission
 
+    from idbench.evaluate_pkg import copies
+
     build("cogcanvas", out=tmp_path / "data", n_prompts=6)
     data = load_benchmark_data(tmp_path / "data", cache_dir=str(tmp_path / "hf"))
+    searched = []  # each generation's keypoints are found once, however the pairs are batched
+    original = copies.generation_keypoints
+    monkeypatch.setattr(copies, "generation_keypoints", lambda image: searched.append(image.tobytes()) or original(image))
     for name, share in (("crowd", 1.0), ("mannequin", 0.0), ("background", 0.0)):
         make_baseline(name, data, tmp_path / name, size=512)
-        summary = score_submission(tmp_path / name, data, tmp_path / f"out-{name}", ScoreOptions(profile="tiny", metrics=("dino_sim",)),
+        searched.clear()
+        summary = score_submission(tmp_path / name, data, tmp_path / f"out-{name}", ScoreOptions(profile="tiny", metrics=("dino_sim",), batch_size=3),
                                    cache_dir=tmp_path / "cache", progress=False)
+        assert len(searched) == len(set(searched)) > 0, name
         assert summary["copies"]["share"] == share, name
         foreign = summary["aggregates"]["overall"]["copy.foreign"]["mean"]
         assert (foreign > 1) if name == "crowd" else foreign == 0.0, (name, foreign)
