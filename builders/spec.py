@@ -57,6 +57,16 @@ def resolve(reference: str, where: str = "") -> Any:
     return obj
 
 
+def version_key(version: object) -> tuple[int, ...]:
+    """A suite version ("0.4") as numbers, for ordering; () for one that is not dotted digits (unknown).
+
+    >>> version_key("0.10") > version_key("0.9")
+    True
+    """
+    parts = str(version or "").strip().split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
+
+
 @dataclass(frozen=True)
 class ConfigSpec:
     """One Hugging Face config of a benchmark dataset (one table, one ``test`` split)."""
@@ -138,6 +148,11 @@ class MetricSpec:
     # scored as the worst outcome) is named here: the leaderboard shows the twin beside it and never
     # ranks on this one (spec.ranking may not name it). Empty: the metric is ranked as it is.
     itt_twin: str = ""
+    # The suite version (BenchmarkSpec.suite_version) from which this name has its present definition:
+    # a result of an older suite holds another quantity under the name (a judge failure left out where
+    # it now scores 0), so the leaderboard reads it as not computed there (the row is an incomplete
+    # suite) rather than show or rank it as this metric. Empty: the name has never changed meaning.
+    defined_in: str = ""
 
     def __post_init__(self) -> None:
         if self.display not in DISPLAYS:
@@ -334,6 +349,9 @@ class BenchmarkSpec:
         for m in self.metric_suite:
             if m.itt_twin and m.itt_twin not in names:
                 raise SpecError(f"{where}: metric {m.name}'s itt_twin {m.itt_twin!r} is not in its metric_suite")
+        later = [m.name for m in self.metric_suite if m.defined_in and version_key(m.defined_in) > version_key(self.suite_version)]
+        if later:
+            raise SpecError(f"{where}: {', '.join(later)} defined_in a suite version after its suite_version {self.suite_version}")
         unrankable = sorted(set(self.ranking) & {m.name for m in self.metric_suite if not m.rankable})
         if unrankable:
             raise SpecError(f"{where}: ranking names {', '.join(unrankable)}, shown only beside an intent-to-treat twin")

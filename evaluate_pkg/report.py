@@ -299,6 +299,8 @@ def judged_note(summary: dict[str, Any], spec: BenchmarkSpec, metric: str, stats
     judge = summary.get("judge") or {}
     share = coverage(stats)
     parts = [f"coverage {share:.0%}" if share is not None else "coverage n/a"]
+    if specs[metric].itt_twin:  # the paper's, which leaves out what it could not judge
+        parts.append(f"failures left out, not ranked: see `{specs[metric].itt_twin}`")
     rate = (judge.get("incomplete") or {}).get(metric)
     if rate is not None:
         parts.append(f"**incomplete**: judge failures {rate:.1%}")

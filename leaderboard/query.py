@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from idbench.builders.display import DISPLAYS, show, show_text
-from idbench.builders.spec import DEFAULT_TASK, UNKNOWN_CELL, BenchmarkSpec, MetricSpec
+from idbench.builders.spec import DEFAULT_TASK, UNKNOWN_CELL, BenchmarkSpec, MetricSpec, version_key
 from idbench.leaderboard.judges import copies_mark, judge_key, judge_label
 from idbench.leaderboard.store import Store
 
@@ -232,6 +232,44 @@ def missing_metrics(row: Mapping[str, Any], spec: BenchmarkSpec) -> list[str]:
     return [m.name for m in spec.task_metrics(task_of(row)) if m.name not in overall]
 
 
+def stale_metrics(row: Mapping[str, Any], spec: BenchmarkSpec) -> list[str]:
+    """The suite's metrics whose name meant another quantity in the suite version the row was scored
+    with (``MetricSpec.defined_in`` later than the row's ``suite_version``: a judge failure left out
+    where it now scores 0). A row whose suite version is absent or not dotted digits (a hand-made one)
+    cannot be placed and has none."""
+    version = version_key(row.get("suite_version"))
+    if not version:
+        return []
+    return [m.name for m in spec.metric_suite if m.defined_in and version < version_key(m.defined_in)]
+
+
+def as_defined_now(results: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
+    """``results`` with each row's :func:`stale_metrics` taken out of its aggregates (overall, every
+    breakdown and subject-breakdown cell), so no table or plot shows or ranks an older quantity under
+    a metric's present name: the row lacks the metric (an incomplete suite, :func:`missing_metrics`)
+    until it is scored again. Rows without stale metrics are returned as they are."""
+    if results.empty or "aggregates" not in results:
+        return results
+    stale = [stale_metrics(row, spec) for _, row in results.iterrows()]
+    if not any(stale):
+        return results
+    out = results.copy()
+    out["aggregates"] = [_without(aggregates, names) if names else aggregates for aggregates, names in zip(results["aggregates"], stale)]
+    return out
+
+
+def _without(aggregates: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """A copy of ``aggregates`` whose every cell lacks the metrics ``names``."""
+    drop = set(names)
+    cell = lambda stats: {m: v for m, v in stats.items() if m not in drop}  # noqa: E731
+    out = dict(aggregates)
+    out["overall"] = cell(aggregates.get("overall") or {})
+    for key in ("breakdowns", "subject_breakdowns"):
+        if isinstance(aggregates.get(key), Mapping):
+            out[key] = {axis: {value: cell(stats) for value, stats in cells.items()} for axis, cells in aggregates[key].items()}
+    return out
+
+
 def tracks(spec: BenchmarkSpec) -> list[str]:
     """The leaderboard tracks of a benchmark: its tasks that submit images (a ranking is scored alone).
 
@@ -247,6 +285,9 @@ def marks(row: Mapping[str, Any], spec: BenchmarkSpec) -> str:
     out = [PLUMBING_MARK] if row.get("plumbing") else []
     if missing_metrics(row, spec):
         out.append(INCOMPLETE_MARK)
+    stale = stale_metrics(row, spec)
+    if stale:
+        out.append(f"suite {row.get('suite_version')}: {', '.join(stale)} redefined since (score again)")
     facts = row_facts(row, spec)
     if facts.copies_marked:
         out.append(facts.copies)
@@ -494,6 +535,7 @@ def ranked_table(
     mixed = sorted({task_of(row) for _, row in results.iterrows()}) if "task" in results else []
     if len(mixed) > 1:  # one ranking is one track: rows of other tasks have other metrics
         raise ValueError(f"{spec.name}: results of several tasks ({', '.join(mixed)}) in one ranking; rank each track apart")
+    results = as_defined_now(results, spec)  # no older quantity under a metric's present name
     metric = metric or default_metric(results, spec)
     specs = metric_specs(spec)
     if metric not in specs:

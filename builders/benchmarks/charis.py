@@ -126,22 +126,17 @@ SPEC = BenchmarkSpec(
         ),
         MetricSpec(
             "prompt_adherence",
-            "not in the paper: per pair, the share of the prompt's transformations (5-6 axes) the judge sees realised "
-            "in the generation relative to the reference; NaN (a counted judge failure) when the answer is unusable. "
-            "Shown beside prompt_adherence_itt, never ranked: a judge that fails on the hard items lifts it",
+            "not in the paper, intent to treat: per pair, the share of the prompt's transformations (5-6 axes) the judge "
+            "sees realised in the generation relative to the reference; a judge failure (no usable answer) scores 0 and "
+            "is counted in prompt_adherence.failure_rate (the adherence factor of charis_overall)",
             roles=(JUDGE_ROLE,),
-            itt_twin="prompt_adherence_itt",
-        ),
-        MetricSpec(
-            "prompt_adherence_itt",
-            "not in the paper: prompt_adherence by intent to treat, a judge failure scored 0 (the adherence factor "
-            "of charis_overall)",
-            roles=(JUDGE_ROLE,),
+            # Until 0.3 a judge failure was left out (NaN): a judge failing on the hard items read 1.000.
+            defined_in="0.4",
         ),
         MetricSpec(
             "charis_overall",
-            "not in the paper, the default ranking: per pair sqrt(charis_score_itt x adherence), adherence being "
-            "prompt_adherence with a judge failure scored 0; NaN on hide-prompts (counted). A geometric mean, as "
+            "not in the paper, the default ranking: per pair sqrt(charis_score_itt x prompt_adherence), a judge failure "
+            "scored 0 in either; NaN on hide-prompts (counted). A geometric mean, as "
             "OmniContext combines its criteria, so neither factor can be traded away: a copy of the reference "
             "(identity 1, adherence 0) scores 0",
             roles=(JUDGE_ROLE,),
@@ -149,15 +144,11 @@ SPEC = BenchmarkSpec(
         ),
         MetricSpec(
             "holistic_score",
-            "a single-question judge baseline (DreamBench++ style): identity preserved, rated 0-4, divided by 4; "
-            "NaN (a counted judge failure) when the answer is unusable. Shown beside holistic_score_itt, never ranked",
+            "not in the paper, intent to treat: a single-question judge baseline (DreamBench++ style), identity "
+            "preserved rated 0-4, divided by 4; a judge failure scores 0, the lowest rating, and is counted in "
+            "holistic_score.failure_rate",
             roles=(JUDGE_ROLE,),
-            itt_twin="holistic_score_itt",
-        ),
-        MetricSpec(
-            "holistic_score_itt",
-            "not in the paper: holistic_score by intent to treat, a judge failure scored 0 (the lowest rating)",
-            roles=(JUDGE_ROLE,),
+            defined_in="0.4",  # until 0.3 a judge failure was left out (NaN)
         ),
         MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)", roles=("clip",), display_source="CHARIS Table 3: CLIP 0.804-0.834, raw"),
         MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)", roles=("dinov2",), display_source="CHARIS Table 3: DINOv2 0.632-0.703, raw"),
@@ -200,5 +191,9 @@ SPEC = BenchmarkSpec(
     # 0.2: charis_score_itt, prompt_adherence, charis_overall (the default ranking), clip_t, clip_t_whole.
     # 0.3: prompt_adherence_itt and holistic_score_itt, the intent-to-treat twins; charis_score,
     # prompt_adherence and holistic_score shown beside them, never ranked.
-    suite_version="0.3",
+    # 0.4: every shown judged column is intent to treat or the paper's beside its twin (issue 28):
+    # prompt_adherence and holistic_score, which the paper does not define, score a judge failure 0
+    # under their own names; the 0.3 twins prompt_adherence_itt and holistic_score_itt are gone.
+    # charis_score (the paper's) is unchanged, shown beside charis_score_itt, never ranked.
+    suite_version="0.4",
 )

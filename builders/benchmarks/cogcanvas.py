@@ -172,7 +172,8 @@ SPEC = BenchmarkSpec(
     # 0.3: who became whom (found / missing / swapped / cloned / extra), id_sim_strict (the default ranking), layout and binding grounded on the located identities, items found for DINO-Sim; retrieval headline over identity slots with several candidates (items and background apart), the random ranker's expectation beside each
     # 0.4: attr_vqa_itt (judge failures count as not confirmed; it replaces attr_vqa in the ranking), judge controls and card
     # 0.5: id_arranged, the default ranking: a person's cosine counts only when found where the position graph puts it (id_sim_strict ranked a swapped, crossed or shifted row within 0.03 of the collage); id_arranged_vqa also needs the judge's paired binding
-    suite_version="0.5",
+    # 0.6: every shown judged column is intent to treat or the paper's beside its twin (issue 28): igc and attr_vqa.binding (the paper's) beside igc_itt and attr_vqa.binding_itt (the T2I ranking); attr_vqa_paired, igc_paired, binding_grounded_vqa and binding_grounded_vqa_paired (not the paper's) count a failed answer as not confirmed under their own names
+    suite_version="0.6",
     summary=(
         "Multi-subject reference-based generation: 2-5 persons, each bound to an object or fashion "
         "item, in a given background, with interaction and position graphs and yes/no questions "
@@ -274,18 +275,22 @@ SPEC = BenchmarkSpec(
         ),
         MetricSpec(
             "binding_grounded_vqa",
-            "not in the paper: the judge confirms the located person (marked in red) does the prompt's thing with its own item; "
-            "a person not found is not confirmed",
+            "not in the paper, intent to treat: the judge confirms the located person (marked in red) does the prompt's thing "
+            "with its own item; a person not found, or whose answer failed (counted in binding_grounded_vqa.failure_rate), "
+            "is not confirmed",
             display="percent",
             roles=(JUDGE_ROLE, "face", "detector"),
             missing_evidence="binding_grounded_vqa.not_located",
+            defined_in="0.6",  # until 0.5 a failed answer was left out (NaN)
         ),
         MetricSpec(
             "binding_grounded_vqa_paired",
-            "not in the paper: binding_grounded_vqa credited only when the judge also denies the located person has another person's item",
+            "not in the paper, intent to treat: binding_grounded_vqa credited only when the judge also denies the located person "
+            "has another person's item; a failed answer is not confirmed",
             display="percent",
             roles=(JUDGE_ROLE, "face", "detector"),
             missing_evidence="binding_grounded_vqa.not_located",
+            defined_in="0.6",  # until 0.5 a failed answer was left out (NaN)
         ),
         MetricSpec("dino_sim", "DINOv2 cosine of detected object/fashion crops vs their references", display="x100", roles=("detector", "dinov2")),
         MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper", display="clipscore", roles=("clip",), display_source=CLIP_T_SOURCE),
@@ -315,25 +320,47 @@ SPEC = BenchmarkSpec(
         ),
         MetricSpec(
             "igc",
-            "interaction graph consistency: share of the interaction and position facts an MLLM confirms",
+            "the paper's interaction graph consistency (IGC): share of the interaction and position facts an MLLM confirms, "
+            "over the facts it answered (a failed answer is left out, and counted in igc.failure_rate)",
+            display="percent",
+            roles=(JUDGE_ROLE,),
+            itt_twin="igc_itt",
+        ),
+        MetricSpec(
+            "igc_itt",
+            "not in the paper: IGC over every interaction and position fact asked, a failed answer counted as not confirmed",
             display="percent",
             roles=(JUDGE_ROLE,),
         ),
         MetricSpec(
             "attr_vqa_paired",
-            "yes-bias-robust Attr-VQA (not in the paper): a fact counts when confirmed and its paired negative denied",
+            "yes-bias-robust Attr-VQA (not in the paper), intent to treat: a fact counts when confirmed and its paired "
+            "negative denied; a fact whose answer (or its negative's) failed is not confirmed",
             display="percent",
             roles=(JUDGE_ROLE,),
+            defined_in="0.6",  # until 0.5 a failed pair was left out
         ),
         MetricSpec(
             "igc_paired",
-            "yes-bias-robust IGC (not in the paper): interaction and position facts confirmed with their negatives denied",
+            "yes-bias-robust IGC (not in the paper), intent to treat: interaction and position facts confirmed with their "
+            "negatives denied; a failed pair is not confirmed",
             display="percent",
             roles=(JUDGE_ROLE,),
+            defined_in="0.6",  # until 0.5 a failed pair was left out
         ),
         MetricSpec(
             "attr_vqa.binding",
-            "Attr-VQA on the binding facts only (which person holds or wears which item); the T2I task's Attr-VQA",
+            "Attr-VQA on the binding facts only (which person holds or wears which item), over the answered ones; the "
+            "paper's T2I Attr-VQA",
+            display="percent",
+            roles=(JUDGE_ROLE,),
+            tasks=("reference", "text-to-image"),
+            itt_twin="attr_vqa.binding_itt",
+        ),
+        MetricSpec(
+            "attr_vqa.binding_itt",
+            "not in the paper: attr_vqa.binding over every binding fact asked, a failed answer counted as not confirmed; "
+            "the T2I task's ranking",
             display="percent",
             roles=(JUDGE_ROLE,),
             tasks=("reference", "text-to-image"),
@@ -363,12 +390,12 @@ SPEC = BenchmarkSpec(
     # ignores surplus faces, so a picture of every identity of the pool would top it; id_sim_strict ranks
     # the right faces in the wrong places within 0.03 of the collage; docs/identity-grounding.md); its
     # judged twin id_arranged_vqa is a headline beside it (every run computes id_arranged first, so it
-    # never takes the default); the T2I task by binding Attr-VQA (with a judge) or count accuracy,
+    # never takes the default); the T2I task by binding Attr-VQA by intent to treat (with a judge) or count accuracy,
     # the retrieval task by the identity slots' P@1: whether the one reference a ranker would pick is
     # relevant, the paper's "select the best-matching reference". Its ceiling is 1 however many
     # references are relevant, where R@1's is 1/|relevant|; with one relevant image (today's data) the
     # two are equal.
-    ranking=("id_arranged", "id_arranged_vqa", "id_sim_strict", "id_sim", "dino_sim", "attr_vqa_itt", "clip_t", "attr_vqa.binding", "count_accuracy", "retrieval_p@1"),
+    ranking=("id_arranged", "id_arranged_vqa", "id_sim_strict", "id_sim", "dino_sim", "attr_vqa_itt", "clip_t", "attr_vqa.binding_itt", "count_accuracy", "retrieval_p@1"),
     limitations=(
         "Persons are identified by reference images; identities that a generator saw in pre-training can "
         "score well through memorization.",

@@ -7,9 +7,11 @@ the mean, so hiding the subject raises it. This module adds what a ranking needs
 - **Adherence** (:func:`evaluate_adherence`): one more judge request per pair (task
   ``charis.adherence``, through the same :class:`Judge` protocol and so cached like every answer):
   for each transformation the prompt asked for (``pair.axes``, with its phrase), an observation, then
-  whether image 2 shows it relative to image 1. ``prompt_adherence`` = the share of the prompted axes
-  the judge sees realised; NaN (a counted judge failure) when the answer is missing or breaks its
-  schema.
+  whether image 2 shows it relative to image 1. The verdict's score is the share of the prompted axes
+  the judge sees realised, None (a judge failure) when the answer is missing or breaks its schema;
+  the metric ``prompt_adherence`` is :func:`adherence_itt` of it, intent to treat: a failure scores 0
+  and is counted in ``prompt_adherence.failure_rate`` (suite 0.4; until then it was left out, and a
+  judge failing on the hard items read 1.000).
 - **Intent to treat** (:func:`hiding_phrases`, :func:`identity_itt`): a prompt that itself asks for
   the subject to be out of view (``transformations.yaml: hides_subject``: a back view, a distant small
   figure) is left out for every model alike; on every other prompt a missing category counts against

@@ -5,7 +5,9 @@ paper's point is that such a single, coarse question misses fine identity change
 on the same pairs, through the same judge and the same failure handling, makes that claim checkable.
 
 One request per pair, all pairs in one ``judge.ask`` batch. A failed or schema-breaking answer gives no
-rating (``None``) and counts as a judge failure; it is never scored as 0.
+rating (``None``) and counts as a judge failure; it is never read as a rating. The CHARIS metric
+``holistic_score`` scores it 0, the lowest rating (intent to treat, suite 0.4: a judge failing on the
+hard pairs cannot lift it), and counts it in ``holistic_score.failure_rate``.
 """
 
 from __future__ import annotations

@@ -16,31 +16,35 @@ bindings), the mean over questions, entities and prompts: an image that shows no
 one) scores 0. Here (one table per family, :data:`METRIC_KINDS` and :data:`PAIRED_METRIC_KINDS`):
 
 - ``attr_vqa``: the share of an image's facts (every "yes" question: binding, interaction,
-  position) the judge confirms; ``igc``: the same over the interaction and position facts;
+  position) the judge confirms; ``igc``: the same over the interaction and position facts (the
+  paper's Interaction Graph Consistency);
 - ``attr_vqa.binding`` / ``attr_vqa.interaction`` / ``attr_vqa.position``: per kind, so any other
   reading can be recomputed (the T2I auxiliary task's "Attr-VQA restricted to binding" is
   ``attr_vqa.binding``);
-- ``attr_vqa_paired`` / ``igc_paired`` (beyond the paper, named apart): a fact counts only when the
-  judge says yes to it **and** no to its paired negative (the "no" question that ``negates`` it), so
-  a judge that always says yes scores 0, as does one that always says no. Facts without a negative
+- ``attr_vqa_itt``, ``igc_itt``, ``attr_vqa.binding_itt`` (beyond the paper, named apart; the ranked
+  ones): the same facts as ``attr_vqa``, ``igc``, ``attr_vqa.binding``, but a fact whose answer failed
+  counts as **not confirmed** (intent to treat), so a judge that fails more often on one model's
+  images cannot raise that model's score. The paper's three are shown beside them, never ranked
+  (:data:`ITT_METRIC_KINDS`);
+- ``attr_vqa_paired`` / ``igc_paired`` (beyond the paper, named apart; intent to treat since suite
+  0.6): a fact counts only when the judge says yes to it **and** no to its paired negative (the "no"
+  question that ``negates`` it), so a judge that always says yes scores 0, as does one that always
+  says no; a fact whose answer or whose negative's failed is not confirmed. Facts without a negative
   (a two-person prompt's interaction) are left out of the paired variants and counted
   (``unpaired_facts`` in the summary);
-- ``attr_vqa_itt`` (beyond the paper, named apart; the ranked Attr-VQA): the same facts as
-  ``attr_vqa``, but a fact whose answer failed counts as **not confirmed** (intent to treat), so a
-  judge that fails more often on one model's images cannot raise that model's score;
 - ``attr_vqa.negative_yes_rate``: the share of the negatives the judge answered "yes": its yes-bias,
   shown beside the scores (an always-yes judge has 1, a judge answering from the true graph 0);
 - ``<metric>.failure_rate``: the share of the questions a metric needs that the judge gave no usable
   answer to.
 
-Accuracy is ``correct / answered``. A question whose answer failed (the request failed, the id is
-missing from the answer, answered twice with different answers, or not answered yes/no) is left out
-of the accuracy and counted as a judge failure; it is never scored as wrong (for a paired fact,
-either question failing leaves the fact out). The one exception is the intent-to-treat variant,
-``attr_vqa_itt``: ``correct / asked``, a failed fact counted as not confirmed. A per-sample value is the accuracy over that image's
-facts; the aggregate engine's mean over samples is then the paper's "mean accuracy across questions
-and prompts". An image with no answered fact of a group gets NaN (undefined, and counted as such by
-the aggregates), not 0.
+The paper's metrics (``attr_vqa``, ``igc``, ``attr_vqa.<kind>``) are ``correct / answered``: a question
+whose answer failed (the request failed, the id is missing from the answer, answered twice with
+different answers, or not answered yes/no) is left out and counted as a judge failure, and an image
+with no answered fact of a group gets NaN (undefined, and counted as such by the aggregates). The
+intent-to-treat ones (the ``_itt`` twins and the paired variants) are ``correct / asked``: a failed
+fact is not confirmed, so an image whose every answer failed scores 0. A per-sample value is the
+accuracy over that image's facts; the aggregate engine's mean over samples is then the paper's "mean
+accuracy across questions and prompts".
 
 By default one request per generated image carries all of its questions; its JSON schema demands an
 ``answers`` list with exactly the asked ids (``per_question=True`` asks one question per request
@@ -52,7 +56,7 @@ Example::
 
     items = vqa_items(data.prompt_rows, {pair: image_bytes for pair in pairs})
     run = score_images(judge, items)
-    run.results            # list[Result]: attr_vqa, attr_vqa_itt, igc, attr_vqa.<kind>, attr_vqa.failure_rate
+    run.results            # list[Result]: attr_vqa, attr_vqa_itt, igc, igc_itt, attr_vqa.<kind>, attr_vqa.failure_rate
     run.summary()          # pooled accuracies, failures by reason, per kind / group size
 """
 
@@ -84,8 +88,13 @@ PAIRED_METRIC_KINDS: dict[str, tuple[str, ...]] = {
     "attr_vqa_paired": QUESTION_KINDS,
     "igc_paired": ("interaction", "position"),
 }
-#: The intent-to-treat variants: accuracy over every fact asked, a failed answer counted as not confirmed.
-ITT_METRIC_KINDS: dict[str, tuple[str, ...]] = {"attr_vqa_itt": QUESTION_KINDS}
+#: The intent-to-treat twins of the paper's metrics: accuracy over every fact asked, a failed answer
+#: counted as not confirmed (the paired variants are intent to treat as they are).
+ITT_METRIC_KINDS: dict[str, tuple[str, ...]] = {
+    "attr_vqa_itt": QUESTION_KINDS,
+    "igc_itt": ("interaction", "position"),
+    "attr_vqa.binding_itt": ("binding",),
+}
 FAILURE_RATE = "attr_vqa.failure_rate"
 NEGATIVE_YES_RATE = "attr_vqa.negative_yes_rate"
 FACT = "yes"  # the expected answer of a ground-truth statement
@@ -488,9 +497,9 @@ def _questions_of(metric: str, outcomes: Sequence[QuestionOutcome]) -> list[Ques
 
 def sample_results(outcomes: Sequence[QuestionOutcome]) -> list[Result]:
     """Per-sample results, shaped like the scoring engine's: per (prompt_id, seed) one row per metric of
-    :data:`METRIC_KINDS` and :data:`PAIRED_METRIC_KINDS` (NaN when none of its facts was answered), the
-    failure rate over every question and over each paired metric's questions, and the yes-rate on the
-    negatives.
+    :data:`METRIC_KINDS` (NaN when none of its facts was answered), :data:`ITT_METRIC_KINDS` and
+    :data:`PAIRED_METRIC_KINDS` (0 when none was), the failure rate over every question and over each
+    paired metric's questions, and the yes-rate on the negatives.
 
     A metric with no fact of its kinds in the prompt at all (a paired IGC of a two-person prompt has
     only the position facts; the built questions always hold binding and position ones) is left out
@@ -509,10 +518,10 @@ def sample_results(outcomes: Sequence[QuestionOutcome]) -> list[Result]:
             counts = fact_tally(group, kinds)
             if counts.asked:
                 results.append(Result(prompt_id, seed, metric, float(counts.accuracy_itt)))
-        for metric, kinds in PAIRED_METRIC_KINDS.items():
+        for metric, kinds in PAIRED_METRIC_KINDS.items():  # intent to treat: a failed pair is not confirmed
             counts = paired_tally(group, kinds)
             if counts.asked:
-                results.append(Result(prompt_id, seed, metric, float(counts.accuracy)))
+                results.append(Result(prompt_id, seed, metric, float(counts.accuracy_itt)))
                 rate = tally(_questions_of(metric, group)).failure_rate
                 results.append(Result(prompt_id, seed, f"{metric}.failure_rate", float(rate)))
         results.append(Result(prompt_id, seed, FAILURE_RATE, float(tally(group).failure_rate)))
@@ -526,9 +535,10 @@ def _metric_tallies(outcomes: Sequence[QuestionOutcome]) -> dict[str, dict[str, 
     for metric, kinds in ITT_METRIC_KINDS.items():  # the same counts; its accuracy is correct / asked
         counts = fact_tally(outcomes, kinds)
         tallies[metric] = {**counts.as_dict(), "accuracy": _json_float(counts.accuracy_itt)}
-    for metric, kinds in PAIRED_METRIC_KINDS.items():
+    for metric, kinds in PAIRED_METRIC_KINDS.items():  # intent to treat: correct / asked
         per_image = [paired_tally(group, kinds) for group in _groups(outcomes, lambda o: (o.prompt_id, o.seed)).values()]
-        tallies[metric] = Tally(*(sum(getattr(t, f) for t in per_image) for f in ("correct", "incorrect", "failed"))).as_dict()
+        counts = Tally(*(sum(getattr(t, f) for t in per_image) for f in ("correct", "incorrect", "failed")))
+        tallies[metric] = {**counts.as_dict(), "accuracy": _json_float(counts.accuracy_itt)}
     return tallies
 
 

@@ -6,9 +6,13 @@ holistic judge, and the embedding baselines.
 :mod:`idbench.evaluate_pkg.judge.holistic`); without one they are reported as not run. A pair the
 judge could not settle has a NaN ``charis_score`` (and ``<metric>.failure_rate`` 1 for that image),
 never a made-up value; a pair with too little in view has a NaN ``charis_score`` and
-``charis_score.insufficient_evidence`` 1. The ranked variants follow intent to treat
-(docs/charis-judge.md): hide-prompts are NaN for every model and counted in
-``charis_score.hidden_by_prompt``; on the others a missing category or adherence answer scores 0.
+``charis_score.insufficient_evidence`` 1. ``charis_score`` is the paper's and is shown beside its
+intent-to-treat twin ``charis_score_itt``, never ranked. Every other judged metric follows intent to
+treat (docs/charis-judge.md): hide-prompts are NaN for every model and counted in
+``charis_score.hidden_by_prompt`` (``charis_score_itt``, ``charis_overall``); on the others a missing
+category, adherence answer or holistic rating scores 0 and is counted in ``<metric>.failure_rate``
+(and ``charis_score_itt.not_confirmed``), so neither hiding the subject nor making the judge fail lifts
+a score.
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ DIAGNOSTICS: dict[str, str] = {
 }
 NAN = float("nan")
 IDENTITY_METRICS = frozenset({"charis_score", "charis_score_itt", "charis_overall"})
-ADHERENCE_METRICS = frozenset({"prompt_adherence", "prompt_adherence_itt", "charis_overall"})
-HOLISTIC_METRICS = frozenset({"holistic_score", "holistic_score_itt"})
+ADHERENCE_METRICS = frozenset({"prompt_adherence", "charis_overall"})
+HOLISTIC_METRICS = frozenset({"holistic_score"})
 JUDGED_METRICS = IDENTITY_METRICS | ADHERENCE_METRICS | HOLISTIC_METRICS
 
 
@@ -90,12 +94,9 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
         ctx.notes["charis_judge"] = summarize(verdicts, ekb)
     if metrics & ADHERENCE_METRICS:
         for a in adherence:
-            if "prompt_adherence" in metrics:
-                results.append(Result(a.prompt_id, a.seed, "prompt_adherence", NAN if a.score is None else float(a.score)))
+            if "prompt_adherence" in metrics:  # intent to treat: a judge failure scores 0, and is counted
+                results.append(Result(a.prompt_id, a.seed, "prompt_adherence", adherence_itt(a)))
                 results.append(Result(a.prompt_id, a.seed, "prompt_adherence.failure_rate", float(a.judge_failure)))
-            if "prompt_adherence_itt" in metrics:
-                results.append(Result(a.prompt_id, a.seed, "prompt_adherence_itt", adherence_itt(a)))
-                results.append(Result(a.prompt_id, a.seed, "prompt_adherence_itt.failure_rate", float(a.judge_failure)))
             ctx.evidence.append((a.prompt_id, a.seed, "prompt_adherence", {"score": a.score, "failure": a.failure, **a.evidence}))
         ctx.notes["charis_adherence"] = summarize_adherence(adherence)
     if metrics & {"charis_score_itt", "charis_overall"}:
@@ -106,13 +107,9 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
             "phrases": sorted({phrase for h in hidden.values() for phrase in h.values()}),
         }
     if metrics & HOLISTIC_METRICS:
-        for r in ratings:
-            if "holistic_score" in metrics:
-                results.append(Result(r.prompt_id, r.seed, "holistic_score", NAN if r.score is None else float(r.score)))
-                results.append(Result(r.prompt_id, r.seed, "holistic_score.failure_rate", float(r.failure is not None)))
-            if "holistic_score_itt" in metrics:
-                results.append(Result(r.prompt_id, r.seed, "holistic_score_itt", 0.0 if r.score is None else float(r.score)))
-                results.append(Result(r.prompt_id, r.seed, "holistic_score_itt.failure_rate", float(r.failure is not None)))
+        for r in ratings:  # intent to treat: a judge failure scores 0, the lowest rating, and is counted
+            results.append(Result(r.prompt_id, r.seed, "holistic_score", 0.0 if r.score is None else float(r.score)))
+            results.append(Result(r.prompt_id, r.seed, "holistic_score.failure_rate", float(r.failure is not None)))
             ctx.evidence.append((r.prompt_id, r.seed, "holistic_score", {"rating": r.rating, "reasoning": r.reasoning, "failure": r.failure}))
         ctx.notes["holistic_judge"] = summarize_holistic(ratings)
     return results

@@ -32,7 +32,9 @@ PERSON_QUERY = "a person"
 PERSON_NMS_IOU = SUBJECT_NMS_IOU
 
 # The judged metrics: one set of answers (one request per image) gives them all.
-VQA_METRICS = frozenset({"attr_vqa", "attr_vqa_itt", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding"})
+VQA_METRICS = frozenset({"attr_vqa", "attr_vqa_itt", "igc", "igc_itt", "attr_vqa_paired", "igc_paired", "attr_vqa.binding", "attr_vqa.binding_itt"})
+# The T2I task's: the binding questions only.
+BINDING_VQA_METRICS = frozenset({"attr_vqa.binding", "attr_vqa.binding_itt"})
 # The metrics grounded on the located identities (``functional/identity.py``, ``functional/binding.py``):
 # not the paper's, named apart. All read one face assignment per image ("who became whom").
 IDENTITY_METRICS = frozenset({"id_sim", "id_sim_strict", "id_arranged", "layout_grounded", "binding_grounded"})
@@ -137,7 +139,7 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
     from idbench.evaluate_pkg.judge.vqa import ITT_METRIC_KINDS, METRIC_KINDS, fact_tally, score_images, vqa_items
 
     prompts = ctx.data.prompt_rows
-    if not metrics & (VQA_METRICS - {"attr_vqa.binding"}):  # the T2I task: ask the binding questions only
+    if not metrics & (VQA_METRICS - BINDING_VQA_METRICS):  # the T2I task: ask the binding questions only
         prompts = {p: {**row, "questions": [q for q in row["questions"] if q["kind"] == "binding"]} for p, row in prompts.items()}
     runs = [score_images(ctx.judge, vqa_items(prompts, chunk)) for chunk in ctx.generation_bytes(JUDGE_CHUNK)]
     run = runs[0]
@@ -150,7 +152,7 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
     for outcome in run.outcomes:
         by_image.setdefault((outcome.prompt_id, outcome.seed), []).append(outcome)
     for (prompt_id, seed), outcomes in by_image.items():
-        for metric in ("igc", "attr_vqa.binding", "attr_vqa_itt"):  # the failure rate over the metric's own facts, next to its score
+        for metric in ("igc", "igc_itt", "attr_vqa.binding", "attr_vqa.binding_itt", "attr_vqa_itt"):  # the failure rate over the metric's own facts
             if metric in metrics:
                 rate = fact_tally(outcomes, {**METRIC_KINDS, **ITT_METRIC_KINDS}[metric]).failure_rate
                 results.append(Result(prompt_id, seed, f"{metric}.failure_rate", float(rate)))
@@ -364,9 +366,9 @@ def _identities(ctx: Context, metrics: set[str], shared: _Lazy) -> list[Result]:
         if "binding_grounded" in metrics:
             results.extend(_binding_grounded(ctx, shared, bodies, evidence))
         if metrics & GROUNDED_VQA_METRICS and ctx.judge is not None:
-            judged = _binding_grounded_vqa(ctx, shared, bodies, evidence)
+            judged, failed = _binding_grounded_vqa(ctx, shared, bodies, evidence)
             if ARRANGED_VQA in metrics:
-                results.extend(_id_arranged_vqa(shared, where, judged))
+                results.extend(_id_arranged_vqa(shared, where, judged, failed))
             results.extend(r for r in judged if r.metric.split(".")[0] in metrics or "." in r.metric)
     ctx.evidence.extend((p, s, WHO, record) for (p, s), record in evidence.items())
     return results
@@ -455,13 +457,15 @@ def _binding_grounded(ctx: Context, shared: _Lazy, bodies, evidence) -> list[Res
     return results
 
 
-def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence) -> list[Result]:
+def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence) -> tuple[list[Result], set[tuple[str, int, str]]]:
     """The binding questions asked about the located person: each found person is marked with a red box
     on the generation and the judge asks whether *that* person does the prompt's thing with its own
     item (yes) and with another person's item (no); ``judge/grounded.py``. One request per found
     person. A person not found is not confirmed (0); no reference face: NaN, counted; a failed answer:
-    NaN, counted in ``binding_grounded_vqa.failure_rate``. Returns the results of both metrics (per
-    person and per image) and their diagnostics; the caller keeps those asked for."""
+    not confirmed (0, intent to treat since suite 0.6: a judge failing on the hard images cannot lift
+    it), counted in ``binding_grounded_vqa.failure_rate``. Returns the results of both metrics (per
+    person and per image) and their diagnostics, which the caller keeps as asked, and the (prompt,
+    seed, slot) of every failed answer."""
     from idbench.builders.graphs import binding_phrases
     from idbench.evaluate_pkg.judge import grounded
 
@@ -477,7 +481,7 @@ def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence) -> list
             planned.append((pair, slot, grounded.binding_request(grounded.mark_person(data, box), own, other)))
     answers = list(ctx.judge.ask([r for _, _, r in planned])) if planned else []
     read = {(pair, slot): grounded.read_binding(answer) for (pair, slot, _), answer in zip(planned, answers)}
-    results, failed, asked = [], 0, 0
+    results, failed, asked, failed_slots = [], 0, 0, set()
     for pair, loc in shared.located.items():
         prompt_id, seed = pair
         confirmed, paired, answered = [], [], {}
@@ -492,9 +496,10 @@ def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence) -> list
                 verdict = read[(pair, slot)]
                 image_asked += 1
                 answered[slot] = verdict.as_dict()
-                if verdict.failure:
+                if verdict.failure:  # not confirmed, and counted
                     image_failed += 1
-                    one = two = float("nan")
+                    failed_slots.add((prompt_id, seed, slot))
+                    one = two = 0.0
                 else:
                     one, two = float(verdict.own == "yes"), float(verdict.own == "yes" and verdict.other == "no")
             confirmed.append(one)
@@ -514,28 +519,30 @@ def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence) -> list
         "judge_model": ctx.judge.model, "requests": len(planned), "cached": sum(a.cached for a in answers),
         "failed": failed, "failure_rate": failed / asked if asked else None,
     }  # fmt: skip
-    return results
+    return results, failed_slots
 
 
-def _id_arranged_vqa(shared: _Lazy, where: dict, judged: list[Result]) -> list[Result]:
+def _id_arranged_vqa(shared: _Lazy, where: dict, judged: list[Result], failed: set[tuple[str, int, str]]) -> list[Result]:
     """``id_arranged`` with the judge's binding as a third factor: a person counts when found, placed
     and confirmed with its own item while denied another person's (``binding_grounded_vqa_paired`` of
     that person is 1). A placed person whose answer failed is counted 0 and in
     ``id_arranged_vqa.judge_failed`` (intent to treat: a judge failure never lifts a score, and is
-    never left out); placed but not confirmed: ``id_arranged_vqa.unbound``."""
+    never left out); placed but not confirmed: ``id_arranged_vqa.unbound``. ``failed``: the (prompt,
+    seed, slot) whose binding answer failed."""
     paired = {(r.prompt_id, r.seed, r.subject): r.value for r in judged if r.metric == "binding_grounded_vqa_paired" and r.subject}
     results = []
     for (prompt_id, seed), loc in shared.located.items():
         who, at = loc.assignment, where[(prompt_id, seed)]
         slots = [p["slot"] for p in loc.persons]
         answer = np.array([paired.get((prompt_id, seed, slot), np.nan) for slot in slots], dtype=np.float64)
-        bound = answer == 1.0  # NaN (a failed answer, no reference face) and 0 are not bound
+        bound = answer == 1.0  # a failed answer (0), no reference face (NaN) and 0 are not bound
+        judge_failed = np.array([(prompt_id, seed, slot) in failed for slot in slots], dtype=bool)
         placed = who.found & at
         value, per = F.id_arranged(who, at, int(loc.paper.without_face), bound=bound)
         results.append(Result(prompt_id, seed, ARRANGED_VQA, value))
         results.extend(Result(prompt_id, seed, ARRANGED_VQA, float(v), slot) for slot, v in zip(slots, per))
-        results.append(Result(prompt_id, seed, "id_arranged_vqa.unbound", float((placed & (answer == 0.0)).sum())))
-        results.append(Result(prompt_id, seed, "id_arranged_vqa.judge_failed", float((placed & np.isnan(answer)).sum())))
+        results.append(Result(prompt_id, seed, "id_arranged_vqa.unbound", float((placed & (answer == 0.0) & ~judge_failed).sum())))
+        results.append(Result(prompt_id, seed, "id_arranged_vqa.judge_failed", float((placed & judge_failed).sum())))
     return results
 
 

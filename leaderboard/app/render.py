@@ -107,8 +107,9 @@ def store() -> Store:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _current_results(home: str, benchmark: str, task: str, version: tuple[int, int, int]) -> pd.DataFrame:
-    # ``version`` is only part of the cache key: a new result changes it and misses the cache.
-    return Store(Path(home)).current_results(benchmark, task)
+    # ``version`` is only part of the cache key: a new result changes it and misses the cache. A metric
+    # redefined since a row's suite version is taken out of that row (query.as_defined_now).
+    return query.as_defined_now(Store(Path(home)).current_results(benchmark, task), get_benchmark(benchmark))
 
 
 def current_results(benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
@@ -379,7 +380,7 @@ def benchmark_page(benchmark: str) -> None:
         help="Rows that lack a metric of the suite (a judged metric with no judge configured, say): "
         "their ranking is not comparable on every axis.",
     )
-    judge, include_copies, include_uncalibrated, judge_param = _judge_controls(benchmark, results, spec, metric, picked, notes)
+    judge, include, judge_param = _judge_controls(benchmark, results, spec, metric, picked, notes)
     link_notes(notes)
     chosen = {"metric": metric if metric != default_metric else None, **choices, "family": family, "search": search.strip() or None}
     chosen |= judge_param
@@ -389,7 +390,8 @@ def benchmark_page(benchmark: str) -> None:
         chosen["track"] = track
     st.query_params.from_dict({k: v for k, v in chosen.items() if v is not None})
     view = dict(include_plumbing=plumbing, include_incomplete=incomplete, family=family, judge=judge,
-                include_copies=include_copies, include_uncalibrated=include_uncalibrated)
+                include_copies=include["copies"], include_uncalibrated=include["uncalibrated"],
+                include_judge_failures=include["judge_failures"])
 
     try:
         table = query.ranked_table(results, spec, metric=metric, filters=filters, **view)
@@ -442,11 +444,12 @@ def benchmark_page(benchmark: str) -> None:
 
 def _judge_controls(
     benchmark: str, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, picked: list[str], notes: list[str]
-) -> tuple[str | None, bool, bool, dict[str, str | None]]:
+) -> tuple[str | None, dict[str, bool], dict[str, str | None]]:
     """The judge selector (shown when a judged metric ranks or is shown: the judge with the most rows
     first and by default) and the switches that rank rows shown apart by default (copy-marked rows,
-    rows of an uncalibrated judge; offered only when there are some). Returns ``(judge key or ""
-    for the default, include copies, include uncalibrated, their URL parameters)``."""
+    rows of an uncalibrated judge, rows whose judge failed on more than 5 % of a judged metric;
+    offered only when there are some). Returns ``(judge key or "" for the default, {"copies",
+    "uncalibrated", "judge_failures": include?}, their URL parameters)``."""
     specs = query.metric_specs(spec)
     choices = query.judge_choices(results, spec)
     judge, params = "", {}
@@ -466,13 +469,16 @@ def _judge_controls(
          "A row whose generations are near-duplicates of the references (above the marked share) is shown apart by default."),
         ("uncalibrated", any(f.calibrated is False for f in facts), "rank rows of an uncalibrated judge",
          "A judge that failed its control pairs (the judge card) does not rank its rows on judged metrics by default."),
+        ("judge_failures", any(f.incomplete for f in facts), "rank rows whose judge failed on over 5 %",
+         "A row whose judge gave no usable answer on more than 5 % of a judged metric's questions is incomplete: "
+         "shown apart, not ranked on judged metrics by default (its judged columns count those failures as 0)."),
     ):  # fmt: skip
         include[name] = False
         if present:
             initial(f"{benchmark}-{name}", name, (True, False), False, notes, parse=parse_bool)
             include[name] = st.checkbox(label, key=f"{benchmark}-{name}", help=help_text)
             params[name] = _flag(include[name], False)
-    return judge, include["copies"], include["uncalibrated"], params
+    return judge, include, params
 
 
 def _judge_captions(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, judge: str) -> None:

@@ -255,9 +255,8 @@ def test_a_judge_that_fails_on_hard_images_does_not_lift_a_model(built):
     hard = set(prompts[::3])  # the model draws a blank canvas there
     write_follows(data, root / "mixed", keep=lambda p: p not in hard)
     hard_texts = {data.prompt_rows[p]["prompt"] for p in hard}
-    metrics = (*RANKED, "prompt_adherence_itt")
-    truthful, _ = _score(root, data, "mixed", PixelJudge("truthful"), metrics)
-    failing, _ = _score(root, data, "mixed", PixelJudge("fails-on-hard", fail=lambda text: text in hard_texts), metrics)
+    truthful, _ = _score(root, data, "mixed", PixelJudge("truthful"))
+    failing, _ = _score(root, data, "mixed", PixelJudge("fails-on-hard", fail=lambda text: text in hard_texts))
     # Left out, the failures lift the paper's score to 1; the ranked variants count them as 0.
     assert failing["charis_score"]["mean"] == pytest.approx(1.0)
     assert truthful["charis_score"]["mean"] == pytest.approx(1 - len(hard) / len(prompts))  # blank: mismatch
@@ -265,11 +264,11 @@ def test_a_judge_that_fails_on_hard_images_does_not_lift_a_model(built):
         assert failing[metric]["mean"] <= truthful[metric]["mean"] + 1e-12
     assert failing["charis_overall"]["mean"] == pytest.approx(truthful["charis_overall"]["mean"])
     assert failing["charis_overall.failure_rate"]["mean"] == pytest.approx(len(hard) / len(prompts))
-    # Adherence too: left out, the failures lift prompt_adherence to 1 (which is why it is never ranked
-    # and is shown beside its twin); prompt_adherence_itt scores them 0, as the blank deserves.
-    assert failing["prompt_adherence"]["mean"] == pytest.approx(1.0)
-    assert failing["prompt_adherence_itt"]["mean"] == pytest.approx(1 - len(hard) / len(prompts))
-    assert failing["prompt_adherence_itt"]["mean"] <= truthful["prompt_adherence_itt"]["mean"] + 1e-12
+    # Adherence too (intent to treat since suite 0.4; left out, the failures lifted it to 1.000): the
+    # failures score 0, as the blank deserves, and are counted.
+    assert failing["prompt_adherence"]["mean"] == pytest.approx(1 - len(hard) / len(prompts))
+    assert failing["prompt_adherence"]["mean"] <= truthful["prompt_adherence"]["mean"] + 1e-12
+    assert failing["prompt_adherence.failure_rate"]["mean"] == pytest.approx(len(hard) / len(prompts))
 
 
 def test_the_hide_prompts_are_the_same_for_every_model_left_out_and_counted(built):

@@ -127,10 +127,13 @@ def test_per_sample_accuracies_by_hand():
     assert got[("p1", "attr_vqa.interaction")] == pytest.approx(1.0)
     assert got[("p1", "attr_vqa.position")] == pytest.approx(1.0)
     assert got[("p1", "attr_vqa.failure_rate")] == pytest.approx(2 / 7)  # q04 missing, q07 invalid
-    # Paired: q01 with q02 (q02 wrongly "yes") -> wrong; q03 with q04 (missing) -> failed; q05 has no
-    # negative -> left out; q06 with q07 (invalid) -> failed. 0 of 1 answered; IGC's only pair failed.
+    # No fact of p1 failed, so the intent-to-treat twins read the same.
+    assert got[("p1", "attr_vqa_itt")] == got[("p1", "igc_itt")] == got[("p1", "attr_vqa.binding_itt")] == pytest.approx(1.0)
+    # Paired (intent to treat, suite 0.6): q01 with q02 (q02 wrongly "yes") -> wrong; q03 with q04
+    # (missing) -> failed, not confirmed; q05 has no negative -> left out; q06 with q07 (invalid) ->
+    # failed. 0 of 3 asked; IGC's only pair failed: 0 of 1 (it was left out, NaN, until 0.5).
     assert got[("p1", "attr_vqa_paired")] == pytest.approx(0.0)
-    assert math.isnan(got[("p1", "igc_paired")])
+    assert got[("p1", "igc_paired")] == pytest.approx(0.0)
     assert got[("p1", "attr_vqa_paired.failure_rate")] == pytest.approx(2 / 6)  # q01-q04, q06, q07
     assert got[("p1", "igc_paired.failure_rate")] == pytest.approx(1 / 2)  # q06, q07
     assert got[("p1", "attr_vqa.negative_yes_rate")] == pytest.approx(1.0)  # q02, the only answered negative
@@ -141,13 +144,18 @@ def test_per_sample_accuracies_by_hand():
     assert got[("p2", "attr_vqa.interaction")] == pytest.approx(0.0)
     assert got[("p2", "attr_vqa.position")] == pytest.approx(0.0)
     assert got[("p2", "attr_vqa.failure_rate")] == pytest.approx(1 / 6)  # q06 conflicting
-    # Paired: q01/q02 right; q03/q04 wrong (fact denied); q05/q06 failed -> 1 of 2; IGC 0 of 1.
-    assert got[("p2", "attr_vqa_paired")] == pytest.approx(1 / 2)
+    # No fact of p2 failed (q06 is a negative): the twins read the same.
+    assert got[("p2", "attr_vqa_itt")] == pytest.approx(1 / 3) and got[("p2", "igc_itt")] == pytest.approx(0.0)
+    assert got[("p2", "attr_vqa.binding_itt")] == pytest.approx(1.0)
+    # Paired: q01/q02 right; q03/q04 wrong (fact denied); q05/q06 failed, not confirmed -> 1 of 3 (1 of 2
+    # answered, the reading until suite 0.5); IGC 0 of 2.
+    assert got[("p2", "attr_vqa_paired")] == pytest.approx(1 / 3)
     assert got[("p2", "igc_paired")] == pytest.approx(0.0)
     assert got[("p2", "attr_vqa.negative_yes_rate")] == pytest.approx(0.0)  # q02 and q04 said "no"
     assert {r.seed for r in run.results} == {0} and {r.subject for r in run.results} == {""}
-    # 5 fact metrics, attr_vqa_itt, 2 paired metrics with their failure rates, the failure rate and the yes-rate.
-    assert len(run.results) == 2 * 12
+    # 5 fact metrics, 3 intent-to-treat twins, 2 paired metrics with their failure rates, the failure
+    # rate and the yes-rate.
+    assert len(run.results) == 2 * 14
 
 
 def test_pooled_summary_by_hand():
@@ -164,10 +172,10 @@ def test_pooled_summary_by_hand():
     assert summary["metrics"]["attr_vqa_itt"]["accuracy"] == pytest.approx(5 / 7)
     # IGC facts pooled: p1 q05, q06 confirmed; p2 q03, q05 denied -> 2 of 4.
     assert summary["metrics"]["igc"]["accuracy"] == pytest.approx(2 / 4)
-    # Paired pooled: p1 1 wrong, 2 failed; p2 1 right, 1 wrong, 1 failed.
+    # Paired pooled: p1 1 wrong, 2 failed; p2 1 right, 1 wrong, 1 failed: 1 of 6 asked (intent to treat).
     assert summary["metrics"]["attr_vqa_paired"] == {
         "asked": 6, "answered": 3, "correct": 1, "incorrect": 2, "failed": 3,
-        "accuracy": pytest.approx(1 / 3), "failure_rate": pytest.approx(3 / 6),
+        "accuracy": pytest.approx(1 / 6), "failure_rate": pytest.approx(3 / 6),
     }
     assert summary["negative_yes_rate"] == pytest.approx(1 / 3)  # p1 q02 yes; p2 q02, q04 no
     # by_kind counts every question, facts and negatives: binding p1 q01 ok, q02 wrong, q03 ok; p2 q01, q02 ok.
@@ -189,16 +197,21 @@ def test_a_failed_request_is_a_failure_never_a_wrong_answer():
 
     run = vqa.score_images(ScriptedJudge(script), [P1, P2])
     got = values(run.results)
-    # p2 has no usable answer: every accuracy is undefined (NaN), not 0, and all its questions failed.
-    for metric in [*vqa.METRIC_KINDS, *vqa.PAIRED_METRIC_KINDS, vqa.NEGATIVE_YES_RATE]:
+    # p2 has no usable answer: the paper's accuracies are undefined (NaN), not 0, and all its questions
+    # failed; the intent-to-treat ones (the twins and the paired variants) score it 0, not confirmed.
+    for metric in [*vqa.METRIC_KINDS, vqa.NEGATIVE_YES_RATE]:
         assert math.isnan(got[("p2", metric)])
+    for metric in [*vqa.ITT_METRIC_KINDS, *vqa.PAIRED_METRIC_KINDS]:
+        assert got[("p2", metric)] == 0.0, metric
     assert got[("p2", "attr_vqa.failure_rate")] == 1.0
     assert got[("p1", "attr_vqa")] == pytest.approx(1.0)  # p1 unaffected
     summary = run.summary()
     assert summary["failed_requests"] == 1
     assert summary["failures"]["by_reason"][vqa.FAIL_JUDGE] == 6
-    # Pooled accuracy is over answered facts only: p1's 4 of 4; p2's 3 facts failed.
+    # The paper's pooled accuracy is over answered facts only: p1's 4 of 4; p2's 3 facts failed. Its
+    # twin counts them: 4 of 7.
     assert summary["metrics"]["attr_vqa"]["accuracy"] == pytest.approx(1.0)
+    assert summary["metrics"]["attr_vqa_itt"]["accuracy"] == pytest.approx(4 / 7)
     assert summary["metrics"]["attr_vqa"]["failure_rate"] == pytest.approx(3 / 7)
     assert all(o.detail and "could not parse" in o.detail for o in run.outcomes if o.prompt_id == "p2")
 

@@ -51,9 +51,13 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("judges-app") / "home"
+    return _fill(tmp_path_factory.mktemp("judges-app") / "home", ROWS)
+
+
+def _fill(root: Path, rows) -> Path:
+    """A store at ``root`` holding one scored CHARIS result per (model, number, judge, copies) of ``rows``."""
     store = Store(root)
-    for model, charis, judge, copies in ROWS:
+    for model, charis, judge, copies in rows:
         overall = {m.name: {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.55, "n": 10, "n_nan": 0} for m in CHARIS.task_metrics("reference")}
         # The default ranking (charis_overall) and the paper's score get the row's number, 2 of 10 pairs NaN.
         for name in ("charis_overall", "charis_score"):
@@ -110,6 +114,33 @@ def test_a_judged_ranking_is_among_one_judge_and_copies_stand_apart(home, monkey
     at.checkbox(key="charis-uncalibrated").check().run()
     at.selectbox(key="charis-judge").select_index(0).run()
     assert _models(at.dataframe[0].value) == ["copy", "lenient", "follows", "other"]
+
+
+# A judge that failed on 31 % of charis_overall's pairs (judge.card: incomplete above 5 %).
+INCOMPLETE = [
+    ("follows", 0.80, SMALL | {"card": _card(True), "calibrated": True, "incomplete": {}}, _copies(0.0, False)),
+    ("failing-judge", 0.99, SMALL | {"card": _card(True), "calibrated": True, "incomplete": {"charis_overall": 0.31}},
+     _copies(0.0, False)),
+]
+
+
+def test_a_run_whose_judge_failed_on_over_5_percent_is_listed_apart_until_the_switch_ranks_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("IDBENCH_HOME", str(_fill(tmp_path / "home", INCOMPLETE)))
+    at = AppTest.from_function(_charis_page, default_timeout=TIMEOUT).run()
+    assert not at.exception and at.selectbox(key="charis-metric").value == "charis_overall"
+    ranked, apart = at.dataframe
+    assert _models(ranked.value) == ["follows"] and _models(apart.value) == ["failing-judge"]
+    text = " ".join(t.value for t in at.text)
+    assert "failing-judge (submission 2): judge failed on 31 % of charis_overall (over 5 %)" in text
+    switch = at.checkbox(key="charis-judge_failures")
+    assert switch.value is False and switch.label == "rank rows whose judge failed on over 5 %"
+    switch.check().run()
+    assert len(at.dataframe) == 1 and _models(at.dataframe[0].value) == ["failing-judge", "follows"]
+    assert at.query_params["judge_failures"] == "1"
+    # An unjudged ranking never set it apart (its embedding columns are complete).
+    at.checkbox(key="charis-judge_failures").uncheck().run()
+    at.selectbox(key="charis-metric").select("dino_sim").run()
+    assert _models(at.dataframe[0].value) == ["failing-judge", "follows"]
 
 
 def test_on_an_unjudged_metric_the_copy_is_still_not_first(home, monkeypatch):

@@ -57,7 +57,8 @@ RUNS: dict[str, tuple[int | None, int, tuple[str, ...]]] = {
 }
 # Judged runs: (benchmark, picture, judge, metrics). Scripted judges never look at the picture; it is
 # named for what the judge's answers would be true of.
-VQA = ("attr_vqa", "igc", "attr_vqa_paired", "igc_paired", "attr_vqa.binding")  # attr_vqa.binding: the T2I track's Attr-VQA
+# attr_vqa.binding: the T2I track's Attr-VQA; the _itt twins are the ranked ones (a failed answer not confirmed).
+VQA = ("attr_vqa", "attr_vqa_itt", "igc", "igc_itt", "attr_vqa_paired", "igc_paired", "attr_vqa.binding", "attr_vqa.binding_itt")
 JUDGED = (
     ("charis", "copy", "always-yes", ("charis_score",)),
     ("charis", "copy", "always-no", ("charis_score",)),
@@ -434,6 +435,9 @@ def _cogcanvas() -> list[Prop]:
         Prop(b, "blank+always-no", "igc", "= 0", equals("blank+always-no", "igc", 0.0)),
         Prop(b, "blank+always-yes", "attr_vqa.binding", "= 1 (the T2I track's Attr-VQA, the paper's definition)", equals("blank+always-yes", "attr_vqa.binding", 1.0)),
         Prop(b, "blank+always-no", "attr_vqa.binding", "= 0", equals("blank+always-no", "attr_vqa.binding", 0.0)),
+        # The twins read as the paper's wherever the judge answers: only failures tell them apart.
+        *(Prop(b, f"blank+{judge}", twin, f"= {value:g}, as {twin.removesuffix('_itt')} (every answer usable)", equals(f"blank+{judge}", twin, value))
+          for twin in ("attr_vqa_itt", "igc_itt", "attr_vqa.binding_itt") for judge, value in (("always-yes", 1.0), ("always-no", 0.0))),
         Prop(b, "blank+always-no", "attr_vqa_paired", "= 0", mean_is("blank+always-no", "attr_vqa_paired", 0.0)),
         Prop(b, "blank+always-no", "igc_paired", "= 0", mean_is("blank+always-no", "igc_paired", 0.0)),
         Prop(b, "blank+always-no", "attr_vqa.negative_yes_rate", "= 0", equals("blank+always-no", "attr_vqa.negative_yes_rate", 0.0)),

@@ -353,7 +353,7 @@ def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path
     assert summary["task"] == "text-to-image"
     # The copy check runs on every task: a text-to-image model that returns the benchmark's references is flagged too.
     assert produced == {"count_accuracy", "persons_detected", "attr_vqa.binding", "attr_vqa.binding.failure_rate",
-                        "copy.flag", "copy.pasted", "copy.foreign"}
+                        "attr_vqa.binding_itt", "attr_vqa.binding_itt.failure_rate", "copy.flag", "copy.pasted", "copy.foreign"}
     check_suite_contract(data.spec, summary, produced, suite_for("cogcanvas"))
     for metric in ("id_sim", "dino_sim", "bg_sim", "clip_t", "aesthetic", "attr_vqa", "igc"):
         assert summary["not_run"][metric].startswith(T2I_REASON)
@@ -365,11 +365,13 @@ def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path
     assert sorted(q for picture, q in judge.asked_of if picture in pictures) == sorted(binding)
     assert any(picture not in pictures for picture, _ in judge.asked_of)  # the judge card's controls were asked
     # Always yes: every binding fact confirmed, nothing failed.
-    assert summary["aggregates"]["overall"]["attr_vqa.binding"]["mean"] == 1.0
-    assert summary["aggregates"]["overall"]["attr_vqa.binding.failure_rate"]["mean"] == 0.0
+    for metric in ("attr_vqa.binding", "attr_vqa.binding_itt"):  # the paper's and its twin, the track's ranking
+        assert summary["aggregates"]["overall"][metric]["mean"] == 1.0
+        assert summary["aggregates"]["overall"][f"{metric}.failure_rate"]["mean"] == 0.0
     # Without a judge the binding Attr-VQA is not run, with the reason; count accuracy still is.
     bare = score_submission(sub, data, None, ScoreOptions(profile="tiny"), cache_dir=root / "cache", progress=False)
-    assert bare["not_run"]["attr_vqa.binding"] == NO_JUDGE and "count_accuracy" in bare["aggregates"]["overall"]
+    assert bare["not_run"]["attr_vqa.binding"] == bare["not_run"]["attr_vqa.binding_itt"] == NO_JUDGE
+    assert "count_accuracy" in bare["aggregates"]["overall"]
 
 
 def test_a_text_to_image_submission_ranks_on_its_own_track(built, tmp_path):

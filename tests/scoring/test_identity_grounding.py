@@ -550,8 +550,10 @@ def test_who_became_whom_evidence_is_stored(scored):
     assert scored.runs["crossed"].notes["who_became_whom"]["same_identity_cosine"] == 0.95
 
 
-def test_judge_failures_are_counted_not_scored(scored):
-    """A judge whose grounded answers all fail: NaN and a failure rate of 1, never a 0 or a 1."""
+def test_judge_failures_are_counted_and_score_zero(scored):
+    """A judge whose grounded answers all fail: a failure rate of 1, and every person asked about not
+    confirmed (0, intent to treat since suite 0.6; left out, a judge failing on the hard images would
+    lift the score), never a 1."""
 
     class Failing:
         model = "scripted-failing"
@@ -565,11 +567,12 @@ def test_judge_failures_are_counted_not_scored(scored):
     overall, notes = summary["aggregates"]["overall"], summary["notes"]["binding_grounded_vqa"]
     assert overall["binding_grounded_vqa.failure_rate"]["mean"] == pytest.approx(1.0)
     assert notes["failed"] == notes["requests"] > 0
-    # Every person asked about is NaN (never a 1 or a 0); only the persons never found score 0.
+    # Every person asked about scores 0 (not confirmed), as do the persons never found.
     collage = scored.runs["collage"].rows
     found = collage[collage["metric"] == "who.found"]["value"].sum()
     assert notes["requests"] == found
-    assert overall["binding_grounded_vqa"]["mean"] in (None, 0.0)
+    assert overall["binding_grounded_vqa"]["mean"] == 0.0 and overall["binding_grounded_vqa"]["n_nan"] == 0
+    assert summary["judge"]["incomplete"]["binding_grounded_vqa"] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("interaction", sorted(ITEM_INTERACTIONS))
