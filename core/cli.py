@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from idbench.errors import IdbenchError, disk_full
+from idbench.errors import IdbenchError, disk_full, failed_path, storage_failure
 
 DEFAULT_DEMO_OUT = Path("idbench-output")
 
@@ -1085,10 +1085,17 @@ def _run_command(args: argparse.Namespace) -> int:
             print(f"idbench {args.command}: error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - a full disk gets one line; anything else is a bug, traceback kept
-        if not disk_full(err):
+        if not storage_failure(err):  # a full or failing disk, a file SQLite cannot read or write
             raise
-        print(f"idbench {args.command}: error: disk full ({' '.join(str(err).split())}); the command stopped there: "
-              "free space and run it again", file=sys.stderr)  # fmt: skip
+        path = failed_path(err)
+        where = f" at {path}" if path and path not in str(err) else ""
+        text = " ".join(str(err).split()) or type(err).__name__
+        if disk_full(err):
+            print(f"idbench {args.command}: error: disk full{where} ({text}); the command stopped there: "
+                  "free space and run it again", file=sys.stderr)  # fmt: skip
+        else:
+            print(f"idbench {args.command}: error: a file could not be read or written{where} ({text}); the command stopped "
+                  "there: check the disk and run it again", file=sys.stderr)  # fmt: skip
         return 2
 
 

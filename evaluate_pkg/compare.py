@@ -42,18 +42,149 @@ class Run:
     results: pd.DataFrame
 
 
+#: The columns of results.parquet a comparison reads.
+RESULT_COLUMNS = ("prompt_id", "seed", "metric", "subject", "value")
+# aggregates.json is a few hundred kB for the largest benchmark; a bound keeps a stray huge file out of memory
+MAX_AGGREGATES_BYTES = 256 << 20
+
+
 def load_run(folder: str | Path) -> Run:
-    """A results folder of ``idbench score``: aggregates.json and results.parquet."""
+    """A results folder of ``idbench score``: aggregates.json and results.parquet, both checked.
+
+    Anything a comparison cannot read (a missing or unreadable file, a wrong type, a missing column, an
+    unknown benchmark or metric, an infinite value) is one :class:`CompareError` naming the folder, the
+    file and the field. NaN values are kept: in results.parquet NaN is a metric undefined for a sample
+    (no face found), left out of the pairs as the scorer leaves it out of the means.
+    """
     folder = Path(folder)
+    if not folder.is_dir():
+        raise CompareError(f"{folder}: {'no such folder' if not folder.exists() else 'not a folder'}; "
+                           "give a results folder of `idbench score` (aggregates.json, results.parquet)")  # fmt: skip
     aggregates, parquet = folder / "aggregates.json", folder / "results.parquet"
     for path in (aggregates, parquet):
         if not path.is_file():
             raise CompareError(f"{folder}: not a results folder of `idbench score` (no {path.name})")
+    summary = _read_summary(aggregates)
+    return Run(folder, summary, _read_results(parquet, summary))
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
     try:
-        summary = json.loads(aggregates.read_text())
-    except json.JSONDecodeError as err:
-        raise CompareError(f"{aggregates}: unreadable ({err})") from None
-    return Run(folder, summary, pd.read_parquet(parquet))
+        if path.stat().st_size > MAX_AGGREGATES_BYTES:
+            raise CompareError(f"{path}: {path.stat().st_size} bytes, more than the {MAX_AGGREGATES_BYTES} an aggregates.json may have")
+        summary = json.loads(path.read_bytes().decode("utf-8"))
+    except CompareError:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
+        raise CompareError(f"{path}: unreadable ({_one_line(err)})") from None
+    _check_summary(path, summary)
+    return summary
+
+
+def _check_summary(path: Path, summary: Any) -> None:
+    """The fields of aggregates.json a comparison reads, with their types; a wrong one names ``path`` and the field."""
+    from idbench.builders.benchmarks import BENCHMARKS
+
+    def bad(field: str, what: str) -> CompareError:
+        return CompareError(f"{path}: field {field} {what}")
+
+    if not isinstance(summary, dict):
+        raise CompareError(f"{path}: not a JSON object (a {type(summary).__name__}); not an aggregates.json of `idbench score`")
+    benchmark = summary.get("benchmark")
+    if not isinstance(benchmark, str):
+        raise bad("benchmark", "is missing" if benchmark is None else f"is a {type(benchmark).__name__}, not a benchmark name")
+    if benchmark not in BENCHMARKS:
+        raise bad("benchmark", f"names an unknown benchmark {benchmark[:80]!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    for field, kind in (("submission", dict), ("aggregates", dict)):
+        if summary.get(field) is not None and not isinstance(summary[field], kind):
+            raise bad(field, f"is a {type(summary[field]).__name__}, not an object")
+    model = (summary.get("submission") or {}).get("model")
+    if model is not None and not isinstance(model, str):
+        raise bad("submission.model", f"is a {type(model).__name__}, not a name")
+    if "plumbing" in summary and not isinstance(summary["plumbing"], (bool, type(None))):
+        raise bad("plumbing", f"is a {type(summary['plumbing']).__name__}, not true or false")
+    aggregates = summary.get("aggregates") or {}
+    resampling = aggregates.get("resampling")
+    if resampling:
+        if not isinstance(resampling, dict):
+            raise bad("aggregates.resampling", f"is a {type(resampling).__name__}, not an object")
+        factors = resampling.get("factors")
+        if not isinstance(factors, list) or not factors or not all(isinstance(f, str) and f for f in factors):
+            raise bad("aggregates.resampling.factors", f"is {json.dumps(factors, default=str)[:80]}, not a list of factor names")
+        if not isinstance(resampling.get("method"), str):
+            raise bad("aggregates.resampling.method", "is not a text")
+        units = resampling.get("prompt_units") or {}
+        if not isinstance(units, dict) or not all(
+            isinstance(u, dict) and all(isinstance(v, list) and all(isinstance(i, (str, int)) for i in v) for v in u.values())
+            for u in units.values()
+        ):
+            raise bad("aggregates.resampling.prompt_units", "is not an object of prompt id -> {factor: [units]}")
+    cells = aggregates.get("breakdown_prompts")
+    if cells:
+        if not isinstance(cells, dict) or not all(
+            isinstance(labels, dict) and all(isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in labels.values())
+            for labels in cells.values()
+        ):
+            raise bad("aggregates.breakdown_prompts", "is not an object of axes -> {cell: [prompt ids]}")
+
+
+def _read_results(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
+    try:
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path)
+        missing = [name for name in RESULT_COLUMNS if name not in schema.names]
+        if missing:
+            raise CompareError(f"{path}: no column {', '.join(missing)} (a results.parquet of `idbench score` has {', '.join(RESULT_COLUMNS)})")
+        frame = pq.read_table(path, columns=list(RESULT_COLUMNS)).to_pandas()
+    except CompareError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, IndexError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise CompareError(f"{path}: unreadable as parquet ({_one_line(err)})") from None
+    _check_results(path, frame, summary["benchmark"])
+    return frame
+
+
+MAX_METRIC_NAME = 120  # characters; the longest of the suites' names and diagnostics is under 60
+
+
+def _check_results(path: Path, frame: pd.DataFrame, benchmark: str) -> None:
+    """Column types, plain metric names, finite values and one row per key; a wrong one names ``path`` and the field."""
+    import numpy as np
+    from pandas.api import types
+
+    for column in ("prompt_id", "metric", "subject"):
+        values = frame[column]
+        if not (types.is_string_dtype(values) or types.is_object_dtype(values)) or not values.map(lambda v: isinstance(v, str)).all():
+            where = values[~values.map(lambda v: isinstance(v, str))]
+            first = f"; row {where.index[0]} holds {where.iloc[0]!r}" if len(where) else ""
+            raise CompareError(f"{path}: column {column} must hold text ({values.dtype}{first})")
+    if not types.is_integer_dtype(frame["seed"]) or types.is_bool_dtype(frame["seed"]):
+        raise CompareError(f"{path}: column seed must hold integers ({frame['seed'].dtype})")
+    value = frame["value"]
+    if not (types.is_float_dtype(value) or types.is_integer_dtype(value)) or types.is_bool_dtype(value):
+        raise CompareError(f"{path}: column value must hold numbers ({value.dtype})")
+    infinite = np.isinf(value.to_numpy(dtype=float))
+    if infinite.any():
+        row = frame[infinite].iloc[0]
+        raise CompareError(f"{path}: column value holds {int(infinite.sum())} infinite value(s), e.g. {row['value']} for metric "
+                           f"{row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}; a comparison needs finite values")  # fmt: skip
+    # Rows of diagnostics (clip_t.truncated, copy.flag, who.extra, ...) sit beside the suite's metrics and
+    # are not compared; a metric name is held to plain, short text, as it reaches the verdict's lines.
+    odd = sorted(m for m in set(frame["metric"]) if len(m) > MAX_METRIC_NAME or not m.isprintable() or not m.strip())
+    if odd:
+        raise CompareError(f"{path}: column metric holds {len(odd)} name(s) that are not a metric's, e.g. {odd[0][:80]!r} "
+                           f"(empty, over {MAX_METRIC_NAME} characters, or with control characters)")  # fmt: skip
+    twice = frame.duplicated(["prompt_id", "seed", "metric", "subject"])
+    if twice.any():
+        row = frame[twice].iloc[0]
+        raise CompareError(f"{path}: metric {row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}, "
+                           f"subject {row['subject']!r} has more than one row")  # fmt: skip
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _judge_key(summary: dict[str, Any]) -> Any:

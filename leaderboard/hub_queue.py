@@ -59,7 +59,7 @@ from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
 from idbench.leaderboard.queue import MAX_ATTEMPTS, RateLimit, benchmark_version, name_taken_message, queued_metadata, store_files
 from idbench.leaderboard.store import LeaseLostError, RateLimitError, default_home, iso
 from idbench.leaderboard.worker import run_worker, score_work
-from idbench.names import ANONYMOUS, name_key, name_problems, submitter_identity
+from idbench.names import ANONYMOUS, confusable_key, name_problems, rate_identity, submitter_identity
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +107,16 @@ class Request:
     # submitter, else the client): it owns the model name and counts against the rate limit, and tells
     # nothing of the name or address. None in records from before it was kept.
     owner: str | None = None
+    # The client the Space knew (a digest of idbench.names.rate_identity: the signed-in Hub user, else the
+    # address), which the rate limit counts by whatever submitter name was typed. Written only when it
+    # differs from ``owner`` (a named submitter); the limit reads ``owner`` when it is absent.
+    requester: str | None = None
 
     def to_bytes(self) -> bytes:
         record = asdict(self)
         del record["path"]  # the path is where the record is, not what it holds
+        if record["requester"] is None:  # records without it stay readable by readers from before it
+            del record["requester"]
         return json_bytes(record)
 
     @classmethod
@@ -291,9 +297,10 @@ def submit_request(
     proxy's address) it makes the record's ``owner``, a digest (:func:`owner_of`).
 
     A model name is refused when a request of this benchmark (not withdrawn) already has it by
-    :func:`~idbench.names.name_key`, unless both requests have the same owner (a new version of one's
-    own model). ``rate_limit`` (the app's) refuses an owner's submission past ``max_submissions`` in
-    ``window_s``, counted from the records' ``submitted_at``, with
+    :func:`~idbench.names.name_key` or looks like it (:func:`~idbench.names.confusable_key`), unless both requests have the same owner (a new version of one's
+    own model). ``rate_limit`` (the app's) refuses a client's submission past ``max_submissions`` in
+    ``window_s`` (by the record's ``requester``: the client whatever submitter name is typed, see
+    :func:`~idbench.names.rate_identity`), counted from the records' ``submitted_at``, with
     :class:`~idbench.leaderboard.store.RateLimitError`; an owner is one person or one client, never one
     pool of every anonymous submitter. The checks run on the head each commit attempt builds on, so two
     racing submits of one name cannot both land.
@@ -303,6 +310,7 @@ def submit_request(
         if problems:
             raise SubmissionError([Problem(None, None, "submitter", message) for message in problems])
     owner = owner_of(submitter, client)
+    requester = _digest(rate_identity(submitter, client))  # what the rate limit counts by: the client when known
     del submitter, client  # not published (see the docstring)
     data_dir = Path(data_dir).resolve()
     data = load_benchmark_data(data_dir)
@@ -320,17 +328,19 @@ def submit_request(
                 duplicate_at[0] = head
                 return []
             others = list_requests(requests, head) if head is not None else []
-            taken = [f"request {r.path}" for r in others if r.benchmark == data.name and r.state != "WITHDRAWN"
-                     and name_key(r.model) == name_key(name) and (owner is None or r.owner != owner)]  # fmt: skip
+            key = confusable_key(name)  # the same name, or one that looks like it (idbench.names)
+            taken = [f"request {r.path} ({r.model!r})" for r in others if r.benchmark == data.name and r.state != "WITHDRAWN"
+                     and (owner is None or r.owner != owner) and confusable_key(r.model) == key]  # fmt: skip
             if taken:
                 raise SubmissionError([Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))])
-            if rate_limit is not None and owner is not None:
-                _check_owner_rate(others, owner, rate_limit, _now(now))
+            if rate_limit is not None and requester is not None:
+                _check_owner_rate(others, requester, rate_limit, _now(now))
             moment = iso(_now(now))
             record = Request(
                 path=path, model=name, benchmark=data.name, benchmark_version=version, content_hash=digest,
                 state="PENDING", submitted_at=moment, updated_at=moment, task=submission.task,
                 metadata={key: metadata.get(key) or None for key in RECORD_METADATA}, files=ref.files, owner=owner,
+                requester=requester if requester != owner else None,
             )  # fmt: skip
             return [FileAdd(path, data=record.to_bytes()), FileAdd(ref.files, local_path=archive)]
 
@@ -344,15 +354,21 @@ def submit_request(
 def owner_of(submitter: str | None, client: str | None) -> str | None:
     """The ``owner`` a request record carries: a digest of :func:`~idbench.names.submitter_identity`, or
     None when nothing is known of the submitter (a maintainer's ``idbench submit --hub`` without names)."""
-    identity = submitter_identity(submitter, client)
+    return _digest(submitter_identity(submitter, client))
+
+
+def _digest(identity: str) -> str | None:
+    """``owner:<digest>`` of an identity of idbench.names (None for the one ``anonymous`` pool)."""
     if identity == ANONYMOUS:
         return None
     return "owner:" + hashlib.sha256(f"idbench-owner\0{identity}".encode("utf-8")).hexdigest()[:24]
 
 
-def _check_owner_rate(others: Iterable[Request], owner: str, limit: RateLimit, now: float) -> None:
+def _check_owner_rate(others: Iterable[Request], requester: str, limit: RateLimit, now: float) -> None:
+    """RateLimitError when ``requester`` (a digest of idbench.names.rate_identity) made ``limit`` requests
+    in its window; a record without ``requester`` was made by its ``owner``."""
     since = now - limit.window_s
-    recent = sum(1 for r in others if r.owner == owner and (parse_time(r.submitted_at) or 0.0) >= since)
+    recent = sum(1 for r in others if (r.requester or r.owner) == requester and (parse_time(r.submitted_at) or 0.0) >= since)
     if recent >= limit.max_submissions:
         raise RateLimitError(f"this submitter made {recent} submissions in the last {limit.window_s / 3600:g} h; "
                              f"the limit is {limit.max_submissions}")  # fmt: skip

@@ -70,7 +70,7 @@ REQUEST_STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED", "PARKED", "WITHDRA
 # The fields of a request record (hub_queue.Request); any other field makes the record malformed.
 REQUEST_FIELDS = (
     "schema", "model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at", "task",
-    "metadata", "updated_at", "attempts", "worker", "lease_until", "reason", "files", "owner",
+    "metadata", "updated_at", "attempts", "worker", "lease_until", "reason", "files", "owner", "requester",
 )  # fmt: skip
 REQUIRED_REQUEST_FIELDS = ("model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at")
 REQUEST_SCHEMA = 1
@@ -249,7 +249,7 @@ def request_problems(path: str, record: dict[str, Any], now: float) -> list[str]
     """
     problems = [p for key in REQUIRED_REQUEST_FIELDS if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=True))]
     problems += [f"unknown field {key[:40]!r}" for key in sorted(set(record) - set(REQUEST_FIELDS))]
-    for key in ("task", "worker", "files", "owner"):
+    for key in ("task", "worker", "files", "owner", "requester"):
         problems += [p] if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=False)) else []
     problems += [p] if (p := _text_problem(record, "reason", MAX_REASON_CHARS, required=False)) else []
     if "schema" in record and record["schema"] != REQUEST_SCHEMA:

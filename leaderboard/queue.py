@@ -48,7 +48,7 @@ from idbench.evaluate_pkg.submission import (
 from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
 from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
-from idbench.names import ANONYMOUS, name_key, name_problems, normalise_name, submitter_identity
+from idbench.names import ANONYMOUS, confusable_key, name_problems, normalise_name, rate_identity, submitter_identity
 
 # A job whose attempts ended this many times in worker faults (its lease ran out: the worker was
 # killed; or the worker reported a fault of its own) is not handed out again but PARKED, so a job
@@ -142,12 +142,16 @@ def submit(
     Names cannot impersonate (:mod:`idbench.names`): the model name, family and submitter are refused
     with control, format (bidi, zero-width) or mixed-script characters and stored in NFKC; a model name
     that another submitter already uses on this benchmark (same :func:`~idbench.names.name_key`, not
-    withdrawn) is refused, while the same submitter may submit new files under their name again.
+    withdrawn) is refused, and so is one that looks like it (same :func:`~idbench.names.confusable_key`:
+    ``FLUX.1–dev`` with an en dash, Lisu or Armenian lookalike letters), while the same submitter may
+    submit new files under their name again.
 
-    ``client`` is what the caller knows of an anonymous submitter's client, so anonymous submitters are
-    limited (and own names) each on their own: the app passes :func:`idbench.names.request_client` of
-    the request (the logged-in Hub user on a Space, else the address its proxy saw); only a digest of it
-    is stored. Without one (the local CLI) anonymous submissions are one submitter, ``anonymous``.
+    ``client`` is what the caller knows of the submitter's client: the app passes
+    :func:`idbench.names.request_client` of the request (the signed-in Hub user on a Space, else the
+    connection's address, through ``$IDBENCH_TRUSTED_PROXIES`` proxies at most); only a digest of it is
+    stored. The rate limit counts by it whenever it is given (:func:`idbench.names.rate_identity`), so a
+    new submitter name is no new allowance; anonymous submitters also own names by it. Without one (the
+    local CLI) anonymous submissions are one submitter, ``anonymous``.
     """
     submitter = _checked_submitter(submitter)
     identity = submitter_identity(submitter, client)
@@ -161,9 +165,10 @@ def submit(
         existing = store.find_duplicate(digest)
         if existing is not None:
             return SubmitResult(existing[0], existing[1], duplicate=True)
+        key = confusable_key(name)  # the same name, or one that looks like it (idbench.names)
         taken = [
             f"submission {i} ({model!r})" for i, model, _, owner in store.submission_identities(data.name)
-            if name_key(model) == name_key(name) and owner != identity
+            if owner != identity and confusable_key(model) == key
         ]  # fmt: skip
         if taken:
             raise SubmissionError([Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))])
@@ -199,8 +204,9 @@ def name_taken_message(name: str, benchmark: str, taken: list[str]) -> str:
     ``"submission 3 ('FLUX.1-dev')"``)."""
     more = f" and {len(taken) - 1} more" if len(taken) > 1 else ""
     return (
-        f"field 'model': the name {name!r} is already used on {benchmark} by another submitter ({taken[0]}{more}); "
-        "names are compared ignoring case, width and spacing: choose another name"
+        f"field 'model': the name {name!r} is or looks like a name already used on {benchmark} by another submitter "
+        f"({taken[0]}{more}); names are compared ignoring case, width, spacing and lookalike characters "
+        "(Unicode's confusables): choose another name"
     )
 
 
@@ -235,12 +241,15 @@ def queued_metadata(
 
 
 def _check_rate(store: Store, submitter: str | None, limit: RateLimit, client: str | None = None) -> None:
-    """Raise :class:`RateLimitError` when the submitter (by :func:`~idbench.names.submitter_identity`:
-    a name's key, else the client, else the one anonymous pool) is over ``limit``."""
+    """Raise :class:`RateLimitError` when the submitter (by :func:`~idbench.names.rate_identity`: the
+    client, whatever name it types, else a name's key, else the one anonymous pool) is over ``limit``."""
     recent = store.count_recent_submissions(submitter, time.time() - limit.window_s, client=client)
     if recent >= limit.max_submissions:
-        identity = submitter_identity(submitter, client)
-        who = f"submitter {submitter!r}" if submitter else ("anonymous submitters" if identity == ANONYMOUS else "this anonymous client")
+        identity = rate_identity(submitter, client)
+        if identity.startswith("client:"):
+            who = "this client" if submitter else "this anonymous client"
+        else:
+            who = f"submitter {submitter!r}" if submitter else "anonymous submitters"
         hours = limit.window_s / 3600
         raise RateLimitError(f"{who} made {recent} submissions in the last {hours:g} h; the limit is {limit.max_submissions}")
 

@@ -24,7 +24,7 @@ import json
 import os
 import sqlite3
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,8 +33,8 @@ from typing import Any, Iterator
 import pandas as pd
 
 from idbench.builders.spec import DEFAULT_TASK
-from idbench.errors import IdbenchError
-from idbench.names import ANONYMOUS, name_key, submitter_identity
+from idbench.errors import IdbenchError, disk_full, storage_failure
+from idbench.names import ANONYMOUS, name_key, rate_identity, submitter_identity
 
 DB_NAME = "leaderboard.sqlite3"
 BUSY_TIMEOUT_S = 60.0
@@ -184,6 +184,45 @@ class LeaseLostError(RuntimeError):
     """The job was re-claimed by another worker (our lease expired); our outcome is not recorded."""
 
 
+class StoreError(IdbenchError, OSError):
+    """The store's file or folder could not be read or written: a full disk, an I/O error, a read-only or
+    missing folder, a database locked past the busy timeout, a damaged file. Not the user's input, but
+    nothing to show a traceback for: the message is one line naming the path, and the CLI prints it.
+    The SQLite (or OS) error is kept as ``__cause__`` (``idbench.errors.disk_full`` looks through it)."""
+
+
+def _storage_failure(err: BaseException, os_errors: bool = False) -> bool:
+    """Whether ``err`` is the disk's or the file's failure (``idbench.errors.storage_failure``: SQLite's, or an
+    ``OSError`` of a full or failing device) rather than a bug of ours; with ``os_errors`` any ``OSError``."""
+    if isinstance(err, StoreError):
+        return False
+    if isinstance(err, OSError) and os_errors:
+        return True
+    return storage_failure(err, chain=False)
+
+
+def store_error(path: Path, err: BaseException) -> StoreError:
+    """``err`` (SQLite's or the OS's) as one line naming ``path`` and what to do."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    hint = "free space on its disk and rerun" if disk_full(err) else "check its disk, folder and permissions, and rerun"
+    return StoreError(f"the leaderboard store {path} could not be read or written ({text}): {hint}")
+
+
+@contextmanager
+def _storage_errors(path: Path, os_errors: bool = False) -> Iterator[None]:
+    """Turn the disk's and the file's failures met inside the block into one :class:`StoreError` naming ``path``.
+
+    SQLite's and a full or failing device's (``idbench.errors.storage_failure``), and with ``os_errors`` any
+    ``OSError`` (a folder made here); a missing or unreadable file a block reads of its own keeps its error.
+    """
+    try:
+        yield
+    except (sqlite3.DatabaseError, OSError) as err:
+        if not _storage_failure(err, os_errors):
+            raise
+        raise store_error(path, err) from err
+
+
 class Store:
     """The leaderboard database and folders under ``home`` (created, and migrated, on first use).
 
@@ -196,9 +235,11 @@ class Store:
 
     def __init__(self, home: Path | None = None):
         self.home = Path(home).expanduser() if home is not None else default_home()
-        self.home.mkdir(parents=True, exist_ok=True)
         self.path = self.home / DB_NAME
-        self._migrate()
+        with _storage_errors(self.home, os_errors=True):
+            self.home.mkdir(parents=True, exist_ok=True)
+        with _storage_errors(self.path):
+            self._migrate()
 
     # --- folders ------------------------------------------------------------------------------------
 
@@ -234,18 +275,22 @@ class Store:
 
         ``immediate`` takes the write lock up front, so a read-then-write (a claim) cannot interleave
         with another writer's; readers use ``immediate=False``.
+        A failure of the file or its disk (full, an I/O error, read-only, locked past the busy timeout),
+        met here or by the statements of the block, is one :class:`StoreError` naming the file.
         """
-        connection = self._connect()
-        try:
-            connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        with _storage_errors(self.path):
+            connection = self._connect()
             try:
-                yield connection
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
-        finally:
-            connection.close()
+                connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+                try:
+                    yield connection
+                except BaseException:
+                    with suppress(sqlite3.Error):  # a failed disk may refuse the rollback too; SQLite rolls back on close
+                        connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            finally:
+                connection.close()
 
     def _migrate(self) -> None:
         connection = self._connect()
@@ -309,19 +354,20 @@ class Store:
         means two simultaneous submits of the same files queue one job. ``rate_limit`` ``(count,
         seconds)`` is checked in the same transaction (the submitter's earlier submissions in the
         window), so parallel uploads cannot slip past it; over the limit raises ``RateLimitError``.
-        The limit counts per :func:`~idbench.names.submitter_identity`: a named submitter by the
-        name's key, an anonymous one per ``client`` (what the app knows of it; only its digest is kept,
-        in ``submission_clients``), anonymous submissions without a client as one pool.
+        The limit counts per :func:`~idbench.names.rate_identity`: per ``client`` whenever the caller
+        knows one (what the app knows of it, whatever submitter name is typed; only its digest is kept,
+        in ``submission_clients``), else a named submitter by the name's key and anonymous submissions
+        without a client as one pool.
         """
         with self.transaction() as db:
             existing = _duplicate(db, content_hash)
             if existing is not None:
                 return existing[0], existing[1], True
             now = time.time()
-            identity = submitter_identity(submitter, client)
+            client_key = rate_identity(None, client)  # client:<digest>, or 'anonymous' when none is known
             if rate_limit is not None:
                 count, window = rate_limit
-                recent = _recent_submissions(db, identity, now - window)
+                recent = _recent_submissions(db, rate_identity(submitter, client), now - window)
                 if recent >= count:
                     raise RateLimitError(f"{recent} submissions in the last {window / 3600:g} h; the limit is {count}")
             cursor = db.execute(
@@ -341,17 +387,17 @@ class Store:
                 ),
             )
             submission_id = cursor.lastrowid
-            if identity.startswith("client:"):
+            if client_key.startswith("client:"):  # named submitters' clients too: the limit counts by client
                 _client_table(db)
-                db.execute("INSERT INTO submission_clients (submission_id, client) VALUES (?, ?)", (submission_id, identity))
+                db.execute("INSERT INTO submission_clients (submission_id, client) VALUES (?, ?)", (submission_id, client_key))
             job_id = insert_job(db, submission_id, now)
             return submission_id, job_id, False
 
     def count_recent_submissions(self, submitter: str | None, since: float, client: str | None = None) -> int:
-        """How many submissions the submitter (``submitter``, or an anonymous ``client``; see
-        :func:`~idbench.names.submitter_identity`) made at or after epoch time ``since`` (the rate limit)."""
+        """How many submissions the client (else the named submitter, else the anonymous pool; see
+        :func:`~idbench.names.rate_identity`) made at or after epoch time ``since`` (the rate limit)."""
         with self.transaction(immediate=False) as db:
-            return _recent_submissions(db, submitter_identity(submitter, client), since)
+            return _recent_submissions(db, rate_identity(submitter, client), since)
 
     def submission_identities(self, benchmark: str) -> list[tuple[int, str, str | None, str]]:
         """``(id, model_name, submitter, identity)`` of every submission of ``benchmark`` not withdrawn:
@@ -364,7 +410,8 @@ class Store:
                 " WHERE submissions.benchmark = ? AND submissions.withdrawn_at IS NULL ORDER BY submissions.id",
                 (benchmark,),
             ).fetchall()
-        return [(row[0], row[1], row[2], row[3] or submitter_identity(row[2])) for row in rows]
+        # A name owns by its key; the client owns only an anonymous submission (named ones keep theirs too).
+        return [(row[0], row[1], row[2], submitter_identity(row[2]) if name_key(row[2]) else (row[3] or ANONYMOUS)) for row in rows]
 
     def withdraw(self, submission_id: int, reason: str) -> None:
         """Take a submission off the rankings (an admin action); its files, jobs and results are kept.
@@ -502,12 +549,16 @@ def _recent_submissions(db: sqlite3.Connection, identity: str, since: float) -> 
         rows = db.execute("SELECT submitter FROM submissions WHERE submitter IS NOT NULL AND created_at >= ?", (since,)).fetchall()
         return sum(1 for (submitter,) in rows if f"submitter:{name_key(submitter)}" == identity)
     _client_table(db)
-    anonymous = "SELECT COUNT(*) FROM submissions LEFT JOIN submission_clients ON submission_clients.submission_id = submissions.id"
-    anonymous += " WHERE (submissions.submitter IS NULL OR TRIM(submissions.submitter) = '') AND submissions.created_at >= ?"
     if identity == ANONYMOUS:  # no client known (the local CLI): one pool, as before clients were kept
+        anonymous = "SELECT COUNT(*) FROM submissions LEFT JOIN submission_clients ON submission_clients.submission_id = submissions.id"
+        anonymous += " WHERE (submissions.submitter IS NULL OR TRIM(submissions.submitter) = '') AND submissions.created_at >= ?"
         (count,) = db.execute(anonymous + " AND submission_clients.client IS NULL", (since,)).fetchone()
-    else:
-        (count,) = db.execute(anonymous + " AND submission_clients.client = ?", (since, identity)).fetchone()
+    else:  # one client, whatever names it typed
+        (count,) = db.execute(
+            "SELECT COUNT(*) FROM submissions JOIN submission_clients ON submission_clients.submission_id = submissions.id"
+            " WHERE submission_clients.client = ? AND submissions.created_at >= ?",
+            (identity, since),
+        ).fetchone()
     return int(count)
 
 

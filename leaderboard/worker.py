@@ -248,10 +248,12 @@ def run_one(
         reason = (f"ran past its wall-time limit of {job_seconds:g} s on attempt {lease.attempts}; not a fault of the submission "
                   f"(requeue it on a faster worker, or with a higher --job-time-limit)")  # fmt: skip
         _record_traceback(queue, lease, err)
-        return _recorded(lambda: queue.park(lease, reason), f"{lease.label}: PARKED after {took()}: {reason}")
+        return _recorded(lambda: queue.park(lease, reason), f"{lease.label}: PARKED after {took()}: {reason}",
+                         queue, lease, lease_seconds, f"PARKED: {reason}")  # fmt: skip
     except SUBMISSION_FAULTS as err:  # the submission's fault: FAILED, with what to fix
         reason = _record_traceback(queue, lease, err)
-        return _recorded(lambda: queue.fail(lease, reason), f"{lease.label}: FAILED after {took()}: {reason}")
+        return _recorded(lambda: queue.fail(lease, reason), f"{lease.label}: FAILED after {took()}: {reason}",
+                         queue, lease, lease_seconds, f"FAILED: {reason}")  # fmt: skip
     except Exception as err:  # noqa: BLE001 - any other error is this worker's: the job goes back
         reason = _record_traceback(queue, lease, err)
         full = disk_full(err)
@@ -260,11 +262,9 @@ def run_one(
         except LeaseLostError as lost:
             log.warning("%s", lost)
             return 0
-        except Exception as again:  # noqa: BLE001 - e.g. the same full disk refuses the requeue too
-            if not full:
-                raise
-            raise DiskFullError(f"disk full ({one_line(err)}); {lease.label} could not be put back either ({one_line(again)}): "
-                                f"its lease runs out in {lease_seconds:g} s and it is claimed again; free space and restart") from err  # fmt: skip
+        except Exception as again:  # noqa: BLE001 - e.g. the same full disk (or failing store) refuses the requeue too
+            # Whatever it is, the job must not sit RUNNING under our lease until the lease runs out.
+            raise _unrecorded(queue, lease, lease_seconds, f"a fault of this worker ({one_line(err)})", again, full) from err
         where = "parked (not the submitter's fault)" if state == "PARKED" else "back in the queue"
         if full:
             raise DiskFullError(f"disk full: {lease.label} {where} (attempt {lease.attempts}); free space and restart the worker: "
@@ -272,14 +272,54 @@ def run_one(
         raise WorkerFaultError(f"{lease.label} {where} after a fault of this worker on attempt {lease.attempts}: {reason}") from err
 
 
-def _recorded(record: Callable[[], Any], message: str) -> int:
+def _recorded(record: Callable[[], Any], message: str, queue: JobQueue, lease: Lease, lease_seconds: float, outcome: str) -> int:
     try:
         record()
     except LeaseLostError as lost:
         log.warning("%s", lost)
         return 0
+    except Exception as again:  # noqa: BLE001 - the outcome cannot be written (a full disk, a failing store)
+        raise _unrecorded(queue, lease, lease_seconds, outcome, again) from again
     log.warning("%s", message)
     return 1
+
+
+#: Pauses before each try to hand a job back when its outcome could not be recorded: an I/O error may
+#: pass, a full disk may free a page as other writers stop. About a second in all, far below a lease.
+RELEASE_PAUSES_S: tuple[float, ...] = (0.0, 0.2, 0.8)
+
+
+def _hand_back(queue: JobQueue, lease: Lease) -> str | None:
+    """Put the job back in the queue at once (``queue.release``: PENDING, no lease) so that another worker
+    can take it now rather than after the lease; None when done (or the job is no longer ours), else why not."""
+    why = "not tried"
+    for pause in RELEASE_PAUSES_S:
+        time.sleep(pause)
+        try:
+            queue.release(lease)
+            return None
+        except LeaseLostError:
+            return None
+        except Exception as err:  # noqa: BLE001 - the same failing store; tried again, then said in the worker's line
+            why = one_line(err)
+    return why
+
+
+def _unrecorded(
+    queue: JobQueue, lease: Lease, lease_seconds: float, outcome: str, again: BaseException, full: bool = False
+) -> WorkerFaultError:
+    """The one-line error of a worker that could not record ``outcome`` (``again`` is why); the job is handed back first."""
+    full = full or disk_full(again)
+    left = _hand_back(queue, lease)
+    if left is None:
+        fate = f"{lease.label} was released back to the queue, another worker can take it now"
+    else:
+        fate = (f"{lease.label} could not be released either ({left}): its lease runs out in {lease_seconds:g} s "
+                "and it is claimed again then")  # fmt: skip
+    kind, head = (DiskFullError, "disk full: ") if full else (WorkerFaultError, "")
+    log.warning("%s: outcome not recorded (%s); %s", lease.label, one_line(again), fate)
+    return kind(one_line(f"{head}{lease.label}: its outcome ({outcome}) could not be recorded ({one_line(again)}); {fate}; "
+                         "fix the store's disk and restart the worker"))  # fmt: skip
 
 
 def _record_traceback(queue: JobQueue, lease: Lease, err: BaseException) -> str:
@@ -290,8 +330,8 @@ def _record_traceback(queue: JobQueue, lease: Lease, err: BaseException) -> str:
 
 def record_traceback(path: Path, err: BaseException) -> str:
     """Write ``err``'s traceback to ``path``; the one-line public reason (naming that log file by name) a record shows."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):  # a full disk must not hide the fault being recorded
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(traceback.format_exception(type(err), err, err.__traceback__)), encoding="utf-8")
     return f"{public_reason(err)} (traceback: {path.name} in the worker's logs)"
 

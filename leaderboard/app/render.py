@@ -96,6 +96,18 @@ def plain(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
+MAX_STORED_TEXT = 160  # characters of a stored description (a resampling method) a caption shows
+
+
+def stored_text(value: object) -> str:
+    """A description read from a result's files (``aggregates.json``: the resampling method), as caption
+    text: one line, at most :data:`MAX_STORED_TEXT` characters, Markdown escaped. Results files are
+    data, written by a scorer or edited in place on a results repo; a caption renders Markdown, so
+    ``![x](https://...)`` in a method would load an image for every visitor."""
+    text = " ".join(str(value).split())
+    return plain(text if len(text) <= MAX_STORED_TEXT else text[: MAX_STORED_TEXT - 3] + "...")
+
+
 # --- data ----------------------------------------------------------------------------------------
 
 
@@ -197,7 +209,7 @@ def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: Benchmar
         f"Rank intervals and tiers hold jointly for the whole board at {query.RANK_LEVEL:.0%}: the chance that any of "
         "them claims a difference that is not there is at most "
         f"{1 - query.RANK_LEVEL:.0%}, however many models are shown (step-down max-T over every pair of models, "
-        f"{query.RANK_DRAWS} paired bootstrap-t resamples ({method}) of the {n_prompts} prompt(s) every ranked model "
+        f"{query.RANK_DRAWS} paired bootstrap-t resamples ({stored_text(method)}) of the {n_prompts} prompt(s) every ranked model "
         "was scored on). Rank interval: from 1 + the models shown better to the number of models minus those shown "
         "worse. Tier: a model joins the tier above unless it is shown worse than that tier's leader. "
         "Equal scores share a rank."
@@ -419,7 +431,7 @@ def benchmark_page(benchmark: str) -> None:
     level = f"{ci['confidence']:.0%} " if isinstance(ci.get("confidence"), float) else ""
     st.caption(
         "Shown as: " + "; ".join(legend) + f". Each cell is the mean and its {level}interval [low, high]"
-        + (f" ({ci['method']})" if ci.get("method") else "")
+        + (f" ({stored_text(ci['method'])})" if ci.get("method") else "")
         + ". The CSV has the same rows and columns with the numbers apart (value, ci_low, ci_high), "
         "in these displayed units; stored values are raw."
     )
@@ -842,7 +854,7 @@ def _compare_with(row: dict[str, Any], results: pd.DataFrame, spec: BenchmarkSpe
             st.dataframe(cells[["cell", *[c for c in cells.columns if c != "cell"]]], hide_index=True, key="model-compare-cells")
     notes = "; ".join(found["notes"])
     st.caption(
-        f"{found['confidence']:.0%} interval and p from {found['method']} ({found['n_resamples']} paired resamples, the same "
+        f"{found['confidence']:.0%} interval and p from {stored_text(found['method'])} ({found['n_resamples']} paired resamples, the same "
         f"draws for A and B). p: {P_VALUE}. p_holm: {CORRECTION}; verdict at alpha {found['alpha']}. "
         + ("Differences are raw values." if raw else "Values and differences in each metric's display convention "
                                                       "(a difference scales by the convention's factor).")
@@ -1058,10 +1070,11 @@ def rate_limit() -> RateLimit:
 
 
 def _client() -> str | None:
-    """Who is submitting, as far as the server knows (idbench.names.request_client): the logged-in Hub
-    user on a Space with OAuth, else the address the proxy saw; anonymous submitters are then rate
-    limited per client, not as one pool."""
-    from idbench.names import request_client
+    """Who is submitting, as far as the server knows (idbench.names.request_client): the signed-in Hub
+    user (``st.user``, when the app is configured for Streamlit's OIDC login), else the connection's
+    peer, or the address the first of ``$IDBENCH_TRUSTED_PROXIES`` reverse proxies appended to
+    X-Forwarded-For. The rate limit counts by it, whatever submitter name is typed (docs/deploy.md)."""
+    from idbench.names import request_client, trusted_proxies
 
     user = None
     try:
@@ -1070,7 +1083,11 @@ def _client() -> str | None:
     except Exception:  # noqa: BLE001 - no authentication configured: st.user cannot be read
         user = None
     context = st.context
-    return request_client(dict(context.headers or {}), getattr(context, "ip_address", None), user)
+    try:
+        proxies = trusted_proxies()
+    except ValueError as error:  # a misconfigured server takes no submission rather than trusting a header
+        raise backend.QueueError(str(error)) from None
+    return request_client(dict(context.headers or {}), getattr(context, "ip_address", None), user, proxies=proxies)
 
 
 def submit_page() -> None:

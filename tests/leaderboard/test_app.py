@@ -268,7 +268,12 @@ def test_submit_page_rate_limits_each_submitter(home_copy, filled, monkeypatch):
     assert at.success and not at.error
     _submit(at, model="second")  # the same upload under another name: a new submission, over carol's limit
     messages = [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]
-    assert any("carol" in m and "the limit is 1" in m for m in messages)
+    assert any("this client" in m and "the limit is 1" in m for m in messages), messages
+    # Another submitter name from the same client is no new allowance (the limit counts by the client).
+    _submit(at, model="third", submitter="dave")
+    messages = [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]
+    assert any("this client" in m and "the limit is 1" in m for m in messages), messages
+    assert not [j for j in jobs_table(Store(home_copy)) if j["submitter"] == "dave"]
     jobs = [j for j in jobs_table(Store(home_copy)) if j["submitter"] == "carol"]
     assert [j["model"] for j in jobs] == ["first"]
     assert Store(home_copy).submission(jobs[0]["submission"])["metadata"]["family"] == "Clones"
@@ -343,6 +348,27 @@ def test_a_store_of_plumbing_checks_alone_shows_them_under_the_banner(home_copy)
     assert table["marks"].str.contains("plumbing").all() and BANNER in at.warning[0].value.lower()
     assert not at.info  # no "hidden: N plumbing-check rows" note
     assert "plumbing" not in at.query_params  # the default is not written into the link
+
+
+def test_a_method_edited_in_a_results_file_is_shown_as_text(home_copy):
+    """A result edited in place (a results repo's writer): Markdown in its resampling method reaches the
+    captions as escaped text, one line, cut to a bound; nothing renders as an image or a link."""
+    hostile = "![x](https://evil.example/x.png) **bold** [link](https://evil.example)\n# heading " + "y" * 400
+    with sqlite3.connect(home_copy / "leaderboard.sqlite3") as db:
+        for submission, text in db.execute("SELECT submission_id, aggregates_json FROM results WHERE current").fetchall():
+            aggregates = json.loads(text)
+            aggregates.setdefault("resampling", {})["method"] = hostile
+            aggregates.setdefault("ci", {})["method"] = hostile
+            db.execute("UPDATE results SET aggregates_json = ? WHERE submission_id = ? AND current", (json.dumps(aggregates), submission))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run().switch_page(PAGE).run()
+    at.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
+    assert not at.exception
+    shown = [c.value for c in at.caption if "evil" in c.value]
+    assert shown, [c.value for c in at.caption]
+    for caption in shown:
+        assert "![x](" not in caption and "](https" not in caption and "**bold**" not in caption and "\n" not in caption
+        assert "\\!\\[x\\]\\(https" in caption  # escaped: a reader sees the characters
+        assert "y" * 200 not in caption  # cut to a bound
 
 
 def test_model_search_is_a_case_insensitive_substring(app):

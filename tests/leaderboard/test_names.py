@@ -24,10 +24,12 @@ from idbench.leaderboard.hubrepo import LocalRepoStandIn
 from idbench.leaderboard.queue import RateLimit, claim, finish, jobs_table, submit
 from idbench.leaderboard.store import RateLimitError, Store
 from idbench.names import (
+    confusable_key,
     link_problems,
     name_key,
     name_problems,
     normalise_name,
+    rate_identity,
     request_client,
     resolve_name,
     submitter_identity,
@@ -47,6 +49,20 @@ HOSTILE = {
     "line separator": ("FLUX\u2028.1-dev", "U+2028 LINE SEPARATOR"),
 }
 REFUSED_IN_OUTPUT = {"Cc", "Cf", "Zl", "Zp"}
+# Issue 29, item 2: what the red team queued beside a held FLUX.1-dev. Invisible code points are refused
+# by the character rules; lookalike letters of other scripts and an en dash by the confusable skeleton.
+INVISIBLE_NAMES = {
+    "variation selector": ("FLUX.1-dev\ufe0e", "U+FE0E VARIATION SELECTOR-15"),
+    "hangul filler": ("FLUX.1-\u3164dev", "U+3164 HANGUL FILLER"),
+    "hangul choseong filler": ("\u115fFLUX.1-dev", "U+115F HANGUL CHOSEONG FILLER"),
+    "braille blank": ("FLUX\u2800.1-dev", "U+2800 BRAILLE PATTERN BLANK"),
+}
+LOOKALIKE_NAMES = {
+    "en dash": "FLUX.1\u2013dev",
+    "lisu": "\ua4dd\ua4e1UX.1-dev",  # LISU LETTER TSA, LISU LETTER LA
+    "armenian": "FL\u054dX.1-dev",  # ARMENIAN CAPITAL LETTER SEH
+    "canadian syllabics": "FLU\u1541.1-dev",  # CANADIAN SYLLABICS SAYISI YI
+}
 
 
 # --- the rules, alone --------------------------------------------------------------------------------
@@ -112,13 +128,52 @@ def test_submitter_identity_normalises_names_and_keys_anonymous_clients():
     assert submitter_identity(None) == submitter_identity("  ") == "anonymous"
 
 
-def test_request_client_prefers_the_hub_user_then_the_proxy_seen_address():
+def test_request_client_prefers_the_hub_user_then_an_address_the_client_cannot_choose():
     headers = {"x-forwarded-for": "10.0.0.1, 198.51.100.7"}  # the first hop is the client's own claim
-    assert request_client(headers, "127.0.0.1", hub_user="Carol") == "hf:carol"
-    assert request_client(headers, "127.0.0.1") == "ip:198.51.100.7"
-    assert request_client({"X-Forwarded-For": "spoofed, 198.51.100.7"}) == request_client(headers)
+    assert request_client(headers, "192.0.2.5", hub_user="Carol") == "hf:carol"
+    # No trusted proxy (the default: a directly exposed `idbench serve`): the header is ignored, the peer counts.
+    assert request_client(headers, "192.0.2.5") == request_client({"X-Forwarded-For": "203.0.113.1"}, "192.0.2.5") == "ip:192.0.2.5"
+    # One trusted proxy: the entry it appended (the last); what the client wrote before it does not count.
+    assert request_client(headers, "192.0.2.5", proxies=1) == "ip:198.51.100.7"
+    assert request_client({"X-Forwarded-For": "spoofed, 198.51.100.7"}, "192.0.2.5", proxies=1) == "ip:198.51.100.7"
+    # Two: the one the first proxy appended; a header shorter than the chain did not pass it (the peer).
+    assert request_client({"x-forwarded-for": "forged, 198.51.100.7, 10.0.0.2"}, "10.0.0.3", proxies=2) == "ip:198.51.100.7"
+    assert request_client({"x-forwarded-for": "198.51.100.7"}, "10.0.0.3", proxies=2) == "ip:10.0.0.3"
     assert request_client({}, "203.0.113.9") == "ip:203.0.113.9"
-    assert request_client(None) is None
+    assert request_client(None) == "ip:loopback"  # Streamlit's None for a loopback peer: one client, not none
+
+
+def test_trusted_proxies_is_a_small_count(monkeypatch):
+    from idbench.names import trusted_proxies
+
+    monkeypatch.delenv("IDBENCH_TRUSTED_PROXIES", raising=False)
+    assert trusted_proxies() == 0
+    assert trusted_proxies({"IDBENCH_TRUSTED_PROXIES": "2"}) == 2
+    for bad in ("-1", "one", "99"):
+        with pytest.raises(ValueError, match="IDBENCH_TRUSTED_PROXIES"):
+            trusted_proxies({"IDBENCH_TRUSTED_PROXIES": bad})
+
+
+@pytest.mark.parametrize("case", sorted(INVISIBLE_NAMES))
+def test_invisible_code_points_are_refused(case):
+    text, label = INVISIBLE_NAMES[case]
+    for field in ("model", "family", "submitter"):
+        problems = name_problems(field, text)
+        assert len(problems) == 1 and label in problems[0] and "invisible" in problems[0], problems
+
+
+@pytest.mark.parametrize("case", sorted(LOOKALIKE_NAMES))
+def test_lookalikes_share_the_confusable_key(case):
+    assert confusable_key(LOOKALIKE_NAMES[case]) == confusable_key("FLUX.1-dev") == confusable_key("flux.I-DEV")
+    assert confusable_key("FLUX.2-dev") != confusable_key("FLUX.1-dev") != confusable_key("FLUX.1-pro")
+
+
+def test_the_skeleton_is_the_published_one():
+    from idbench.names import skeleton
+
+    # UTS #39's own example pairs (section 4): the skeleton maps both sides to one string.
+    assert skeleton("paypal") == skeleton("\u0440\u0430\u0443\u0440\u0430l")  # Cyrillic р а у
+    assert skeleton("\u2013") == "-" and skeleton("1") == "l" and skeleton("rn") == "rn" and skeleton("m") == "rn"
 
 
 def test_resolve_name_opens_only_an_unambiguous_name():
@@ -223,6 +278,62 @@ def test_anonymous_clients_are_limited_separately(store, collapse):
     with pytest.raises(RateLimitError, match="anonymous submitters"):
         submit(store, collapse / "swap", collapse / "data", model_name="s2", rate_limit=limit)
     assert len(jobs_table(store)) == 3
+
+
+def test_lookalikes_and_invisible_names_of_a_held_name_are_refused_in_one_line(store, collapse):
+    first = submit(store, collapse / "collage", collapse / "data", model_name="FLUX.1-dev", submitter="alice", client="hf:alice")
+    for text in [t for t, _ in INVISIBLE_NAMES.values()] + list(LOOKALIKE_NAMES.values()):
+        with pytest.raises(SubmissionError) as caught:
+            submit(store, collapse / "clone", collapse / "data", model_name=text, submitter="mallory", client="hf:mallory")
+        (problem,) = caught.value.problems  # one line
+        line = str(problem)
+        assert "\n" not in line and ("invisible" in line or f"submission {first.submission_id} ('FLUX.1-dev')" in line), line
+    assert len(jobs_table(store)) == 1
+    # Lookalikes of one's own name stay one's own (a new version), unless invisible.
+    assert not submit(store, collapse / "clone", collapse / "data", model_name=LOOKALIKE_NAMES["en dash"], submitter="alice",
+                      client="hf:alice").duplicate  # fmt: skip
+
+
+def test_hub_submit_refuses_lookalikes_of_a_held_name(tmp_path, collapse):
+    requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
+    first = submit_request(requests, collapse / "collage", collapse / "data", "FLUX.1-dev", client="hf:alice")
+    for text in LOOKALIKE_NAMES.values():
+        with pytest.raises(SubmissionError) as caught:
+            submit_request(requests, collapse / "clone", collapse / "data", text, client="hf:mallory")
+        (problem,) = caught.value.problems
+        assert f"{first.path} ('FLUX.1-dev')" in str(problem) and "lookalike" in str(problem)
+    assert [r.model for r in list_requests(requests)] == ["FLUX.1-dev"]
+
+
+def test_rate_limit_is_per_client_whatever_name_is_typed(store, collapse):
+    limit = RateLimit(1, 3600)
+    peer = request_client({"X-Forwarded-For": "203.0.113.1"}, "192.0.2.5")  # a directly exposed serve
+    submit(store, collapse / "collage", collapse / "data", submitter="alice", rate_limit=limit, client=peer)
+    assert rate_identity("bob", peer) == rate_identity(None, peer) == rate_identity("alice", peer)
+    # Another name, no name, or a forged X-Forwarded-For from the same connection: the same client.
+    for submitter, forwarded in (("bob", "203.0.113.2"), (None, "198.51.100.9"), ("alice", "10.1.1.1, 10.2.2.2")):
+        spoofed = request_client({"x-forwarded-for": forwarded}, "192.0.2.5")
+        with pytest.raises(RateLimitError, match="limit is 1"):
+            submit(store, collapse / "clone", collapse / "data", model_name="m2", submitter=submitter, rate_limit=limit, client=spoofed)
+    assert len(jobs_table(store)) == 1
+    # Another connection has its own allowance.
+    other = request_client({}, "192.0.2.6")
+    assert not submit(store, collapse / "clone", collapse / "data", model_name="m2", submitter="bob", rate_limit=limit, client=other).duplicate
+
+
+def test_hub_rate_limit_is_per_client_whatever_name_is_typed(tmp_path, collapse):
+    import json
+
+    requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
+    limit = RateLimit(1, 86400)
+    first = submit_request(requests, collapse / "collage", collapse / "data", "m1", submitter="alice", client="ip:192.0.2.5", rate_limit=limit)
+    record = json.loads((requests.snapshot(requests.head()) / first.path).read_text())
+    assert record["requester"].startswith("owner:") and record["requester"] != record["owner"] and "192.0.2.5" not in json.dumps(record)
+    for submitter in ("bob", None):
+        with pytest.raises(RateLimitError, match="limit is 1"):
+            submit_request(requests, collapse / "clone", collapse / "data", "m2", submitter=submitter, client="ip:192.0.2.5", rate_limit=limit)
+    assert not submit_request(requests, collapse / "clone", collapse / "data", "m2", submitter="bob", client="ip:192.0.2.6",
+                              rate_limit=limit).duplicate  # fmt: skip
 
 
 def test_jobs_prints_names_escaped(store, monkeypatch, capsys):

@@ -200,3 +200,68 @@ def test_concurrent_workers_never_claim_twice_and_lose_nothing(store, monkeypatc
     assert len({row["job"] for row in table}) == 20
     assert len(store.results()) == 20 and len(store.current_results("identity-collapse")) == 20
     assert len(set(lines[1::2])) > 1  # the work really was shared
+
+
+# --- a full or failing disk: one line naming the path, from every command (issue 29, item 5) ---------
+
+
+@pytest.mark.parametrize(
+    "error",
+    [sqlite3.OperationalError("disk I/O error"), sqlite3.OperationalError("database or disk is full"),
+     OSError(28, "No space left on device")],
+    ids=["io-error", "sqlite-full", "enospc"],
+)  # fmt: skip
+def test_a_failing_store_is_one_line_naming_it_for_jobs_and_submit(store, collapse, monkeypatch, capsys, error):
+    from idbench.cli import main
+
+    def broken(self):
+        raise error
+
+    monkeypatch.setattr(Store, "_connect", broken)
+    for argv in (["jobs"], ["submit", str(collapse / "collage"), "--benchmark", "identity-collapse", "--data", str(collapse / "data"), "--model-name", "m"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith(f"idbench {argv[0]}: error: ") and str(store.path) in err
+
+
+def test_a_full_disk_while_storing_the_files_of_a_submission_is_one_line(store, collapse, monkeypatch, capsys):
+    import errno
+
+    from idbench.cli import main
+
+    real = Path.write_bytes
+
+    def full(self, data):
+        if "submissions" in self.parts:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    assert main(["submit", str(collapse / "collage"), "--benchmark", "identity-collapse", "--data", str(collapse / "data"), "--model-name", "m"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("idbench submit: error: disk full") and str(store.submissions_dir) in err
+    assert jobs_table(store) == []  # nothing queued
+
+
+def test_a_bug_in_the_stores_sql_keeps_its_traceback(store):
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        with store.transaction(immediate=False) as db:
+            db.execute("SELECT * FROM no_such_table")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_real_file_size_limit_is_one_line_not_a_traceback(tmp_path):
+    """A real write failure: the command runs with RLIMIT_FSIZE of 2 KB (SQLite cannot grow the store's file)."""
+    import resource
+    import signal
+    import subprocess
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    env = dict(os.environ, IDBENCH_HOME=str(tmp_path / "home"))
+    done = subprocess.run([sys.executable, "-m", "idbench", "jobs"], preexec_fn=limited, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and str(tmp_path / "home" / "leaderboard.sqlite3") in done.stderr

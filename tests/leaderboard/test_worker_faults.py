@@ -353,3 +353,103 @@ def test_the_worker_says_one_line_when_a_job_starts_and_one_when_it_ends(store, 
     # FAILED (and PARKED) are the log's warnings, shown on stderr without any logging set up: one line
     (failed,) = [r.getMessage() for r in caplog.records if "job 2" in r.getMessage()]
     assert failed.startswith("job 2: FAILED after 3.0 s: ImageError: prompt_id '05' seed 1: not an image")
+
+
+# --- a store that cannot record the outcome: the lease is handed back at once (issue 29, item 5) -----
+
+
+class _FailingConnection:
+    """A store connection whose statements matching ``fails`` raise ``error`` (a full or failing disk)."""
+
+    def __init__(self, connection: sqlite3.Connection, fails, error: BaseException):
+        self._connection, self._fails, self._error = connection, fails, error
+
+    def execute(self, sql: str, *args):
+        if self._fails(sql):
+            raise self._error
+        return self._connection.execute(sql, *args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._connection, name)
+
+
+def _failing_writes(monkeypatch, store: Store, fails, error: BaseException) -> None:
+    real = Store._connect
+    monkeypatch.setattr(Store, "_connect", lambda self: _FailingConnection(real(self), fails, error))
+    import idbench.leaderboard.worker as worker
+
+    monkeypatch.setattr(worker, "RELEASE_PAUSES_S", (0.0, 0.0, 0.0))
+
+
+def _finished_scorer(submission, data_dir, out, options, cache_dir):
+    out.mkdir(parents=True, exist_ok=True)
+    return _summary_with_judge({"answers": 0, "failures": 0})(submission, data_dir, out, options, cache_dir)
+
+
+def test_a_result_that_cannot_be_recorded_puts_the_job_back_at_once(store, collapse):
+    result = submit(store, collapse / "collage", collapse / "data")
+    io_error = sqlite3.OperationalError("disk I/O error")
+    with pytest.MonkeyPatch.context() as patch:
+        _failing_writes(patch, store, lambda sql: sql.startswith("INSERT INTO results"), io_error)
+        with pytest.raises(WorkerFaultError) as error:
+            run_worker(store, once=True, options=TINY, scorer=_finished_scorer, lease_seconds=3600)
+    message = str(error.value)
+    # the reason is public: the store is named by its file name only (paths are the server's business)
+    assert "\n" not in message and "back in the queue" in message and "leaderboard.sqlite3" in message and "disk I/O error" in message
+    job = store.job(result.job_id)
+    assert job["state"] == "PENDING" and job["lease_owner"] is None  # not RUNNING for the hour of its lease
+    assert claim(store, "another-worker", lease_seconds=60).id == result.job_id
+
+
+@pytest.mark.parametrize("error", [sqlite3.OperationalError("database or disk is full"), sqlite3.OperationalError("disk I/O error")])
+def test_when_the_requeue_fails_too_the_lease_is_released(store, collapse, error):
+    from idbench.leaderboard.worker import DiskFullError
+
+    result = submit(store, collapse / "collage", collapse / "data")
+    refused = []
+
+    def fails(sql: str) -> bool:  # the result and the requeue (both record a reason) are refused; the release passes
+        if sql.startswith("INSERT INTO results") or (sql.startswith("UPDATE jobs SET state") and "reason = ?" in sql):
+            refused.append(sql)
+            return True
+        return False
+
+    with pytest.MonkeyPatch.context() as patch:
+        _failing_writes(patch, store, fails, error)
+        with pytest.raises(WorkerFaultError) as raised:
+            run_worker(store, once=True, options=TINY, scorer=_finished_scorer, lease_seconds=3600)
+    message = str(raised.value)
+    assert len(refused) == 2 and "\n" not in message and "released back to the queue" in message
+    assert isinstance(raised.value, DiskFullError) == ("full" in str(error))
+    job = store.job(result.job_id)
+    assert job["state"] == "PENDING" and job["lease_owner"] is None
+    assert claim(store, "another-worker", lease_seconds=60).id == result.job_id
+
+
+def test_a_failed_outcome_that_cannot_be_recorded_releases_the_lease(store, collapse):
+    from idbench.evaluate_pkg.submission import SubmissionError
+
+    result = submit(store, collapse / "collage", collapse / "data")
+    full = OSError(28, "No space left on device")
+    with pytest.MonkeyPatch.context() as patch:
+        _failing_writes(patch, store, lambda sql: sql.startswith("UPDATE jobs SET state = 'FAILED'"), sqlite3.OperationalError("database or disk is full"))
+        with pytest.raises(WorkerFaultError) as raised:
+            run_worker(store, once=True, options=TINY, scorer=_raising(SubmissionError(f"image 05: unreadable ({full})")), lease_seconds=3600)
+    message = str(raised.value)
+    assert message.startswith("disk full: job 1: its outcome (FAILED: SubmissionError") and "released back to the queue" in message
+    job = store.job(result.job_id)
+    assert job["state"] == "PENDING" and job["lease_owner"] is None
+
+
+def test_a_store_that_refuses_every_write_says_the_lease_runs_out_in_one_line(store, collapse):
+    result = submit(store, collapse / "collage", collapse / "data")
+    def fails(sql: str) -> bool:  # every write after the claim
+        return sql.startswith(("INSERT", "UPDATE")) and not sql.startswith("UPDATE jobs SET state = 'RUNNING'")
+
+    with pytest.MonkeyPatch.context() as patch:
+        _failing_writes(patch, store, fails, sqlite3.OperationalError("disk I/O error"))
+        with pytest.raises(WorkerFaultError) as raised:
+            run_worker(store, once=True, options=TINY, scorer=_finished_scorer, lease_seconds=600)
+    message = str(raised.value)
+    assert "\n" not in message and "could not be released either" in message and "lease runs out in 600 s" in message
+    assert store.job(result.job_id)["state"] == "RUNNING"  # nothing could be written: the lease is all that is left

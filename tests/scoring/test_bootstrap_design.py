@@ -7,6 +7,8 @@ code's own output: seeded datasets with variance at every level of each benchmar
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -307,3 +309,110 @@ def test_charis_aggregates_resample_subjects_and_record_it():
     assert overall["n_units"] == {"subject": 4}
     dog = agg["breakdowns"]["type"]["dog"]["dino_sim"]  # one subject: nothing to resample between
     assert dog["ci_low"] is None and interval_text(dog, "raw") == "n/a (1 subject)"
+
+
+# --- malformed results folders: one line naming folder, file and field, exit 2 (issue 29, item 7) ---------
+
+
+def _write_run(folder: Path, summary: dict | None = None, results: pd.DataFrame | None = None) -> Path:
+    """A small results folder of identity-collapse: two prompts, two seeds, clip_t (a valid one by default)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if summary is None:
+        summary = _summary()
+    (folder / "aggregates.json").write_text(json.dumps(summary))
+    if results is None:
+        results = pd.DataFrame([{"prompt_id": p, "seed": s, "metric": "clip_t", "subject": "", "value": 0.2 + 0.01 * i}
+                                for i, (p, s) in enumerate([("01", 0), ("01", 1), ("02", 0), ("02", 1)])])
+    results.to_parquet(folder / "results.parquet")
+    return folder
+
+
+def _rows(**changes) -> pd.DataFrame:
+    frame = pd.DataFrame({"prompt_id": ["01", "01", "02"], "seed": [0, 1, 0], "metric": ["clip_t"] * 3, "subject": [""] * 3,
+                          "value": [0.2, 0.3, 0.4]})
+    for column, values in changes.items():
+        if values is None:
+            frame = frame.drop(columns=column)
+        else:
+            frame[column] = values
+    return frame
+
+
+def _json(folder: Path, text: str | bytes) -> None:
+    path = folder / "aggregates.json"
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+
+
+def _parquet(folder: Path, data: bytes | None) -> None:
+    path = folder / "results.parquet"
+    path.unlink()
+    if data is None:
+        path.mkdir()
+    else:
+        path.write_bytes(data)
+
+
+# (id, how the folder is broken, words the line must hold: the file or folder, and the field)
+MALFORMED = [
+    ("no-folder", lambda f: shutil.rmtree(f), ("no such folder",)),
+    ("a-file", lambda f: (shutil.rmtree(f), f.write_text("x")), ("not a folder",)),
+    ("no-aggregates", lambda f: (f / "aggregates.json").unlink(), ("aggregates.json",)),
+    ("no-parquet", lambda f: (f / "results.parquet").unlink(), ("results.parquet",)),
+    ("aggregates-a-folder", lambda f: ((f / "aggregates.json").unlink(), (f / "aggregates.json").mkdir()), ("aggregates.json",)),
+    ("aggregates-empty", lambda f: _json(f, ""), ("aggregates.json", "unreadable")),
+    ("aggregates-not-json", lambda f: _json(f, "{benchmark: x"), ("aggregates.json", "unreadable")),
+    ("aggregates-not-utf8", lambda f: _json(f, b'{"benchmark": "\xff\xfe"}'), ("aggregates.json", "unreadable")),
+    ("aggregates-too-deep", lambda f: _json(f, "[" * 100_000 + "]" * 100_000), ("aggregates.json", "unreadable")),
+    ("aggregates-a-list", lambda f: _json(f, "[1, 2]"), ("aggregates.json", "not a JSON object")),
+    ("no-benchmark", lambda f: _write_run(f, {k: v for k, v in _summary().items() if k != "benchmark"}), ("field benchmark", "missing")),
+    ("benchmark-a-number", lambda f: _write_run(f, _summary(benchmark=7)), ("field benchmark", "int")),
+    ("unknown-benchmark", lambda f: _write_run(f, _summary(benchmark="no-such-bench")), ("field benchmark", "unknown")),
+    ("aggregates-field-a-list", lambda f: _write_run(f, _summary(aggregates=[1])), ("field aggregates", "list")),
+    ("resampling-a-text", lambda f: _write_run(f, _summary(aggregates={"resampling": "prompt"})), ("aggregates.resampling",)),
+    ("factors-not-names", lambda f: _write_run(f, _summary(aggregates={"resampling": {"factors": [1], "method": "m"}})),
+     ("aggregates.resampling.factors",)),
+    ("breakdown-a-list", lambda f: _write_run(f, _summary(aggregates={"breakdown_prompts": [["01"]]})), ("aggregates.breakdown_prompts",)),
+    ("submission-a-text", lambda f: _write_run(f, _summary(submission="m")), ("field submission",)),
+    ("parquet-garbage", lambda f: _parquet(f, b"not a parquet file at all"), ("results.parquet", "unreadable")),
+    ("parquet-empty", lambda f: _parquet(f, b""), ("results.parquet", "unreadable")),
+    ("parquet-a-folder", lambda f: _parquet(f, None), ("results.parquet",)),
+    ("parquet-truncated", lambda f: (f / "results.parquet").write_bytes((f / "results.parquet").read_bytes()[:-40]),
+     ("results.parquet", "unreadable")),
+    ("no-value-column", lambda f: _write_run(f, results=_rows(value=None)), ("results.parquet", "value")),
+    ("values-as-text", lambda f: _write_run(f, results=_rows(value=["0.2", "0.3", "x"])), ("results.parquet", "value", "numbers")),
+    ("seeds-as-text", lambda f: _write_run(f, results=_rows(seed=["0", "1", "0"])), ("results.parquet", "seed", "integers")),
+    ("prompt-ids-as-numbers", lambda f: _write_run(f, results=_rows(prompt_id=[1, 1, 2])), ("results.parquet", "prompt_id", "text")),
+    ("odd-metric-name", lambda f: _write_run(f, results=_rows(metric=["clip_t", "clip_t", "clip_t\x1b[2J"])),
+     ("results.parquet", "metric", "control characters", "\\x1b")),
+    ("plus-infinity", lambda f: _write_run(f, results=_rows(value=[0.2, float("inf"), 0.4])), ("results.parquet", "value", "infinite")),
+    ("minus-infinity", lambda f: _write_run(f, results=_rows(value=[float("-inf"), 0.3, 0.4])), ("results.parquet", "value", "infinite")),
+    ("duplicate-rows", lambda f: _write_run(f, results=pd.concat([_rows(), _rows()], ignore_index=True)), ("results.parquet", "more than one row")),
+]
+
+
+@pytest.mark.parametrize("side", ["A", "B"])
+@pytest.mark.parametrize("case, breaks, words", MALFORMED, ids=[case[0] for case in MALFORMED])
+def test_compare_refuses_a_malformed_results_folder_in_one_line(tmp_path, capsys, case, breaks, words, side):
+    from idbench.cli import main
+
+    good = _write_run(tmp_path / "good")
+    bad = _write_run(tmp_path / "bad")
+    breaks(bad)
+    argv = ["compare", str(good), str(bad)] if side == "B" else ["compare", str(bad), str(good)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.count("\n") == 1 and "Traceback" not in err and err.startswith("idbench compare: error: "), err
+    assert str(bad) in err, err  # the folder (or a file in it) is named
+    for word in words:
+        assert word in err, (word, err)
+
+
+def test_compare_of_two_valid_small_folders_and_nan_values_still_works(tmp_path, capsys):
+    from idbench.cli import main
+
+    a = _write_run(tmp_path / "a")
+    b = _write_run(tmp_path / "b", results=_rows(value=[0.25, float("nan"), 0.45]))  # NaN: undefined for that sample, left out
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "clip_t" in out and "[overall]" in out
