@@ -107,4 +107,4 @@ def count_by(rows: Iterable[Mapping], *columns: str) -> dict[str, int]:
 
 
 def _natural_key(text: str):
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in text.replace(" x ", "\0").split("\0")]
+    return [(0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part) for part in text.replace(" x ", "\0").split("\0")]

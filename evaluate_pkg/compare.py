@@ -294,7 +294,7 @@ def _cells(a: dict[str, Any], b: dict[str, Any], spec) -> list[tuple[str, set[st
     left = a.get("aggregates", {}).get("breakdown_prompts") or {}
     right = b.get("aggregates", {}).get("breakdown_prompts") or {}
     out = []
-    natural = lambda label: [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in label.split(" x ")]  # noqa: E731
+    natural = lambda label: [(0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part) for part in label.split(" x ")]  # noqa: E731
     for axes, cells in left.items():
         for label, prompts in sorted(cells.items(), key=lambda item: natural(item[0])):
             if label in right.get(axes, {}):

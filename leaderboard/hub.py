@@ -325,7 +325,7 @@ def eval_results_entries(
         is_flipped = metric in flipped
         candidates = [(task_id(metric, flipped=is_flipped), overall.get(metric))]
         # Cells are labelled by the group size as a string ("2"); sort numerically for a stable order.
-        for label in sorted(cells, key=lambda label: (0, int(label), "") if label.isdigit() else (1, 0, label)):
+        for label in sorted(cells, key=lambda label: (0, int(label), "") if label.isascii() and label.isdigit() else (1, 0, label)):
             candidates.append((task_id(metric, axis, label, flipped=is_flipped), cells[label].get(metric)))
         entries += [e for tid, stats in candidates if (e := entry(tid, stats, metric)) is not None]
     if not entries:

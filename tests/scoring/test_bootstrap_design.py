@@ -408,6 +408,19 @@ def test_compare_refuses_a_malformed_results_folder_in_one_line(tmp_path, capsys
         assert word in err, (word, err)
 
 
+def test_breakdown_labels_that_look_like_digits_compare_as_text(tmp_path, capsys):
+    """str.isdigit() is true for a superscript two, which int() cannot read: a label "\u00b2" edited into a
+    results file sorted as a number and ended the comparison in a traceback (issue 29)."""
+    from idbench.cli import main
+
+    cells = {"breakdown_prompts": {"n_subjects": {"\u00b2": ["01"], "2": ["01", "02"], "\u0663": ["02"]}}}
+    summary = _summary(aggregates={**_summary()["aggregates"], **cells})
+    a, b = _write_run(tmp_path / "a", summary), _write_run(tmp_path / "b", summary)
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "n_subjects = 2" in out and "n_subjects = \u00b2" in out
+
+
 def test_compare_of_two_valid_small_folders_and_nan_values_still_works(tmp_path, capsys):
     from idbench.cli import main
 
