@@ -132,10 +132,15 @@ def _read_results(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
     try:
         import pyarrow.parquet as pq
 
+        from idbench.evaluate_pkg.results_bounds import results_file_problem
+
         schema = pq.read_schema(path)
         missing = [name for name in RESULT_COLUMNS if name not in schema.names]
         if missing:
             raise CompareError(f"{path}: no column {', '.join(missing)} (a results.parquet of `idbench score` has {', '.join(RESULT_COLUMNS)})")
+        too_large = results_file_problem(path, RESULT_COLUMNS)
+        if too_large:
+            raise CompareError(too_large)
         frame = pq.read_table(path, columns=list(RESULT_COLUMNS)).to_pandas()
     except CompareError:
         raise

@@ -25,9 +25,15 @@ from typing import Any
 import pandas as pd
 
 from idbench.evaluate_pkg.data import BenchmarkData
+from idbench.evaluate_pkg.results_bounds import results_file_problem
 from idbench.evaluate_pkg.submission import MANIFEST_NAME
 
 RESULTS_FILE = "results.parquet"
+COLUMNS = ("prompt_id", "seed", "metric", "value")  # what sample_scores reads of it
+
+
+class ResultsTooLarge(ValueError):
+    """A result folder's parquet file is over the bounds of ``evaluate_pkg.results_bounds`` (one line)."""
 
 
 def sample_scores(result_dir: Path, metric: str) -> pd.DataFrame:
@@ -39,7 +45,10 @@ def sample_scores(result_dir: Path, metric: str) -> pd.DataFrame:
     path = Path(result_dir) / RESULTS_FILE
     if not path.is_file():
         return pd.DataFrame(columns=["prompt_id", "seed", "value"])
-    frame = pd.read_parquet(path, columns=["prompt_id", "seed", "metric", "value"])
+    too_large = results_file_problem(path, COLUMNS)
+    if too_large:
+        raise ResultsTooLarge(too_large)
+    frame = pd.read_parquet(path, columns=list(COLUMNS))
     frame = frame[(frame["metric"] == metric) & frame["value"].notna()]
     means = frame.groupby(["prompt_id", "seed"], as_index=False, sort=True)["value"].mean()
     return means.reset_index(drop=True)
@@ -97,7 +106,12 @@ def _evidence_frame(result_dir: Path) -> pd.DataFrame | None:
     from idbench.evaluate_pkg.runner import EVIDENCE_FILE
 
     path = Path(result_dir) / EVIDENCE_FILE
-    return pd.read_parquet(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    too_large = results_file_problem(path)
+    if too_large:
+        raise ResultsTooLarge(too_large)
+    return pd.read_parquet(path)
 
 
 def evidence(result_dir: Path, prompt_id: str, seed: int) -> dict[str, Any]:

@@ -143,6 +143,8 @@ def _read_results(results_path: str, required: tuple[str, ...], optional: tuple[
     then say the values are not available)."""
     import pyarrow.parquet as pq
 
+    from idbench.evaluate_pkg.results_bounds import results_file_problem
+
     path = Path(results_path) / samples.RESULTS_FILE
     try:
         if not path.is_file():
@@ -151,6 +153,10 @@ def _read_results(results_path: str, required: tuple[str, ...], optional: tuple[
         if not set(required) <= present:
             return None
         columns = [*required, *(c for c in optional if c in present)]
+        too_large = results_file_problem(path, columns)
+        if too_large:  # the callers say the values are not available; the log says why
+            logger.warning("%s", too_large)
+            return None
         return pd.read_parquet(path, columns=columns, filters=[("metric", "==", metric)] if metric is not None else None)
     except (OSError, ValueError, TypeError) as err:  # pyarrow's ArrowInvalid is a ValueError
         logger.warning("%s of a result not read (%s)", samples.RESULTS_FILE, type(err).__name__)
@@ -943,7 +949,11 @@ def _sample_grid(row: dict, spec: BenchmarkSpec) -> None:
         return
     st.subheader("Best and worst samples")
     metric = st.selectbox("by metric", computed, index=computed.index(query.default_metric(pd.DataFrame([row]), spec)), key="model-sample-metric")
-    scores = samples.sample_scores(Path(row["results_path"]), metric)
+    try:
+        scores = samples.sample_scores(Path(row["results_path"]), metric)
+    except samples.ResultsTooLarge as error:
+        st.warning(_too_large(error))
+        return
     if scores.empty:
         st.info(f"No per-sample values of {metric} in this result.")
         return
@@ -959,6 +969,11 @@ def _sample_grid(row: dict, spec: BenchmarkSpec) -> None:
         st.markdown(f"**{title}**")
         for sample in chosen.itertuples():
             _sample_row(data, Path(submission["stored_path"]), Path(row["results_path"]), sample, metric)
+
+
+def _too_large(error: Exception) -> str:
+    """A results file over its bounds, said without the server's path (evaluate_pkg.results_bounds)."""
+    return plain("Not shown: this result's file is too large to read here (" + str(error).split(": ", 1)[-1] + ").")
 
 
 WHO_NOT_RECORDED = (
@@ -984,7 +999,12 @@ def _who_became_whom(row: dict, spec: BenchmarkSpec) -> None:
     if not stored.is_dir():  # a Hub mirror: the public results repos hold numbers, never images
         st.text("The generated images of this result are not public here, so its faces are not shown.")
         return
-    records = samples.evidence_of(Path(row["results_path"]), samples.WHO_BECAME_WHOM)
+    try:
+        records = samples.evidence_of(Path(row["results_path"]), samples.WHO_BECAME_WHOM)
+        strict = samples.sample_scores(Path(row["results_path"]), query.WHO_GROUNDED_METRIC)
+    except samples.ResultsTooLarge as error:
+        st.warning(_too_large(error))
+        return
     if not records:
         st.text("This result kept no per-image record of who became whom (its evidence file is absent).")
         return
@@ -993,7 +1013,6 @@ def _who_became_whom(row: dict, spec: BenchmarkSpec) -> None:
     except BenchmarkDataError as error:
         st.warning(plain(f"The benchmark this was scored against is not available here: {error}"))
         return
-    strict = samples.sample_scores(Path(row["results_path"]), query.WHO_GROUNDED_METRIC)
     worst = samples.worst_assignments(records, strict, WORST_ASSIGNMENTS)
     st.markdown(
         f"**The {len(worst)} image(s) where identities went most wrong** "
@@ -1055,7 +1074,11 @@ def _sample_row(data: BenchmarkData, stored: Path, result_dir: Path, sample, met
     for column, ref in zip(columns[1:], refs):
         column.image(data.references[ref]["image"], caption=f"reference {ref}", width=REFERENCE_PX)
     st.text(f"{sample.prompt_id} seed {sample.seed}: {metric} = {sample.value:.4f}\n{prompt.get('prompt', '')}")
-    found = samples.evidence(result_dir, sample.prompt_id, sample.seed)
+    try:
+        found = samples.evidence(result_dir, sample.prompt_id, sample.seed)
+    except samples.ResultsTooLarge as error:
+        found = {}
+        st.caption(_too_large(error))
     if found:
         with st.expander("judge evidence"):
             st.json(found)

@@ -250,6 +250,30 @@ def test_status_model_and_about_pages(app):
     assert len(app.code) == 3
 
 
+def test_results_files_over_their_bounds_are_not_read(app, monkeypatch):
+    """A results file of more rows than a result can have (one edited in place on a results repo): the
+    model page says its samples are not shown, the board shows no rank intervals, nothing raises."""
+    import streamlit as st
+
+    from idbench.evaluate_pkg import results_bounds
+
+    monkeypatch.setattr(results_bounds, "MAX_RESULT_ROWS", 10)
+    st.cache_data.clear()  # values read under the real bound by earlier tests are cached in this process
+    try:
+        app.switch_page("views/model.py").run()
+        assert not app.exception and app.title[0].value == "Model"
+        warnings = [_unescape(w.value) for w in app.warning]
+        assert any("too large to read here" in w and "rows, over the 10 a results file may have" in w for w in warnings), warnings
+        assert not [t.value for t in app.text if " seed " in t.value and "dino_sim = " in t.value]
+        assert not any("/results/" in w for w in warnings)  # the server's paths are not shown
+        app.switch_page(PAGE).run()
+        app.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
+        assert not app.exception
+        assert any("Rank intervals and tiers: not shown" in c.value for c in app.caption), [c.value for c in app.caption]
+    finally:
+        st.cache_data.clear()  # and nothing read under the lowered bound is left for the next tests
+
+
 def _submit(at: AppTest, **fields) -> AppTest:
     at.switch_page("views/submit.py").run()
     for key, value in fields.items():
