@@ -8,7 +8,9 @@ Two layers:
   non-commercial licence).
 - :func:`download` carries the plan out: each model that ``registry.check_available`` already finds
   is left alone; Hub files go through ``huggingface_hub.hf_hub_download`` into the Hugging Face cache
-  (``registry.hub_cache_dir()``), which shows the progress and resumes a partial file; the buffalo_l
+  (``registry.hub_cache_dir()``), which shows the progress and resumes a partial file, and each file
+  fetched is checked against the content address its pinned commit names (:func:`blob_mismatch`);
+  without network one probe fails every missing Hub model at once (:func:`_network_problem`); the buffalo_l
   zip is fetched with resume to a ``.part`` file, unpacked with bounds (no member outside the pack
   folder, no links, sizes counted on the bytes written), swapped in atomically, and checked again.
   One failure is one line naming the model and the step to take; the others go on, and the report's
@@ -271,6 +273,7 @@ def _hub(step: Step, hub_download: HubDownload | None) -> Outcome:
     present, _ = availability(card)
     if present:
         return Outcome(step, PRESENT, f"{step.name}: present ({card.hub_id}@{card.revision})")
+    real_hub = hub_download is None
     if hub_download is None:
         from huggingface_hub import hf_hub_download as hub_download
     from huggingface_hub import try_to_load_from_cache
@@ -281,12 +284,21 @@ def _hub(step: Step, hub_download: HubDownload | None) -> Outcome:
         cached = try_to_load_from_cache(card.hub_id, filename, cache_dir=cache, revision=card.revision)
         if isinstance(cached, str) and Path(cached).is_file():
             continue
+        if real_hub:
+            unreachable = _network_problem()
+            if unreachable:
+                return Outcome(step, FAILED, f"{step.name}: {filename} is not in the cache and {unreachable}: "
+                               "run idbench models download on a machine with network (or set HF_ENDPOINT)")  # fmt: skip
         try:
-            hub_download(card.hub_id, filename, revision=card.revision, cache_dir=cache)
+            path = hub_download(card.hub_id, filename, revision=card.revision, cache_dir=cache)
         except Exception as error:  # noqa: BLE001 - sorted into one line per model below; the rest re-raised
             if disk_full_error(error) or not _is_download_error(error):
                 raise
             return _hub_failure(step, filename, error)
+        mismatch = blob_mismatch(Path(path))
+        if mismatch:
+            return Outcome(step, FAILED, f"{step.name}: {filename} from {card.hub_id}@{card.revision} failed its check ({mismatch}); "
+                           "the file was removed: rerun to fetch it again, report it if it fails again")  # fmt: skip
         fetched.append(filename)
     present, why = availability(card)
     if not present:
@@ -317,6 +329,60 @@ def _hub_failure(step: Step, filename: str, error: BaseException) -> Outcome:
                        "unset HF_HUB_OFFLINE on a machine with network and rerun")  # fmt: skip
     return Outcome(step, FAILED, f"{step.name}: {filename} could not be downloaded from {where} ({_one_line(error)}): "
                    "check the network (or HF_ENDPOINT) and rerun; a partial file resumes")  # fmt: skip
+
+
+def blob_mismatch(path: Path) -> str | None:
+    """Why a file fetched into the Hugging Face cache does not hold the bytes its pinned commit names, or None.
+
+    The cache stores each file as ``blobs/<etag>``, the snapshot's name a link to it, and the Hub's etag
+    of a file at a commit is its content address: the sha256 of the bytes for an LFS file (every weight
+    file), git's blob SHA-1 for a small one. So every fetched file is checked against the sha256 (or
+    SHA-1) that the pinned commit itself carries, with no checksum written here by hand. A file that
+    fails is removed (link and blob), so a rerun fetches it again rather than keep it.
+    """
+    blob = path.resolve()
+    name = blob.name.lower()
+    if len(name) == 64 and all(c in "0123456789abcdef" for c in name):
+        digest, what = hashlib.sha256(), "sha256"
+    elif len(name) == 40 and all(c in "0123456789abcdef" for c in name):
+        digest, what = hashlib.sha1(usedforsecurity=False), "git blob SHA-1"  # git's own address of a small file
+        digest.update(f"blob {blob.stat().st_size}\0".encode())
+    else:
+        return None  # not a content-addressed cache (a local folder): nothing to check it against
+    with open(blob, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() == name:
+        return None
+    for stale in (path, blob):
+        stale.unlink(missing_ok=True)
+    return f"its {what} is {digest.hexdigest()[:16]}..., the commit names {name[:16]}..."
+
+
+#: seconds to wait for a TCP connection to the Hub before saying there is no network
+NETWORK_PROBE_S = 5.0
+_NETWORK: list[str | None] = []  # the probe's answer, once per process
+
+
+def _network_problem() -> str | None:
+    """Why the Hub cannot be reached (no route, no name resolution), in a few words, or None. One TCP
+    connection to the endpoint, at most ``NETWORK_PROBE_S`` seconds, asked once per process: without it
+    each model waited out the download library's own retries on a machine with no network. Not asked
+    under ``HF_HUB_OFFLINE``, where huggingface_hub refuses at once (one line per model, _hub_failure)."""
+    if _offline():
+        return None
+    if not _NETWORK:
+        import socket
+        from urllib.parse import urlsplit
+
+        endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+        host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+        try:
+            socket.create_connection((host, port), timeout=NETWORK_PROBE_S).close()
+            _NETWORK.append(None)
+        except OSError as error:
+            _NETWORK.append(f"there is no network ({host}:{port} unreachable: {_one_line(error)})")
+    return _NETWORK[0]
 
 
 def _offline() -> bool:

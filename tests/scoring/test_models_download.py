@@ -121,6 +121,7 @@ def stand_ins(monkeypatch):
     """The CLI's downloaders replaced by the stand-ins (the CLI passes none: the defaults are looked up)."""
     hub, fetcher = StandInHub(), StandInUrlFetcher()
     monkeypatch.setattr("huggingface_hub.hf_hub_download", hub)
+    monkeypatch.setattr(dl, "_NETWORK", [None])  # the probe's answer: the Hub is reachable (nothing connects)
     monkeypatch.setattr(dl, "fetch_with_resume", fetcher)
     return hub, fetcher
 
@@ -355,3 +356,53 @@ def test_scoring_without_the_paper_models_names_models_download_once(places):
     message = str(caught.value)
     assert message.startswith("2 models are missing")
     assert message.count("idbench models download --profile paper") == 1 and message.endswith(registry.ALL_AT_ONCE)
+
+
+# --- content addresses and no network (issue 29, item 8) -----------------------------------------------
+
+
+class CorruptingHub(StandInHub):
+    """Writes other bytes than the blob's name (the sha256 the commit names) says: a damaged download."""
+
+    def __call__(self, repo_id, filename, *, revision=None, cache_dir=None, **_ignored):
+        link = Path(super().__call__(repo_id, filename, revision=revision, cache_dir=cache_dir))
+        link.resolve().write_bytes(b"damaged in transit")
+        return str(link)
+
+
+def test_a_fetched_file_that_does_not_hold_its_pinned_bytes_is_refused_and_removed(places):
+    report = dl.download("paper", hub_download=CorruptingHub(), fetch_url=StandInUrlFetcher(), progress=None)
+    hub_lines = {o.step.name: o for o in report.outcomes if o.step.kind == "hub" and o.step.name in OPEN_HUB_MODELS}
+    assert hub_lines and all(o.status == dl.FAILED and "failed its check" in o.line and "sha256" in o.line for o in hub_lines.values())
+    assert not list(places[0].rglob("blobs/*"))  # nothing damaged is kept for a later run to trust
+    again = dl.download("paper", hub_download=StandInHub(), fetch_url=StandInUrlFetcher(), progress=None)
+    assert all(o.status == dl.FETCHED for o in again.outcomes if o.step.name in OPEN_HUB_MODELS)
+
+
+def test_a_small_file_is_checked_by_its_git_blob_address(tmp_path):
+    import subprocess
+
+    data = b'{"model_type": "dinov2"}\n'
+    address = subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True).stdout.decode().strip()
+    (tmp_path / address).write_bytes(data)
+    assert dl.blob_mismatch(tmp_path / address) is None
+    (tmp_path / address).write_bytes(data + b" ")
+    assert "SHA-1" in dl.blob_mismatch(tmp_path / address) and not (tmp_path / address).exists()
+
+
+def test_without_network_every_missing_hub_model_fails_at_once_in_one_line(places, monkeypatch):
+    tries = []
+
+    def no_route(address, timeout=None):
+        tries.append((address, timeout))
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(dl, "_NETWORK", [])
+    monkeypatch.setattr("socket.create_connection", no_route)
+    monkeypatch.setattr("huggingface_hub.hf_hub_download", lambda *a, **k: pytest.fail("no download is tried without network"))
+    lines = []
+    report = dl.download("paper", fetch_url=StandInUrlFetcher(), progress=lines.append)
+    hub = [o for o in report.outcomes if o.step.kind == "hub"]
+    assert hub and all(o.status == dl.FAILED and "no network" in o.line and "\n" not in o.line for o in hub)
+    assert len(tries) == 1 and tries[0][1] == dl.NETWORK_PROBE_S  # one probe, bounded, for the whole run
