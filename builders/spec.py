@@ -115,7 +115,7 @@ class DistinctNames:
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """A metric of the suite: what later issues compute and how the leaderboard shows it.
+    """A metric of the suite: what the scorer computes and how the leaderboard shows it.
 
     Raw values are always stored (a cosine stays a cosine); ``display`` says how to present them (a
     name of :data:`idbench.builders.display.DISPLAYS`: "raw", "x100", "percent", "x10", "clipscore"),
@@ -441,8 +441,3 @@ class BenchmarkSpec:
         except KeyError:
             raise KeyError(f"{self.name} has no config {name!r}; it has: {', '.join(self.configs)}") from None
 
-    def source_column(self, name: str) -> SourceColumn:
-        for column in self.source_columns:
-            if column.name == name:
-                return column
-        raise KeyError(name)

@@ -38,8 +38,6 @@ from idbench.evaluate_pkg.models.detection import square_crop
 from idbench.evaluate_pkg.models.registry import check_available, get_card, load_model, resolve_profile
 from idbench.evaluate_pkg.submission import Submission
 
-# Per-sample result: the raw value of one metric for one (prompt, seed[, subject]).
-RESULT_COLUMNS = ("prompt_id", "seed", "metric", "subject", "value")
 # Images a judged metric sends per batch: each batch's requests run concurrently; only one batch of
 # images is in memory at a time.
 JUDGE_CHUNK = 512

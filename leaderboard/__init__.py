@@ -1,1 +1,1 @@
-"""The Streamlit leaderboard, its submissions queue and results store (a later issue)."""
+"""The Streamlit leaderboard, its submissions queue and results store."""

@@ -35,14 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 

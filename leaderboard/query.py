@@ -27,10 +27,9 @@ from __future__ import annotations
 import json
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
-from urllib.parse import quote, unquote, urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import numpy as np
 import pandas as pd
@@ -768,12 +767,6 @@ def with_links(shown: pd.DataFrame, results: pd.DataFrame, task: str) -> pd.Data
     ]
     out.insert(out.columns.get_loc("model") + 1, "link", [safe_link((by_id[i]["metadata"] or {}).get("link")) for i in out["submission"].astype(int)])
     return out
-
-
-def model_from_url(url: str) -> str:
-    """The model name a :func:`model_url` shows (what the grid displays), for tests and plain views."""
-    found = re.search(MODEL_NAME_IN_URL, url)
-    return unquote(found.group(1)) if found else url
 
 
 def metadata_table(row: Mapping[str, Any]) -> pd.DataFrame:

@@ -48,7 +48,7 @@ from idbench.evaluate_pkg.submission import (
 from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
 from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
-from idbench.names import ANONYMOUS, confusable_key, name_problems, normalise_name, rate_identity, submitter_identity
+from idbench.names import confusable_key, name_problems, normalise_name, rate_identity, submitter_identity
 
 # A job whose attempts ended this many times in worker faults (its lease ran out: the worker was
 # killed; or the worker reported a fault of its own) is not handed out again but PARKED, so a job

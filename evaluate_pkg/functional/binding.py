@@ -18,7 +18,7 @@ Boxes are ``(x0, y0, x1, y1)`` in image pixels. Pure numpy.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from idbench.errors import IdbenchError
+
 #: Every metric module shipped here (folder name == script name == ``evaluate.load`` name).
 METRIC_NAMES: tuple[str, ...] = (
     "aesthetic",
@@ -42,8 +44,9 @@ METRIC_NAMES: tuple[str, ...] = (
 _HERE = Path(__file__).resolve().parent
 
 
-class UnknownMetricError(KeyError):
-    """A metric module asked for by a name that does not exist; the message lists the names that do."""
+class UnknownMetricError(KeyError, IdbenchError):
+    """A metric module asked for by a name that does not exist; the message lists the names that do.
+    A KeyError (a lookup by name) and a user error (the CLI prints it in one line)."""
 
     def __str__(self) -> str:  # KeyError would print the message quoted, as a repr
         return str(self.args[0])
