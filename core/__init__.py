@@ -7,7 +7,8 @@ Installed, everything lives under this one name: ``idbench.builders``, ``idbench
 From Python, the public names are here, imported on first use: :func:`generate`, :func:`score` and
 :func:`compare` (:mod:`idbench.api`),
 :mod:`metrics` (the ``evaluate`` modules by name), :func:`load_benchmark_data`,
-:func:`validate_submission`, :class:`ScoreOptions`, :class:`JudgeConfig` and :class:`IdbenchError`.
+:func:`validate_submission`, :class:`ScoreOptions`, :class:`JudgeConfig`, :class:`IdbenchError` and
+:func:`release_models` (scoring keeps its models loaded for the life of the process; this lets them go).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _PUBLIC = {
     "ScoreOptions": ("idbench.evaluate_pkg.context", "ScoreOptions"),
     "JudgeConfig": ("idbench.evaluate_pkg.judge.client", "JudgeConfig"),
     "IdbenchError": ("idbench.errors", "IdbenchError"),
+    "release_models": ("idbench.evaluate_pkg.context", "release_models"),
 }
 
 __all__ = ["__version__", *_PUBLIC]

@@ -72,6 +72,24 @@ def collapse(tmp_path_factory):
 METRICS = ("clip_t", "dino_sim")
 
 
+def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, monkeypatch):
+    import idbench.evaluate_pkg.context as context
+
+    loads = []
+    real = context.load_model
+    monkeypatch.setattr(context, "load_model", lambda name, **kw: loads.append(name) or real(name, **kw))
+    idbench.release_models()
+    root, data = collapse
+    first = idbench.score(root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "a", progress=False)
+    assert loads and len(loads) == len(set(loads))  # each model of the roles used, once
+    again = idbench.score(root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "b", progress=False)
+    assert len(loads) == len(set(loads))  # nothing loaded the second time (another feature cache: computed anew)
+    pd.testing.assert_frame_equal(first.aggregates, again.aggregates)
+    assert idbench.release_models() == len(set(loads))
+    idbench.score(root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "c", progress=False)
+    assert len(loads) == 2 * len(set(loads))  # released: loaded again
+
+
 def test_score_returns_the_runners_summary_and_its_rows_as_frames(collapse, tmp_path, monkeypatch):
     root, data = collapse
     scratch = tmp_path / "tmp"
