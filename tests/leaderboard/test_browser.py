@@ -384,8 +384,11 @@ def test_submit_page_queues_a_valid_zip(page, server, filled, sync_api):
 
 
 def _table_with(page, column: str) -> int:
-    """The index of the page's first table that has ``column`` in its header."""
+    """The index of the page's first table that has ``column`` in its header, once one is on the page
+    (the status widget can be gone before the rerun that draws the table has shown it)."""
     frames = page.get_by_test_id("stDataFrame")
+    header = frames.locator("thead th").filter(has_text=re.compile(rf"^\s*{re.escape(column)}\s*$"))
+    header.first.wait_for(state="attached", timeout=WAIT_MS)
     for nth in range(frames.count()):
         if column in _header(page, nth):
             return nth
