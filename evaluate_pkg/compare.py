@@ -65,7 +65,7 @@ def load_run(folder: str | Path) -> Run:
         if not path.is_file():
             raise CompareError(f"{folder}: not a results folder of `idbench score` (no {path.name})")
     summary = _read_summary(aggregates)
-    return Run(folder, summary, _read_results(parquet, summary))
+    return Run(folder, summary, _read_results(parquet))
 
 
 def _read_summary(path: Path) -> dict[str, Any]:
@@ -95,9 +95,9 @@ def _check_summary(path: Path, summary: Any) -> None:
         raise bad("benchmark", "is missing" if benchmark is None else f"is a {type(benchmark).__name__}, not a benchmark name")
     if benchmark not in BENCHMARKS:
         raise bad("benchmark", f"names an unknown benchmark {benchmark[:80]!r}; known: {', '.join(sorted(BENCHMARKS))}")
-    for field, kind in (("submission", dict), ("aggregates", dict)):
-        if summary.get(field) is not None and not isinstance(summary[field], kind):
-            raise bad(field, f"is a {type(summary[field]).__name__}, not an object")
+    for key, kind in (("submission", dict), ("aggregates", dict)):
+        if summary.get(key) is not None and not isinstance(summary[key], kind):
+            raise bad(key, f"is a {type(summary[key]).__name__}, not an object")
     model = (summary.get("submission") or {}).get("model")
     if model is not None and not isinstance(model, str):
         raise bad("submission.model", f"is a {type(model).__name__}, not a name")
@@ -128,7 +128,7 @@ def _check_summary(path: Path, summary: Any) -> None:
             raise bad("aggregates.breakdown_prompts", "is not an object of axes -> {cell: [prompt ids]}")
 
 
-def _read_results(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
+def _read_results(path: Path) -> pd.DataFrame:
     try:
         import pyarrow.parquet as pq
 
@@ -146,14 +146,14 @@ def _read_results(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
         raise
     except (OSError, ValueError, TypeError, KeyError, IndexError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise CompareError(f"{path}: unreadable as parquet ({_one_line(err)})") from None
-    _check_results(path, frame, summary["benchmark"])
+    _check_results(path, frame)
     return frame
 
 
 MAX_METRIC_NAME = 120  # characters; the longest of the suites' names and diagnostics is under 60
 
 
-def _check_results(path: Path, frame: pd.DataFrame, benchmark: str) -> None:
+def _check_results(path: Path, frame: pd.DataFrame) -> None:
     """Column types, plain metric names, finite values and one row per key; a wrong one names ``path`` and the field."""
     import numpy as np
     from pandas.api import types
