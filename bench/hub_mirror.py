@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from idbench.builders.benchmarks import get_benchmark  # noqa: E402
+from idbench.builders.registry import get_benchmark  # noqa: E402
 from idbench.leaderboard import hub_mirror  # noqa: E402
 from idbench.leaderboard.hubrepo import FileAdd, LocalRepoStandIn  # noqa: E402
 from idbench.leaderboard.store import Store  # noqa: E402

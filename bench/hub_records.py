@@ -50,7 +50,7 @@ def request_bytes() -> bytes:
 
 
 def result_bytes() -> bytes:
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
 
     cell = {"mean": 0.5, "ci_low": 0.48, "ci_high": 0.52, "n": 1361, "n_nan": 0, "n_prompts": 1361}
     overall = {m.name: dict(cell) for m in get_benchmark(BENCHMARK).task_metrics("reference")}

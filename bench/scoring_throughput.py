@@ -33,7 +33,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from idbench.builders.benchmarks.identity_collapse import SCR_THRESHOLDS  # noqa: E402
+from idbench.benchmarks.identity_collapse.spec import SCR_THRESHOLDS  # noqa: E402
 from idbench.builders.build import build  # noqa: E402
 from idbench.evaluate_pkg import functional as F  # noqa: E402
 from idbench.evaluate_pkg.data import load_benchmark_data  # noqa: E402

@@ -1,9 +1,9 @@
 """``idbench build``: source folder -> validated, deduplicated, sampled, written benchmark.
 
-Each benchmark's recipe (named by its spec, ``BenchmarkSpec.recipe``; see :mod:`idbench.builders.recipes`)
+Each benchmark's recipe (named by its spec, ``BenchmarkSpec.recipe``; see :mod:`idbench.builders.recipe`)
 turns a validated :class:`~idbench.builders.sources.Source` into tables (config name -> rows matching the
 config's Features) plus the breakdown counts of the build report. Validation, dedup and writing are
-shared. The model stages of ``--curate`` come in as a :class:`~idbench.builders.recipes.Curator`
+shared. The model stages of ``--curate`` come in as a :class:`~idbench.builders.recipe.Curator`
 built by the caller (the CLI builds :class:`idbench.curation.pipeline.Curation`): builders never import
 curation, which sits above them.
 """
@@ -15,10 +15,10 @@ from importlib import resources
 from pathlib import Path
 
 import idbench
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.builders.card import render_card, render_license
 from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
-from idbench.builders.recipes import Curator
+from idbench.builders.recipe import Curator
 from idbench.builders.sources import read_source
 from idbench.builders.spec import BenchmarkSpec
 from idbench.builders.write import OutputExistsError, write_benchmark

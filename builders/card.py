@@ -5,7 +5,7 @@ The card is the single description of a published dataset. Its YAML front matter
 so it is built as a Python dict and written with ``yaml.safe_dump``: it is valid YAML whatever a
 description contains. The Markdown body comes from one Jinja2 template, ``cards/card.md.j2``, shared
 by every benchmark; the template the spec names (``BenchmarkSpec.card_template``, e.g.
-``cards/charis.md.j2``) extends it with the prose that only that benchmark has (what the paper built,
+``benchmarks/charis/charis.md.j2``) extends it with the prose that only that benchmark has (what the paper built,
 what the fields mean, how scores are computed).
 
 Everything here is a pure function of the :class:`BenchmarkSpec` and the builder's ``build_info``:
@@ -13,7 +13,7 @@ no dates, no paths of the machine that built it, so building twice gives the sam
 
 Example::
 
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
     text = render_card(get_benchmark("identity-collapse"), build_info)
     (out / "README.md").write_text(text, encoding="utf-8")
 """

@@ -289,10 +289,12 @@ class BenchmarkSpec:
     task_categories: tuple[str, ...] = ("text-to-image",)
     tags: tuple[str, ...] = field(default=("identity-preservation", "subject-driven-generation", "benchmark"))
     limitations: tuple[str, ...] = ()
+    # (what, url) pairs the paper's own text gives beyond its title (where its data and code were released).
+    links: tuple[tuple[str, str], ...] = ()
 
     # --- where the rest of the system finds this benchmark ----------------------------------------
     # The build recipe, "module:attr" of a function (source, seed, n_prompts, max_distance, curator)
-    # -> (Recipe, dropped duplicates); see idbench.builders.recipes.
+    # -> (Recipe, dropped duplicates); see idbench.builders.recipe.
     recipe: str = ""
     # A manifest column whose values must be unique (the reference id), or None.
     unique_source_column: str | None = None
@@ -306,6 +308,12 @@ class BenchmarkSpec:
     suite: str = ""
     # The baseline layout, "module:attr" of an idbench.evaluate_pkg.baselines.Layout; None: no baselines.
     baselines: str | None = None
+    # The judge's control questions, "module:attr" of an object with checks(metrics) and
+    # outcomes(data, judge, checks, k) (idbench.evaluate_pkg.judge.controls.BenchmarkControls); "": none.
+    controls: str = ""
+    # The scorer of ranking submissions (a "retrieval" task), "module" or "module:attr" of an object with
+    # score_rankings(data, rankings, metrics) and slot_count_note(data); "": the benchmark has no such task.
+    rankings: str = ""
     # The breakdown column that counts subjects per prompt and the sizes the benchmark is built with
     # (eval.yaml tasks, "metric vs N" plots); None when prompts have one subject.
     group_size_axis: str | None = None
@@ -319,8 +327,8 @@ class BenchmarkSpec:
     slot_key: str = "slot"
     # Breakdowns by the subjects' metadata (aggregates["subject_breakdowns"]); see SubjectBreakdown.
     subject_breakdowns: tuple[SubjectBreakdown, ...] = ()
-    # The dataset card's Jinja2 template: a file of idbench.cards ("charis.md.j2"), or
-    # "package:file" for a template shipped with another package; None: the shared card.md.j2.
+    # The dataset card's Jinja2 template: "package:file" (each built-in benchmark ships its own beside its
+    # code, "idbench.benchmarks.charis:charis.md.j2"), or a file of idbench.cards; None: the shared card.md.j2.
     card_template: str | None = None
     # The version of the scoring suite, stored with every result (a change makes old results stale).
     suite_version: str = "0.1"
@@ -429,7 +437,8 @@ class BenchmarkSpec:
         raise KeyError(f"{self.name} has no metric {name!r}; it has: {', '.join(m.name for m in self.metric_suite)}")
 
     def load(self, field_name: str) -> Any:
-        """The object one of the ``"module:attr"`` fields names (``recipe``, ``suite``, ``baselines``)."""
+        """The object one of the ``"module:attr"`` fields names (``recipe``, ``suite``, ``baselines``,
+        ``controls``, ``rankings``)."""
         reference = getattr(self, field_name)
         if not reference:
             raise SpecError(f"benchmark {self.name} has no {field_name}")

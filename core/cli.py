@@ -15,7 +15,7 @@ DEFAULT_DEMO_OUT = Path("idbench-output")
 def benchmark_name(name: str) -> str:
     """argparse type of a benchmark argument: a name the registry knows (built-in, registered or from an
     ``idbench.benchmarks`` entry point); otherwise argparse's one-line error lists those that exist."""
-    from idbench.builders.benchmarks import UnknownBenchmarkError, get_benchmark
+    from idbench.builders.registry import UnknownBenchmarkError, get_benchmark
 
     try:
         return get_benchmark(name).name
@@ -108,7 +108,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     if args.eval_yaml:
         import json
 
-        from idbench.builders.benchmarks import get_benchmark
+        from idbench.builders.registry import get_benchmark
         from idbench.leaderboard.hub import dump_yaml, eval_yaml
 
         info = json.loads((args.folder / "build_info.json").read_text()) if (args.folder / "build_info.json").is_file() else {}
@@ -281,7 +281,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir, overwrite=args.overwrite, accelerator=accelerator,
     )
     if args.hub_eval_results and (accelerator is None or accelerator.is_main_process):
-        from idbench.builders.benchmarks import get_benchmark
+        from idbench.builders.registry import get_benchmark
         from idbench.leaderboard.hub import write_eval_results
 
         path = write_eval_results(
@@ -394,7 +394,7 @@ def _cmd_baseline(args: argparse.Namespace) -> int:
     data = _load_data(args.data, args.benchmark)
     if args.name.startswith("retrieval-"):
         from idbench.evaluate_pkg.context import ScoreOptions
-        from idbench.evaluate_pkg.retrieval import make_retrieval_baseline, retrieval_rows
+        from idbench.benchmarks.cogcanvas.retrieval import make_retrieval_baseline, retrieval_rows
 
         options = ScoreOptions(
             profile=args.profile, device=args.device, batch_size=args.batch_size,
@@ -516,7 +516,7 @@ class HubArgumentError(IdbenchError):
 
 def _hub_data_dirs(entries: list[str]) -> dict[str, Path]:
     """``--data BENCH=DIR`` entries over the defaults ``$IDBENCH_HOME/benchmarks/<benchmark>``."""
-    from idbench.builders.benchmarks import BENCHMARKS
+    from idbench.builders.registry import BENCHMARKS
     from idbench.leaderboard.store import default_home
 
     folders = {name: default_home() / "benchmarks" / name for name in BENCHMARKS}
@@ -555,7 +555,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def _cmd_alignment(args: argparse.Namespace) -> int:
-    from idbench.evaluate_pkg.alignment import read_prompts, read_ratings, read_scores, run_study
+    from idbench.benchmarks.charis.alignment import read_prompts, read_ratings, read_scores, run_study
 
     prompts = args.prompts or args.ratings
     result = run_study(

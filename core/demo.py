@@ -22,7 +22,7 @@ from pathlib import Path
 
 import datasets
 
-from idbench.builders.benchmarks import BENCHMARKS, get_benchmark
+from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.build import build, format_report, sample_source
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions

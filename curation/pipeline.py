@@ -181,7 +181,7 @@ class Curation:
             message = str(error)  # the image stages removed nothing: the error is the build's own
         return CurationError(f"{message} (curation audit kept in {audit_dir})")
 
-    # The Curator protocol of idbench.builders.recipes: what a build recipe calls. The CLI makes this
+    # The Curator protocol of idbench.builders.recipe: what a build recipe calls. The CLI makes this
     # object and hands it to idbench.builders.build.build(curator=...), so builders never import curation.
 
     @property
@@ -191,17 +191,9 @@ class Curation:
     def curate_images(self, images: Sequence[Any], id_of: Callable[[Any], str], text_of: Callable[[Any], str]) -> list[Any]:
         return curate_images(images, id_of, text_of, self)
 
-    def curate_charis_prompts(self, subjects: Sequence[Mapping[str, Any]], template_prompts: Sequence[Mapping[str, Any]]) -> list[dict]:
-        return curate_charis_prompts(subjects, template_prompts, self)
-
-    def curate_cogcanvas_references(self, rows: Sequence[Mapping[str, Any]]) -> list[dict]:
-        return curate_cogcanvas_references(rows, self)
-
-    def curate_cogcanvas_prompts(self, prompts, retrieval, references, resampler) -> tuple[list[dict], list[dict]]:
-        return curate_cogcanvas_prompts(prompts, retrieval, references, resampler, self)
 
 
-def _judge_stats(judge: Any) -> dict[str, Any] | None:
+def judge_stats(judge: Any) -> dict[str, Any] | None:
     stats = getattr(judge, "stats", None)
     return stats.as_dict() if stats is not None and hasattr(stats, "as_dict") else None
 
@@ -335,130 +327,3 @@ def _counts(stage: str, went_in: Sequence[str], came_out: Sequence[str], kind: M
         {k: sum(kind[i] == k for i in came_out) for k in kinds},
         {k: dict(c) for k, c in removed_by.items()},
     )
-
-
-# --- 2. CogCanvas references -----------------------------------------------------------------------
-
-
-def curate_cogcanvas_references(rows: Sequence[Mapping[str, Any]], run: Curation) -> list[dict]:
-    """Reference rows with empty metadata filled by the MLLM (manifest values win); the identity audit.
-
-    Without a judge the rows come back unchanged and the stage is logged as skipped. The audit of the
-    identity pool runs either way (it needs no model).
-    """
-    from idbench.curation.metadata import demographic_balance, extract_metadata, merge_metadata, ref_inputs
-
-    out, log = [dict(r) for r in rows], run.log
-    judge = run.judge
-    if judge is None:
-        log.stages["metadata"] = NO_JUDGE
-    else:
-        report = extract_metadata(judge, ref_inputs(out))
-        merged = merge_metadata(out, report)
-        out = [dict(r) for r in merged.rows]
-        log.stages["metadata"] = {
-            "judge": judge.model,
-            "images": len(report.entries),
-            "failed": [{"ref_id": e.ref_id, "error": e.error} for e in report.failed],
-            "filled": len(merged.filled),
-            "conflicts": len(merged.conflicts),
-            "judge_stats": _judge_stats(judge),
-        }
-        log.files["metadata.json"] = json.dumps(
-            {"extracted": report.as_dict(), "conflicts": [c.__dict__ for c in merged.conflicts]}, indent=2, ensure_ascii=False, default=str
-        ) + "\n"
-    audit = demographic_balance(out)
-    log.stages["demographic_balance"] = {"flagged": [str(f) for f in audit.flagged]}
-    log.files["demographic_balance.csv"] = audit.table.to_csv(index=False)
-    log.files["demographic_balance.txt"] = audit.format() + "\n"
-    return out
-
-
-# --- 3. CogCanvas prompts --------------------------------------------------------------------------
-
-
-def curate_cogcanvas_prompts(
-    prompts: Sequence[Mapping[str, Any]],
-    retrieval: Sequence[Mapping[str, Any]],
-    references: Sequence[Mapping[str, Any]],
-    resampler: Callable[[Mapping[str, Any], int], tuple[dict, list[dict]]] | None,
-    run: Curation,
-) -> tuple[list[dict], list[dict]]:
-    """Prompts whose text the MLLM wrote and a verifier passed, and the retrieval rows that go with them.
-
-    A tuple the verifier finds implausible (interaction, layout or scene) is drawn again through
-    ``resampler`` (:func:`idbench.builders.sampling.cogcanvas.prompt_resampler`); its retrieval rows are then
-    replaced by the new draw's. Prompts that never pass keep their (last) template text, flagged.
-    """
-    from idbench.curation.prompt_synthesis import synthesize_prompts, tuple_from_record
-
-    judge, log = run.judge, run.log
-    if judge is None:
-        log.stages["prompt_synthesis"] = NO_JUDGE
-        return [dict(p) for p in prompts], [dict(r) for r in retrieval]
-    refs = {r["ref_id"]: r for r in references}
-    attempts: dict[str, int] = {}
-    redrawn: dict[str, list[dict]] = {}  # prompt id -> retrieval rows of its latest draw
-
-    def resample(t: Any, reasons: Sequence[str]) -> Any:
-        attempts[t.prompt_id] = attempts.get(t.prompt_id, 0) + 1
-        prompt, rows = resampler(t.record, attempts[t.prompt_id])
-        redrawn[t.prompt_id] = rows
-        return tuple_from_record(prompt, refs)
-
-    report = synthesize_prompts(
-        judge,
-        [tuple_from_record(p, refs) for p in prompts],
-        resample=resample if resampler is not None else None,
-        max_attempts=run.options.max_attempts,
-    )
-    log.stages["prompt_synthesis"] = {
-        "judge": judge.model,
-        "prompts": len(prompts),
-        "accepted": len(report.accepted),
-        "given_up": [o.prompt_id for o in report.given_up],
-        "redrawn": sorted(redrawn),
-        "requests": {"writer": report.writer_requests, "verifier": report.verifier_requests, "ask_calls": report.ask_calls},
-    }
-    log.files["prompt_synthesis.json"] = json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
-    rows = [dict(r) for r in retrieval if r["prompt_id"] not in redrawn]
-    rows += [dict(r) for prompt_id in sorted(redrawn) for r in redrawn[prompt_id]]
-    order = {p["prompt_id"]: k for k, p in enumerate(prompts)}
-    rows.sort(key=lambda r: order[r["prompt_id"]])  # stable: a prompt's rows keep their slot order
-    return [dict(p) for p in report.prompt_rows(on_give_up="template")], rows
-
-
-# --- 4. CHARIS prompts -----------------------------------------------------------------------------
-
-
-def curate_charis_prompts(
-    subjects: Sequence[Mapping[str, Any]], template_prompts: Sequence[Mapping[str, Any]], run: Curation
-) -> list[dict]:
-    """The prompts of a reviewed export, or VLM proposals (with a review export), or the templates."""
-    from idbench.curation.review import export_review, import_review
-
-    options, log = run.options, run.log
-    if options.reviewed_prompts is not None:
-        result = import_review(Path(options.reviewed_prompts))
-        log.stages["charis_prompts"] = {"source": "reviewed export", **{k: v for k, v in result.as_dict().items() if k != "proposals"}}
-        return [dict(p) for p in result.prompt_rows()]
-    judge = run.judge
-    if judge is None:
-        log.stages["charis_prompts"] = NO_JUDGE + "; the template prompts are used"
-        return [dict(p) for p in template_prompts]
-    from idbench.curation.charis_prompts import propose_charis_prompts, subject_inputs
-    from idbench.ekb import load_ekb
-
-    report = propose_charis_prompts(judge, subject_inputs(subjects), load_ekb(), max_attempts=options.max_attempts)
-    images = {s["subject_id"]: s["image"]["bytes"] for s in subjects}
-    log.stages["charis_prompts"] = {
-        "source": "VLM proposals",
-        "judge": judge.model,
-        "proposals": len(report.proposals),
-        "incomplete_subjects": [s.subject_id for s in report.incomplete],
-        "requests": report.requests,
-        "ask_calls": report.ask_calls,
-    }
-    log.files["charis_proposals.json"] = json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
-    log.writers.append(lambda root: export_review(report.proposals, images, root / "review"))
-    return [dict(p) for p in report.prompt_rows()]

@@ -83,7 +83,7 @@ def _read_summary(path: Path) -> dict[str, Any]:
 
 def _check_summary(path: Path, summary: Any) -> None:
     """The fields of aggregates.json a comparison reads, with their types; a wrong one names ``path`` and the field."""
-    from idbench.builders.benchmarks import BENCHMARKS
+    from idbench.builders.registry import BENCHMARKS
 
     def bad(field: str, what: str) -> CompareError:
         return CompareError(f"{path}: field {field} {what}")
@@ -258,7 +258,7 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, confidence: float = 0.95,
     why = refusal(a.summary, b.summary)
     if why:
         raise CompareError(why)
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
 
     spec = get_benchmark(a.summary["benchmark"])
     factors, units, method, notes = _design(a.summary)

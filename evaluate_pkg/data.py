@@ -16,7 +16,7 @@ from pathlib import Path
 
 import datasets
 
-from idbench.builders.benchmarks import UnknownBenchmarkError, get_benchmark
+from idbench.builders.registry import UnknownBenchmarkError, get_benchmark
 from idbench.builders.spec import BenchmarkSpec
 from idbench.errors import IdbenchError
 

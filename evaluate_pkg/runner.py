@@ -32,7 +32,6 @@ from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 from idbench.evaluate_pkg.report import aggregate, write_report
-from idbench.evaluate_pkg.retrieval import score_rankings, slot_count_note
 from idbench.evaluate_pkg.submission import validate_submission
 from idbench.evaluate_pkg.suites import suite_for
 from idbench.progress import Progress, progress_for
@@ -208,8 +207,10 @@ def _score(submission_path, data, out, options, cache_dir, overwrite, accelerato
         stages = functools.partial(reporter, shared=shared)
         context = Context(data, submission, store, models, options, progress=stages, judge=judge)
         if submission.task == "retrieval":
-            results = score_rankings(data, submission.rankings, metrics=set(metrics))
-            context.notes["retrieval"] = slot_count_note(data)
+            # Rankings, not images: the benchmark's own scorer (BenchmarkSpec.rankings), no copy check.
+            scorer = data.spec.load("rankings")
+            results = scorer.score_rankings(data, submission.rankings, metrics=set(metrics))
+            context.notes["retrieval"] = scorer.slot_count_note(data)
         else:
             results = suite_for(data.name).score(context, set(metrics))
             # Every benchmark, whatever metrics ran: a copy or paste of the references wins identity

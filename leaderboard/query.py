@@ -932,7 +932,7 @@ def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, p
 
 # --- who became whom (CogCanvas, suite 0.3 on) ---------------------------------------------------
 
-# The per-image counts CogCanvas's scorer stores as ``who.<count>`` (evaluate_pkg/suites/cogcanvas.py),
+# The per-image counts CogCanvas's scorer stores as ``who.<count>`` (benchmarks/cogcanvas/suite.py),
 # with their definitions as the module doc of ``evaluate_pkg/functional/identity.py`` gives them
 # (tests/leaderboard/test_who.py checks they still agree). Kept here as text, not imported: that module
 # needs scipy, which the app of a Hub-backed Space does not install.

@@ -137,7 +137,7 @@ def evidence_of(result_dir: Path, metric: str) -> dict[tuple[str, int], dict[str
 # (``WhoBecameWhom.as_evidence`` in evaluate_pkg/functional/identity.py). The model page shows the worst
 # of those images: each person's reference beside the face it was matched to, and the faces no person got.
 
-# Its evidence name (``WHO`` of evaluate_pkg/suites/cogcanvas.py, which imports torch: not imported here).
+# Its evidence name (``WHO`` of benchmarks/cogcanvas/suite.py, which imports torch: not imported here).
 WHO_BECAME_WHOM = "who_became_whom"
 # What makes an image bad at keeping identities: each of these counts is one person or face gone wrong.
 WHO_ERRORS = ("swapped", "cloned", "missing", "extra")

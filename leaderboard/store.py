@@ -449,11 +449,6 @@ class Store:
 
     # --- jobs ---------------------------------------------------------------------------------------
 
-    def add_job(self, submission_id: int) -> int:
-        """Queue a new PENDING job for an existing submission (a rescore); returns its id."""
-        with self.transaction() as db:
-            return insert_job(db, submission_id, time.time())
-
     def job(self, job_id: int) -> dict[str, Any]:
         """One job row as a plain dict; KeyError names a missing id."""
         with self.transaction(immediate=False) as db:

@@ -325,8 +325,14 @@ def test_the_shipped_samples_have_no_names_that_read_alike(benchmark):
     assert clashes == []
 
 
-def test_a_name_changed_by_curation_is_checked_before_sampling(tmp_path):
+def test_a_name_changed_by_curation_is_checked_before_sampling(tmp_path, monkeypatch):
     """The check runs on the rows the sampler gets, not only on the manifest."""
+    from idbench.benchmarks.cogcanvas import curation
+
+    def rename(rows, run):  # CogCanvas's metadata stage, as if the judge renamed the teacup
+        return [{**r, "name": "the red espresso cup"} if r["entity_id"] == "object-white-teacup" else r for r in rows]
+
+    monkeypatch.setattr(curation, "curate_cogcanvas_references", rename)
 
     class Log:
         stages: dict = {}
@@ -335,13 +341,10 @@ def test_a_name_changed_by_curation_is_checked_before_sampling(tmp_path):
             pass
 
     class Renamer:
-        log, fills_metadata = Log(), False
+        log, fills_metadata, judge, options = Log(), False, None, None
 
         def curate_images(self, images, id_of, text_of):
             return list(images)
-
-        def curate_cogcanvas_references(self, rows):
-            return [{**r, "name": "the red espresso cup"} if r["entity_id"] == "object-white-teacup" else r for r in rows]
 
     manifest, rows = cogcanvas_copy(tmp_path)
     (cup,), (teacup,) = row_of(rows, "object-red-espresso-cup"), row_of(rows, "object-white-teacup")
@@ -355,7 +358,7 @@ def test_a_name_changed_by_curation_is_checked_before_sampling(tmp_path):
 def test_a_spec_naming_an_unknown_column_for_distinct_names_is_refused():
     from dataclasses import replace
 
-    from idbench.builders.benchmarks.identity_collapse import SPEC
+    from idbench.benchmarks.identity_collapse.spec import SPEC
     from idbench.builders.spec import DistinctNames, SpecError
 
     with pytest.raises(SpecError, match="'label'"):

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from idbench.builders import build as build_module
-from idbench.builders.benchmarks import BENCHMARKS
+from idbench.builders.registry import BENCHMARKS
 from idbench.builders.sources import read_source
 from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
 from conftest import SAMPLES

@@ -171,7 +171,7 @@ def _bash_commands(body: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("name", ["charis", "cogcanvas", "identity-collapse"])
 def test_how_to_submit_uses_real_commands(name):
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
     from idbench.cli import make_parser
 
     spec = get_benchmark(name)
@@ -188,7 +188,7 @@ def test_how_to_submit_uses_real_commands(name):
 
 
 def test_real_cards_state_sensitive_data_and_cite_only_what_the_paper_gives():
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
 
     def body_of(name):
         spec = get_benchmark(name)
@@ -373,7 +373,7 @@ def test_datasets_loads_a_folder_through_the_card(tmp_path: Path):
 
 @pytest.mark.parametrize("name", ["charis", "cogcanvas", "identity-collapse"])
 def test_real_benchmarks_render(name):
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
 
     spec = get_benchmark(name)
     built = [c for c in spec.configs.values() if not c.optional]

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.builders.display import NOT_STATED, label, show, show_text
 from idbench.builders.spec import MetricSpec
 from idbench.evaluate_pkg.report import display_value

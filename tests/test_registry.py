@@ -10,8 +10,8 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-import idbench.builders.benchmarks as registry
-from idbench.builders.benchmarks import ENTRY_POINT_GROUP, Registry, UnknownBenchmarkError, get_benchmark
+import idbench.builders.registry as registry
+from idbench.builders.registry import ENTRY_POINT_GROUP, Registry, UnknownBenchmarkError, get_benchmark
 from idbench.builders.spec import SpecError, resolve
 from test_toy_benchmark import SPEC as TOY
 
@@ -36,23 +36,51 @@ def test_register_adds_a_benchmark_and_refuses_a_clash():
 
 
 def _points(*values: tuple[str, str]):
-    return lambda group: [EntryPoint(name, value, group) for name, value in values] if group == ENTRY_POINT_GROUP else []
+    """A stand-in for importlib.metadata.entry_points over the given (name, value) pairs."""
+
+    def select(group: str, name: str | None = None) -> list[EntryPoint]:
+        if group != ENTRY_POINT_GROUP:
+            return []
+        return [EntryPoint(n, v, group) for n, v in values if name in (None, n)]
+
+    return select
 
 
 def test_entry_points_load_lazily_and_a_broken_one_is_skipped(monkeypatch):
     calls = []
     points = _points(("toy", "test_toy_benchmark:SPEC"), ("broken", "no_such_module_xyz:SPEC"))
-    monkeypatch.setattr(registry, "entry_points", lambda group: calls.append(group) or points(group))
+    monkeypatch.setattr(registry, "entry_points", lambda group, **kw: calls.append(kw.get("name")) or points(group, **kw))
     fresh = Registry({"charis": get_benchmark("charis")})
     assert fresh["charis"].name == "charis" and calls == []  # a known name never reads the entry points
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert fresh["toy-bench"] is TOY
-    assert calls == [ENTRY_POINT_GROUP]
+    # No entry point carries the name "toy-bench" (this one is called "toy"), so all of them are read.
+    assert calls == ["toy-bench", None]
     assert any("broken = no_such_module_xyz:SPEC" in str(w.message) for w in caught)
     assert list(fresh) == ["charis", "toy-bench"]  # page order: charis 1, toy 50
     fresh["toy-bench"]
-    assert calls == [ENTRY_POINT_GROUP]  # read once
+    assert calls == ["toy-bench", None]  # read once
+
+
+def test_a_lookup_loads_only_the_entry_point_of_that_name(monkeypatch):
+    """Naming one benchmark imports its spec alone: a broken or heavy plugin beside it is never touched."""
+    monkeypatch.setattr(registry, "entry_points", _points(("toy-bench", "test_toy_benchmark:SPEC"), ("broken", "no_such_module_xyz:SPEC")))
+    fresh = Registry()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fresh["toy-bench"] is TOY
+
+
+def test_the_built_in_benchmarks_are_entry_points_of_idbench():
+    """The three built-ins reach the registry the way a plugin does (pyproject.toml's entry points)."""
+    from importlib.metadata import entry_points
+
+    points = {p.name: p.value for p in entry_points(group=ENTRY_POINT_GROUP)}
+    assert points["charis"] == "idbench.benchmarks.charis.spec:SPEC"
+    assert points["cogcanvas"] == "idbench.benchmarks.cogcanvas.spec:SPEC"
+    assert points["identity-collapse"] == "idbench.benchmarks.identity_collapse.spec:SPEC"
+    assert list(Registry()) == ["identity-collapse", "charis", "cogcanvas"]
 
 
 def test_an_entry_point_may_name_a_function_returning_a_spec(monkeypatch):
@@ -80,7 +108,7 @@ def test_specs_check_themselves():
 def test_subject_breakdowns_and_the_default_group_size_are_checked():
     from dataclasses import replace
 
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
     from idbench.builders.spec import SubjectBreakdown
 
     cog = get_benchmark("cogcanvas")
@@ -102,7 +130,7 @@ def test_builders_import_no_higher_layer():
     """Building (every recipe, the card, the registry) loads neither curation, the scorer nor the leaderboard."""
     code = (
         "import sys\n"
-        "from idbench.builders.benchmarks import BENCHMARKS\n"
+        "from idbench.builders.registry import BENCHMARKS\n"
         "import idbench.builders.build, idbench.builders.publish\n"
         "for spec in BENCHMARKS.values(): spec.load('recipe')\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['idbench', 'curation'], ['idbench', 'evaluate_pkg'], ['idbench', 'leaderboard'], ['idbench', 'cli']))\n"
@@ -110,3 +138,16 @@ def test_builders_import_no_higher_layer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["charis", "cogcanvas", "identity-collapse"])
+def test_each_built_in_folder_ships_its_developer_card(name):
+    """benchmarks/<name>/README.md ships with the package and names the metrics that rank models."""
+    from importlib.resources import files
+
+    spec = get_benchmark(name)
+    package = spec.suite.split(":")[0].rsplit(".", 1)[0]  # idbench.benchmarks.<folder>
+    text = files(package).joinpath("README.md").read_text()
+    assert f"(`{name}`)" in text.splitlines()[0]
+    missing = [m for m in spec.ranking if f"`{m}`" not in text and not m.startswith("retrieval_")]
+    assert missing == []

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from idbench.builders.benchmarks import BENCHMARKS
+from idbench.builders.registry import BENCHMARKS
 from idbench.leaderboard.hubrepo import STAND_IN_ENV, LocalRepoStandIn
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,8 +3,9 @@ leaderboard query: proof that a benchmark is added without editing a shared modu
 
 Toy Bench: one subject per prompt, two scenes per subject, one embedding metric (``dino_sim``, the
 DINOv2 cosine of generation and reference) and one metric this engine reports as not run. Everything
-it needs (spec, recipe, suite, baseline layout) is below; the registry finds it by name after
-:func:`register`, and every layer reaches its code through the spec's ``"module:attr"`` strings. This
+it needs (spec, recipe, suite, baseline layout) is below; the registry finds it through one entry
+point (the ``toy`` fixture installs it as pip would), and every layer reaches its code through the
+spec's ``"module:attr"`` strings. This
 file is the worked example of docs/adding-a-benchmark.md.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import sys
 
 import numpy as np
 import pandas as pd
@@ -20,8 +22,8 @@ import pytest
 from datasets import Features, Image, Value
 
 from conftest import check_suite_contract, noise_jpeg, write_manifest
-from idbench.builders.benchmarks import BENCHMARKS, get_benchmark, register, unregister
-from idbench.builders.recipes import Curator, Recipe, dedupe, name_of, reference_row
+from idbench.builders.registry import BENCHMARKS, get_benchmark, unregister
+from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.builders.sources import Source, SourceError
 from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
 from idbench.builders.write import count_by
@@ -128,10 +130,20 @@ SPEC = BenchmarkSpec(
 
 
 @pytest.fixture(scope="module")
-def toy():
-    register(SPEC)
-    yield SPEC
-    unregister(NAME)
+def toy(tmp_path_factory):
+    """The toy installed as a plugin is: a distribution on sys.path whose one entry point names the spec,
+    what `pip install` leaves for a package declaring [project.entry-points."idbench.benchmarks"]."""
+    site = tmp_path_factory.mktemp("site-packages")
+    info = site / "toy_bench-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-bench\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[idbench.benchmarks]\n{NAME} = {__name__}:SPEC\n")
+    sys.path.append(str(site))
+    try:
+        yield get_benchmark(NAME)
+    finally:
+        sys.path.remove(str(site))
+        unregister(NAME)
 
 
 def make_source(folder, n: int = 3):

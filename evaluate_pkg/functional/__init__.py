@@ -39,7 +39,7 @@ from .counting import count_accuracy, count_correct
 from .faces import IdSim, id_sim, id_sim_with_faceless
 from .identity import WhoBecameWhom, id_arranged, id_sim_strict, layout_score, placed, who_became_whom
 from .matching import UNMATCHED_SIMILARITY, Match, hungarian_match
-from .retrieval import RETRIEVAL_KS, precision_recall_at_k, random_expected_precision_recall, retrieval_precision_recall
+from .retrieval import precision_recall_at_k, random_expected_precision_recall, retrieval_precision_recall
 from .similarity import (
     DinoSim,
     clip_i,
@@ -56,7 +56,6 @@ __all__ = [
     "AESTHETIC_V2_LAYERS",
     "CI_METHOD",
     "PATCH_THRESHOLD",
-    "RETRIEVAL_KS",
     "SCR_TAUS",
     "UNMATCHED_SIMILARITY",
     "BootstrapCI",

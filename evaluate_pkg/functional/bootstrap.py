@@ -8,7 +8,7 @@ draws *prompts* with replacement, each drawn prompt bringing all its images.
 
 The draws are :func:`cluster_draws` (how often each cluster was drawn), shared by the aggregates
 of ``idbench score`` (:func:`bootstrap_ci`, read as they are by the leaderboard) and by the human
-alignment study (``evaluate_pkg/alignment.py``, whose correlations reuse one set of draws across all
+alignment study (``benchmarks/charis/alignment.py``, whose correlations reuse one set of draws across all
 its columns). Intervals are percentile intervals (:func:`percentile_interval`).
 
 Estimator of :func:`bootstrap_ci`: the mean of all known values (NaN excluded and counted), i.e. the

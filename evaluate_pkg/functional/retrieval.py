@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from typing import Collection, Hashable, Sequence
 
-# The cut-offs CogCanvas reports, declared with its spec (the metric names come from them).
-from idbench.builders.benchmarks.cogcanvas import RETRIEVAL_KS
-
 
 def precision_recall_at_k(
     ranked_ids: Sequence[Hashable], relevant_ids: Collection[Hashable], k: int
@@ -31,7 +28,7 @@ def precision_recall_at_k(
 
 
 def retrieval_precision_recall(
-    ranked_ids: Sequence[Hashable], relevant_ids: Collection[Hashable], ks: Sequence[int] = RETRIEVAL_KS
+    ranked_ids: Sequence[Hashable], relevant_ids: Collection[Hashable], ks: Sequence[int]
 ) -> dict[str, float]:
     """P@k and R@k for several k at once, keyed ``"p@1"``, ``"r@1"``, ``"p@3"``, ...
 
@@ -45,7 +42,7 @@ def retrieval_precision_recall(
 
 
 def random_expected_precision_recall(
-    n_candidates: int, n_relevant: int, ks: Sequence[int] = RETRIEVAL_KS
+    n_candidates: int, n_relevant: int, ks: Sequence[int]
 ) -> dict[str, float]:
     """The expected P@k and R@k of a uniformly random ordering of ``n_candidates`` candidates of which
     ``n_relevant`` are relevant, keyed as :func:`retrieval_precision_recall` keys its values.

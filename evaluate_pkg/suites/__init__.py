@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 
 
 def suite_for(benchmark: str) -> Any:

@@ -224,7 +224,7 @@ def submit_notice(benchmarks: Iterable[str] | None = None) -> bool:
         st.error(reason)  # the app's own sentences (names of variables and repos, nothing a submitter wrote)
         return True
     if benchmarks is None:
-        from idbench.builders.benchmarks import BENCHMARKS  # render's list of benchmarks, in page order
+        from idbench.builders.registry import BENCHMARKS  # render's list of benchmarks, in page order
 
         benchmarks = list(BENCHMARKS)
     missing = missing_benchmarks(benchmarks)

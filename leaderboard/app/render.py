@@ -26,7 +26,7 @@ import pandas as pd
 import streamlit as st
 from PIL import Image
 
-from idbench.builders.benchmarks import BENCHMARKS, get_benchmark
+from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 from idbench.evaluate_pkg.hub_submission import HubSubmissionError, fetch_submission
@@ -1314,20 +1314,12 @@ def about_page() -> None:
         st.header(spec.title)
         st.write(spec.summary)
         st.text(f"Paper: {spec.paper}")
-        for what, url in PAPER_LINKS.get(spec.name, ()):
+        for what, url in spec.links:
             st.markdown(f"- {what}: <{url}>")
         st.code(spec.citation, language="bibtex")
         st.caption(CITATION_NOTE)
 
 
-# What the papers' own text gives beyond their titles (../shared/papers): CogCanvas names where its dataset
-# and evaluation code were released; none of the three texts names authors, venue, arXiv id or year.
-PAPER_LINKS: dict[str, tuple[tuple[str, str], ...]] = {
-    "cogcanvas": (
-        ("dataset (as the paper gives it)", "https://huggingface.co/datasets/multimedia-synergy-lab/CogCanvas"),
-        ("evaluation code (as the paper gives it, an anonymised link)", "https://anonymous.4open.science/r/cogcanvas"),
-    ),
-}
 CITATION_NOTE = (
     "The paper text this benchmark follows names no authors, venue, arXiv id or year, so the entry holds "
     "only its title (and the links it gives); complete it from the published paper when you cite it."

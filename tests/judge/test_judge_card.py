@@ -216,7 +216,7 @@ def test_counting_wrapper_sees_each_control_request_once_per_run(built):
 
 
 def test_itt_accuracy_counts_failures_as_not_confirmed():
-    from idbench.evaluate_pkg.judge.vqa import QuestionOutcome, fact_tally, sample_results
+    from idbench.benchmarks.cogcanvas.vqa import QuestionOutcome, fact_tally, sample_results
 
     def o(qid, expected, given):
         return QuestionOutcome("p", 0, 2, qid, "position", expected, given, None if given else "judge_error")

@@ -222,8 +222,8 @@ def test_half_a_judge_configuration_is_an_error(built, tmp_path, capsys, monkeyp
 
 
 def test_judged_metrics_run_in_chunks_with_the_same_results(built, server, tmp_path, monkeypatch):
-    import idbench.evaluate_pkg.suites.charis as charis_suite
-    import idbench.evaluate_pkg.suites.cogcanvas as cogcanvas_suite
+    import idbench.benchmarks.charis.suite as charis_suite
+    import idbench.benchmarks.cogcanvas.suite as cogcanvas_suite
 
     whole = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "whole", server.base_url, tmp_path / "c1")
     monkeypatch.setattr(cogcanvas_suite, "JUDGE_CHUNK", 10)  # 82 images: 9 chunks

@@ -718,7 +718,7 @@ def test_the_model_page_compares_with_another_result(filled, monkeypatch):
     # on the (prompt, seed) pairs both hold, means and their difference, in the page's display units.
     import sqlite3
 
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
     from idbench.builders.display import DISPLAYS, show
 
     with sqlite3.connect(filled / "leaderboard.sqlite3") as db:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.leaderboard.app import APP_PATH
 from idbench.leaderboard.queue import claim, finish
 from idbench.leaderboard.store import Store

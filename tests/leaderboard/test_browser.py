@@ -403,7 +403,7 @@ def test_the_model_page_compares_and_the_unit_switch_reaches_it(page, server, fi
     _idle(page, expect)
     nth = _table_with(page, "B - A")
     header, rows = _header(page, nth), _rows(page, nth)
-    from idbench.builders.benchmarks import get_benchmark
+    from idbench.builders.registry import get_benchmark
 
     suite = [m.name for m in get_benchmark("identity-collapse").metric_suite]
     assert sorted(row[header.index("metric")].split(" ")[0] for row in rows) == sorted(suite)

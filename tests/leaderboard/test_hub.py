@@ -16,7 +16,7 @@ import pytest
 import yaml
 from huggingface_hub import CommitOperationAdd, parse_eval_result_entries
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.leaderboard import hub
 from idbench.leaderboard.queue import claim, finish
 from idbench.leaderboard.store import Store

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.leaderboard import hub_mirror
 from idbench.leaderboard.hubrepo import FileAdd, FileDelete, LocalRepoStandIn
 from idbench.leaderboard.queue import jobs_table

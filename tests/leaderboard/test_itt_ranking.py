@@ -4,7 +4,7 @@ apart with the reason and not ranked by default; a metric redefined since a row'
 shown or ranked under its new name.
 
 Hand-made result rows (no scoring): the numbers are those of the red-team runs scored in
-tests/judge/test_itt_red_team.py (40 CHARIS prompts, 12 hard: the honest run shows its failures there,
+tests/benchmarks/charis/test_itt_red_team.py (40 CHARIS prompts, 12 hard: the honest run shows its failures there,
 the blur hides the subject, the blank draws nothing, the failing judge times out on them).
 """
 
@@ -15,7 +15,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from idbench.builders.benchmarks import BENCHMARKS, get_benchmark
+from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.spec import SpecError
 from idbench.leaderboard import query
 

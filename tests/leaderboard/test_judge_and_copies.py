@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.leaderboard import hub_mirror, judges, query, store as store_module
 from idbench.leaderboard.hub import result_record as hub_result_record
 from idbench.leaderboard.hubrepo import FileAdd, LocalRepoStandIn

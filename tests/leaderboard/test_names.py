@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.builders.build import build
 from idbench.cli import main
 from idbench.evaluate_pkg.baselines import make_baseline

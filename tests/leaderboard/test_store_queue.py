@@ -19,7 +19,7 @@ from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import SubmissionError
 from idbench.leaderboard.queue import claim, finish, jobs_table, rescore_all, submit

@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.leaderboard import query, samples
 from idbench.leaderboard.app import APP_PATH
 from idbench.leaderboard.app.render import WHO_NOT_RECORDED
@@ -134,7 +134,7 @@ def test_the_names_and_definitions_agree_with_the_scorer():
     """The app keeps the evidence name and the counts' definitions as text (the Space installs no scorer):
     they must stay those of evaluate_pkg."""
     from idbench.evaluate_pkg.functional import identity
-    from idbench.evaluate_pkg.suites import cogcanvas
+    from idbench.benchmarks.cogcanvas import suite as cogcanvas
 
     assert samples.WHO_BECAME_WHOM == cogcanvas.WHO
     assert {f"who.{name}" for name in query.WHO_COUNTS} == {name for name in cogcanvas.DIAGNOSTICS if name.startswith("who.")}

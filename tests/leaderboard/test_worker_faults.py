@@ -25,7 +25,7 @@ from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.judge import JudgeConfig
 from idbench.leaderboard.queue import claim, jobs_table, rescore, submit
-from idbench.leaderboard.store import MIGRATIONS, Store
+from idbench.leaderboard.store import MIGRATIONS, Store, insert_job
 from idbench.leaderboard.worker import WorkerFaultError, WorkerNotReadyError, run_worker
 
 TINY = ScoreOptions(profile="tiny", metrics=("clip_t",))
@@ -201,7 +201,8 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
         with pytest.raises(sqlite3.IntegrityError):
             db.execute("UPDATE jobs SET state = 'LOST' WHERE id = 6")
     assert store.job(5)["state"] == "PARKED"
-    assert store.add_job(7) == 7  # AUTOINCREMENT carries on after the copied ids
+    with store.transaction() as db:
+        assert insert_job(db, 7, 0.0) == 7  # AUTOINCREMENT carries on after the copied ids
     assert json.loads(json.dumps(jobs_table(store)))[0]["state"] == "PARKED"
 
 

@@ -411,7 +411,7 @@ def _cogcanvas() -> list[Prop]:
         Prop(b, "collage", "faces_expected", "= the prompt's N on every image", faces_expected("collage")),
         Prop(b, "collage", "id_sim", "= id_sim.face_share x id_sim.matched_mean per image (faces found x faces alike)", id_sim_decomposes("collage")),
         # At 512 px HOG misses the crowd's small faces, so no surplus face is found here; the 1024 px
-        # pictures of tests/scoring/test_identity_grounding.py count them.
+        # pictures of tests/benchmarks/cogcanvas/test_identity_grounding.py count them.
         Prop(b, "collage > crowd", "id_sim_strict", "every pool identity pasted: the crowd does not beat the collage", order("id_sim_strict", "collage", "crowd")),
         # id_arranged, the default ranking: the right faces one place off (swap: items travel with them;
         # crossed: items stay) are credited nothing where every face is found; HOG's misses at 512 px

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.evaluate_pkg.report import aggregate, ci_legend, interval_text
 
 SEEDS = (0, 1, 2)

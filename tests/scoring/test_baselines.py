@@ -501,7 +501,7 @@ def test_the_cli_offers_every_baseline():
     parser = make_parser()
     commands = next(a for a in parser._actions if a.dest == "command" or getattr(a, "choices", None) and "baseline" in a.choices)
     name = next(a for a in commands.choices["baseline"]._actions if a.dest == "name")
-    from idbench.evaluate_pkg.retrieval import RANKERS
+    from idbench.benchmarks.cogcanvas.retrieval import RANKERS
 
     assert tuple(name.choices) == B.BASELINES + RANKERS
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from idbench.builders.benchmarks import get_benchmark
+from idbench.builders.registry import get_benchmark
 from idbench.evaluate_pkg.compare import CompareError, Run, compare_runs, refusal
 from idbench.evaluate_pkg.functional.bootstrap import (
     cluster_draws,

@@ -406,7 +406,7 @@ def test_retrieval_precision_recall_by_hand():
     assert precision_recall_at_k(ranked, relevant, 1) == (0.0, 0.0)
     assert precision_recall_at_k(ranked, relevant, 3) == pytest.approx((1 / 3, 1 / 2))
     assert precision_recall_at_k(ranked, relevant, 5) == pytest.approx((2 / 5, 1.0))
-    assert retrieval_precision_recall(ranked, relevant) == pytest.approx(
+    assert retrieval_precision_recall(ranked, relevant, ks=(1, 3, 5)) == pytest.approx(
         {"p@1": 0.0, "r@1": 0.0, "p@3": 1 / 3, "r@3": 0.5, "p@5": 0.4, "r@5": 1.0}
     )
     assert precision_recall_at_k(["r1"], {"r1"}, 5) == (0.2, 1.0)  # fewer than k ranked: denominator stays k
@@ -438,7 +438,7 @@ def test_random_expectation_by_hand_and_bad_counts():
     assert random_expected_precision_recall(1, 1, ks=(1,)) == {"p@1": 1.0, "r@1": 1.0}  # cannot be missed
     for c, r in ((0, 0), (2, 3), (2, -1)):
         with pytest.raises(ValueError):
-            random_expected_precision_recall(c, r)
+            random_expected_precision_recall(c, r, ks=(1,))
 
 
 # ------------------------------------------------------------------------------------------- bootstrap

@@ -131,6 +131,7 @@ def functional_results(name: str, x: dict[str, list]) -> dict[str, Any]:
             "id_sim_per_reference": [r.per_reference for r in rs],
             "detected_faces": [r.detected for r in rs],
             "expected_faces": [r.expected for r in rs],
+            "references_without_face": [0 for _ in rs],  # every reference of these inputs has a face
             "face_count_accuracy": np.mean([r.count_correct for r in rs]),
         }
     if name == "bg_sim":
@@ -153,7 +154,7 @@ def functional_results(name: str, x: dict[str, list]) -> dict[str, Any]:
         c = F.count_correct(x["detected"], x["expected"])
         return {"count_accuracy": c.mean(), "count_correct_per_sample": c.tolist()}
     if name == "retrieval":
-        rows = [F.retrieval_precision_recall(r, rel) for r, rel in zip(x["ranked_ids"], x["relevant_ids"])]
+        rows = [F.retrieval_precision_recall(r, rel, ks=(1, 3, 5)) for r, rel in zip(x["ranked_ids"], x["relevant_ids"])]
         out = {}
         for key in rows[0]:
             v = np.array([row[key] for row in rows])
@@ -250,6 +251,20 @@ def test_id_sim_reports_face_counts():
     assert result["expected_faces"] == [2, 3, 4, 2, 3, 4]
     assert result["face_count_accuracy"] == pytest.approx(1 / 6)
     assert result["id_sim_per_reference"][0] == [0.0, 0.0]  # no face found: every reference scores 0
+
+
+def test_id_sim_leaves_a_reference_without_a_face_out_as_the_suite_does():
+    """An empty reference embedding (no face in the reference) is missing evidence: NaN, not matched,
+    counted; an image with no usable reference is left out of the mean (worked out by hand)."""
+    result = load("id_sim", keep_in_memory=True).compute(
+        reference_face_embeddings=[[[1.0, 0.0], [], [0.0, 1.0]], [[]]],
+        generated_face_embeddings=[[[0.6, 0.8]], [[1.0, 0.0]]],
+    )
+    first = result["id_sim_per_reference"][0]
+    assert first[0] == 0.0 and np.isnan(first[1]) and first[2] == pytest.approx(0.8)
+    assert result["references_without_face"] == [1, 1]
+    assert np.isnan(result["id_sim_per_sample"][1])
+    assert result["id_sim"] == pytest.approx(0.4)  # (0 + 0.8) / 2, the face-less image left out
 
 
 def test_bg_sim_counts_undefined_images_and_leaves_them_out():

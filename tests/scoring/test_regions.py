@@ -23,7 +23,8 @@ from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.images import content_hash, normalize_image
 from idbench.evaluate_pkg.models import registry
 from idbench.evaluate_pkg.models.detection import CROP_FILL, SUBJECT_NMS_IOU, Detection, nms_per_label
-from idbench.evaluate_pkg.suites import cogcanvas, collapse
+from idbench.benchmarks.cogcanvas import suite as cogcanvas
+from idbench.benchmarks.identity_collapse import suite as collapse
 
 RED, BLUE, GREY = (255, 0, 0), (0, 0, 255), (90, 160, 90)
 
@@ -224,7 +225,7 @@ def test_touching_people_each_count_and_duplicates_merge(n, share):
         assert iou(boxes[0], boxes[1]) == pytest.approx(share / (2 - share), abs=0.02)
         assert iou(boxes[0], boxes[1]) < SUBJECT_NMS_IOU
     assert all(iou(b, d) > SUBJECT_NMS_IOU for b in boxes for d in duplicates_of(b, rng))
-    assert cogcanvas.count_persons(found(with_duplicates(boxes, rng))) == n
+    assert len(cogcanvas.person_boxes(found(with_duplicates(boxes, rng)))) == n
 
 
 def test_the_former_threshold_merged_people_who_hug():

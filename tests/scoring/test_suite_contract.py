@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import check_suite_contract
-from idbench.builders.benchmarks import BENCHMARKS
+from idbench.builders.registry import BENCHMARKS
 from idbench.builders.build import build, sample_source
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions

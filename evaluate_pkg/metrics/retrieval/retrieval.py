@@ -7,7 +7,10 @@ from typing import Sequence
 import datasets
 import evaluate
 
-from idbench.evaluate_pkg.functional import RETRIEVAL_KS, retrieval_precision_recall
+from idbench.evaluate_pkg.functional import retrieval_precision_recall
+
+# The cut-offs the CogCanvas paper reports (section 3.5); any others may be passed as ks.
+PAPER_KS = (1, 3, 5)
 from idbench.evaluate_pkg.metrics._shared import CITATION_COGCANVAS, floats, mean_of_defined
 
 _DESCRIPTION = """\
@@ -40,7 +43,7 @@ class Retrieval(evaluate.Metric):
             features=datasets.Features({"ranked_ids": ids, "relevant_ids": ids}),
         )
 
-    def _compute(self, ranked_ids, relevant_ids, ks: Sequence[int] = RETRIEVAL_KS) -> dict:
+    def _compute(self, ranked_ids, relevant_ids, ks: Sequence[int] = PAPER_KS) -> dict:
         rows = [retrieval_precision_recall(ranked, relevant, ks) for ranked, relevant in zip(ranked_ids, relevant_ids)]
         out: dict = {}
         for key in rows[0] if rows else ():

@@ -1,1 +1,0 @@
-"""Deterministic samplers that turn a validated source pool into prompts (pure functions, no I/O)."""
