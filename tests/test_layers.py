@@ -94,3 +94,26 @@ def test_no_generic_module_names_a_benchmark_in_code():
 
 def test_the_name_scan_sees_a_comparison():
     assert _benchmark_names_in_code('"""About charis."""\nif benchmark == "charis":\n    pass\n') == [(2, "charis")]
+
+
+_CYCLES = """
+import grimp
+graph = grimp.build_graph("idbench")
+for module in sorted(graph.modules):
+    for imported in sorted(graph.find_modules_directly_imported_by(module)):
+        chain = graph.find_shortest_chain(importer=imported, imported=module)
+        if chain:
+            print(" -> ".join((module, *chain)))
+"""
+
+
+def test_no_module_imports_itself_back(tmp_path):
+    """No import circles, function-local imports included (grimp, import-linter's graph, sees those too):
+    a circle hidden inside a function is still two modules that cannot be understood one at a time."""
+    tree = _installed_layout(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", _CYCLES], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""

@@ -30,6 +30,7 @@ import streamlit as st
 
 from idbench.errors import IdbenchError
 from idbench.leaderboard import hub_mirror
+from idbench.leaderboard.app.markdown import plain
 from idbench.leaderboard.hubrepo import STAND_IN_ENV, HubRepoError, RepoConflict, open_repo
 from idbench.leaderboard.queue import RateLimit, submit
 from idbench.leaderboard.store import Store, default_home, iso
@@ -57,14 +58,8 @@ def hub_repos() -> tuple[str, str] | None:
     return (requests, results) if requests else None
 
 
-def _plain(text: str) -> str:
-    from idbench.leaderboard.app.render import plain  # render imports this module; plain is its one escaper
-
-    return plain(text)
-
-
 def _stop(message: str) -> None:
-    st.error(_plain(message))
+    st.error(plain(message))
     st.stop()
 
 
@@ -294,7 +289,7 @@ def mirror_status() -> None:
         f"{iso(mirror.checked_at)}, every {mirror.interval:g} s."
     )
     if mirror.error:
-        st.warning(f"The last refresh failed, so this may be out of date: {_plain(mirror.error)}")
+        st.warning(f"The last refresh failed, so this may be out of date: {plain(mirror.error)}")
     if info.skipped:
         st.warning(f"{len(info.skipped)} file(s) in the Hub repos could not be read and are not shown:")
         st.text("\n".join(info.skipped))

@@ -13,7 +13,6 @@ import hmac
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -33,6 +32,7 @@ from idbench.evaluate_pkg.hub_submission import HubSubmissionError, fetch_submis
 from idbench.evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
 from idbench.leaderboard import query, samples
 from idbench.leaderboard.app import backend
+from idbench.leaderboard.app.markdown import plain
 from idbench.leaderboard.queue import RateLimit, jobs_table, rescore
 from idbench.leaderboard.store import JOB_STATES, RateLimitError, Store, UnknownIdError
 
@@ -82,18 +82,6 @@ def benchmark_pages() -> dict[str, Any]:
 def current_benchmark_page() -> None:
     """The page of the benchmark the navigation selected (the first one when none was recorded)."""
     benchmark_page(st.session_state.get(CURRENT_BENCHMARK) or benchmark_names()[0])
-
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
-
-
-def plain(text: str) -> str:
-    """``text`` with every Markdown-special character backslash-escaped, for alerts that render Markdown.
-
-    ``st.error`` and friends have no plain-text mode; escaping keeps a file name such as
-    ``![x](http://...)`` from a submitted zip from rendering as an image or link.
-    """
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 MAX_STORED_TEXT = 160  # characters of a stored description (a resampling method) a caption shows
