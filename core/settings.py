@@ -356,6 +356,8 @@ def _shown(variable: Variable) -> str:
     where = "env" if is_set(variable.name) else "default"
     if variable.secret:
         return "set (hidden)" if where == "env" else "not set"
+    if variable.name == "CUDA_VISIBLE_DEVICES" and cuda_visible_devices() is not None:
+        return f"{cuda_visible_devices()!r} (env)"  # blank is a setting here: no GPU
     try:
         value = get(variable.name)
     except SettingError as error:
