@@ -95,7 +95,7 @@ def score(
     :class:`~idbench.evaluate_pkg.judge.JudgeConfig` or any object with the judge protocol; without one
     the judged metrics are reported as not run. ``out``: also write ``results.parquet``,
     ``aggregates.json`` and ``report.md`` there (as the CLI does); None writes nothing the caller keeps.
-    ``cache_dir``: the feature cache (default ``$IDBENCH_CACHE``), which a rerun reads back.
+    ``cache_dir``: the feature cache (default ``$IDBENCH_CACHE/features``), which a rerun reads back.
 
     Raises the same :class:`~idbench.errors.IdbenchError` subclasses as the command line (an invalid
     submission, an unknown metric, a missing model, a device the machine lacks), before any scoring.

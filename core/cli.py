@@ -343,9 +343,9 @@ def _judge_config(args: argparse.Namespace):
 
     Half a configuration (a URL without a model) is an error, not a quiet "not run".
     """
-    import os
+    from idbench import settings
 
-    if not (args.judge_url or args.judge_model or os.environ.get("IDBENCH_JUDGE_URL") or os.environ.get("IDBENCH_JUDGE_MODEL")):
+    if not (args.judge_url or args.judge_model or settings.judge_configured()):
         return None
     from idbench.evaluate_pkg.judge import JudgeConfig
 
@@ -368,9 +368,9 @@ def _add_judge_arguments(
 def _process_group_if_launched(device: str):
     """accelerate's PartialState when started by `accelerate launch` / torchrun with several processes (no
     model or optimizer to prepare: generation only needs who is who and a barrier)."""
-    import os
+    from idbench import settings
 
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if settings.world_size() <= 1:
         return None
     from accelerate import PartialState
 
@@ -379,9 +379,9 @@ def _process_group_if_launched(device: str):
 
 def _accelerator_if_launched(device: str):
     """An accelerate.Accelerator when started by `accelerate launch` / torchrun with several processes."""
-    import os
+    from idbench import settings
 
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if settings.world_size() <= 1:
         return None
     from accelerate import Accelerator
 
@@ -805,7 +805,7 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", choices=("paper", "tiny"), default="paper",
                      help="scoring models: paper (default) or tiny (random weights, a plumbing check)")
     run.add_argument("--metrics", help="comma-separated subset of the suite (default: all)")
-    run.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE or ~/.cache/idbench/features)")
+    run.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE/features, ~/.cache/idbench/features)")
     run.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
     run.add_argument("--submit", action="store_true", help="then queue the submission on the local leaderboard ($IDBENCH_HOME)")
     run.add_argument("--submitter", help="who submits (with --submit)")
@@ -829,7 +829,7 @@ def make_parser() -> argparse.ArgumentParser:
     score.add_argument("--dtype", help="bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on the CPU)")
     score.add_argument("--batch-size", type=int, default=32)
     score.add_argument("--num-workers", type=int, default=0, help="DataLoader workers that decode images")
-    score.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE or ~/.cache/idbench/features)")
+    score.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE/features, ~/.cache/idbench/features)")
     score.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
     score.add_argument("--overwrite", action="store_true")
     score.add_argument("--hub-eval-results", type=Path, metavar="DIR",
@@ -864,7 +864,7 @@ def make_parser() -> argparse.ArgumentParser:
                           help="retrieval-clip: paper (CLIP ViT-L/14, default) or tiny (random weights, a plumbing check)")
     baseline.add_argument("--device", default="cpu", help="retrieval-clip: torch device (default: %(default)s)")
     baseline.add_argument("--batch-size", type=int, default=32)
-    baseline.add_argument("--cache-dir", type=Path, help="retrieval-clip: feature cache (default: $IDBENCH_CACHE)")
+    baseline.add_argument("--cache-dir", type=Path, help="retrieval-clip: feature cache (default: $IDBENCH_CACHE/features)")
     baseline.add_argument("--models-dir", type=Path, help="retrieval-clip: models cache (default: $IDBENCH_MODELS)")
     baseline.set_defaults(func=_cmd_baseline)
 
@@ -1012,7 +1012,16 @@ def make_parser() -> argparse.ArgumentParser:
                         help="download: you accept insightface's non-commercial research licence; fetches buffalo_l")  # fmt: skip
     models.add_argument("--dry-run", action="store_true", help="download: print what would be fetched, from where; fetch nothing")
     models.set_defaults(func=_cmd_models)
+    env = commands.add_parser("env", help="print versions, the accelerator and the resolved settings (secrets masked), for bug reports")
+    env.set_defaults(func=_cmd_env)
     return parser
+
+
+def _cmd_env(args: argparse.Namespace) -> int:
+    from idbench.settings import report
+
+    print(report())
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

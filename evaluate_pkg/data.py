@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,6 +17,7 @@ import datasets
 
 from idbench.builders.registry import UnknownBenchmarkError, get_benchmark
 from idbench.builders.spec import BenchmarkSpec
+from idbench import settings
 from idbench.errors import IdbenchError
 
 
@@ -87,8 +87,7 @@ def content_cache_dir(folder: Path) -> Path:
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-    base = Path(os.environ.get("IDBENCH_DATASETS_CACHE", Path.home() / ".cache" / "idbench" / "datasets"))
-    return base / digest.hexdigest()[:32]
+    return settings.datasets_cache_dir() / digest.hexdigest()[:32]
 
 
 def load_benchmark_data(folder: str | Path, cache_dir: str | None = None) -> BenchmarkData:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 import idbench
+from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
 from idbench.builders.spec import DEFAULT_TASK, JUDGE_ROLE, MetricSpec, SpecError
@@ -42,7 +42,8 @@ class ScoringError(IdbenchError, ValueError):
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("IDBENCH_CACHE", Path.home() / ".cache" / "idbench" / "features"))
+    """The feature cache: ``$IDBENCH_CACHE/features``, default ``~/.cache/idbench/features``."""
+    return settings.features_cache_dir()
 
 
 NO_JUDGE = "needs a VLM judge; none was configured (pass --judge-url and --judge-model, or set IDBENCH_JUDGE_URL and IDBENCH_JUDGE_MODEL)"

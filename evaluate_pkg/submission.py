@@ -124,6 +124,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 import idbench
+from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
@@ -166,9 +167,9 @@ MAX_ZIP_MEMBERS = 100_000
 MAX_ZIP_BYTES = 8 * 1024**3
 MAX_COMPRESSION_RATIO = 100.0
 RATIO_FLOOR_BYTES = 1024 * 1024
-UNPACKED_BYTES_ENV = "IDBENCH_MAX_UNPACKED_BYTES"
-COMPRESSION_RATIO_ENV = "IDBENCH_MAX_COMPRESSION_RATIO"
-ZIP_MEMBERS_ENV = "IDBENCH_MAX_ZIP_MEMBERS"
+UNPACKED_BYTES_ENV = settings.MAX_UNPACKED_BYTES
+COMPRESSION_RATIO_ENV = settings.MAX_COMPRESSION_RATIO
+ZIP_MEMBERS_ENV = settings.MAX_ZIP_MEMBERS
 # What a manifest may name inside a zip; archives inside the archive are refused by these suffixes.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 ARCHIVE_SUFFIXES = (
@@ -228,16 +229,8 @@ class ZipLimits:
         def pick(value: Any, env: str, default: Any, kind: type) -> Any:
             if value is not None:
                 return kind(value)
-            text = os.environ.get(env, "").strip()
-            if not text:
-                return default
-            try:
-                parsed = kind(text)
-            except ValueError:
-                parsed = 0
-            if parsed <= 0:
-                raise ValueError(f"${env}={text!r}: expected a positive number")
-            return parsed
+            # settings' defaults are these constants (tests/test_settings.py); an unset variable keeps the constant.
+            return settings.zip_limit(env) if settings.is_set(env) else default
 
         return cls(
             pick(max_bytes, UNPACKED_BYTES_ENV, MAX_ZIP_BYTES, int),

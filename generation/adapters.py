@@ -40,6 +40,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from PIL import Image
 
+from idbench import settings
 from idbench.errors import IdbenchError
 from idbench.generation.requests import GenerationRequest
 
@@ -484,13 +485,18 @@ class DiffusersKontext(_DiffusersAdapter):
         }
 
 
+def _visible_devices() -> str:
+    devices = settings.cuda_visible_devices()
+    return "CUDA_VISIBLE_DEVICES unset" if devices is None else f"CUDA_VISIBLE_DEVICES={devices!r}"
+
+
 def _device_problem(device: str) -> str | None:
     """Why ``device`` cannot be used here, or None (CUDA asked for on a machine without one is one line)."""
     if device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
-            return f"--device {device}: no CUDA device is available here ({os.environ.get('CUDA_VISIBLE_DEVICES', 'CUDA_VISIBLE_DEVICES unset')}); use --device cpu"
+            return f"--device {device}: no CUDA device is available here ({_visible_devices()}); use --device cpu"
     return None
 
 

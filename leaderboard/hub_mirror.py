@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.leaderboard.hub_records import (
@@ -64,7 +65,7 @@ from idbench.leaderboard.store import JOB_STATES, Store
 
 logger = logging.getLogger(__name__)
 
-REFRESH_ENV, DEFAULT_REFRESH_S = "IDBENCH_HUB_REFRESH_S", 300.0
+REFRESH_ENV, DEFAULT_REFRESH_S = settings.HUB_REFRESH_S, float(settings.BY_NAME[settings.HUB_REFRESH_S].default)
 POINTER = "CURRENT.json"
 SAMPLES_FILE = "results.parquet"  # the per-sample values beside each aggregates.json (evaluate_pkg's file name)
 AGGREGATES_FILE = "aggregates.json"
@@ -388,14 +389,7 @@ def _insert_result(
 
 def refresh_interval() -> float:
     """``$IDBENCH_HUB_REFRESH_S`` (seconds between head checks; 0 checks on every rerun), default 300."""
-    text = os.environ.get(REFRESH_ENV) or str(DEFAULT_REFRESH_S)
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise ValueError(f"{REFRESH_ENV}={text!r}: expected a number of seconds") from None
-    if seconds < 0:
-        raise ValueError(f"{REFRESH_ENV}={text!r}: expected a number of seconds >= 0")
-    return seconds
+    return settings.hub_refresh_s()
 
 
 class Refresher:

@@ -47,12 +47,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Protocol, Sequence
 
+from idbench import settings
 from idbench.errors import IdbenchError
 
 logger = logging.getLogger(__name__)
 
 REPO_TYPE = "dataset"
-STAND_IN_ENV = "IDBENCH_HUB_STAND_IN"
+STAND_IN_ENV = settings.HUB_STAND_IN
 JSON_FILES = ("*.json",)  # snapshot patterns of the records alone (request files), not the zips beside them
 # The HTTP statuses with which the Hub refuses a commit whose parent_commit is no longer the head.
 STALE_PARENT_STATUSES = (412,)
@@ -295,9 +296,9 @@ class HubDatasetRepo:
 
 def open_repo(repo_id: str, api=None) -> DatasetRepo:
     """The repo ``repo_id``: the local stand-in under ``$IDBENCH_HUB_STAND_IN/<repo_id>`` when that is set, else the Hub."""
-    stand_in = os.environ.get(STAND_IN_ENV)
-    if stand_in:
+    stand_in = settings.hub_stand_in()
+    if stand_in is not None:
         _check_path(repo_id)
         logger.warning("%s: using the LOCAL STAND-IN under %s (%s is set), not the Hub", repo_id, stand_in, STAND_IN_ENV)
-        return LocalRepoStandIn(Path(stand_in) / repo_id, repo_id)
+        return LocalRepoStandIn(stand_in / repo_id, repo_id)
     return HubDatasetRepo(repo_id, api=api)

@@ -21,7 +21,6 @@ revisions. Results are never overwritten: a rescore inserts new rows and flips `
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from contextlib import contextmanager, suppress
@@ -32,6 +31,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+from idbench import settings
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError, disk_full, storage_failure
 from idbench.names import ANONYMOUS, name_key, rate_identity, submitter_identity
@@ -141,7 +141,7 @@ MIGRATIONS: tuple[str, ...] = (
 
 def default_home() -> Path:
     """``$IDBENCH_HOME``, else ``~/.idbench``: the one place every command and the app look."""
-    return Path(os.environ.get("IDBENCH_HOME") or Path.home() / ".idbench").expanduser()
+    return settings.home()
 
 
 def iso(timestamp: float | None) -> str | None:

@@ -32,7 +32,7 @@ BIN=$WORK/venv/bin
 mkdir "$WORK/run"
 cd "$WORK/run"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME=$WORK/hf IDBENCH_HOME=$WORK/home \
-    IDBENCH_CACHE=$WORK/features IDBENCH_MODELS=$WORK/models IDBENCH_DATASETS_CACHE=$WORK/datasets-cache
+    IDBENCH_CACHE=$WORK/cache IDBENCH_MODELS=$WORK/models IDBENCH_DATASETS_CACHE=$WORK/datasets-cache
 unset PYTHONPATH
 
 step "the installed layout"

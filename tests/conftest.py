@@ -16,7 +16,7 @@ import tempfile  # noqa: E402
 
 _SESSION_CACHE = tempfile.mkdtemp(prefix="idbench-tests-")
 for _variable, _sub in (
-    ("IDBENCH_MODELS", "models"), ("IDBENCH_CACHE", "features"), ("IDBENCH_DATASETS_CACHE", "datasets"), ("IDBENCH_HOME", "home")
+    ("IDBENCH_MODELS", "models"), ("IDBENCH_CACHE", "cache"), ("IDBENCH_DATASETS_CACHE", "datasets"), ("IDBENCH_HOME", "home")
 ):
     os.environ.setdefault(_variable, os.path.join(_SESSION_CACHE, _sub))
 

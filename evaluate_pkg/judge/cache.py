@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from idbench import settings
+
 # Bump when the meaning of a key changes (what is hashed, or how images are prepared), so that old
 # answers are simply never found again rather than mistaken for answers to the new question.
 KEY_VERSION = "idbench-judge-answer-v1"
@@ -60,9 +62,7 @@ def default_cache_path() -> Path:
     The same root as the feature cache (``idbench.evaluate_pkg.runner``), so one variable moves every cache
     of a run (the test suite points it at a temporary folder).
     """
-    root = os.environ.get("IDBENCH_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "idbench"
-    return base / "judge" / "answers.sqlite3"
+    return settings.judge_cache_dir() / "answers.sqlite3"
 
 
 def image_hash(data: bytes) -> str:

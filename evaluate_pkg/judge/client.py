@@ -37,7 +37,6 @@ import concurrent.futures
 import io
 import json
 import logging
-import os
 import random
 import re
 import sqlite3
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
+from idbench import settings
 from idbench.evaluate_pkg.images import ImageError, working_image
 from idbench.evaluate_pkg.judge.cache import AnswerCache, CachedAnswer, answer_key, image_hash
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
@@ -93,7 +93,7 @@ class JudgeConfig:
 
     base_url: str
     model: str
-    api_key_env: str = "IDBENCH_JUDGE_API_KEY"
+    api_key_env: str = settings.JUDGE_API_KEY
     max_image_side: int = 768
     temperature: float = 0.0
     max_tokens: int = 1024
@@ -141,8 +141,8 @@ class JudgeConfig:
 
         The key is not read here: the judge reads it from ``$<api_key_env>`` when it is built.
         """
-        base_url = url or os.environ.get("IDBENCH_JUDGE_URL", "")
-        name = model or os.environ.get("IDBENCH_JUDGE_MODEL", "")
+        base_url = url or settings.judge_url()
+        name = model or settings.judge_model()
         missing = [what for what, value in (("--judge-url or $IDBENCH_JUDGE_URL", base_url),
                                             ("--judge-model or $IDBENCH_JUDGE_MODEL", name)) if not value]
         if missing:
@@ -150,8 +150,8 @@ class JudgeConfig:
         unknown = set(overrides) - {f.name for f in fields(cls)}
         if unknown:
             raise TypeError(f"unknown judge settings: {', '.join(sorted(unknown))}")
-        if "revision" not in overrides and os.environ.get("IDBENCH_JUDGE_REVISION"):
-            overrides["revision"] = os.environ["IDBENCH_JUDGE_REVISION"]
+        if "revision" not in overrides and settings.judge_revision():
+            overrides["revision"] = settings.judge_revision()
         return cls(base_url=base_url, model=name, **overrides)
 
     @property
@@ -382,7 +382,7 @@ class OpenAIJudge:
     def __init__(self, config: JudgeConfig, cache: AnswerCache | None = None, *, api_key: str | None = None):
         self.config = config
         self.cache = cache
-        self._key = _Secret(api_key if api_key is not None else os.environ.get(config.api_key_env))
+        self._key = _Secret(api_key if api_key is not None else settings.api_key(config.api_key_env))
         self.stats = JudgeStats()
         self._lock = threading.Lock()  # stats, mode: ask() may run its loop in a worker thread
         self._mode = "json_schema" if config.structured == "auto" else config.structured

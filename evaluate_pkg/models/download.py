@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Sequence
 
+from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.evaluate_pkg.models import registry
 from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
@@ -375,7 +376,7 @@ def _network_problem() -> str | None:
         import socket
         from urllib.parse import urlsplit
 
-        endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+        endpoint = urlsplit(settings.hf_endpoint())
         host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
         try:
             socket.create_connection((host, port), timeout=NETWORK_PROBE_S).close()
@@ -386,7 +387,7 @@ def _network_problem() -> str | None:
 
 
 def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return settings.hf_hub_offline()
 
 
 def _is_download_error(error: BaseException) -> bool:

@@ -41,6 +41,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
+from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
@@ -369,7 +370,7 @@ def _resolve(reference: str) -> Callable[..., Any]:
 
 
 def _default_models_dir() -> Path:
-    return Path(os.environ.get("IDBENCH_MODELS") or Path.home() / ".cache" / "idbench" / "models").expanduser()
+    return settings.models_dir()
 
 
 def models_dir() -> Path:
@@ -387,13 +388,7 @@ def hub_cache_dir() -> Path:
     huggingface_hub reads ``HF_HUB_CACHE`` into a module constant when it is first imported; reading the
     environment at load time instead means a test (or a user) can point it elsewhere at any moment.
     """
-    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(variable):
-            return Path(os.path.expandvars(os.environ[variable])).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
-    )
-    return Path(os.path.expandvars(home)).expanduser() / "hub"
+    return settings.hub_cache_dir()
 
 
 def tiny_path(card: ModelCard | str, models_dir: str | os.PathLike | None = None) -> Path:

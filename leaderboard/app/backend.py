@@ -20,7 +20,6 @@ Space validates against the very files a worker scores with; else ``IDBENCH_DATA
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Iterable
 
 import streamlit as st
 
+from idbench import settings
 from idbench.errors import IdbenchError
 from idbench.leaderboard import hub_mirror
 from idbench.leaderboard.app.markdown import plain
@@ -35,8 +35,8 @@ from idbench.leaderboard.hubrepo import STAND_IN_ENV, HubRepoError, RepoConflict
 from idbench.leaderboard.queue import RateLimit, submit
 from idbench.leaderboard.store import Store, default_home, iso
 
-REQUESTS_ENV, RESULTS_ENV = "IDBENCH_HUB_REQUESTS", "IDBENCH_HUB_RESULTS"
-DATA_ENV, BENCHMARK_REPOS_ENV = "IDBENCH_DATA_DIR", "IDBENCH_BENCHMARK_REPOS"
+REQUESTS_ENV, RESULTS_ENV = settings.HUB_REQUESTS, settings.HUB_RESULTS
+DATA_ENV, BENCHMARK_REPOS_ENV = settings.DATA_DIR, settings.BENCHMARK_REPOS
 MIRROR_FOLDER = "hub-mirror"  # under $IDBENCH_HOME
 
 
@@ -52,7 +52,7 @@ class Queued:
 
 def hub_repos() -> tuple[str, str] | None:
     """(requests repo, results repo) of a Hub-backed deployment, or None for the embedded store."""
-    requests, results = (os.environ.get(name, "").strip() for name in (REQUESTS_ENV, RESULTS_ENV))
+    requests, results = settings.hub_repos_text()
     if bool(requests) != bool(results):
         _stop(f"Set both {REQUESTS_ENV} and {RESULTS_ENV} (one is set, the other is not), or neither for the embedded store.")
     return (requests, results) if requests else None
@@ -79,7 +79,7 @@ def refresher() -> hub_mirror.Refresher | None:
     except ValueError as error:
         _stop(str(error))
     home = default_home() / MIRROR_FOLDER
-    key = (*repos, os.environ.get(STAND_IN_ENV), str(home), interval)
+    key = (*repos, str(settings.hub_stand_in()), str(home), interval)
     with _refreshers_lock:
         if key not in _refreshers:
             try:
@@ -106,14 +106,10 @@ def store() -> Store:
 
 def benchmark_repos() -> dict[str, tuple[str, str | None]]:
     """``$IDBENCH_BENCHMARK_REPOS`` as {benchmark: (dataset repo, revision or None)}."""
-    out = {}
-    for item in filter(None, (part.strip() for part in os.environ.get(BENCHMARK_REPOS_ENV, "").split(","))):
-        name, _, ref = item.partition("=")
-        repo, _, revision = ref.partition("@")
-        if not name.strip() or not repo.strip():
-            raise QueueError(f"{BENCHMARK_REPOS_ENV}: {item!r} is not NAME=ORG/REPO[@REVISION]")
-        out[name.strip()] = (repo.strip(), revision.strip() or None)
-    return out
+    try:
+        return settings.benchmark_repos()
+    except settings.SettingError as error:  # every caller handles a QueueError: the submission cannot be queued
+        raise QueueError(str(error)) from None
 
 
 @st.cache_resource(show_spinner="Downloading the benchmark ...", max_entries=16)
@@ -130,15 +126,20 @@ def data_dir(benchmark: str) -> Path:
     published = benchmark_repos().get(benchmark)
     if published is not None:
         return Path(_benchmark_snapshot(*published))
-    root = os.environ.get(DATA_ENV)
-    return (Path(root).expanduser() if root else default_home() / "benchmarks") / benchmark
+    return _local_benchmarks() / benchmark
+
+
+def _local_benchmarks() -> Path:
+    """``$IDBENCH_DATA_DIR``, else ``$IDBENCH_HOME/benchmarks``: the folder of local built benchmarks."""
+    root = settings.data_dir()
+    return root if root is not None else default_home() / "benchmarks"
 
 
 # --- queueing -----------------------------------------------------------------------------------------
 
 
 def _has_write_token() -> bool:
-    if os.environ.get(STAND_IN_ENV):  # the local stand-in needs no token
+    if settings.hub_stand_in() is not None:  # the local stand-in needs no token
         return True
     from huggingface_hub import get_token
 
@@ -152,11 +153,11 @@ def _no_token_message(requests: str) -> str:
     )
 
 
-SPACE_ENV = "SPACE_ID"  # set by the Hub in every Space's container (hub-docs, "Spaces Overview": helper environment variables)
+SPACE_ENV = settings.SPACE  # set by the Hub in every Space's container (hub-docs, "Spaces Overview": helper environment variables)
 
 
 def _on_a_space() -> bool:
-    return bool(os.environ.get(SPACE_ENV, "").strip())
+    return settings.on_a_space()
 
 
 def _space_without_repos_message() -> str:
@@ -197,8 +198,7 @@ def missing_benchmarks(benchmarks: Iterable[str]) -> list[str]:
     if hub_repos() is None:
         return []
     published = benchmark_repos()
-    root = os.environ.get(DATA_ENV)
-    local = Path(root).expanduser() if root else default_home() / "benchmarks"
+    local = _local_benchmarks()
     return [name for name in benchmarks if name not in published and not (local / name).is_dir()]
 
 

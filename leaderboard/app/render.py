@@ -12,7 +12,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import os
 import shutil
 import tempfile
 import threading
@@ -25,6 +24,7 @@ import pandas as pd
 import streamlit as st
 from PIL import Image
 
+from idbench import settings
 from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
@@ -48,9 +48,9 @@ MAX_SUBMITTER = 100
 MAX_REASON = 200
 # New submissions per submitter through the app: COUNT/SECONDS. Named submitters count by their normalised
 # name, anonymous ones per client (the logged-in Hub user, else the address): idbench.names.
-RATE_LIMIT_ENV, DEFAULT_RATE_LIMIT = "IDBENCH_SUBMIT_RATE_LIMIT", "5/86400"
+RATE_LIMIT_ENV, DEFAULT_RATE_LIMIT = settings.RATE_LIMIT, settings.BY_NAME[settings.RATE_LIMIT].default
 # Withdrawing and rescoring from the app need this token; with it unset the app offers neither.
-ADMIN_TOKEN_ENV = "IDBENCH_ADMIN_TOKEN"
+ADMIN_TOKEN_ENV = settings.ADMIN_TOKEN
 MAX_SEARCH = 100  # characters of the model search box (and of a link's ``search``)
 # Above any table that holds a row scored with the tiny profile (the demo's rows among them).
 PLUMBING_BANNER = "Plumbing check: random weights, not model scores"
@@ -1077,7 +1077,7 @@ def _sample_row(data: BenchmarkData, stored: Path, result_dir: Path, sample, met
 
 def rate_limit() -> RateLimit:
     """The app's per-submitter limit from ``$IDBENCH_SUBMIT_RATE_LIMIT`` (COUNT/SECONDS)."""
-    return RateLimit.parse(os.environ.get(RATE_LIMIT_ENV) or DEFAULT_RATE_LIMIT)
+    return RateLimit(*settings.submit_rate_limit())
 
 
 def _client() -> str | None:
@@ -1196,7 +1196,7 @@ def status_page() -> None:
 
 def is_admin(token: str) -> bool:
     """True when ``token`` equals ``$IDBENCH_ADMIN_TOKEN`` (compared in constant time); never without one set."""
-    expected = os.environ.get(ADMIN_TOKEN_ENV) or ""
+    expected = settings.admin_token()
     return bool(expected) and hmac.compare_digest(token.encode("utf-8"), expected.encode("utf-8"))
 
 
@@ -1206,7 +1206,7 @@ def _admin(submission_ids: list[int]) -> None:
         if backend.admin_note():
             st.text(backend.admin_note())
             return
-        if not os.environ.get(ADMIN_TOKEN_ENV):
+        if not settings.admin_token():
             st.text(f"Admin actions are off: the server has no {ADMIN_TOKEN_ENV} set.")
             return
         token = st.text_input("Admin token", type="password", key="admin-token")
