@@ -119,7 +119,8 @@ def check_suite_contract(spec, summary: dict, produced: set[str], suite) -> None
 
 # --- test tiers: markers applied here, by rule, so that no test file is forgotten ---------------------
 #
-# slow: loads scoring models or diffusers pipelines (tiny ones included), runs a worker or the demo.
+# slow: loads scoring models or diffusers pipelines (tiny ones included), runs a worker or the demo; also
+#       a few model-free tests that compute for seconds each (listed below, measured).
 # browser: a Streamlit server, Chromium or streamlit's AppTest.
 # e2e: starts a Python interpreter as a subprocess (the CLI, `accelerate launch`, the wheel).
 # `pytest -m "not slow and not browser and not e2e"` is the fast tier; there the model loaders raise
@@ -133,10 +134,35 @@ SLOW_FIXTURES: frozenset[str] = frozenset()
 FILE_MARKS: dict[str, tuple[str, ...]] = {
     "test_distributed_store.py": ("e2e", "slow"),  # `accelerate launch` and `idbench score` in subprocesses
     "test_layers.py": ("e2e",),  # runs lint-imports (import-linter's CLI) in a subprocess
+    # Makes every baseline of every sample benchmark as PNGs at full size: about a minute in all.
+    "test_baselines.py": ("slow",),
 }
 
 # Single tests where neither a fixture nor the file says it: "file name::test name" (no parameters).
-TEST_MARKS: dict[str, tuple[str, ...]] = {}
+TEST_MARKS: dict[str, tuple[str, ...]] = {
+    # Asks the diffusers pipeline loader for a model that is not in the cache (the refusal under test).
+    "test_generate.py::test_refusals_are_one_error": ("slow",),
+    "test_user_errors.py::test_build_whose_curation_stage_lacks_its_model_is_one_line": ("slow",),  # same, curation's
+    # No model, but seconds of computing each (measured on one core): kept out of the fast tier's 2 minutes.
+    # Monte Carlo checks of the tiering rule's error rate.
+    "test_board_claims.py::test_equal_models_are_split_into_tiers_at_most_at_the_nominal_rate": ("slow",),
+    # The copy search over rotated, scaled and pasted copies, and over pictures that copy nothing.
+    "test_copies.py::test_a_copy_in_any_pose_is_flagged": ("slow",),
+    "test_copies.py::test_pictures_that_copy_nothing_are_not_flagged": ("slow",),
+    "test_copies.py::test_a_mannequin_is_not_a_copy": ("slow",),
+    # Decoding and reducing 6000-pixel images.
+    "test_bounded_memory.py::test_a_6000_pixel_png_is_reduced_to_the_working_size_and_matches_pillows_own_resize": ("slow",),
+    "test_bounded_memory.py::test_every_encoder_receives_at_most_the_working_size": ("slow",),
+    "test_bounded_memory.py::test_exif_orientation_is_applied_after_the_reduction": ("slow",),
+    # Bootstrap intervals, computed twice to show they are seeded.
+    "test_alignment.py::test_intervals_hold_the_estimate_and_are_seeded": ("slow",),
+    "test_alignment.py::test_cis_are_seeded": ("slow",),
+    # A rate-limit window filled with real submissions; judged scoring over three built benchmarks.
+    "test_admin_and_limits.py::test_rate_limit_counts_new_submissions_per_submitter": ("slow",),
+    "test_judged_scoring.py::test_without_a_judge_the_judged_metrics_are_not_run": ("slow",),
+    # Generates a whole submission of every sample benchmark.
+    "test_generate.py::test_every_benchmark_generates_a_valid_submission": ("slow",),
+}
 
 
 # What a function's own source shows, by marker: a test is marked when its function, a fixture of its
@@ -153,6 +179,7 @@ _SLOW_SIGN = re.compile(
     r"""|from_pretrained|\bscore_submission\(|\bidbench\.score\(|\bscore\(|main\(\[\s*["'](score|demo|run|work)["']"""
     r"""|\bfill_store\(|\bwork_once\(|\brun_worker\(|\bworker\.|\brun_demo\(|\bdemo\("""
     r"""|\bdiffusers\.[A-Z]\w*\(|save_pretrained|random_stable_diffusion|load_generator\(\s*["']diffusers"""
+    r"""|\bload_(clip|dinov2|dinov3|dlib_face|arcface|grounding_dino|sam2|aesthetic)\("""
 )
 
 
