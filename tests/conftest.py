@@ -180,6 +180,7 @@ _SLOW_SIGN = re.compile(
     r"""|\bfill_store\(|\bwork_once\(|\brun_worker\(|\bworker\.|\brun_demo\(|\bdemo\("""
     r"""|\bdiffusers\.[A-Z]\w*\(|save_pretrained|random_stable_diffusion|load_generator\(\s*["']diffusers"""
     r"""|\bload_(clip|dinov2|dinov3|dlib_face|arcface|grounding_dino|sam2|aesthetic)\("""
+    r"""|\btransformers\.[A-Z]\w*Model\w*\(|open_clip\.create_model|torch\.load\("""
 )
 
 
@@ -195,7 +196,9 @@ def _module_functions(path: Path) -> dict[str, tuple[str, set[str]]]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-                cached[node.name] = (ast.get_source_segment(text, node) or "", names)
+                # its decorators too: @pytest.mark.parametrize("maker", [make_tiny_sam2, ...])
+                segments = [ast.get_source_segment(text, part) or "" for part in (*node.decorator_list, node)]
+                cached[node.name] = ("\n".join(segments), names)
         for node in tree.body:  # module constants: TINY = ScoreOptions(profile="tiny") shows through its name
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -299,6 +302,8 @@ def _guard_module(module) -> dict:
         cls = getattr(module, name, None)
         if cls is not None:
             cls.from_pretrained = classmethod(_raiser(f"{module.__name__}.{name}.from_pretrained"))
+            # a random tiny model built in memory is a model too: every subclass's __init__ reaches this one
+            cls.__init__ = _raiser(f"{module.__name__}.{name}() (a model built in memory)")
     if replaced:  # names bound by `from module import name` in modules imported before the guard
         for other in list(sys.modules.values()):
             namespace = getattr(other, "__dict__", None)
