@@ -6,6 +6,7 @@ import csv
 import hashlib
 import io
 import os
+import re
 
 # Before anything imports huggingface_hub or datasets: tests never reach for a hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -114,3 +115,258 @@ def check_suite_contract(spec, summary: dict, produced: set[str], suite) -> None
     allowed = (declared | {f"{m.name}.failure_rate" for m in spec.metric_suite if m.judged}
                | set(getattr(suite, "DIAGNOSTICS", {})) | set(COPY_DIAGNOSTICS))
     assert produced <= allowed, f"{spec.name}: produced metrics outside its suite: {sorted(produced - allowed)}"
+
+
+# --- test tiers: markers applied here, by rule, so that no test file is forgotten ---------------------
+#
+# slow: loads scoring models or diffusers pipelines (tiny ones included), runs a worker or the demo; also
+#       a few model-free tests that compute for seconds each (listed below, measured).
+# browser: a Streamlit server, Chromium or streamlit's AppTest.
+# e2e: starts a Python interpreter as a subprocess (the CLI, `accelerate launch`, the wheel).
+# `pytest -m "not slow and not browser and not e2e"` is the fast tier; there the model loaders raise
+# (see _guard_model_loading), so a test that loads a model and is not marked slow fails loudly.
+
+# Fixtures (by name, wherever they are defined) that load models, score, run a worker or the demo:
+# every test that uses one, directly or through another fixture, is slow.
+SLOW_FIXTURES: frozenset[str] = frozenset()
+
+# Whole files, by name (they keep their names when they move between folders).
+FILE_MARKS: dict[str, tuple[str, ...]] = {
+    "test_distributed_store.py": ("e2e", "slow"),  # `accelerate launch` and `idbench score` in subprocesses
+    "test_layers.py": ("e2e",),  # runs lint-imports (import-linter's CLI) in a subprocess
+    # Makes every baseline of every sample benchmark as PNGs at full size: about a minute in all.
+    "test_baselines.py": ("slow",),
+}
+
+# Single tests where neither a fixture nor the file says it: "file name::test name" (no parameters).
+TEST_MARKS: dict[str, tuple[str, ...]] = {
+    # Asks the diffusers pipeline loader for a model that is not in the cache (the refusal under test).
+    "test_generate.py::test_refusals_are_one_error": ("slow",),
+    "test_user_errors.py::test_build_whose_curation_stage_lacks_its_model_is_one_line": ("slow",),  # same, curation's
+    # No model, but seconds of computing each (measured on one core): kept out of the fast tier's 2 minutes.
+    # Monte Carlo checks of the tiering rule's error rate.
+    "test_board_claims.py::test_equal_models_are_split_into_tiers_at_most_at_the_nominal_rate": ("slow",),
+    # The copy search over rotated, scaled and pasted copies, and over pictures that copy nothing.
+    "test_copies.py::test_a_copy_in_any_pose_is_flagged": ("slow",),
+    "test_copies.py::test_pictures_that_copy_nothing_are_not_flagged": ("slow",),
+    "test_copies.py::test_a_mannequin_is_not_a_copy": ("slow",),
+    # Decoding and reducing 6000-pixel images.
+    "test_bounded_memory.py::test_a_6000_pixel_png_is_reduced_to_the_working_size_and_matches_pillows_own_resize": ("slow",),
+    "test_bounded_memory.py::test_every_encoder_receives_at_most_the_working_size": ("slow",),
+    "test_bounded_memory.py::test_exif_orientation_is_applied_after_the_reduction": ("slow",),
+    # Bootstrap intervals, computed twice to show they are seeded.
+    "test_alignment.py::test_intervals_hold_the_estimate_and_are_seeded": ("slow",),
+    "test_alignment.py::test_cis_are_seeded": ("slow",),
+    # A rate-limit window filled with real submissions; judged scoring over three built benchmarks.
+    "test_admin_and_limits.py::test_rate_limit_counts_new_submissions_per_submitter": ("slow",),
+    "test_judged_scoring.py::test_without_a_judge_the_judged_metrics_are_not_run": ("slow",),
+    # Generates a whole submission of every sample benchmark.
+    "test_generate.py::test_every_benchmark_generates_a_valid_submission": ("slow",),
+}
+
+
+# What a function's own source shows, by marker: a test is marked when its function, a fixture of its
+# module that it uses, or a helper function of its module that either calls (transitively) shows it.
+SOURCE_SIGNS = {
+    "browser": lambda text: "AppTest" in text or "streamlit_server" in text or "playwright" in text,
+    "e2e": lambda text: "subprocess." in text and "sys.executable" in text,
+    "slow": lambda text: _SLOW_SIGN.search(text) is not None,
+}
+# Loading a model (the tiny profile included: its models are made, then loaded), scoring a submission,
+# filling a store with scored results, running a worker, generating with a diffusers pipeline, the demo.
+_SLOW_SIGN = re.compile(
+    r"""profile\s*=\s*["']tiny|["']--profile["'],\s*["']tiny|\bload_model\(|make_tiny|ensure_tiny|\bModels\("""
+    r"""|from_pretrained|\bscore_submission\(|\bidbench\.score\(|\bscore\(|main\(\[\s*["'](score|demo|run|work)["']"""
+    r"""|\bfill_store\(|\bwork_once\(|\brun_worker\(|\bworker\.|\brun_demo\(|\bdemo\("""
+    r"""|\bdiffusers\.[A-Z]\w*\(|save_pretrained|random_stable_diffusion|load_generator\(\s*["']diffusers"""
+    r"""|\bload_(clip|dinov2|dinov3|dlib_face|arcface|grounding_dino|sam2|aesthetic)\("""
+    r"""|\btransformers\.[A-Z]\w*Model\w*\(|open_clip\.create_model|torch\.load\("""
+)
+
+
+def _module_functions(path: Path) -> dict[str, tuple[str, set[str]]]:
+    """Every function of a test module: name -> (its source, the names it mentions)."""
+    import ast
+
+    cached = _FUNCTIONS.get(path)
+    if cached is None:
+        text = path.read_text(encoding="utf-8")
+        cached = {}
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                # its decorators too: @pytest.mark.parametrize("maker", [make_tiny_sam2, ...])
+                segments = [ast.get_source_segment(text, part) or "" for part in (*node.decorator_list, node)]
+                cached[node.name] = ("\n".join(segments), names)
+        for node in tree.body:  # module constants: TINY = ScoreOptions(profile="tiny") shows through its name
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} if node.value else set()
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id not in cached:
+                        cached[target.id] = (ast.get_source_segment(text, node.value) or "", names)
+        _FUNCTIONS[path] = cached
+    return cached
+
+
+_FUNCTIONS: dict[Path, dict[str, tuple[str, set[str]]]] = {}
+
+
+def _signed(path: Path, start: set[str], sign) -> bool:
+    """Does a function among ``start``, or one they mention (transitively, in the module), show ``sign``?"""
+    functions = _module_functions(path)
+    seen, todo = set(), [name for name in start if name in functions]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        text, mentioned = functions[name]
+        if sign(text):
+            return True
+        todo.extend(m for m in mentioned if m in functions and m not in seen)
+    return False
+
+
+def tier_marks(item) -> set[str]:
+    """The tier markers the rules give ``item`` (besides any it carries itself)."""
+    path = Path(str(item.path))
+    marks = set(FILE_MARKS.get(path.name, ()))
+    marks.update(TEST_MARKS.get(f"{path.name}::{getattr(item, 'originalname', item.name)}", ()))
+    if SLOW_FIXTURES.intersection(item.fixturenames):
+        marks.add("slow")
+    if path.suffix == ".py":
+        start = {getattr(item, "originalname", item.name), *item.fixturenames}
+        marks.update(marker for marker, sign in SOURCE_SIGNS.items() if _signed(path, start, sign))
+    return marks
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it reads these markers
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in sorted(tier_marks(item)):
+            item.add_marker(name)
+
+
+# --- the fast tier loads no model: the loaders raise there ------------------------------------------
+
+
+class ModelLoadInFastTier(BaseException):
+    """A BaseException, so that code catching Exception (a worker recording a failure) cannot hide it."""
+
+
+_GUARD_MESSAGE = (
+    "{what} was called in the fast tier (tests deselected with -m 'not slow'); this test loads a model: "
+    "mark it slow (tests/conftest.py: SLOW_FIXTURES, FILE_MARKS or TEST_MARKS)"
+)
+# module -> functions that make or load a model; they are replaced in the module and wherever an
+# imported module holds them (``from registry import load_model``).
+_GUARDED_FUNCTIONS = {
+    "idbench.evaluate_pkg.models.registry": ("load_model", "ensure_tiny", "make_tiny"),
+    "idbench.evaluate_pkg.models.clip": ("load_clip", "make_tiny_clip"),
+    "idbench.evaluate_pkg.models.dino": ("load_dinov2", "load_dinov3", "make_tiny_dinov2", "make_tiny_dinov3"),
+    "idbench.evaluate_pkg.models.detection": ("load_grounding_dino", "load_sam2", "make_tiny_grounding_dino", "make_tiny_sam2"),
+    "idbench.evaluate_pkg.models.faces": ("load_dlib_face", "load_arcface", "make_tiny_arcface"),
+    "idbench.evaluate_pkg.models.aesthetic": ("load_aesthetic", "make_tiny_aesthetic"),
+    "idbench.generation.adapters": ("load_pipeline",),
+}
+# module -> classes whose from_pretrained loads weights (a test may build a model without idbench).
+_GUARDED_CLASSES = {
+    "transformers.modeling_utils": ("PreTrainedModel",),
+    "diffusers.pipelines.pipeline_utils": ("DiffusionPipeline",),
+    "diffusers.models.modeling_utils": ("ModelMixin",),
+}
+_guard_hits: list[str] = []
+
+
+def _raiser(what: str):
+    def refuse(*args, **kwargs):
+        _guard_hits.append(what)
+        raise ModelLoadInFastTier(_GUARD_MESSAGE.format(what=what))
+
+    return refuse
+
+
+def _guard_module(module) -> dict:
+    """Replace the model loaders of ``module``; returns {original function: its replacement}."""
+    import sys
+
+    replaced = {}
+    for name in _GUARDED_FUNCTIONS.get(module.__name__, ()):
+        original = getattr(module, name, None)
+        if callable(original):
+            replaced[original] = _raiser(f"{module.__name__}.{name}")
+            setattr(module, name, replaced[original])
+    for name in _GUARDED_CLASSES.get(module.__name__, ()):
+        cls = getattr(module, name, None)
+        if cls is not None:
+            cls.from_pretrained = classmethod(_raiser(f"{module.__name__}.{name}.from_pretrained"))
+            # a random tiny model built in memory is a model too: every subclass's __init__ reaches this one
+            cls.__init__ = _raiser(f"{module.__name__}.{name}() (a model built in memory)")
+    if replaced:  # names bound by `from module import name` in modules imported before the guard
+        for other in list(sys.modules.values()):
+            namespace = getattr(other, "__dict__", None)
+            if not isinstance(namespace, dict) or other is module:
+                continue
+            for key, value in list(namespace.items()):
+                if callable(value) and not isinstance(value, type):
+                    try:
+                        replacement = replaced.get(value)
+                    except TypeError:  # unhashable
+                        continue
+                    if replacement is not None:
+                        namespace[key] = replacement
+    return replaced
+
+
+class _GuardOnImport:
+    """A meta-path finder: a guarded module imported after the guard is installed is guarded as it loads."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _GUARDED_FUNCTIONS and name not in _GUARDED_CLASSES:
+            return None
+        import importlib.util
+        import sys
+
+        sys.meta_path.remove(self)  # find the real spec, then wrap its loader
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_guard(module):
+            exec_module(module)
+            _guard_module(module)
+
+        spec.loader.exec_module = exec_and_guard
+        return spec
+
+
+def _guard_model_loading() -> None:
+    import sys
+
+    for name in (*_GUARDED_FUNCTIONS, *_GUARDED_CLASSES):
+        if name in sys.modules:
+            _guard_module(sys.modules[name])
+    sys.meta_path.insert(0, _GuardOnImport())
+
+
+def pytest_collection_finish(session):
+    """With `-m` excluding slow (the fast tier), no model may load from here on."""
+    markexpr = session.config.getoption("markexpr", "") or ""
+    if "slow" in markexpr and not any(item.get_closest_marker("slow") for item in session.items):
+        _guard_model_loading()
+        session.config._idbench_fast_tier = True
+
+
+@pytest.fixture(autouse=True)
+def _no_model_was_loaded(request):
+    """A guard hit that the code under test caught and hid still fails the test."""
+    _guard_hits.clear()
+    yield
+    if _guard_hits:
+        pytest.fail(_GUARD_MESSAGE.format(what=_guard_hits[0]), pytrace=False)
