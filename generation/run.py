@@ -286,6 +286,16 @@ def _model_name(model_id: Any) -> str:
     return name[:100]
 
 
+def process_group_if_launched(device: str):
+    """accelerate's ``PartialState`` when started by ``accelerate launch`` / torchrun with several processes
+    (no model or optimizer to prepare: generation only needs who is who and a barrier); None otherwise."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import PartialState
+
+    return PartialState(cpu=device == "cpu")
+
+
 def generate_submission(
     data: BenchmarkData,
     adapter: Callable[[GenerationRequest], Image.Image],
