@@ -243,6 +243,7 @@ def run(
     submission on the local leaderboard ($IDBENCH_HOME). ``echo`` receives each stage's lines (pass
     ``print`` to see them).
     """
+    from idbench.builders.benchmarks import get_benchmark
     from idbench.builders.spec import DEFAULT_TASK
     from idbench.evaluate_pkg.data import load_benchmark_data
     from idbench.generation.adapters import GeneratorOptions, check_device, load_generator
@@ -250,6 +251,7 @@ def run(
     from idbench.generation.run import generate_submission
 
     check_device(device)
+    benchmark = get_benchmark(benchmark).name  # an unknown name: one error listing the known ones
     out = Path(out)
     data_dir = _run_data_dir(benchmark, out, data, echo)
     loaded = load_benchmark_data(data_dir, benchmark=benchmark)
