@@ -4,8 +4,8 @@ Installed, everything lives under this one name: ``idbench.builders``, ``idbench
 ``idbench.evaluate_pkg``, ``idbench.leaderboard``, ``idbench.ekb``, ``idbench.cards`` and the shipped
 ``idbench.samples`` (see docs/architecture.md). The command line is :mod:`idbench.cli`.
 
-From Python, the public names are here, imported on first use: :func:`generate`, :func:`score` and
-:func:`compare` (:mod:`idbench.api`),
+From Python, the public names are here, imported on first use: :func:`generate`, :func:`score`,
+:func:`run` and :func:`compare` (:mod:`idbench.api`),
 :mod:`metrics` (the ``evaluate`` modules by name), :func:`load_benchmark_data`,
 :func:`validate_submission`, :class:`ScoreOptions`, :class:`JudgeConfig`, :class:`IdbenchError` and
 :func:`release_models` (scoring keeps its models loaded for the life of the process; this lets them go).
@@ -30,6 +30,8 @@ _PUBLIC = {
     "generate": ("idbench.api", "generate"),
     "ScoreResult": ("idbench.api", "ScoreResult"),
     "compare": ("idbench.api", "compare"),
+    "run": ("idbench.api", "run"),
+    "RunResult": ("idbench.api", "RunResult"),
     "metrics": ("idbench.metrics", None),
     "load_benchmark_data": ("idbench.evaluate_pkg.data", "load_benchmark_data"),
     "validate_submission": ("idbench.evaluate_pkg.submission", "validate_submission"),

@@ -1,4 +1,5 @@
-"""Generating and scoring from Python: ``idbench.generate(...)``, ``idbench.score(...)`` and what they return.
+"""Generating and scoring from Python: ``idbench.generate(...)``, ``idbench.score(...)``, ``idbench.run(...)``
+and what they return.
 
 A thin layer over :func:`idbench.evaluate_pkg.runner.score_submission` (the same validation, models,
 feature cache and math as ``idbench score``), returning a :class:`ScoreResult` whose tables are pandas
@@ -15,6 +16,11 @@ and generation with any adapter object, plain callable (request -> PIL image) or
 
     report = idbench.generate("built/cogcanvas", my_model, "my-sub", resolution=1024)
     report.generated, report.skipped, report.seconds_per_image
+
+or the whole generate -> validate -> score (-> submit) pipeline of ``idbench run``::
+
+    done = idbench.run("cogcanvas", "diffusers-image-list", "runs/mine", model_id=..., revision=..., echo=print)
+    done.summary, done.results
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:  # only for the annotations: importing idbench must not import pandas or torch
     import pandas as pd
 
     from idbench.evaluate_pkg.data import BenchmarkData
     from idbench.generation.run import RunReport
+    from idbench.leaderboard.queue import SubmitResult
 
 # The columns of ScoreResult.aggregates, in this order, from each metric's overall statistics.
 AGGREGATE_COLUMNS = ("mean", "ci_low", "ci_high", "n", "n_nan")
@@ -184,3 +191,123 @@ def compare(a: "str | Path | ScoreResult", b: "str | Path | ScoreResult", alpha:
 
     as_run = lambda r: Run(r.out, r.summary, r.samples) if isinstance(r, ScoreResult) else r  # noqa: E731
     return compare_runs(as_run(a), as_run(b), alpha=alpha, **options)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`run` did: the data folder scored against, the submission and results folders, the
+    generation's :class:`~idbench.generation.run.RunReport`, the scoring summary (``aggregates.json``)
+    and, with ``submit=True``, the local leaderboard's ``SubmitResult``."""
+
+    data: Path
+    submission: Path
+    results: Path
+    generation: "RunReport"
+    summary: dict[str, Any]
+    queued: "SubmitResult | None" = None
+
+
+def _quiet(line: str) -> None:
+    """The default ``echo`` of :func:`run`: no stage lines."""
+
+
+def run(
+    benchmark: str,
+    model: str,
+    out: str | Path,
+    *,
+    data: str | Path | None = None,
+    model_name: str | None = None,
+    task: str | None = None,
+    resolution: int | None = None,
+    batch_size: int = 1,
+    profile: str = "paper",
+    metrics: Iterable[str] | None = None,
+    judge: Any = None,
+    device: str = "cpu",
+    models_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    submit: bool = False,
+    submitter: str | None = None,
+    echo: Callable[[str], None] = _quiet,
+    **adapter_options: Any,
+) -> RunResult:
+    """generate -> validate -> score (-> submit), as ``idbench run`` does, into ``out/submission`` and
+    ``out/results``.
+
+    ``model``: an adapter name (``"diffusers-image-list"``, an entry point, ``"module:attr"``), made with
+    ``device`` and ``adapter_options`` (``model_id``, ``revision``, ``dtype``, ``steps``, ...) as in
+    :func:`generate`. Without ``data`` the shipped sample of ``benchmark`` is built into ``out/data`` (a
+    sample build: its numbers are not the benchmark's). A rerun continues: only missing images are
+    generated, and the scores are recomputed from the feature cache. ``submit`` then queues the
+    submission on the local leaderboard ($IDBENCH_HOME). ``echo`` receives each stage's lines (pass
+    ``print`` to see them).
+    """
+    from idbench.builders.registry import get_benchmark
+    from idbench.builders.spec import DEFAULT_TASK
+    from idbench.evaluate_pkg.data import load_benchmark_data
+    from idbench.generation.adapters import GeneratorOptions, check_device, load_generator
+    from idbench.generation.requests import DEFAULT_RESOLUTION
+    from idbench.generation.run import generate_submission
+
+    check_device(device)
+    benchmark = get_benchmark(benchmark).name  # an unknown name: one error listing the known ones
+    out = Path(out)
+    data_dir = _run_data_dir(benchmark, out, data, echo)
+    loaded = load_benchmark_data(data_dir, benchmark=benchmark)
+    submission, results = out / "submission", out / "results"
+
+    echo(f"[2/4] generate: {model} -> {submission}")
+    adapter = load_generator(model, GeneratorOptions(device=device, **adapter_options))
+    report = generate_submission(
+        loaded, adapter, submission, adapter_name=model, model_name=model_name,
+        resolution=DEFAULT_RESOLUTION if resolution is None else resolution, task=task or DEFAULT_TASK,
+        batch_size=batch_size,
+    )  # fmt: skip
+    per_image = f", {report.seconds_per_image:.2f} s per image" if report.seconds_per_image is not None else ""
+    echo(f"      generated {report.generated}, skipped {report.skipped} already there{per_image}")
+
+    summary = _validate_and_score(submission, loaded, results, profile, metrics, judge, device, models_dir, cache_dir, echo)
+    queued = None
+    if submit:
+        from idbench.leaderboard.queue import submit as queue_submission
+        from idbench.leaderboard.store import Store
+
+        queued = queue_submission(Store(), submission, data_dir, model_name=model_name, submitter=submitter)
+    return RunResult(data_dir, submission, results, report, summary, queued)
+
+
+def _run_data_dir(benchmark: str, out: Path, data: str | Path | None, echo: Callable[[str], None]) -> Path:
+    """The built benchmark of a run: ``data``, else the shipped sample built once into ``out/data``."""
+    if data is not None:
+        return Path(data)
+    data_dir = out / "data"
+    if not (data_dir / "build_info.json").is_file():
+        from idbench.builders.build import build
+
+        echo(f"[1/4] build: no --data; building the shipped {benchmark} sample into {data_dir} (a sample build, not the benchmark)")
+        build(benchmark, out=data_dir)
+    return data_dir
+
+
+def _validate_and_score(submission, data, results, profile, metrics, judge, device, models_dir, cache_dir, echo) -> dict[str, Any]:
+    """Steps 3 and 4 of :func:`run`; returns the summary."""
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.report import format_summary
+    from idbench.evaluate_pkg.runner import score_submission
+    from idbench.evaluate_pkg.submission import validate_submission
+
+    echo("[3/4] validate")
+    with validate_submission(submission, data) as valid:
+        echo(f"      valid: {len(valid.entries)} images, model {valid.metadata.get('model')!r}")
+
+    echo(f"[4/4] score: profile {profile} -> {results}")
+    options = ScoreOptions(
+        profile=profile, metrics=tuple(metrics) if metrics is not None else None, device=device,
+        models_dir=str(models_dir) if models_dir else None, judge=judge,
+    )  # fmt: skip
+    # A rerun rescores (the feature cache makes the unchanged images free): results follow the images.
+    summary = score_submission(submission, data, results, options, cache_dir=cache_dir, overwrite=True)
+    echo(format_summary(summary))
+    echo(f"results in {results} (results.parquet, aggregates.json, report.md)")
+    return summary

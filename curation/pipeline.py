@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -327,3 +328,58 @@ def _counts(stage: str, went_in: Sequence[str], came_out: Sequence[str], kind: M
         {k: sum(kind[i] == k for i in came_out) for k in kinds},
         {k: dict(c) for k, c in removed_by.items()},
     )
+
+
+# --- a curated build ---------------------------------------------------------------------------------
+
+
+def quality_thresholds_for(path: Path | None, shipped_samples: bool = False) -> tuple[Any, str | None]:
+    """(QualityThresholds or None for the defaults, why they apply) for a curated build.
+
+    An explicit thresholds file wins; otherwise a build of the shipped samples takes the samples' own
+    thresholds (the samples are 183-512 px, below the default 512 px floor). A malformed file or an
+    unknown key is one :class:`SourceError` naming the file.
+    """
+    from idbench.curation.quality import SAMPLE_THRESHOLDS, QualityThresholds, sample_thresholds
+
+    if path is not None:
+        try:
+            return QualityThresholds.from_json(Path(path).read_text(encoding="utf-8"), where=str(path)), f"--quality-thresholds {path}"
+        except OSError as error:
+            raise SourceError(f"{path}: {error.strerror or error}") from None
+        except ValueError as error:
+            raise SourceError(str(error)) from None
+    if shipped_samples:
+        return sample_thresholds(), f"shipped samples' own (idbench.samples/{SAMPLE_THRESHOLDS}): no --source, no --quality-thresholds"
+    return None, None
+
+
+def failed_audit_dir(out: Path) -> Path:
+    """Where the curation audit of a failed build goes: beside the output, which is not written."""
+    return out.parent / f"{out.name}.curation-audit"
+
+
+def build_curated(benchmark: str, options: CurateOptions, out: Path, **build_options: Any) -> tuple[dict, Path | None]:
+    """``idbench.builders.build.build`` with the model stages of ``options``: (build_info, the folder of an
+    earlier failed build's audit that was removed, or None).
+
+    A build that fails after curation ran raises a :class:`CurationError` saying what the stages removed,
+    with their audit beside the unwritten output (:func:`failed_audit_dir`).
+    """
+    from idbench.builders.build import build
+
+    curator = Curation(options)
+    try:
+        info = build(benchmark, out=out, curator=curator, **build_options)
+    except SourceError as error:
+        explained = curator.failure(error, failed_audit_dir(out))
+        if explained is None:
+            raise
+        raise explained from None
+    stale = failed_audit_dir(out)
+    if not stale.is_dir():
+        return info, None
+    # The audit of an earlier failed build describes data this build replaced: left beside the new
+    # output it would read as this build's. The new build's own audit is inside it.
+    shutil.rmtree(stale)
+    return info, stale

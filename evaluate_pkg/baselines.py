@@ -80,9 +80,10 @@ from PIL import Image, ImageOps
 
 import idbench
 from idbench.atomic import atomic_directory
+from idbench.evaluate_pkg.baseline_names import BASELINES as _BASELINE_NAMES
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
-BASELINES = ("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy", "crossed", "crowd", "mannequin")
+BASELINES = _BASELINE_NAMES  # re-exported: callers import it from here
 
 # --- geometry ------------------------------------------------------------------------------------
 

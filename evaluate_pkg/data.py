@@ -90,10 +90,11 @@ def content_cache_dir(folder: Path) -> Path:
     return settings.datasets_cache_dir() / digest.hexdigest()[:32]
 
 
-def load_benchmark_data(folder: str | Path, cache_dir: str | None = None) -> BenchmarkData:
+def load_benchmark_data(folder: str | Path, cache_dir: str | None = None, benchmark: str | None = None) -> BenchmarkData:
     """Read a built benchmark folder; the error names what is missing.
 
     ``cache_dir`` defaults to a cache keyed by the folder's content (see :func:`content_cache_dir`).
+    ``benchmark``: the benchmark the caller was told the folder holds; another one is refused.
     """
     folder = Path(folder)
     info_path = folder / "build_info.json"
@@ -114,4 +115,7 @@ def load_benchmark_data(folder: str | Path, cache_dir: str | None = None) -> Ben
         tables[config] = datasets.load_dataset(str(folder), config, split="test", cache_dir=cache_dir)
     if "prompts" not in tables:
         raise BenchmarkDataError(f"{folder}: the build has no prompts config")
-    return BenchmarkData(spec=spec, folder=folder, build_info=info, tables=tables)
+    data = BenchmarkData(spec=spec, folder=folder, build_info=info, tables=tables)
+    if benchmark is not None and data.name != benchmark:
+        raise BenchmarkDataError(f"{folder} holds the {data.name} benchmark, not {benchmark}")
+    return data

@@ -133,6 +133,16 @@ def judge_summary(judge: Any) -> dict[str, Any] | None:
     return out
 
 
+def accelerator_if_launched(device: str):
+    """An ``accelerate.Accelerator`` when started by ``accelerate launch`` / torchrun with several processes
+    (hand it to :func:`score_submission`); None in a single process."""
+    if settings.world_size() <= 1:
+        return None
+    from accelerate import Accelerator
+
+    return Accelerator(cpu=device == "cpu")
+
+
 def _progress_factory(enabled: bool | Progress) -> Progress:
     """The run's reporter (``idbench.progress``): bars on a terminal, bounded log lines otherwise, none
     when ``enabled`` is False; a reporter made by the caller (a worker's) is used as it is."""

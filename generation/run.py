@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from PIL import Image
 
+from idbench import settings
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.images import size_problem
@@ -284,6 +285,16 @@ def _model_name(model_id: Any) -> str:
         return ""
     name = Path(model_id).name if Path(model_id).expanduser().is_dir() else model_id
     return name[:100]
+
+
+def process_group_if_launched(device: str):
+    """accelerate's ``PartialState`` when started by ``accelerate launch`` / torchrun with several processes
+    (no model or optimizer to prepare: generation only needs who is who and a barrier); None otherwise."""
+    if settings.world_size() <= 1:
+        return None
+    from accelerate import PartialState
+
+    return PartialState(cpu=device == "cpu")
 
 
 def generate_submission(

@@ -207,6 +207,20 @@ def dump_yaml(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
+def write_eval_yaml(folder: Path) -> Path | None:
+    """Write ``folder/eval.yaml`` for the benchmark its ``build_info.json`` names (``idbench publish
+    --eval-yaml``); None, writing nothing, when the folder names no benchmark."""
+    from idbench.builders.registry import get_benchmark
+
+    info_path = folder / "build_info.json"
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    if "benchmark" not in info:
+        return None
+    path = folder / EVAL_YAML
+    path.write_text(dump_yaml(eval_yaml(get_benchmark(info["benchmark"]))))
+    return path
+
+
 # --- .eval_results -----------------------------------------------------------------------------------
 
 
@@ -216,6 +230,24 @@ def refuse_unpublishable(summary: dict[str, Any]) -> None:
     (``profile``, ``plumbing``, ``sample_build``), so a refused run is refused before the work."""
     _refuse_plumbing(summary)
     _refuse_sample_build(summary)
+
+
+def refuse_unpublishable_data(data_dir: Path, profile: str) -> None:
+    """:func:`refuse_unpublishable` before any scoring, on what is known then: the profile and the data
+    folder's ``build_info.json`` (a sample build is refused). A folder that is not a build passes: scoring
+    itself reports it, naming the file."""
+    from idbench.evaluate_pkg.models.registry import profile_is_plumbing
+
+    try:
+        info = json.loads((Path(data_dir) / "build_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(info, dict):
+        refuse_unpublishable({
+            "profile": profile,
+            "plumbing": profile_is_plumbing(profile),
+            "sample_build": bool(info.get("sample_build", False)),
+        })  # fmt: skip
 
 
 def _refuse_plumbing(summary: dict[str, Any]) -> None:

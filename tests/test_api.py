@@ -174,7 +174,7 @@ def _interrupt(args):
 def test_ctrl_c_is_one_line_saying_the_cache_keeps_the_work(command, tmp_path, monkeypatch, capsys):
     import idbench.cli as cli
 
-    monkeypatch.setattr(cli, f"_cmd_{command}", _interrupt)
+    monkeypatch.setattr(getattr(cli, command), f"cmd_{command}", _interrupt)  # each in its own module
     argv = {
         "score": ["score", str(tmp_path / "sub"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
                   "--cache-dir", str(tmp_path / "cache")],  # fmt: skip
@@ -195,7 +195,7 @@ def test_ctrl_c_is_one_line_saying_the_cache_keeps_the_work(command, tmp_path, m
 def test_ctrl_c_elsewhere_is_one_line_too(tmp_path, monkeypatch, capsys):
     import idbench.cli as cli
 
-    monkeypatch.setattr(cli, "_cmd_validate", _interrupt)
+    monkeypatch.setattr(cli.submission, "cmd_validate", _interrupt)
     assert main(["validate", str(tmp_path / "sub"), "--data", str(tmp_path / "data")]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "idbench validate: interrupted"

@@ -160,7 +160,7 @@ def test_verbose_log_lines_go_to_stderr(tmp_path):
     script = (
         "import logging, sys\n"
         "import idbench.cli as cli\n"
-        "cli._cmd_build = lambda args: logging.getLogger('idbench.leaderboard.worker').info('job 1: FINISHED') or 0\n"
+        "cli.build.cmd_build = lambda args: logging.getLogger('idbench.leaderboard.worker').info('job 1: FINISHED') or 0\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
     done = subprocess.run([sys.executable, "-c", script, "-v", "build", "charis", "--out", "unused"], capture_output=True, text=True, cwd=tmp_path)

@@ -21,7 +21,7 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
 def _installed_layout(dest: Path) -> Path:
-    """Copy the sources into ``dest`` laid out as installed (idbench/builders/..., idbench/cli.py)."""
+    """Copy the sources into ``dest`` laid out as installed (idbench/builders/..., idbench/cli/...)."""
     mapping = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-dir"]
 
     def not_python(folder: str, names: list[str]) -> list[str]:

@@ -58,7 +58,7 @@ def test_any_command_turns_an_idbench_error_into_one_line(monkeypatch, capsys):
     def fails(args):
         raise IdbenchError("models.yaml: no such profile 'huge'")
 
-    monkeypatch.setattr(cli, "_cmd_jobs", fails)
+    monkeypatch.setattr(cli.queue, "cmd_jobs", fails)
     assert _run(capsys, ["jobs"]) == (2, "idbench jobs: error: models.yaml: no such profile 'huge'\n")
 
 
@@ -69,7 +69,7 @@ def test_an_error_with_problems_lists_them_one_a_line(monkeypatch, capsys):
     def fails(args):
         raise error
 
-    monkeypatch.setattr(cli, "_cmd_jobs", fails)
+    monkeypatch.setattr(cli.queue, "cmd_jobs", fails)
     code, err = _run(capsys, ["jobs"])
     assert code == 2
     assert err.splitlines() == [
@@ -83,7 +83,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch):
     def fails(args):
         raise ZeroDivisionError("a bug, not the user's input")
 
-    monkeypatch.setattr(cli, "_cmd_jobs", fails)
+    monkeypatch.setattr(cli.queue, "cmd_jobs", fails)
     with pytest.raises(ZeroDivisionError):
         main(["jobs"])
 

@@ -53,6 +53,7 @@ import idbench
 from idbench.atomic import atomic_directory
 from idbench.benchmarks.cogcanvas.spec import RANDOM_SUFFIX, RETRIEVAL_GROUP_WORDS, RETRIEVAL_GROUPS, RETRIEVAL_KS
 from idbench.evaluate_pkg import functional as F
+from idbench.evaluate_pkg.baseline_names import RANKERS as _RANKER_NAMES
 from idbench.evaluate_pkg.context import Result
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.images import content_hash
@@ -60,7 +61,7 @@ from idbench.evaluate_pkg.submission import METADATA_NAME, RANKING_COLUMNS, RANK
 
 Rankings = Mapping[tuple[str, str], tuple[str, ...]]
 
-RANKERS = ("retrieval-clip", "retrieval-metadata")
+RANKERS = _RANKER_NAMES  # re-exported: callers import it from here
 NOTES = {
     "retrieval-clip": "Not a trained retriever: each slot's candidates ranked by the CLIP cosine between the "
     "slot's query (the prompt's words for it) and the candidate image.",

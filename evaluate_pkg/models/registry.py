@@ -45,6 +45,7 @@ from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
+from idbench.evaluate_pkg.models.profiles import DEFAULT_PROFILE, PROFILES, ROLES
 
 if TYPE_CHECKING:  # torch is imported lazily: listing models must stay cheap
     import torch
@@ -293,29 +294,8 @@ PROBES: dict[str, str] = {
 
 # --- profiles ----------------------------------------------------------------------------------------
 
-ROLES: tuple[str, ...] = ("clip", "dinov2", "dinov3", "aesthetic", "face", "detector", "segmenter")
-DEFAULT_PROFILE = "paper"
-
-PROFILES: dict[str, dict[str, str]] = {
-    "paper": {
-        "clip": "clip-vit-l-14",
-        "dinov2": "dinov2-base",
-        "dinov3": "dinov3-vitb16",
-        "aesthetic": "laion-aesthetic-v2",
-        "face": "arcface-buffalo-l",
-        "detector": "grounding-dino-tiny",
-        "segmenter": "sam2.1-hiera-tiny",
-    },
-    "tiny": {
-        "clip": "clip-vit-l-14-tiny",
-        "dinov2": "dinov2-base-tiny",
-        "dinov3": "dinov3-vitb16-tiny",
-        "aesthetic": "laion-aesthetic-v2-tiny",
-        "face": "dlib-face",  # real weights that install offline: the one real model of this profile
-        "detector": "grounding-dino-tiny-random",
-        "segmenter": "sam2.1-hiera-tiny-random",
-    },
-}
+# ROLES, DEFAULT_PROFILE and PROFILES live in .profiles (no imports: the command line offers the names
+# without loading this module); imported at the top and re-exported here.
 
 
 def _unknown(kind: str, name: object, known: Iterable[str]) -> UnknownModelError:

@@ -59,3 +59,24 @@ def test_generate_from_python_with_a_callable_or_a_name(tmp_path, standin_on_pat
     assert images_a == sorted(p.read_bytes() for p in (tmp_path / "b").rglob("*.png"))
     with pytest.raises(idbench.IdbenchError, match="already made"):
         idbench.generate(tmp_path / "charis", standin_on_path.tinted, tmp_path / "c", steps=4)
+
+
+def test_the_run_command_is_idbench_run(tmp_path, monkeypatch, capsys):
+    """`idbench run` hands its flags to idbench.api.run (what a notebook calls) and prints its stage lines."""
+    import idbench.api
+
+    seen = {}
+
+    def recorded_run(benchmark, model, out, **options):
+        seen.update(options, benchmark=benchmark, model=model, out=out)
+        options["echo"]("[2/4] generate: recorded")
+        return idbench.api.RunResult(out / "data", out / "submission", out / "results", None, {})
+
+    monkeypatch.setattr(idbench.api, "run", recorded_run)
+    argv = ["run", "charis", "--model", "m", "--out", str(tmp_path), "--metrics", "clip_t,dino_sim", "--steps", "3", "--profile", "tiny"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == "[2/4] generate: recorded\n"
+    assert (seen["benchmark"], seen["model"], seen["out"], seen["data"]) == ("charis", "m", tmp_path, None)
+    assert seen["metrics"] == ["clip_t", "dino_sim"] and seen["steps"] == 3 and seen["profile"] == "tiny"
+    assert seen["device"] == "cpu" and seen["resolution"] == 1024 and seen["submit"] is False
+    assert "run" in idbench.__all__ and "RunResult" in idbench.__all__

@@ -1,0 +1,26 @@
+"""``idbench demo``: the main job on the shipped samples."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_DEMO_OUT = Path("idbench-output")
+
+
+def add_demo(commands) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="the main job on the shipped samples: build the three benchmarks and read them back",
+        description="Build CHARIS, CogCanvas and Identity Collapse from the shipped samples into OUT/datasets "
+        "(replacing an earlier demo build), then load every config back with datasets.load_dataset.",
+    )
+    demo.add_argument("--out", type=Path, default=DEFAULT_DEMO_OUT, help="output folder (default: %(default)s)")
+    demo.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from idbench.demo import run_demo
+
+    run_demo(args.out)
+    return 0

@@ -1,0 +1,106 @@
+"""``idbench score``: validate and score a submission (optionally also its Hub Eval Results file)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from idbench.cli._options import ScoringErrorForCli, add_judge_arguments, add_profile_argument, judge_config, metric_names
+
+
+def add_score(commands) -> None:
+    score = commands.add_parser(
+        "score",
+        help="validate and score a submission with the benchmark's metric suite",
+        description="Writes results.parquet (raw value per prompt, seed, metric, subject), aggregates.json "
+        "(means, 95%% bootstrap CIs, breakdowns) and report.md with plots. Under `accelerate launch` the "
+        "unique images are split across processes.",
+    )
+    score.add_argument("submission", type=Path)
+    score.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
+    score.add_argument("--out", type=Path, required=True, help="results folder")
+    add_profile_argument(score, "paper: the papers' models (default); tiny: random weights, a plumbing check")
+    score.add_argument("--metrics", help="comma-separated subset of the suite (default: all)")
+    score.add_argument("--device", default="cpu", help="torch device, e.g. cuda or cuda:1 (default: %(default)s)")
+    score.add_argument("--dtype", help="bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on the CPU)")
+    score.add_argument("--batch-size", type=int, default=32)
+    score.add_argument("--num-workers", type=int, default=0, help="DataLoader workers that decode images")
+    score.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE/features, ~/.cache/idbench/features)")
+    score.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
+    score.add_argument("--overwrite", action="store_true")
+    score.add_argument("--hub-eval-results", type=Path, metavar="DIR",
+                       help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile and a "
+                       "non-sample build only; refused before scoring otherwise)")
+    score.add_argument("--dataset-id", help="the benchmark's Hub dataset repo, for --hub-eval-results")
+    score.add_argument("--dataset-revision", metavar="SHA",
+                       help="the commit of that dataset repo the data was downloaded at (recorded in each entry's dataset.revision)")
+    score.add_argument("--source-url", metavar="URL",
+                       help="where the result can be checked (the leaderboard, a results repo); each entry's source.url")
+    score.add_argument("--source-name", help="display name of --source-url (e.g. \"idbench leaderboard\")")
+    add_judge_arguments(score)
+    score.set_defaults(func=cmd_score)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.runner import accelerator_if_launched, score_submission
+
+    eval_results_source = _check_hub_eval_results(args) if args.hub_eval_results else None
+    accelerator = accelerator_if_launched(args.device)
+    options = ScoreOptions(
+        profile=args.profile, metrics=_metrics(args.metrics), device=str(accelerator.device) if accelerator is not None else args.device,
+        dtype=args.dtype, batch_size=args.batch_size, num_workers=args.num_workers,
+        models_dir=str(args.models_dir) if args.models_dir else None, judge=judge_config(args),
+    )  # fmt: skip
+    summary = score_submission(
+        args.submission, args.data, args.out, options,
+        cache_dir=args.cache_dir, overwrite=args.overwrite, accelerator=accelerator,
+    )  # fmt: skip
+    if accelerator is None or accelerator.is_main_process:
+        _report(args, summary, eval_results_source)
+    if accelerator is not None:
+        # Leave the process group together and cleanly: a collective thread still alive at
+        # interpreter exit makes torch abort the process (seen with gloo).
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+    return 0
+
+
+def _metrics(text: str | None) -> tuple[str, ...] | None:
+    names = metric_names(text)
+    return tuple(names) if names is not None else None
+
+
+def _report(args: argparse.Namespace, summary: dict, eval_results_source: dict | None) -> None:
+    from idbench.evaluate_pkg.report import format_summary
+
+    if args.hub_eval_results:
+        from idbench.builders.registry import get_benchmark
+        from idbench.leaderboard.hub import write_eval_results
+
+        path = write_eval_results(
+            summary, get_benchmark(summary["benchmark"]), args.hub_eval_results, args.dataset_id,
+            dataset_revision=args.dataset_revision, source=eval_results_source,
+        )  # fmt: skip
+        print(f"wrote {path} (commit it to the model's Hub repo)")
+    print(format_summary(summary))
+    print(f"results in {args.out} (results.parquet, aggregates.json, report.md)")
+
+
+def _check_hub_eval_results(args: argparse.Namespace) -> dict[str, str] | None:
+    """Refuse, before any scoring, a --hub-eval-results run whose results could not be published; return
+    the entries' source ({"url", "name"?}) or None.
+
+    Refused here: no --dataset-id and --source-name without --source-url; by the library, a plumbing
+    profile (tiny) and data that is a sample build (the shipped samples, not the benchmark).
+    """
+    from idbench.leaderboard.hub import refuse_unpublishable_data
+
+    if not args.dataset_id:
+        raise ScoringErrorForCli("--hub-eval-results needs --dataset-id ORG/NAME (the benchmark's Hub repo)")
+    if args.source_name and not args.source_url:
+        raise ScoringErrorForCli("--source-name needs --source-url (the Hub shows the name as the link's text)")
+    refuse_unpublishable_data(args.data, args.profile)
+    if not args.source_url:
+        return None
+    return {"url": args.source_url, **({"name": args.source_name} if args.source_name else {})}
