@@ -34,7 +34,10 @@ def exhaustive(generation: Image.Image, reference: Image.Image) -> bool:
     best = None
     for mirrored in (False, True):
         needle_ref = ref[:, ::-1].copy() if mirrored else ref
-        for direction, hay, needle, smallest in ((0, gen, needle_ref, 0.0), (1, needle_ref, gen, C.REVERSE_MIN_FRACTION)):
+        for direction, hay, needle, smallest in (
+            (0, gen, needle_ref, 0.0),
+            (1, needle_ref, gen, C.REVERSE_MIN_FRACTION),
+        ):
             fit = min(hay.shape[0] / needle.shape[0], hay.shape[1] / needle.shape[1])
             low = max(C.MIN_TEMPLATE_SIDE / min(needle.shape), fit * smallest)
             for scale in C._scales(fit, low, ratio):
@@ -65,19 +68,27 @@ def main(n: int) -> None:
     files = sorted(glob.glob(str(ROOT / "samples" / "**" / "*.jpg"), recursive=True))
     photos = [Image.open(f).convert("RGB") for f in files[:: max(1, len(files) // n)][:n]]
     negatives = list(itertools.combinations(photos, 2))
-    positives = [(g, r) for k, r in enumerate(photos)
-                 for g in (r, ImageOps.mirror(r), collage([photos[k - 1], r, photos[(k + 1) % n]]))]
+    positives = [
+        (g, r)
+        for k, r in enumerate(photos)
+        for g in (r, ImageOps.mirror(r), collage([photos[k - 1], r, photos[(k + 1) % n]]))
+    ]
     pairs = [(g, r, True) for g, r in positives] + [(g, r, False) for g, r in negatives]
     C._phash(photos[0])  # imports outside the timing
     timings = {}
-    for name, search in (("exhaustive", exhaustive), ("coarse-to-fine, gated", lambda g, r: C.find_reference(g, r).copied)):
+    for name, search in (
+        ("exhaustive", exhaustive),
+        ("coarse-to-fine, gated", lambda g, r: C.find_reference(g, r).copied),
+    ):
         start = time.perf_counter()
         flags = [search(g, r) for g, r, _ in pairs]
         timings[name] = time.perf_counter() - start
         wrong = sum(f != truth for f, (_, _, truth) in zip(flags, pairs))
         print(f"{name:>22}: {1000 * timings[name] / len(pairs):7.1f} ms/pair, {wrong} of {len(pairs)} pairs wrong")
-    print(f"speed-up: {timings['exhaustive'] / timings['coarse-to-fine, gated']:.1f}x "
-          f"({len(positives)} copies/pastes, {len(negatives)} pairs of different photographs)")
+    print(
+        f"speed-up: {timings['exhaustive'] / timings['coarse-to-fine, gated']:.1f}x "
+        f"({len(positives)} copies/pastes, {len(negatives)} pairs of different photographs)"
+    )
     assert np.isfinite(list(timings.values())).all()
 
 

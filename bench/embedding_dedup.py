@@ -80,9 +80,11 @@ def partition(report) -> set[frozenset[str]]:
 
 def main(n: int, dim: int, nprobe: int, flat: bool = False) -> None:
     vectors, groups = synthetic_pool(n, dim, flat=flat)
-    print(f"N={len(vectors)} dim={dim} {'flat (no structure)' if flat else 'with categories'} "
-          f"planted groups={groups} threshold={THRESHOLD} "
-          f"nlist={ivf_nlist(len(vectors))} nprobe={nprobe}; times are the best of {REPEATS} runs")
+    print(
+        f"N={len(vectors)} dim={dim} {'flat (no structure)' if flat else 'with categories'} "
+        f"planted groups={groups} threshold={THRESHOLD} "
+        f"nlist={ivf_nlist(len(vectors))} nprobe={nprobe}; times are the best of {REPEATS} runs"
+    )
 
     # The best of REPEATS runs: the machine is shared, and the minimum is the least disturbed run.
     t_exact, exact = timed(lambda: find_near_duplicates(vectors, THRESHOLD, index="exact"))
@@ -99,12 +101,18 @@ def main(n: int, dim: int, nprobe: int, flat: bool = False) -> None:
     same_removed = exact.removed_ids == indexed.removed_ids
     print(f"exact (blocked matmul): {t_exact:.2f} s, {len(exact.clusters)} clusters, {len(exact.removed)} removed")
     print(f"IVF (faiss cells):      {t_index:.2f} s, {len(indexed.clusters)} clusters, {len(indexed.removed)} removed")
-    print(f"ratio {t_exact / t_index:.1f}x; pair recall {recall:.4f} ({len(truth & found)}/{len(truth)}); "
-          f"clusters agree: {agree}; removed ids agree: {same_removed}; "
-          f"false pairs from the index: {len(found - truth)}")
+    print(
+        f"ratio {t_exact / t_index:.1f}x; pair recall {recall:.4f} ({len(truth & found)}/{len(truth)}); "
+        f"clusters agree: {agree}; removed ids agree: {same_removed}; "
+        f"false pairs from the index: {len(found - truth)}"
+    )
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(int(args[0]) if args else 20000, int(args[1]) if len(args) > 1 else 768,
-         int(args[2]) if len(args) > 2 else DEFAULT_NPROBE, len(args) > 3 and args[3] == "flat")
+    main(
+        int(args[0]) if args else 20000,
+        int(args[1]) if len(args) > 1 else 768,
+        int(args[2]) if len(args) > 2 else DEFAULT_NPROBE,
+        len(args) > 3 and args[3] == "flat",
+    )

@@ -49,7 +49,9 @@ def png_digest(image: Image.Image) -> str:
 
 
 def folder_digests(out: Path) -> dict[str, str]:
-    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*.png"))}
+    return {
+        p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*.png"))
+    }
 
 
 def largest_pixel_difference(a: Path, b: Path) -> int:
@@ -80,9 +82,12 @@ def naive_pipeline_loop(pipeline, data, rows, resolution: int, steps: int, out: 
     started = time.perf_counter()
     for prompt_id, seed, file in rows:
         image = pipeline(
-            prompt=prompts[prompt_id]["prompt"], height=resolution, width=resolution, num_inference_steps=steps,
+            prompt=prompts[prompt_id]["prompt"],
+            height=resolution,
+            width=resolution,
+            num_inference_steps=steps,
             generator=torch.Generator("cpu").manual_seed(seed),
-        ).images[0]  # fmt: skip
+        ).images[0]
         path = out / file
         path.parent.mkdir(parents=True, exist_ok=True)
         image.save(path, format="PNG")
@@ -95,7 +100,9 @@ def reference_colours(request) -> Image.Image:
     canvas = np.empty((request.resolution, request.resolution, 3), np.uint8)
     canvas[:] = rng.integers(0, 256, 3)
     for k, image in enumerate(request.images):
-        canvas[:, 4 * k : 4 * k + 4] = np.asarray(image.convert("RGB"), np.float32).reshape(-1, 3).mean(axis=0).astype(np.uint8)
+        canvas[:, 4 * k : 4 * k + 4] = (
+            np.asarray(image.convert("RGB"), np.float32).reshape(-1, 3).mean(axis=0).astype(np.uint8)
+        )
     return Image.fromarray(canvas)
 
 
@@ -107,7 +114,9 @@ def naive_reference_loop(data, rows, resolution: int, out: Path) -> float:
     started = time.perf_counter()
     for prompt_id, seed, file in rows:
         prompt = prompts[prompt_id]
-        request = GenerationRequest(data.name, prompt_id, seed, file, prompt["prompt"], prompt_references(data, prompt), resolution)
+        request = GenerationRequest(
+            data.name, prompt_id, seed, file, prompt["prompt"], prompt_references(data, prompt), resolution
+        )
         path = out / file
         path.parent.mkdir(parents=True, exist_ok=True)
         reference_colours(request).save(path, format="PNG")
@@ -132,36 +141,66 @@ def main() -> int:
 
         import diffusers
 
-        pipeline = diffusers.StableDiffusionPipeline.from_pretrained(random_stable_diffusion(root / "sd", args.size)).to(args.device)
+        pipeline = diffusers.StableDiffusionPipeline.from_pretrained(
+            random_stable_diffusion(root / "sd", args.size)
+        ).to(args.device)
         pipeline.set_progress_bar_config(disable=True)
         adapter = DiffusersTextToImage.from_pipeline(pipeline, steps=args.steps, device=args.device)
         rows = template_rows(cogcanvas, "text-to-image", args.limit)
         # Warm-up outside both timings (first-call allocations, kernels).
         naive_pipeline_loop(pipeline, cogcanvas, rows[:2], args.resolution, args.steps, root / "warm")
-        naive_seconds = naive_pipeline_loop(pipeline, cogcanvas, rows, args.resolution, args.steps, root / "naive1" / "images-root")
+        naive_seconds = naive_pipeline_loop(
+            pipeline, cogcanvas, rows, args.resolution, args.steps, root / "naive1" / "images-root"
+        )
         started = time.perf_counter()  # the whole call: template, requests, images, record
-        generate_submission(cogcanvas, adapter, root / "harness1", resolution=args.resolution, task="text-to-image",
-                            limit=args.limit, batch_size=args.batch_size, progress=False, say=lambda _: None)  # fmt: skip
+        generate_submission(
+            cogcanvas,
+            adapter,
+            root / "harness1",
+            resolution=args.resolution,
+            task="text-to-image",
+            limit=args.limit,
+            batch_size=args.batch_size,
+            progress=False,
+            say=lambda _: None,
+        )
         harness_seconds = time.perf_counter() - started
         same = folder_digests(root / "naive1" / "images-root") == folder_digests(root / "harness1")
         worst = largest_pixel_difference(root / "naive1" / "images-root", root / "harness1")
         n = len(rows)
-        print(f"1. pipeline calls: {n} text-to-image images, {args.size} SD pipeline, {args.resolution} px, {args.steps} steps, {args.device}")
+        print(
+            f"1. pipeline calls: {n} text-to-image images, {args.size} SD pipeline, {args.resolution} px, {args.steps} steps, {args.device}"
+        )
         print(f"   naive, one call per image: {naive_seconds:.2f} s ({n / naive_seconds:.1f} images/s)")
-        print(f"   idbench generate, batch {args.batch_size}: {harness_seconds:.2f} s ({n / harness_seconds:.1f} images/s): "
-              f"{naive_seconds / harness_seconds:.2f}x; same bytes: {same} (largest pixel difference {worst} of 255)")  # fmt: skip
+        print(
+            f"   idbench generate, batch {args.batch_size}: {harness_seconds:.2f} s ({n / harness_seconds:.1f} images/s): "
+            f"{naive_seconds / harness_seconds:.2f}x; same bytes: {same} (largest pixel difference {worst} of 255)"
+        )
 
         rows = template_rows(collapse, "reference", None)
         prompts = len({row[0] for row in rows})
         naive_seconds = naive_reference_loop(collapse, rows, args.resolution, root / "naive2")
         started = time.perf_counter()
-        generate_submission(collapse, reference_colours, root / "harness2", resolution=args.resolution, progress=False, say=lambda _: None)
+        generate_submission(
+            collapse,
+            reference_colours,
+            root / "harness2",
+            resolution=args.resolution,
+            progress=False,
+            say=lambda _: None,
+        )
         harness_seconds = time.perf_counter() - started
         same = folder_digests(root / "naive2") == folder_digests(root / "harness2")
-        print(f"2. references and the harness's own cost: {len(rows)} Identity Collapse images of {prompts} prompts, a stand-in adapter")
-        print(f"   naive, references asked per image, plain saves: {naive_seconds:.2f} s ({len(rows) / naive_seconds:.1f} images/s)")
-        print(f"   idbench generate, once per prompt, atomic writes: {harness_seconds:.2f} s ({len(rows) / harness_seconds:.1f} images/s): "
-              f"{naive_seconds / harness_seconds:.2f}x; same bytes: {same}")  # fmt: skip
+        print(
+            f"2. references and the harness's own cost: {len(rows)} Identity Collapse images of {prompts} prompts, a stand-in adapter"
+        )
+        print(
+            f"   naive, references asked per image, plain saves: {naive_seconds:.2f} s ({len(rows) / naive_seconds:.1f} images/s)"
+        )
+        print(
+            f"   idbench generate, once per prompt, atomic writes: {harness_seconds:.2f} s ({len(rows) / harness_seconds:.1f} images/s): "
+            f"{naive_seconds / harness_seconds:.2f}x; same bytes: {same}"
+        )
     return 0
 
 

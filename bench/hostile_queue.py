@@ -66,15 +66,30 @@ def _hub_with(work: Path, name: str, data: dict[str, Path], extra: dict[str, byt
     from idbench.leaderboard.hubrepo import FileAdd, open_repo
 
     requests = open_repo("org/requests")
-    submit_request(requests, template(data["identity-collapse"], work / f"{name}-ok"), data["identity-collapse"], "valid-model")
-    requests.commit([FileAdd(path, data=body) for path, body in extra.items()], "hostile records", parent=requests.head())
+    submit_request(
+        requests, template(data["identity-collapse"], work / f"{name}-ok"), data["identity-collapse"], "valid-model"
+    )
+    requests.commit(
+        [FileAdd(path, data=body) for path, body in extra.items()], "hostile records", parent=requests.head()
+    )
 
 
 def case_hub_nested(work: Path, data: dict[str, Path]) -> tuple[list[list[str]], str]:
     nested = b"[" * 100_000 + b"]" * 100_000  # 200 KB
     _hub_with(work, "nested", data, {"identity-collapse/evil/0123456789ab.json": nested})
-    dry = [*IDBENCH, "worker", "--hub", "org/requests", "--results", "org/results", "--data",
-           f"identity-collapse={data['identity-collapse']}", "--profile", "tiny", "--dry-run"]  # fmt: skip
+    dry = [
+        *IDBENCH,
+        "worker",
+        "--hub",
+        "org/requests",
+        "--results",
+        "org/results",
+        "--data",
+        f"identity-collapse={data['identity-collapse']}",
+        "--profile",
+        "tiny",
+        "--dry-run",
+    ]
     return [[*IDBENCH, "jobs", "--hub", "org/requests"], dry], "nested"
 
 
@@ -84,12 +99,33 @@ def case_hub_lease(work: Path, data: dict[str, Path]) -> tuple[list[list[str]], 
     digest = "ab" * 32
     path = request_path("identity-collapse", "squatter", digest)
     written = (datetime.now(timezone.utc) - timedelta(days=2)).isoformat(timespec="seconds")
-    record = {"model": "squatter", "benchmark": "identity-collapse", "benchmark_version": "v", "content_hash": digest,
-              "state": "RUNNING", "submitted_at": written, "updated_at": written, "attempts": 1, "worker": "w",
-              "lease_until": "9999-12-31T23:59:59+00:00", "files": path.removesuffix(".json") + ".zip"}  # fmt: skip
+    record = {
+        "model": "squatter",
+        "benchmark": "identity-collapse",
+        "benchmark_version": "v",
+        "content_hash": digest,
+        "state": "RUNNING",
+        "submitted_at": written,
+        "updated_at": written,
+        "attempts": 1,
+        "worker": "w",
+        "lease_until": "9999-12-31T23:59:59+00:00",
+        "files": path.removesuffix(".json") + ".zip",
+    }
     _hub_with(work, "lease", data, {path: json.dumps(record).encode()})
-    dry = [*IDBENCH, "worker", "--hub", "org/requests", "--results", "org/results", "--data",
-           f"identity-collapse={data['identity-collapse']}", "--profile", "tiny", "--dry-run"]  # fmt: skip
+    dry = [
+        *IDBENCH,
+        "worker",
+        "--hub",
+        "org/requests",
+        "--results",
+        "org/results",
+        "--data",
+        f"identity-collapse={data['identity-collapse']}",
+        "--profile",
+        "tiny",
+        "--dry-run",
+    ]
     return [dry], "lease"
 
 
@@ -103,7 +139,19 @@ def case_judge_down(work: Path, data: dict[str, Path]) -> tuple[list[list[str]],
     with socket.socket() as sock:  # a port nothing listens on: connection refused
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    return [[*IDBENCH, "worker", "--once", "--profile", "tiny", "--judge-url", f"http://127.0.0.1:{port}/v1", "--judge-model", "vlm"]], "judge"
+    return [
+        [
+            *IDBENCH,
+            "worker",
+            "--once",
+            "--profile",
+            "tiny",
+            "--judge-url",
+            f"http://127.0.0.1:{port}/v1",
+            "--judge-model",
+            "vlm",
+        ]
+    ], "judge"
 
 
 CASES = {
@@ -123,7 +171,9 @@ def main(argv: list[str]) -> int:
         data = {name: work / name for name in ("identity-collapse", "charis")}
         for name, out in data.items():
             build(name, out=out)
-        print("| case | command | exit | time (s) | peak RSS (MB) | scratch peak (MB) | scratch left (B) | traceback | how it ends |")
+        print(
+            "| case | command | exit | time (s) | peak RSS (MB) | scratch peak (MB) | scratch left (B) | traceback | how it ends |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for key in chosen:
             title, make = CASES[key]
@@ -131,10 +181,17 @@ def main(argv: list[str]) -> int:
             for command in commands:
                 row = measure(command, work)
                 home = work / f"home-{name}"
-                ends = _job_state(home) if (home / "leaderboard.sqlite3").is_file() and "--hub" not in command else " ".join(row["first_line"])[:120]
+                ends = (
+                    _job_state(home)
+                    if (home / "leaderboard.sqlite3").is_file() and "--hub" not in command
+                    else " ".join(row["first_line"])[:120]
+                )
                 verb = " ".join(command[3:5]) if "--dry-run" not in command else "worker --hub --dry-run"
-                print(f"| {title} | {verb} | {row['exit']} | {row['seconds']:.1f} | {row['peak_rss_mb']:.0f} | {row['scratch_peak_mb']:.1f} "
-                      f"| {row['scratch_left']} | {row['traceback']} | {ends} |", flush=True)  # fmt: skip
+                print(
+                    f"| {title} | {verb} | {row['exit']} | {row['seconds']:.1f} | {row['peak_rss_mb']:.0f} | {row['scratch_peak_mb']:.1f} "
+                    f"| {row['scratch_left']} | {row['traceback']} | {ends} |",
+                    flush=True,
+                )
     return 0
 
 

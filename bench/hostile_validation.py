@@ -75,8 +75,12 @@ def measure(command: list[str], work: Path) -> dict:
     start = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", WRAPPER.replace("sys.argv[0]", repr(str(err_base))), *command],
-        capture_output=True, text=True, env=env, cwd=ROOT, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
     seconds = time.perf_counter() - start
     done.set()
     watcher.join()
@@ -101,7 +105,12 @@ def png_header_only(width: int, height: int) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
     row = b"\x00" + bytes((width + 7) // 8)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * height, 9)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(row * height, 9))
+        + chunk(b"IEND", b"")
+    )
 
 
 def template(data_folder: Path, out: Path) -> Path:
@@ -139,7 +148,12 @@ def case_parquet_big(work: Path, data: Path) -> Path:
     zeros = bytes(400 * 1024 * 1024)
     with pq.ParquetWriter(folder / "part-0.parquet", schema, compression="zstd", use_dictionary=False) as writer:
         for index in range(8):
-            writer.write_table(pa.table({"prompt_id": [f"{index + 1:02d}"], "seed": [0], "image": pa.array([zeros], pa.binary())}, schema=schema))
+            writer.write_table(
+                pa.table(
+                    {"prompt_id": [f"{index + 1:02d}"], "seed": [0], "image": pa.array([zeros], pa.binary())},
+                    schema=schema,
+                )
+            )
     return folder
 
 
@@ -154,15 +168,19 @@ def case_parquet_one_huge(work: Path, data: Path, huge_mb: int = 480, page_per_v
         rows = list(csv.reader(handle))[1:]
     images = [(folder / file).read_bytes() for _, _, file in rows]
     images[len(images) // 2] = bytes(huge_mb * 1024 * 1024)
-    table = pa.table({
-        "prompt_id": pa.array([r[0] for r in rows], pa.string()),
-        "seed": pa.array([int(r[1]) for r in rows], pa.int64()),
-        "image": pa.array(images, pa.binary()),
-    })
+    table = pa.table(
+        {
+            "prompt_id": pa.array([r[0] for r in rows], pa.string()),
+            "seed": pa.array([int(r[1]) for r in rows], pa.int64()),
+            "image": pa.array(images, pa.binary()),
+        }
+    )
     del images
     out = parquet_folder(work / "pq-one-huge")
     paging = {"data_page_size": 1, "write_batch_size": 1} if page_per_value else {}
-    pq.write_table(table, out / "part-0.parquet", compression="zstd", use_dictionary=False, row_group_size=len(rows), **paging)
+    pq.write_table(
+        table, out / "part-0.parquet", compression="zstd", use_dictionary=False, row_group_size=len(rows), **paging
+    )
     del table
     shutil.rmtree(folder)
     archive = work / "one-huge.zip"
@@ -240,8 +258,10 @@ CASES = {
         "zipped parquet submission, one image 480 MB of zeros, one image a page",
         lambda work, data: case_parquet_one_huge(work, data, page_per_value=True),
     ),
-    "parquet-one-big": ("zipped parquet submission, one image 120 MB of zeros (page under the page limit)",
-                        lambda work, data: case_parquet_one_huge(work, data, huge_mb=120)),
+    "parquet-one-big": (
+        "zipped parquet submission, one image 120 MB of zeros (page under the page limit)",
+        lambda work, data: case_parquet_one_huge(work, data, huge_mb=120),
+    ),
     "parquet-rows": ("parquet of 1,000,000 rows", case_parquet_rows),
     "manifest": ("60 MB manifest of unknown ids", case_manifest),
     "zip": ("zip of 99,000 unnamed members", case_zip),
@@ -259,7 +279,9 @@ def main(argv: list[str]) -> int:
 
         data = work / "data"
         build("identity-collapse", out=data)
-        print("| case | exit | time (s) | peak RSS (MB) | scratch peak (MB) | scratch left (B) | stderr lines | stderr (KB) | traceback |")
+        print(
+            "| case | exit | time (s) | peak RSS (MB) | scratch peak (MB) | scratch left (B) | stderr lines | stderr (KB) | traceback |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for key in chosen:
             title, make = CASES[key]

@@ -54,17 +54,36 @@ def fill(requests: LocalRepoStandIn, results: LocalRepoStandIn, n: int) -> None:
         digest = f"{k:012x}" + "0" * 52
         model = f"model-{k:04d}"
         folder = f"{BENCHMARK}/{model}/{digest[:12]}"
-        common = {"model": model, "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": digest, "task": "reference"}
+        common = {
+            "model": model,
+            "benchmark": BENCHMARK,
+            "benchmark_version": "v1",
+            "content_hash": digest,
+            "task": "reference",
+        }
         request = common | {
-            "schema": 1, "metadata": {"family": f"family-{k % 7}", "link": "", "model": model}, "state": "FINISHED",
-            "submitted_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T01:00:00+00:00", "attempts": 1,
-            "worker": None, "lease_until": None, "reason": None, "files": f"{folder}.zip",
-        }  # fmt: skip
+            "schema": 1,
+            "metadata": {"family": f"family-{k % 7}", "link": "", "model": model},
+            "state": "FINISHED",
+            "submitted_at": "2026-01-01T00:00:00+00:00",
+            "updated_at": "2026-01-01T01:00:00+00:00",
+            "attempts": 1,
+            "worker": None,
+            "lease_until": None,
+            "reason": None,
+            "files": f"{folder}.zip",
+        }
         result = common | {
-            "suite_version": "0.2", "idbench_version": "0.1.0", "profile": "paper", "models": {},
-            "aggregates": aggregates(k), "not_run": {}, "scored_at": "2026-01-02T00:00:00+00:00", "samples": None,
+            "suite_version": "0.2",
+            "idbench_version": "0.1.0",
+            "profile": "paper",
+            "models": {},
+            "aggregates": aggregates(k),
+            "not_run": {},
+            "scored_at": "2026-01-02T00:00:00+00:00",
+            "samples": None,
             "metadata": {"family": f"family-{k % 7}", "link": ""},
-        }  # fmt: skip
+        }
         request_ops.append(FileAdd(f"{folder}.json", data=json.dumps(request).encode()))
         result_ops.append(FileAdd(f"{folder}/aggregates.json", data=json.dumps(result).encode()))
     requests.commit(request_ops, "requests", requests.head())
@@ -76,7 +95,9 @@ def reread_rows(snapshot: Path) -> list[dict]:
     rows = []
     for path in sorted(snapshot.rglob("aggregates.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
-        rows.append({"model_name": record["model"], "aggregates": record["aggregates"], "content_hash": record["content_hash"]})
+        rows.append(
+            {"model_name": record["model"], "aggregates": record["aggregates"], "content_hash": record["content_hash"]}
+        )
     return rows
 
 

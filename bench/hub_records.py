@@ -40,13 +40,26 @@ CASES = ("nested", "big", "request", "result")
 
 
 def request_bytes() -> bytes:
-    return json.dumps({
-        "schema": 1, "model": "model-a", "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": DIGEST,
-        "task": "reference", "metadata": {"family": "F", "link": "https://example.org/m", "model": "model-a"},
-        "state": "RUNNING", "submitted_at": "2026-05-01T00:00:00+00:00", "updated_at": "2026-05-31T23:55:00+00:00",
-        "attempts": 1, "worker": "w1", "lease_until": "2026-06-01T00:05:00+00:00", "reason": None,
-        "files": f"{BENCHMARK}/model-a/{DIGEST[:12]}.zip",
-    }, indent=2).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "schema": 1,
+            "model": "model-a",
+            "benchmark": BENCHMARK,
+            "benchmark_version": "v1",
+            "content_hash": DIGEST,
+            "task": "reference",
+            "metadata": {"family": "F", "link": "https://example.org/m", "model": "model-a"},
+            "state": "RUNNING",
+            "submitted_at": "2026-05-01T00:00:00+00:00",
+            "updated_at": "2026-05-31T23:55:00+00:00",
+            "attempts": 1,
+            "worker": "w1",
+            "lease_until": "2026-06-01T00:05:00+00:00",
+            "reason": None,
+            "files": f"{BENCHMARK}/model-a/{DIGEST[:12]}.zip",
+        },
+        indent=2,
+    ).encode()
 
 
 def result_bytes() -> bytes:
@@ -54,13 +67,30 @@ def result_bytes() -> bytes:
 
     cell = {"mean": 0.5, "ci_low": 0.48, "ci_high": 0.52, "n": 1361, "n_nan": 0, "n_prompts": 1361}
     overall = {m.name: dict(cell) for m in get_benchmark(BENCHMARK).task_metrics("reference")}
-    return json.dumps({
-        "model": "model-a", "benchmark": BENCHMARK, "benchmark_version": "v1", "suite_version": "s1",
-        "idbench_version": "0.1.0", "profile": "paper", "models": {}, "not_run": {}, "judge": None, "copies": None,
-        "aggregates": {"overall": overall, "breakdowns": {"n_persons": {str(n): {m: dict(cell) for m in overall} for n in (2, 3, 4, 5)}}},
-        "scored_at": "2026-05-02T00:00:00+00:00", "content_hash": DIGEST,
-        "samples": f"{BENCHMARK}/model-a/{DIGEST[:12]}/results.parquet", "task": "reference", "metadata": {},
-    }, indent=2).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "model": "model-a",
+            "benchmark": BENCHMARK,
+            "benchmark_version": "v1",
+            "suite_version": "s1",
+            "idbench_version": "0.1.0",
+            "profile": "paper",
+            "models": {},
+            "not_run": {},
+            "judge": None,
+            "copies": None,
+            "aggregates": {
+                "overall": overall,
+                "breakdowns": {"n_persons": {str(n): {m: dict(cell) for m in overall} for n in (2, 3, 4, 5)}},
+            },
+            "scored_at": "2026-05-02T00:00:00+00:00",
+            "content_hash": DIGEST,
+            "samples": f"{BENCHMARK}/model-a/{DIGEST[:12]}/results.parquet",
+            "task": "reference",
+            "metadata": {},
+        },
+        indent=2,
+    ).encode()
 
 
 def _timed(call, repeats: int) -> float:
@@ -78,7 +108,13 @@ def _peak_kb() -> int:
 
 def run_case(name: str, repeats: int) -> dict:
     """One case in this process: {"checked": s, "plain": s or None, "rss_kb": growth, "outcome": text}."""
-    from idbench.leaderboard.hub_records import MalformedRecord, checked_request, checked_result, load_record, read_record
+    from idbench.leaderboard.hub_records import (
+        MalformedRecord,
+        checked_request,
+        checked_result,
+        load_record,
+        read_record,
+    )
 
     now = time.time()
     if name == "nested":
@@ -113,8 +149,14 @@ def run_case(name: str, repeats: int) -> dict:
     grown = _peak_kb() - before
     plain_said = outcome(plain) if plain else None
     plain_seconds = _timed(lambda: outcome(plain), repeats) if plain else None
-    return {"checked": seconds, "plain": plain_seconds, "rss_kb": grown, "outcome": said, "plain_outcome": plain_said,
-            "bytes": 10**9 if name == "big" else len(data)}  # fmt: skip
+    return {
+        "checked": seconds,
+        "plain": plain_seconds,
+        "rss_kb": grown,
+        "outcome": said,
+        "plain_outcome": plain_said,
+        "bytes": 10**9 if name == "big" else len(data),
+    }
 
 
 def main() -> None:
@@ -126,7 +168,12 @@ def main() -> None:
         print(json.dumps(run_case(args.case, args.repeats)))
         return
     for name in CASES:
-        out = subprocess.run([sys.executable, __file__, "--case", name, "--repeats", str(args.repeats)], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--case", name, "--repeats", str(args.repeats)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         r = json.loads(out.stdout)
         line = f"{name:8} {r['bytes']:>11,} B  checked {r['checked'] * 1e3:8.3f} ms CPU, peak RSS +{r['rss_kb'] / 1024:.1f} MiB: {r['outcome']}"
         if r["plain"] is not None:

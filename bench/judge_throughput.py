@@ -50,8 +50,14 @@ def make_requests(n: int, side: int = 1024) -> list[JudgeRequest]:
         coarse = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
         buffer = io.BytesIO()
         Image.fromarray(coarse).resize((side, side), Image.Resampling.BILINEAR).save(buffer, format="JPEG", quality=90)
-        requests.append(JudgeRequest(task="bench.identity", prompt=f"Question {i}: same person in both?",
-                                     schema=SCHEMA, images=(buffer.getvalue(),)))
+        requests.append(
+            JudgeRequest(
+                task="bench.identity",
+                prompt=f"Question {i}: same person in both?",
+                schema=SCHEMA,
+                images=(buffer.getvalue(),),
+            )
+        )
     return requests
 
 
@@ -60,19 +66,27 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the server's fixed time per request")
     parser.add_argument("--concurrency", default="1,4,16,32", help="bounds to time; 1 is the sequential baseline")
-    parser.add_argument("--image-side", type=int, default=1024,
-                        help="side of each request's square image (above 768 the client downsizes it)")
+    parser.add_argument(
+        "--image-side",
+        type=int,
+        default=1024,
+        help="side of each request's square image (above 768 the client downsizes it)",
+    )
     args = parser.parse_args()
     bounds = [int(value) for value in args.concurrency.split(",")]
     requests = make_requests(args.requests, args.image_side)
     latency = args.latency_ms / 1000
 
-    print(f"{args.requests} requests, one {args.image_side}x{args.image_side} image each, "
-          f"server latency {args.latency_ms:g} ms, {os.cpu_count()} CPUs")
+    print(
+        f"{args.requests} requests, one {args.image_side}x{args.image_side} image each, "
+        f"server latency {args.latency_ms:g} ms, {os.cpu_count()} CPUs"
+    )
     header = ("concurrency", "time (s)", "req/s", "ideal req/s", "speed-up", "max in flight")
     print("  ".join(f"{name:>{width}}" for name, width in zip(header, (11, 9, 8, 11, 8, 13))))
-    with ScriptedServer(default=answer({"same_identity": True, "confidence": 0.9}), latency_s=latency) as server, \
-            tempfile.TemporaryDirectory() as folder:
+    with (
+        ScriptedServer(default=answer({"same_identity": True, "confidence": 0.9}), latency_s=latency) as server,
+        tempfile.TemporaryDirectory() as folder,
+    ):
         baseline = None
         for bound in bounds:
             server.reset()
@@ -83,22 +97,27 @@ def main() -> None:
             assert all(a.ok for a in answers), [a.error for a in answers if not a.ok][:3]
             rate = len(requests) / elapsed
             baseline = baseline or rate
-            print(f"{bound:>11}  {elapsed:>9.2f}  {rate:>8.1f}  {bound / latency:>11.1f}  {rate / baseline:>7.1f}x"
-                  f"  {server.max_in_flight:>13}")
+            print(
+                f"{bound:>11}  {elapsed:>9.2f}  {rate:>8.1f}  {bound / latency:>11.1f}  {rate / baseline:>7.1f}x"
+                f"  {server.max_in_flight:>13}"
+            )
 
         # The cache-hit path: fill the cache once, then rerun the same requests.
         cache_path = Path(folder) / "answers.sqlite3"
-        OpenAIJudge(JudgeConfig(base_url=server.base_url, model="bench", concurrency=max(bounds)),
-                    cache=AnswerCache(cache_path)).ask(requests)
+        OpenAIJudge(
+            JudgeConfig(base_url=server.base_url, model="bench", concurrency=max(bounds)), cache=AnswerCache(cache_path)
+        ).ask(requests)
         server.reset()
         judge = OpenAIJudge(JudgeConfig(base_url=server.base_url, model="bench"), cache=AnswerCache(cache_path))
         start = time.perf_counter()
         answers = judge.ask(requests)
         elapsed = time.perf_counter() - start
         assert all(a.cached for a in answers)
-        print(f"rerun from the cache: {elapsed * 1000:.1f} ms for {len(requests)} answers "
-              f"({len(requests) / elapsed:,.0f} answers/s), requests sent: {len(server.requests)}, "
-              f"cache hits: {judge.stats.cache_hits}")
+        print(
+            f"rerun from the cache: {elapsed * 1000:.1f} ms for {len(requests)} answers "
+            f"({len(requests) / elapsed:,.0f} answers/s), requests sent: {len(server.requests)}, "
+            f"cache hits: {judge.stats.cache_hits}"
+        )
 
 
 if __name__ == "__main__":

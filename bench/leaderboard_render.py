@@ -83,9 +83,14 @@ def synthetic_results(prompts: pd.DataFrame, model: str, rng: np.random.Generato
     slots = np.concatenate([SLOTS[:size] for size in sizes])
     frames.append(
         pd.DataFrame(
-            {"prompt_id": people["prompt_id"], "seed": 0, "metric": "id_sim", "subject": slots,
-             "value": clip(0.15 + 0.45 * quality + rng.normal(0, 0.12, len(people)))}
-        )  # fmt: skip
+            {
+                "prompt_id": people["prompt_id"],
+                "seed": 0,
+                "metric": "id_sim",
+                "subject": slots,
+                "value": clip(0.15 + 0.45 * quality + rng.normal(0, 0.12, len(people))),
+            }
+        )
     )
     frame = pd.concat(frames, ignore_index=True)
     frame.insert(0, "benchmark", BENCHMARK)
@@ -108,15 +113,25 @@ def fill(home: Path, models: int, seed: int = 0) -> tuple[Store, pd.DataFrame]:
         folder.mkdir(parents=True)
         frame.to_parquet(folder / "results.parquet", index=False)
         summary = {
-            "benchmark": BENCHMARK, "suite_version": "bench", "profile": "full", "plumbing": False,
-            "idbench_version": "bench", "models": {}, "not_run": NOT_RUN,
+            "benchmark": BENCHMARK,
+            "suite_version": "bench",
+            "profile": "full",
+            "plumbing": False,
+            "idbench_version": "bench",
+            "models": {},
+            "not_run": NOT_RUN,
             "aggregates": aggregate(frame, prompts, spec),
-        }  # fmt: skip
+        }
         store.add_submission(
-            benchmark=BENCHMARK, benchmark_version="bench", data_dir=home / "benchmarks" / BENCHMARK,
-            model_name=model, metadata={"params": f"{rng.integers(1, 20)}B"}, content_hash=f"bench-{i}",
-            stored_path=folder, submitter=f"team-{i % 7}",
-        )  # fmt: skip
+            benchmark=BENCHMARK,
+            benchmark_version="bench",
+            data_dir=home / "benchmarks" / BENCHMARK,
+            model_name=model,
+            metadata={"params": f"{rng.integers(1, 20)}B"},
+            content_hash=f"bench-{i}",
+            stored_path=folder,
+            submitter=f"team-{i % 7}",
+        )
         job = claim(store, "bench", lease_seconds=600)
         finish(store, job, summary, folder / "results.parquet")
         if (i + 1) % 10 == 0 or i + 1 == models:
@@ -144,7 +159,11 @@ def sample_values(results: pd.DataFrame, metric: str) -> dict[int, pd.DataFrame]
     """Each result's image values of ``metric`` from its results.parquet, as the app reads them (and caches per result)."""
     out = {}
     for _, row in results.iterrows():
-        frame = pd.read_parquet(Path(row["results_path"]), columns=["prompt_id", "seed", "metric", "subject", "value"], filters=[("metric", "==", metric)])
+        frame = pd.read_parquet(
+            Path(row["results_path"]),
+            columns=["prompt_id", "seed", "metric", "subject", "value"],
+            filters=[("metric", "==", metric)],
+        )
         out[int(row["submission_id"])] = query.sample_values(frame, metric)
     return out
 
@@ -173,7 +192,9 @@ def timed(function, repeats: int) -> tuple[list[float], object]:
 
 
 def describe(times: list[float]) -> str:
-    return f"median {statistics.median(times):8.4f} s  min {min(times):8.4f} s  max {max(times):8.4f} s  (n={len(times)})"
+    return (
+        f"median {statistics.median(times):8.4f} s  min {min(times):8.4f} s  max {max(times):8.4f} s  (n={len(times)})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

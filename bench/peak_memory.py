@@ -49,8 +49,14 @@ def make_image(side: int, folder: Path, fmt: str) -> Path:
     y = np.linspace(0, 255, height, dtype=np.float32)[:, None]
     noise = rng.integers(0, 40, size=(height // 16 + 1, width // 16 + 1, 3), dtype=np.uint8)
     noise = np.repeat(np.repeat(noise, 16, axis=0), 16, axis=1)[:height, :width]
-    pixels = np.stack([np.broadcast_to(x, (height, width)), np.broadcast_to(y, (height, width)),
-                       np.broadcast_to((x + y) / 2, (height, width))], axis=-1)
+    pixels = np.stack(
+        [
+            np.broadcast_to(x, (height, width)),
+            np.broadcast_to(y, (height, width)),
+            np.broadcast_to((x + y) / 2, (height, width)),
+        ],
+        axis=-1,
+    )
     pixels = np.clip(pixels + noise, 0, 255).astype(np.uint8)
     path = folder / f"side{side}.{fmt}"
     Image.fromarray(pixels).save(path, format="PNG" if fmt == "png" else "JPEG", quality=92)
@@ -109,7 +115,12 @@ def decode_baseline(image_path: Path) -> dict:
     start = time.perf_counter()
     with Image.open(image_path) as image:
         array = np.asarray(image.convert("RGB"))
-    return {"loaded_mb": before, "peak_mb": peak_rss_mb(), "seconds": time.perf_counter() - start, "shape": list(array.shape)}
+    return {
+        "loaded_mb": before,
+        "peak_mb": peak_rss_mb(),
+        "seconds": time.perf_counter() - start,
+        "shape": list(array.shape),
+    }
 
 
 def make_image_elsewhere(side: int, folder: Path, fmt: str) -> Path:
@@ -152,7 +163,11 @@ def main() -> None:
         if "error" in warm:
             raise SystemExit(f"the tiny models could not be made or run: {warm['error']}")
         print("peak RSS in MB (in brackets: above the RSS with the models loaded), time of the image's part in s")
-        print(f"{'image':>12} {'MP':>5} " + " ".join(f"{k + ' peak MB':>17} {k + ' s':>9}" for k in kinds) + "   peak ratio full/working")
+        print(
+            f"{'image':>12} {'MP':>5} "
+            + " ".join(f"{k + ' peak MB':>17} {k + ' s':>9}" for k in kinds)
+            + "   peak ratio full/working"
+        )
         for side in (int(s) for s in args.sides.split(",")):
             path = make_image_elsewhere(side, work, args.format)
             width, height = image_shape(side)
@@ -160,7 +175,11 @@ def main() -> None:
             cells = []
             for k in kinds:
                 r = row[k]
-                cells.append(f"{'error':>16} {'':>9}" if "error" in r else f"{r['peak_mb']:10.0f} ({r['peak_mb'] - r['loaded_mb']:4.0f}) {r['seconds']:9.2f}")
+                cells.append(
+                    f"{'error':>16} {'':>9}"
+                    if "error" in r
+                    else f"{r['peak_mb']:10.0f} ({r['peak_mb'] - r['loaded_mb']:4.0f}) {r['seconds']:9.2f}"
+                )
             ratio = ""
             if "working" in row and "full" in row and "peak_mb" in row["working"] and "peak_mb" in row["full"]:
                 ratio = f"{row['full']['peak_mb'] / row['working']['peak_mb']:.2f}x"

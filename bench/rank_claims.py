@@ -50,7 +50,7 @@ def collapse_design(rng):
     pool, sizes = 30, np.repeat([2, 4, 6, 8, 10], 15)
     members = [rng.choice(pool, s, replace=False) for s in sizes]
     prompts = [f"p{i:02d}" for i in range(len(sizes))]
-    units = {p: {"subject": [f"s{m}"for m in ms]} for p, ms in zip(prompts, members)}
+    units = {p: {"subject": [f"s{m}" for m in ms]} for p, ms in zip(prompts, members)}
 
     def values(k, gap):
         shared = rng.normal(size=(pool, 1)) + rng.normal(0, 0.5, size=(pool, k))
@@ -66,13 +66,17 @@ def cogcanvas_design(rng):
     items = [rng.choice(25, len(p), replace=True) for p in persons]
     backgrounds = rng.integers(0, 15, n)
     prompts = [f"p{i:03d}" for i in range(n)]
-    units = {p: {"identity": [f"i{x}" for x in ps], "item": [f"t{x}" for x in its], "background": [f"b{b}"]}
-             for p, ps, its, b in zip(prompts, persons, items, backgrounds)}
+    units = {
+        p: {"identity": [f"i{x}" for x in ps], "item": [f"t{x}" for x in its], "background": [f"b{b}"]}
+        for p, ps, its, b in zip(prompts, persons, items, backgrounds)
+    }
 
     def values(k, gap):
         a = rng.normal(size=(40, 1)) + rng.normal(0, 0.5, size=(40, k))
         t, b = rng.normal(size=(25, 1)), rng.normal(size=(15, 1))
-        per_prompt = np.stack([a[ps].mean(0) + t[its].mean(0) + b[bg] for ps, its, bg in zip(persons, items, backgrounds)])
+        per_prompt = np.stack(
+            [a[ps].mean(0) + t[its].mean(0) + b[bg] for ps, its, bg in zip(persons, items, backgrounds)]
+        )
         return per_prompt + rng.normal(size=(n, k)) + gap
 
     return prompts, units, ("prompt", "identity", "item", "background"), values
@@ -117,10 +121,18 @@ def false_claims(name: str, ks: list[int], boards: int, draws: int) -> None:
             claims = board_claims(values, design, draws, 0)
             new_tiers = tiers(values.mean(axis=0), claims.better)
             new_low, new_high = rank_sets(claims.better, claims.equal)
-            counts += [old_tiers.max() > 1, disjoint(old_low, old_high), new_tiers.max() > 1, disjoint(new_low, new_high)]
+            counts += [
+                old_tiers.max() > 1,
+                disjoint(old_low, old_high),
+                new_tiers.max() > 1,
+                disjoint(new_low, new_high),
+            ]
         share = 100 * counts / boards
-        print(f"| {name} | {k} | {share[0]:.1f} % | {share[1]:.1f} % | {share[2]:.1f} % | {share[3]:.1f} % |"
-              f" {time.perf_counter() - start:.0f} s |", flush=True)
+        print(
+            f"| {name} | {k} | {share[0]:.1f} % | {share[1]:.1f} % | {share[2]:.1f} % | {share[3]:.1f} % |"
+            f" {time.perf_counter() - start:.0f} s |",
+            flush=True,
+        )
 
 
 def power(boards: int, draws: int, gaps: list[float]) -> None:
@@ -138,7 +150,9 @@ def power(boards: int, draws: int, gaps: list[float]) -> None:
             claims = board_claims(values, design, draws, 0)
             found += claims.better[0].any()
             alone += claims.better[0, 1:].all()
-        print(f"| {gap:.1f} | {gap * sd:.3f} | {100 * found / boards:.0f} % | {100 * alone / boards:.0f} % |", flush=True)
+        print(
+            f"| {gap:.1f} | {gap * sd:.3f} | {100 * found / boards:.0f} % | {100 * alone / boards:.0f} % |", flush=True
+        )
 
 
 def main() -> None:
@@ -150,7 +164,9 @@ def main() -> None:
     parser.add_argument("--gaps", default="2,3,3.5,4,4.5,5,6")
     args = parser.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
-    print("| design | K | tiers split, before | intervals disjoint, before | tiers split, now | intervals disjoint, now | time |")
+    print(
+        "| design | K | tiers split, before | intervals disjoint, before | tiers split, now | intervals disjoint, now | time |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in args.designs.split(","):
         false_claims(name, ks, args.boards, args.draws)

@@ -57,8 +57,13 @@ def make_paper_sized(models_dir: Path) -> dict[str, str]:
             "CLIPModel",
             clip_module.hub_style_config(
                 {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12, "num_hidden_layers": 12},
-                {"hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 16, "num_hidden_layers": 24,
-                 "patch_size": 14},
+                {
+                    "hidden_size": 1024,
+                    "intermediate_size": 4096,
+                    "num_attention_heads": 16,
+                    "num_hidden_layers": 24,
+                    "patch_size": 14,
+                },
                 768,
             ),
         ),
@@ -134,7 +139,9 @@ def store_way(data, generations, clip, dino, cache: Path, batch_size: int, num_w
     text_emb = np.stack([texts[prompts[p]["prompt"]] for p, _, _ in generations])
     scores["clip_t"] = F.clip_t(image_emb, text_emb).tolist()
     for (prompt_id, _, _), key in zip(generations, gen_keys):
-        sim = F.dino_sim(cls[key]["cls"], np.stack([cls[ref_keys[s]]["cls"] for s in prompts[prompt_id]["subject_ids"]]))
+        sim = F.dino_sim(
+            cls[key]["cls"], np.stack([cls[ref_keys[s]]["cls"] for s in prompts[prompt_id]["subject_ids"]])
+        )
         scores["dino_sim"].append(sim.mean)
         for tau in SCR_THRESHOLDS:
             scores[f"scr@{tau}"].append(F.subject_collapse_rate(sim.per_reference, tau))
@@ -163,8 +170,10 @@ def main() -> None:
         clip = load_model(names["clip"], device=args.device, models_dir=tmp / "models")
         dino = load_model(names["dinov2"], device=args.device, models_dir=tmp / "models")
         base = synthetic_generations(data, 1)
-        print(f"profile {args.profile} on {args.device}; {len(base)} generated images, "
-              f"{len(data.references)} shared references; metrics clip_t, dino_sim, scr@0.4/0.5/0.6")
+        print(
+            f"profile {args.profile} on {args.device}; {len(base)} generated images, "
+            f"{len(data.references)} shared references; metrics clip_t, dino_sim, scr@0.4/0.5/0.6"
+        )
 
         if not args.skip_per_metric:
             start = time.perf_counter()

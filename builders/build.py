@@ -62,7 +62,9 @@ def build(
     spec: BenchmarkSpec = get_benchmark(benchmark)
     recipe = spec.load("recipe")
     sample_build = is_sample_source(source)
-    source_data = read_source(spec, sample_source(spec.name) if source is None else Path(source), spec.unique_source_column)
+    source_data = read_source(
+        spec, sample_source(spec.name) if source is None else Path(source), spec.unique_source_column
+    )
     if curator is not None and Path(out).exists() and not overwrite:  # refuse before the (slow) model stages
         raise OutputExistsError(f"{out} already exists; pass --overwrite to replace it")
     result, dropped = recipe(source_data, seed, n_prompts, max_distance, curator)
@@ -83,8 +85,16 @@ def build(
         **result.info,
     }
     extra = curator.log.write if curator is not None else None
-    return write_benchmark(Path(out), spec, result.tables, info, render_card, overwrite=overwrite, extra=extra,
-                           render_license=render_license)
+    return write_benchmark(
+        Path(out),
+        spec,
+        result.tables,
+        info,
+        render_card,
+        overwrite=overwrite,
+        extra=extra,
+        render_license=render_license,
+    )
 
 
 def format_report(info: dict) -> str:

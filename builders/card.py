@@ -59,7 +59,6 @@ _SIZE_BUCKETS: tuple[tuple[int, str], ...] = (
 )
 
 
-
 def size_category(n_rows: int) -> str:
     """The Hub's ``size_categories`` bucket for a dataset of ``n_rows`` rows.
 
@@ -225,8 +224,11 @@ def render_license(spec: BenchmarkSpec, tables: Mapping[str, list[Mapping[str, A
             counts[str(row.get("license") or "")] = counts.get(str(row.get("license") or ""), 0) + 1
         lines += ["", f"## `{name}` ({len(rows)} image{'s' if len(rows) != 1 else ''})", ""]
         lines += [f"- {_md_cell(lic) or '(none given)'}: {n}" for lic, n in sorted(counts.items())]
-        lines += ["", f"| {key} | license | attribution |" + (" source |" if has_source else ""),
-                  "| --- | --- | --- |" + (" --- |" if has_source else "")]  # fmt: skip
+        lines += [
+            "",
+            f"| {key} | license | attribution |" + (" source |" if has_source else ""),
+            "| --- | --- | --- |" + (" --- |" if has_source else ""),
+        ]
         for row in rows:
             ident = " + ".join(_md_cell(row.get(k, "")) for k in config.primary_key)
             cells = [ident, _md_cell(row.get("license") or ""), _md_cell(row.get("attribution") or "")]

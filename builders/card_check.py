@@ -23,7 +23,8 @@ from idbench.errors import IdbenchError
 
 # The Hub's license identifiers ("License identifier (to use in repo card)"), from
 # https://huggingface.co/docs/hub/repositories-licenses.
-HUB_LICENSES = frozenset("""
+HUB_LICENSES = frozenset(
+    """
 apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0 bigcode-openrail-m
 afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0
 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0
@@ -33,7 +34,8 @@ gfdl gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc h-research intel-research lp
 apple-amlr mpl-2.0 odc-by odbl openmdw-1.0 openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl
 lgpl-lr deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2 llama3.3
 llama4 grok2-community gemma unknown other
-""".split())
+""".split()
+)
 
 # The Hub's size_categories buckets (the same as idbench.builders.card's _SIZE_BUCKETS, plus the top one).
 SIZE_CATEGORIES = frozenset(
@@ -76,7 +78,9 @@ def check_card_metadata(meta: dict[str, Any], folder: Path, card: str = "README.
             if not isinstance(meta.get(key), str) or not meta[key].strip():
                 raise CardError(f"{where}: `license: other` needs `{key}` (a string)")
         if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", meta["license_name"]):
-            raise CardError(f"{where}: `license_name` {meta['license_name']!r} must be lowercase letters, digits, '-' and '.'")
+            raise CardError(
+                f"{where}: `license_name` {meta['license_name']!r} must be lowercase letters, digits, '-' and '.'"
+            )
         linked += _license_link(meta["license_link"], Path(folder), where)
 
     for code in _strings(meta["language"], "language", where):
@@ -88,7 +92,9 @@ def check_card_metadata(meta: dict[str, Any], folder: Path, card: str = "README.
     if "size_categories" in meta:
         for bucket in _strings(meta["size_categories"], "size_categories", where):
             if bucket not in SIZE_CATEGORIES:
-                raise CardError(f"{where}: `size_categories` {bucket!r} is not one of the Hub's ({', '.join(sorted(SIZE_CATEGORIES))})")
+                raise CardError(
+                    f"{where}: `size_categories` {bucket!r} is not one of the Hub's ({', '.join(sorted(SIZE_CATEGORIES))})"
+                )
 
     configs = meta["configs"]
     if not isinstance(configs, list):

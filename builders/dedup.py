@@ -44,9 +44,7 @@ def hamming_matrix(hashes: Sequence[int]) -> np.ndarray:
     return np.bitwise_count(values[:, None] ^ values[None, :])
 
 
-def find_duplicates(
-    items: Sequence[tuple[str, bytes]], max_distance: int = DEFAULT_MAX_DISTANCE
-) -> list[Duplicate]:
+def find_duplicates(items: Sequence[tuple[str, bytes]], max_distance: int = DEFAULT_MAX_DISTANCE) -> list[Duplicate]:
     """Duplicates among ``(id, encoded image)`` pairs; the first occurrence in input order is kept.
 
     Each dropped item names the closest kept one (byte-identical files first).

@@ -37,7 +37,9 @@ DISPLAYS: dict[str, Display] = {
         # Hessel et al. (2021)'s CLIPScore, w = 2.5, clamped at 0, times 100. Applied to a mean (the
         # aggregates hold means), it equals the mean of per-sample CLIPScores whenever no cosine is
         # negative, which for a prompt and its generation CLIP practically never gives.
-        Display("clipscore", "CLIPScore scale, 2.5 x max(cos, 0) x 100", " (CLIPScore)", 2, lambda v: 250.0 * max(v, 0.0)),
+        Display(
+            "clipscore", "CLIPScore scale, 2.5 x max(cos, 0) x 100", " (CLIPScore)", 2, lambda v: 250.0 * max(v, 0.0)
+        ),
     )
 }
 

@@ -171,7 +171,9 @@ def plan_upload(folder: Path) -> list[str]:
     for config, pattern in _data_file_patterns(card):
         matched = _resolve(folder, config, pattern)
         if not matched:
-            raise PublishError(f"{folder / CARD}: config {config!r}: data_files {pattern!r} matches no shard in {folder}")
+            raise PublishError(
+                f"{folder / CARD}: config {config!r}: data_files {pattern!r} matches no shard in {folder}"
+            )
         shards_by_config.setdefault(config, set()).update(matched)
 
     _check_against_build_info(folder, shards_by_config)
@@ -250,7 +252,9 @@ def _flatten_data_files(data_files: Any, config: str) -> Iterable[str]:
             else:
                 yield from _flatten_data_files(item, config)
     else:
-        raise PublishError(f"{CARD}: config {config!r}: data_files must be a string, list or mapping, got {data_files!r}")
+        raise PublishError(
+            f"{CARD}: config {config!r}: data_files must be a string, list or mapping, got {data_files!r}"
+        )
 
 
 def _resolve(folder: Path, config: str, pattern: str) -> set[str]:
@@ -261,7 +265,9 @@ def _resolve(folder: Path, config: str, pattern: str) -> set[str]:
     """
     posix = PurePosixPath(pattern)
     if not pattern or posix.is_absolute() or ".." in posix.parts or "://" in pattern or "\\" in pattern:
-        raise PublishError(f"{CARD}: config {config!r}: data_files {pattern!r} must be a relative path inside the folder")
+        raise PublishError(
+            f"{CARD}: config {config!r}: data_files {pattern!r} must be a relative path inside the folder"
+        )
     root = folder.resolve()
     try:
         matches = resolve_pattern(pattern, base_path=str(root))

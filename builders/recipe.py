@@ -50,7 +50,9 @@ class Curator(Protocol):
     def fills_metadata(self) -> bool:
         """Whether a judge will fill metadata a manifest left empty (so empty values are allowed)."""
 
-    def curate_images(self, images: Sequence[Any], id_of: Callable[[Any], str], text_of: Callable[[Any], str]) -> list[Any]: ...
+    def curate_images(
+        self, images: Sequence[Any], id_of: Callable[[Any], str], text_of: Callable[[Any], str]
+    ) -> list[Any]: ...
 
     @property
     def judge(self) -> Any:

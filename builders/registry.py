@@ -53,10 +53,15 @@ class Registry(Mapping):
             if not isinstance(spec, BenchmarkSpec):
                 raise TypeError(f"it gives a {type(spec).__name__}, not a BenchmarkSpec")
         except Exception as err:  # a broken plugin must not take the other benchmarks down
-            warnings.warn(f"entry point {point.name} = {point.value} ({ENTRY_POINT_GROUP}) not loaded: {err}", stacklevel=3)
+            warnings.warn(
+                f"entry point {point.name} = {point.value} ({ENTRY_POINT_GROUP}) not loaded: {err}", stacklevel=3
+            )
             return
         if spec.name in self._specs and self._specs[spec.name] is not spec:
-            warnings.warn(f"entry point {point.name} ({ENTRY_POINT_GROUP}): benchmark {spec.name!r} already exists; ignored", stacklevel=3)
+            warnings.warn(
+                f"entry point {point.name} ({ENTRY_POINT_GROUP}): benchmark {spec.name!r} already exists; ignored",
+                stacklevel=3,
+            )
             return
         self._specs[spec.name] = spec
 

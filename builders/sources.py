@@ -128,9 +128,7 @@ def _parse_value(column: SourceColumn, text: str, where: str):
                 f"{where}: column {column.name!r} has {value!r}, expected one of {', '.join(column.choices)}"
             )
         if column.pattern is not None and not re.fullmatch(column.pattern, value):
-            raise SourceError(
-                f"{where}: column {column.name!r} has {value!r}, which does not match {column.pattern}"
-            )
+            raise SourceError(f"{where}: column {column.name!r} has {value!r}, which does not match {column.pattern}")
     return values if column.is_list else values[0]
 
 
@@ -139,7 +137,9 @@ def check_unique(rows: list[tuple[int, dict]], column: str, manifest: Path) -> N
     for number, values in rows:
         value = values[column]
         if value in seen:
-            raise SourceError(f"{manifest}, row {number}: duplicate {column} {value!r} (first seen in row {seen[value]})")
+            raise SourceError(
+                f"{manifest}, row {number}: duplicate {column} {value!r} (first seen in row {seen[value]})"
+            )
         seen[value] = number
 
 
@@ -189,7 +189,10 @@ def check_distinct_names(rule: DistinctNames | None, rows: Sequence[tuple[int, M
             continue
         spellings = ", ".join(repr(w) for w in dict.fromkeys(w for s in clashing for _, w in subjects[s][1]))
         if rule.entity_column:
-            holders = [f"entity {s} (row{'s' if len(subjects[s][1]) > 1 else ''} {', '.join(str(n) for n, _ in subjects[s][1])})" for s in clashing]
+            holders = [
+                f"entity {s} (row{'s' if len(subjects[s][1]) > 1 else ''} {', '.join(str(n) for n, _ in subjects[s][1])})"
+                for s in clashing
+            ]
         else:
             holders = clashing
         clashes.append(f"{', '.join(holders[:-1])} and {holders[-1]} share the name {name!r} ({spellings})")

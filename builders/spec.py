@@ -208,7 +208,9 @@ class SubjectBreakdown:
     def __post_init__(self) -> None:
         unknown = [level for level in self.levels if level not in SUBJECT_LEVELS]
         if unknown or not self.levels:
-            raise ValueError(f"subject breakdown {self.name}: levels {self.levels!r} must be some of {', '.join(SUBJECT_LEVELS)}")
+            raise ValueError(
+                f"subject breakdown {self.name}: levels {self.levels!r} must be some of {', '.join(SUBJECT_LEVELS)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -265,7 +267,11 @@ class Resampling:
             return "percentile bootstrap over prompts"
         if self.prompts_nested:
             return f"percentile bootstrap, {plural(self.factors[0].name)} (prompts nested)"
-        return "percentile multi-way bootstrap, prompts x " + " x ".join(plural(f.name) for f in self.factors) + " (crossed)"
+        return (
+            "percentile multi-way bootstrap, prompts x "
+            + " x ".join(plural(f.name) for f in self.factors)
+            + " (crossed)"
+        )
 
     def units(self, prompts: Any) -> dict[str, dict[str, list[str]]]:
         """prompt id -> factor name -> the ids it names, for prompt rows (dicts with ``prompt_id``)."""
@@ -341,7 +347,9 @@ class BenchmarkSpec:
         where = f"benchmark {self.name}"
         # Fields a spec leaves empty are checked where they are needed (a card-only spec needs none).
         if self.reference_config and self.reference_config not in self.configs:
-            raise SpecError(f"{where}: reference_config {self.reference_config!r} is not one of its configs ({', '.join(self.configs)})")
+            raise SpecError(
+                f"{where}: reference_config {self.reference_config!r} is not one of its configs ({', '.join(self.configs)})"
+            )
         if self.reference_config and self.reference_id not in self.configs[self.reference_config].features:
             raise SpecError(f"{where}: reference_id {self.reference_id!r} is not a column of {self.reference_config}")
         if self.distinct_names is not None:
@@ -357,23 +365,35 @@ class BenchmarkSpec:
         for m in self.metric_suite:
             if m.itt_twin and m.itt_twin not in names:
                 raise SpecError(f"{where}: metric {m.name}'s itt_twin {m.itt_twin!r} is not in its metric_suite")
-        later = [m.name for m in self.metric_suite if m.defined_in and version_key(m.defined_in) > version_key(self.suite_version)]
+        later = [
+            m.name
+            for m in self.metric_suite
+            if m.defined_in and version_key(m.defined_in) > version_key(self.suite_version)
+        ]
         if later:
-            raise SpecError(f"{where}: {', '.join(later)} defined_in a suite version after its suite_version {self.suite_version}")
+            raise SpecError(
+                f"{where}: {', '.join(later)} defined_in a suite version after its suite_version {self.suite_version}"
+            )
         unrankable = sorted(set(self.ranking) & {m.name for m in self.metric_suite if not m.rankable})
         if unrankable:
-            raise SpecError(f"{where}: ranking names {', '.join(unrankable)}, shown only beside an intent-to-treat twin")
+            raise SpecError(
+                f"{where}: ranking names {', '.join(unrankable)}, shown only beside an intent-to-treat twin"
+            )
         if self.group_size_axis is not None and (self.group_size_axis,) not in self.breakdowns:
             raise SpecError(f"{where}: group_size_axis {self.group_size_axis!r} is not a one-column breakdown")
         if bool(self.group_size_axis) != bool(self.group_sizes):
             raise SpecError(f"{where}: group_size_axis and group_sizes go together")
         if self.default_group_size is not None and self.default_group_size not in self.group_sizes:
-            raise SpecError(f"{where}: default_group_size {self.default_group_size} is not one of its group_sizes {self.group_sizes}")
+            raise SpecError(
+                f"{where}: default_group_size {self.default_group_size} is not one of its group_sizes {self.group_sizes}"
+            )
         self._check_subject_breakdowns(where)
         prompts = self.configs.get("prompts")
         for factor in self.resampling.factors:
             if prompts is None or factor.column not in prompts.features:
-                raise SpecError(f"{where}: resampling factor {factor.name} reads {factor.column!r}, which is not a prompts column")
+                raise SpecError(
+                    f"{where}: resampling factor {factor.name} reads {factor.column!r}, which is not a prompts column"
+                )
 
     def _check_subject_breakdowns(self, where: str) -> None:
         """Every field a SubjectBreakdown reads is a column of the table it reads it from."""
@@ -390,15 +410,21 @@ class BenchmarkSpec:
             feature = prompts.features.get(self.slot_records)
             records = getattr(feature, "feature", None)
             if not isinstance(records, dict) or self.slot_key not in records:
-                raise SpecError(f"{where}: slot_records {self.slot_records!r} is not a prompts column of records with {self.slot_key!r}")
+                raise SpecError(
+                    f"{where}: slot_records {self.slot_records!r} is not a prompts column of records with {self.slot_key!r}"
+                )
         references = self.configs[self.reference_config].features if self.reference_config else {}
         for b in self.subject_breakdowns:
             if any(level != "image" for level in b.levels) and records is None:
-                raise SpecError(f"{where}: subject breakdown {b.name} groups per-subject rows but the spec has no slot_records")
+                raise SpecError(
+                    f"{where}: subject breakdown {b.name} groups per-subject rows but the spec has no slot_records"
+                )
             for level in b.levels:
                 record = prompts.features if level == "image" else records
                 if b.via is not None and (b.via not in record or b.field not in references):
-                    raise SpecError(f"{where}: subject breakdown {b.name}: {b.via!r} or the reference column {b.field!r} is missing")
+                    raise SpecError(
+                        f"{where}: subject breakdown {b.name}: {b.via!r} or the reference column {b.field!r} is missing"
+                    )
                 if b.via is None and b.field not in record:
                     raise SpecError(f"{where}: subject breakdown {b.name}: {b.field!r} is not a field of its records")
 
@@ -449,4 +475,3 @@ class BenchmarkSpec:
             return self.configs[name]
         except KeyError:
             raise KeyError(f"{self.name} has no config {name!r}; it has: {', '.join(self.configs)}") from None
-

@@ -18,8 +18,14 @@ from idbench.atomic import OutputExistsError, atomic_directory
 from idbench.builders.spec import BenchmarkSpec, ConfigSpec
 
 __all__ = [
-    "MAX_SHARD_BYTES", "SPLIT", "OutputExistsError",  # OutputExistsError lives in idbench.atomic; re-exported
-    "count_by", "shard_path", "split_into_shards", "write_benchmark", "write_config",
+    "MAX_SHARD_BYTES",
+    "SPLIT",
+    "OutputExistsError",  # OutputExistsError lives in idbench.atomic; re-exported
+    "count_by",
+    "shard_path",
+    "split_into_shards",
+    "write_benchmark",
+    "write_config",
 ]
 
 SPLIT = "test"
@@ -49,7 +55,9 @@ def split_into_shards(rows: list[dict], config: ConfigSpec, max_bytes: int = MAX
     return shards
 
 
-def write_config(folder: Path, config: ConfigSpec, rows: list[dict], max_shard_bytes: int = MAX_SHARD_BYTES) -> list[str]:
+def write_config(
+    folder: Path, config: ConfigSpec, rows: list[dict], max_shard_bytes: int = MAX_SHARD_BYTES
+) -> list[str]:
     """Write one config's rows as parquet shards under ``folder``; returns the shard paths (relative)."""
     shards = split_into_shards(rows, config, max_shard_bytes)
     paths = []
@@ -107,4 +115,7 @@ def count_by(rows: Iterable[Mapping], *columns: str) -> dict[str, int]:
 
 
 def _natural_key(text: str):
-    return [(0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part) for part in text.replace(" x ", "\0").split("\0")]
+    return [
+        (0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part)
+        for part in text.replace(" x ", "\0").split("\0")
+    ]

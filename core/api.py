@@ -61,7 +61,9 @@ class ScoreResult:
         import pandas as pd
 
         overall = self.summary["aggregates"]["overall"]
-        rows = {metric: {column: stats.get(column) for column in AGGREGATE_COLUMNS} for metric, stats in overall.items()}
+        rows = {
+            metric: {column: stats.get(column) for column in AGGREGATE_COLUMNS} for metric, stats in overall.items()
+        }
         frame = pd.DataFrame.from_dict(rows, orient="index", columns=list(AGGREGATE_COLUMNS))
         frame.index.name = "metric"
         return frame.astype({"mean": "float64", "ci_low": "float64", "ci_high": "float64"})
@@ -112,9 +114,13 @@ def score(
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.runner import score_submission
 
-    options = ScoreOptions(profile=profile, metrics=tuple(metrics) if metrics is not None else None, device=device, judge=judge)
+    options = ScoreOptions(
+        profile=profile, metrics=tuple(metrics) if metrics is not None else None, device=device, judge=judge
+    )
     if out is not None:
-        summary = score_submission(Path(submission), data, Path(out), options, cache_dir=cache_dir, overwrite=overwrite, progress=progress)
+        summary = score_submission(
+            Path(submission), data, Path(out), options, cache_dir=cache_dir, overwrite=overwrite, progress=progress
+        )
         return ScoreResult(summary, pd.read_parquet(Path(out) / "results.parquet"), Path(out))
     # score_submission returns the summary only; its per-sample rows reach us through the results file
     # it writes atomically, so it writes into a scratch folder that is removed once the rows are read.
@@ -171,12 +177,21 @@ def generate(
         check_device(options.device)
         adapter = load_generator(name, options)
     elif adapter_options:
-        raise GeneratorError(f"options {', '.join(sorted(adapter_options))} make an adapter from its name; this adapter is already made")
+        raise GeneratorError(
+            f"options {', '.join(sorted(adapter_options))} make an adapter from its name; this adapter is already made"
+        )
     return generate_submission(
-        _benchmark_data(data), adapter, out, adapter_name=name, model_name=model_name,
-        resolution=resolution or DEFAULT_RESOLUTION, task=task or DEFAULT_TASK, limit=limit, batch_size=batch_size,
+        _benchmark_data(data),
+        adapter,
+        out,
+        adapter_name=name,
+        model_name=model_name,
+        resolution=resolution or DEFAULT_RESOLUTION,
+        task=task or DEFAULT_TASK,
+        limit=limit,
+        batch_size=batch_size,
         progress=progress,
-    )  # fmt: skip
+    )
 
 
 def compare(a: "str | Path | ScoreResult", b: "str | Path | ScoreResult", alpha: float = 0.05, **options: Any):
@@ -260,14 +275,21 @@ def run(
     echo(f"[2/4] generate: {model} -> {submission}")
     adapter = load_generator(model, GeneratorOptions(device=device, **adapter_options))
     report = generate_submission(
-        loaded, adapter, submission, adapter_name=model, model_name=model_name,
-        resolution=DEFAULT_RESOLUTION if resolution is None else resolution, task=task or DEFAULT_TASK,
+        loaded,
+        adapter,
+        submission,
+        adapter_name=model,
+        model_name=model_name,
+        resolution=DEFAULT_RESOLUTION if resolution is None else resolution,
+        task=task or DEFAULT_TASK,
         batch_size=batch_size,
-    )  # fmt: skip
+    )
     per_image = f", {report.seconds_per_image:.2f} s per image" if report.seconds_per_image is not None else ""
     echo(f"      generated {report.generated}, skipped {report.skipped} already there{per_image}")
 
-    summary = _validate_and_score(submission, loaded, results, profile, metrics, judge, device, models_dir, cache_dir, echo)
+    summary = _validate_and_score(
+        submission, loaded, results, profile, metrics, judge, device, models_dir, cache_dir, echo
+    )
     queued = None
     if submit:
         from idbench.leaderboard.queue import submit as queue_submission
@@ -285,12 +307,16 @@ def _run_data_dir(benchmark: str, out: Path, data: str | Path | None, echo: Call
     if not (data_dir / "build_info.json").is_file():
         from idbench.builders.build import build
 
-        echo(f"[1/4] build: no --data; building the shipped {benchmark} sample into {data_dir} (a sample build, not the benchmark)")
+        echo(
+            f"[1/4] build: no --data; building the shipped {benchmark} sample into {data_dir} (a sample build, not the benchmark)"
+        )
         build(benchmark, out=data_dir)
     return data_dir
 
 
-def _validate_and_score(submission, data, results, profile, metrics, judge, device, models_dir, cache_dir, echo) -> dict[str, Any]:
+def _validate_and_score(
+    submission, data, results, profile, metrics, judge, device, models_dir, cache_dir, echo
+) -> dict[str, Any]:
     """Steps 3 and 4 of :func:`run`; returns the summary."""
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.report import format_summary
@@ -303,9 +329,12 @@ def _validate_and_score(submission, data, results, profile, metrics, judge, devi
 
     echo(f"[4/4] score: profile {profile} -> {results}")
     options = ScoreOptions(
-        profile=profile, metrics=tuple(metrics) if metrics is not None else None, device=device,
-        models_dir=str(models_dir) if models_dir else None, judge=judge,
-    )  # fmt: skip
+        profile=profile,
+        metrics=tuple(metrics) if metrics is not None else None,
+        device=device,
+        models_dir=str(models_dir) if models_dir else None,
+        judge=judge,
+    )
     # A rerun rescores (the feature cache makes the unchanged images free): results follow the images.
     summary = score_submission(submission, data, results, options, cache_dir=cache_dir, overwrite=True)
     echo(format_summary(summary))

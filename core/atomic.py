@@ -32,7 +32,9 @@ STALE_AFTER_S = 24 * 3600  # a holder whose writer cannot be checked (another ho
 
 
 @contextlib.contextmanager
-def atomic_directory(target: str | os.PathLike, overwrite: bool = False, *, keep_existing: bool = False) -> Iterator[Path]:
+def atomic_directory(
+    target: str | os.PathLike, overwrite: bool = False, *, keep_existing: bool = False
+) -> Iterator[Path]:
     """Yield an empty staging folder; when the body returns, it becomes ``target`` in one rename.
 
     The staging folder is ``<parent>/.<name>.staging-XXXX/<name>``: on the target's file system (so

@@ -55,7 +55,9 @@ def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
     spec = get_benchmark(benchmark)
     displays = {m.name: m.display for m in spec.metric_suite}
     better = {m.name: m.higher_is_better for m in spec.metric_suite}
-    metrics = [m.name for m in spec.metric_suite if any(m.name in s["aggregates"]["overall"] for s in summaries.values())]
+    metrics = [
+        m.name for m in spec.metric_suite if any(m.name in s["aggregates"]["overall"] for s in summaries.values())
+    ]
     key = ranking_metric(spec, set(metrics))
 
     def order(item):
@@ -74,7 +76,10 @@ def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
         "  " + "rank".ljust(6) + "baseline".ljust(width) + "".join(m.rjust(column) for m in metrics),
     ]
     for rank, (name, summary) in enumerate(rows, start=1):
-        cells = [display_value(summary["aggregates"]["overall"].get(m, {}).get("mean"), displays.get(m, "raw")) for m in metrics]
+        cells = [
+            display_value(summary["aggregates"]["overall"].get(m, {}).get("mean"), displays.get(m, "raw"))
+            for m in metrics
+        ]
         mark = f"  not ranked: {copies_mark(summary.get('copies'))}" if name in marked else ""
         shown = "-" if name in marked else str(rank)
         lines.append("  " + shown.ljust(6) + name.ljust(width) + "".join(c.rjust(column) for c in cells) + mark)
@@ -110,8 +115,10 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: b
                 for config in info["configs"]:
                     # A fresh cache per run: datasets may otherwise serve a stale copy of a rebuilt folder.
                     loaded = load_built(folder, config, cache_dir)
-                    print(f"  load_dataset({str(folder)!r}, {config!r}) -> {loaded.num_rows} rows, columns: "
-                          f"{', '.join(loaded.column_names)}")
+                    print(
+                        f"  load_dataset({str(folder)!r}, {config!r}) -> {loaded.num_rows} rows, columns: "
+                        f"{', '.join(loaded.column_names)}"
+                    )
                 step.note = ", ".join(f"{config}: {c['rows']} rows" for config, c in info["configs"].items())
             prompts = load_built(folder, "prompts", cache_dir)
             print(f"  example prompt: {prompts[0]['prompt']}\n")
@@ -124,7 +131,9 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: b
             served = store.home / "benchmarks" / name
             shutil.copytree(root / name, served, dirs_exist_ok=True)
             data = load_benchmark_data(served, cache_dir=cache_dir)
-            with reporter.step(f"demo: drawing the {len(baselines)} baselines of {name} at {DEMO_IMAGE_SIZE} px and submitting them") as step:
+            with reporter.step(
+                f"demo: drawing the {len(baselines)} baselines of {name} at {DEMO_IMAGE_SIZE} px and submitting them"
+            ) as step:
                 for baseline in baselines:
                     submission = out / "baselines" / name / baseline
                     make_baseline(baseline, data, submission, size=DEMO_IMAGE_SIZE, overwrite=True)
@@ -133,24 +142,36 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: b
         started = time.perf_counter()
         options = ScoreOptions(profile="tiny", models_dir=str(out / "models"))
         waiting = sum(job["state"] == "PENDING" for job in store.list_jobs())
-        with reporter.step(f"demo: one worker scores the {waiting} queued submission(s) (tiny profile: a plumbing check)") as step:
+        with reporter.step(
+            f"demo: one worker scores the {waiting} queued submission(s) (tiny profile: a plumbing check)"
+        ) as step:
             done = run_worker(store, once=True, options=options, progress=reporter)
             step.note = f"{done} job(s)"
-        print(f"scored {done} queued submission(s) in {time.perf_counter() - started:.1f} s "
-              f"(leaderboard store: {store.home})")
+        print(
+            f"scored {done} queued submission(s) in {time.perf_counter() - started:.1f} s "
+            f"(leaderboard store: {store.home})"
+        )
         tables = []
         for name in names:
             current = store.current_results(name)
             summaries = {
-                row.model_name.removeprefix("baseline-"): {"aggregates": row.aggregates, "not_run": row.not_run, "copies": row.copies}
+                row.model_name.removeprefix("baseline-"): {
+                    "aggregates": row.aggregates,
+                    "not_run": row.not_run,
+                    "copies": row.copies,
+                }
                 for row in current.itertuples()
                 if row.model_name.removeprefix("baseline-") in baselines
             }
             tables.append(ranked_table(name, summaries))
     print()
     print("\n\n".join(tables))
-    print(f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/; "
-          f"scores in the local leaderboard at {store.home} (`idbench jobs` lists them).")
-    print(f"Open the leaderboard:  {this_command()} serve   (then http://localhost:8501; with no real "
-          "results yet, each page shows these baselines marked plumbing and incomplete suite, under a "
-          "banner: random weights, and their judged metrics need a VLM judge)")
+    print(
+        f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/; "
+        f"scores in the local leaderboard at {store.home} (`idbench jobs` lists them)."
+    )
+    print(
+        f"Open the leaderboard:  {this_command()} serve   (then http://localhost:8501; with no real "
+        "results yet, each page shows these baselines marked plumbing and incomplete suite, under a "
+        "banner: random weights, and their judged metrics need a VLM judge)"
+    )

@@ -44,14 +44,31 @@ def disk_full(err: BaseException) -> bool:
 # SQLite result codes (``sqlite_errorname``, Python 3.11+) that say a file or its disk failed, not the SQL:
 # SQLITE_ERROR (a syntax error, no such table) is a bug and is not among them.
 _SQLITE_STORAGE_CODES = (
-    "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_BUSY", "SQLITE_LOCKED",
-    "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_PERM", "SQLITE_NOLFS", "SQLITE_PROTOCOL", "SQLITE_AUTH",
-)  # fmt: skip
+    "SQLITE_IOERR",
+    "SQLITE_FULL",
+    "SQLITE_CANTOPEN",
+    "SQLITE_READONLY",
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_CORRUPT",
+    "SQLITE_NOTADB",
+    "SQLITE_PERM",
+    "SQLITE_NOLFS",
+    "SQLITE_PROTOCOL",
+    "SQLITE_AUTH",
+)
 # The same failures by SQLite's message, for an error that carries no code (made by hand, older Pythons).
 _SQLITE_STORAGE_MESSAGES = (
-    "disk i/o error", "disk is full", "unable to open database", "database is locked", "readonly database",
-    "not a database", "disk image is malformed", "database table is locked", "locking protocol",
-)  # fmt: skip
+    "disk i/o error",
+    "disk is full",
+    "unable to open database",
+    "database is locked",
+    "readonly database",
+    "not a database",
+    "disk image is malformed",
+    "database table is locked",
+    "locking protocol",
+)
 
 
 def storage_failure(err: BaseException, chain: bool = True) -> bool:
@@ -75,7 +92,11 @@ def storage_failure(err: BaseException, chain: bool = True) -> bool:
             current, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
         ):
             name = getattr(current, "sqlite_errorname", None)
-            if name.startswith(_SQLITE_STORAGE_CODES) if name else any(text in str(current).lower() for text in _SQLITE_STORAGE_MESSAGES):
+            if (
+                name.startswith(_SQLITE_STORAGE_CODES)
+                if name
+                else any(text in str(current).lower() for text in _SQLITE_STORAGE_MESSAGES)
+            ):
                 return True
         if not chain:
             return False

@@ -52,7 +52,12 @@ def _encoder(model: str, profile: str, device: str):
 
 
 def embed_images(
-    images: "Iterable[str | Path | Image.Image]", *, model: str = "dinov2", profile: str = "paper", device: str = "cpu", batch_size: int = 16
+    images: "Iterable[str | Path | Image.Image]",
+    *,
+    model: str = "dinov2",
+    profile: str = "paper",
+    device: str = "cpu",
+    batch_size: int = 16,
 ) -> "np.ndarray":
     """(n, d) float32 image embeddings (not normalised) of ``images`` (files or PIL images) by the profile's
     ``model`` (``clip`` or ``dinov2``): what the metric modules take as ``*_embeddings``. Files are decoded

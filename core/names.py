@@ -65,17 +65,40 @@ REFUSED_CATEGORIES = {
 # inclusive ranges, plus U+2800 BRAILLE PATTERN BLANK, which renders blank but is no ignorable. Many of
 # these are also Cf (refused above); the rest are letters (Hangul fillers) or marks (variation selectors).
 INVISIBLE = (
-    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
-    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x2800, 0x2800),
-    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
-    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
-)  # fmt: skip
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x2800, 0x2800),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
 # Control characters have no Unicode name (unicodedata.name raises); the common ones by their alias.
 _CONTROL_NAMES = {
-    0x00: "NULL", 0x07: "BELL", 0x08: "BACKSPACE", 0x09: "CHARACTER TABULATION", 0x0A: "LINE FEED",
-    0x0B: "LINE TABULATION", 0x0C: "FORM FEED", 0x0D: "CARRIAGE RETURN", 0x1B: "ESCAPE", 0x7F: "DELETE",
-    0x85: "NEXT LINE", 0x9B: "CONTROL SEQUENCE INTRODUCER",
-}  # fmt: skip
+    0x00: "NULL",
+    0x07: "BELL",
+    0x08: "BACKSPACE",
+    0x09: "CHARACTER TABULATION",
+    0x0A: "LINE FEED",
+    0x0B: "LINE TABULATION",
+    0x0C: "FORM FEED",
+    0x0D: "CARRIAGE RETURN",
+    0x1B: "ESCAPE",
+    0x7F: "DELETE",
+    0x85: "NEXT LINE",
+    0x9B: "CONTROL SEQUENCE INTRODUCER",
+}
 # Fields whose text is a name (normalised, one confusable script); others get the character rules only.
 NAME_FIELDS = ("model", "family")
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
@@ -85,7 +108,11 @@ ANONYMOUS = "anonymous"
 def char_label(ch: str) -> str:
     """``U+202E RIGHT-TO-LEFT OVERRIDE``: the code point and its name (an alias for controls)."""
     code = ord(ch)
-    name = unicodedata.name(ch, None) or _CONTROL_NAMES.get(code) or ("<control>" if unicodedata.category(ch) == "Cc" else "<unnamed>")
+    name = (
+        unicodedata.name(ch, None)
+        or _CONTROL_NAMES.get(code)
+        or ("<control>" if unicodedata.category(ch) == "Cc" else "<unnamed>")
+    )
     return f"U+{code:04X} {name}"
 
 
@@ -224,7 +251,9 @@ def link_problems(url: str, field: str = "link") -> list[str]:
     if parts.scheme.lower() not in ("http", "https"):
         return [f"field {field!r} should be an http(s) URL; found the scheme {parts.scheme or '(none)'!r}"]
     if "@" in parts.netloc or parts.username is not None:
-        return [f"field {field!r} has user info before its host ({parts.netloc!r}): a browser would go to the host after '@'; give the plain host"]
+        return [
+            f"field {field!r} has user info before its host ({parts.netloc!r}): a browser would go to the host after '@'; give the plain host"
+        ]
     if "\\" in text.split("?")[0].split("#")[0]:
         return [f"field {field!r} holds a backslash, which browsers read as '/'; write '/'"]
     host = parts.hostname or ""

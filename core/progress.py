@@ -62,7 +62,9 @@ class Step:
 class Progress:
     """The common part: lines with a prefix, steps, the open stage. Subclasses draw the stages."""
 
-    def __init__(self, stream: TextIO | Callable[[], TextIO] | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, stream: TextIO | Callable[[], TextIO] | None = None, clock: Callable[[], float] = time.monotonic
+    ):
         # A callable (the default reads sys.stderr at each write) follows a stream replaced later (pytest's capsys).
         self._stream = stream if stream is not None else (lambda: sys.stderr)
         self.clock = clock
@@ -165,8 +167,10 @@ class _LogStage:
             elapsed = now - self.started
             left = (self.total - self.done) * elapsed / self.done if self.done else None
             eta = f", about {seconds(left)} left" if left is not None else ""
-            self.owner.line(f"{self.stage}: {self.done}/{self.total} {self.unit} ({100 * self.done // self.total} %), "
-                            f"{seconds(elapsed)}, {_rate(self.done, elapsed, self.unit)}{eta}")  # fmt: skip
+            self.owner.line(
+                f"{self.stage}: {self.done}/{self.total} {self.unit} ({100 * self.done // self.total} %), "
+                f"{seconds(elapsed)}, {_rate(self.done, elapsed, self.unit)}{eta}"
+            )
             self.last_line, self.last_tenth = now, tenth
 
     def close(self, quiet: bool = False) -> None:

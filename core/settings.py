@@ -138,49 +138,208 @@ class Variable:
 
 VARIABLES: tuple[Variable, ...] = (
     # Folders.
-    Variable("IDBENCH_HOME", "folders", "The leaderboard's store, queue and submissions, and the default `--data` folders (`benchmarks/<benchmark>`).", "~/.idbench", _path),
-    Variable("IDBENCH_CACHE", "folders", "Root of the run caches: computed features under `features/`, the VLM judge's answers under `judge/` (one variable moves both).", "~/.cache/idbench", _path),
-    Variable("IDBENCH_DATASETS_CACHE", "folders", "Arrow conversions of built benchmark folders, keyed by the folder's content.", "~/.cache/idbench/datasets", _path),
-    Variable("IDBENCH_MODELS", "folders", "idbench's own model folder (tiny models, the insightface pack).", "~/.cache/idbench/models", _path),
+    Variable(
+        "IDBENCH_HOME",
+        "folders",
+        "The leaderboard's store, queue and submissions, and the default `--data` folders (`benchmarks/<benchmark>`).",
+        "~/.idbench",
+        _path,
+    ),
+    Variable(
+        "IDBENCH_CACHE",
+        "folders",
+        "Root of the run caches: computed features under `features/`, the VLM judge's answers under `judge/` (one variable moves both).",
+        "~/.cache/idbench",
+        _path,
+    ),
+    Variable(
+        "IDBENCH_DATASETS_CACHE",
+        "folders",
+        "Arrow conversions of built benchmark folders, keyed by the folder's content.",
+        "~/.cache/idbench/datasets",
+        _path,
+    ),
+    Variable(
+        "IDBENCH_MODELS",
+        "folders",
+        "idbench's own model folder (tiny models, the insightface pack).",
+        "~/.cache/idbench/models",
+        _path,
+    ),
     # The VLM judge.
-    Variable("IDBENCH_JUDGE_URL", "judge", "Base URL of the OpenAI-compatible judge server, when `--judge-url` is not given.", None),
+    Variable(
+        "IDBENCH_JUDGE_URL",
+        "judge",
+        "Base URL of the OpenAI-compatible judge server, when `--judge-url` is not given.",
+        None,
+    ),
     Variable("IDBENCH_JUDGE_MODEL", "judge", "The judge's served model name, when `--judge-model` is not given.", None),
-    Variable("IDBENCH_JUDGE_REVISION", "judge", "The weights the judge serves (a Hub revision, a tag): part of its identity and cache key, never sent.", None),
-    Variable("IDBENCH_JUDGE_API_KEY", "judge", "The judge's API key (the variable `JudgeConfig.api_key_env` names; unset: a keyless local server).", None, secret=True),
+    Variable(
+        "IDBENCH_JUDGE_REVISION",
+        "judge",
+        "The weights the judge serves (a Hub revision, a tag): part of its identity and cache key, never sent.",
+        None,
+    ),
+    Variable(
+        "IDBENCH_JUDGE_API_KEY",
+        "judge",
+        "The judge's API key (the variable `JudgeConfig.api_key_env` names; unset: a keyless local server).",
+        None,
+        secret=True,
+    ),
     # Submissions.
-    Variable("IDBENCH_MAX_UNPACKED_BYTES", "submissions", "Most bytes a zipped submission may unpack to.", str(8 * 1024**3), _positive_int, shown_default="8 GiB"),
-    Variable("IDBENCH_MAX_ZIP_MEMBERS", "submissions", "Most members a zipped submission may hold.", "100000", _positive_int),
-    Variable("IDBENCH_MAX_COMPRESSION_RATIO", "submissions", "Most a zip member past 1 MiB may unpack to, as a multiple of its compressed size.", "100", _positive_float),
+    Variable(
+        "IDBENCH_MAX_UNPACKED_BYTES",
+        "submissions",
+        "Most bytes a zipped submission may unpack to.",
+        str(8 * 1024**3),
+        _positive_int,
+        shown_default="8 GiB",
+    ),
+    Variable(
+        "IDBENCH_MAX_ZIP_MEMBERS", "submissions", "Most members a zipped submission may hold.", "100000", _positive_int
+    ),
+    Variable(
+        "IDBENCH_MAX_COMPRESSION_RATIO",
+        "submissions",
+        "Most a zip member past 1 MiB may unpack to, as a multiple of its compressed size.",
+        "100",
+        _positive_float,
+    ),
     # The leaderboard server.
-    Variable("IDBENCH_SUBMIT_RATE_LIMIT", "leaderboard", "New submissions allowed per submitter, as COUNT/SECONDS.", "5/86400", _rate_limit),
-    Variable("IDBENCH_ADMIN_TOKEN", "leaderboard", "Enables the app's withdraw and rescore actions for whoever types this token; unset: off.", None, secret=True),
-    Variable("IDBENCH_TRUSTED_PROXIES", "leaderboard", "Reverse proxies in front of the app that append to X-Forwarded-For (0: the header is ignored).", "0", _proxies),
-    Variable("IDBENCH_HUB_REQUESTS", "leaderboard", "The requests dataset repo (ORG/NAME) of a Hub-backed deployment; set with IDBENCH_HUB_RESULTS.", None),
-    Variable("IDBENCH_HUB_RESULTS", "leaderboard", "The results dataset repo (ORG/NAME) of a Hub-backed deployment; set with IDBENCH_HUB_REQUESTS.", None),
-    Variable("IDBENCH_HUB_REFRESH_S", "leaderboard", "Seconds between checks of the Hub repos' heads by the app's mirror (0: on every rerun).", "300", _seconds),
-    Variable("IDBENCH_HUB_STAND_IN", "leaderboard", "A folder that stands in for the Hub (tests, offline trials): repos live under `<folder>/<repo id>`.", None, _path),
-    Variable("IDBENCH_BENCHMARK_REPOS", "leaderboard", "The published benchmarks that uploads are validated against: NAME=ORG/REPO@REVISION, comma-separated.", None, _benchmark_repos),
-    Variable("IDBENCH_DATA_DIR", "leaderboard", "Folder of built benchmarks (`<folder>/<benchmark>`) for benchmarks not in IDBENCH_BENCHMARK_REPOS.", None, _path, shown_default="`$IDBENCH_HOME/benchmarks`"),
+    Variable(
+        "IDBENCH_SUBMIT_RATE_LIMIT",
+        "leaderboard",
+        "New submissions allowed per submitter, as COUNT/SECONDS.",
+        "5/86400",
+        _rate_limit,
+    ),
+    Variable(
+        "IDBENCH_ADMIN_TOKEN",
+        "leaderboard",
+        "Enables the app's withdraw and rescore actions for whoever types this token; unset: off.",
+        None,
+        secret=True,
+    ),
+    Variable(
+        "IDBENCH_TRUSTED_PROXIES",
+        "leaderboard",
+        "Reverse proxies in front of the app that append to X-Forwarded-For (0: the header is ignored).",
+        "0",
+        _proxies,
+    ),
+    Variable(
+        "IDBENCH_HUB_REQUESTS",
+        "leaderboard",
+        "The requests dataset repo (ORG/NAME) of a Hub-backed deployment; set with IDBENCH_HUB_RESULTS.",
+        None,
+    ),
+    Variable(
+        "IDBENCH_HUB_RESULTS",
+        "leaderboard",
+        "The results dataset repo (ORG/NAME) of a Hub-backed deployment; set with IDBENCH_HUB_REQUESTS.",
+        None,
+    ),
+    Variable(
+        "IDBENCH_HUB_REFRESH_S",
+        "leaderboard",
+        "Seconds between checks of the Hub repos' heads by the app's mirror (0: on every rerun).",
+        "300",
+        _seconds,
+    ),
+    Variable(
+        "IDBENCH_HUB_STAND_IN",
+        "leaderboard",
+        "A folder that stands in for the Hub (tests, offline trials): repos live under `<folder>/<repo id>`.",
+        None,
+        _path,
+    ),
+    Variable(
+        "IDBENCH_BENCHMARK_REPOS",
+        "leaderboard",
+        "The published benchmarks that uploads are validated against: NAME=ORG/REPO@REVISION, comma-separated.",
+        None,
+        _benchmark_repos,
+    ),
+    Variable(
+        "IDBENCH_DATA_DIR",
+        "leaderboard",
+        "Folder of built benchmarks (`<folder>/<benchmark>`) for benchmarks not in IDBENCH_BENCHMARK_REPOS.",
+        None,
+        _path,
+        shown_default="`$IDBENCH_HOME/benchmarks`",
+    ),
     Variable("SPACE_ID", "leaderboard", "Set by the Hub in a Space's container: the app is running on a Space.", None),
     # Read as other tools read them.
-    Variable("WORLD_SIZE", "other tools", "Processes started by `accelerate launch` / torchrun; above 1, generation and scoring split the work.", "1", _world_size),
-    Variable("CUDA_VISIBLE_DEVICES", "other tools", "The GPUs this process may see (only quoted in an error when none is available).", None),
-    Variable("HF_ENDPOINT", "other tools", "The Hugging Face Hub's address, probed before downloading models.", "https://huggingface.co"),
-    Variable("HF_HUB_OFFLINE", "other tools", "1/true/yes/on: never reach the Hub (downloads fail at once).", "0", _flag),
-    Variable("HF_HUB_CACHE", "other tools", "The Hugging Face hub cache.", None, _hf_path, shown_default="`$HF_HOME/hub`"),
-    Variable("HUGGINGFACE_HUB_CACHE", "other tools", "Older name of HF_HUB_CACHE, used when that is unset.", None, _hf_path),
-    Variable("HF_HOME", "other tools", "Hugging Face's home folder (the hub cache is its `hub/`).", None, _hf_path, shown_default="`$XDG_CACHE_HOME/huggingface`"),
-    Variable("XDG_CACHE_HOME", "other tools", "The user's cache folder, under which HF_HOME defaults.", "~/.cache", _hf_path),
-    Variable("HF_TOKEN", "other tools", "The Hugging Face token (read by huggingface_hub, not idbench: `idbench publish`, the Space's queue).", None, secret=True),
+    Variable(
+        "WORLD_SIZE",
+        "other tools",
+        "Processes started by `accelerate launch` / torchrun; above 1, generation and scoring split the work.",
+        "1",
+        _world_size,
+    ),
+    Variable(
+        "CUDA_VISIBLE_DEVICES",
+        "other tools",
+        "The GPUs this process may see (only quoted in an error when none is available).",
+        None,
+    ),
+    Variable(
+        "HF_ENDPOINT",
+        "other tools",
+        "The Hugging Face Hub's address, probed before downloading models.",
+        "https://huggingface.co",
+    ),
+    Variable(
+        "HF_HUB_OFFLINE", "other tools", "1/true/yes/on: never reach the Hub (downloads fail at once).", "0", _flag
+    ),
+    Variable(
+        "HF_HUB_CACHE", "other tools", "The Hugging Face hub cache.", None, _hf_path, shown_default="`$HF_HOME/hub`"
+    ),
+    Variable(
+        "HUGGINGFACE_HUB_CACHE", "other tools", "Older name of HF_HUB_CACHE, used when that is unset.", None, _hf_path
+    ),
+    Variable(
+        "HF_HOME",
+        "other tools",
+        "Hugging Face's home folder (the hub cache is its `hub/`).",
+        None,
+        _hf_path,
+        shown_default="`$XDG_CACHE_HOME/huggingface`",
+    ),
+    Variable(
+        "XDG_CACHE_HOME", "other tools", "The user's cache folder, under which HF_HOME defaults.", "~/.cache", _hf_path
+    ),
+    Variable(
+        "HF_TOKEN",
+        "other tools",
+        "The Hugging Face token (read by huggingface_hub, not idbench: `idbench publish`, the Space's queue).",
+        None,
+        secret=True,
+    ),
 )
 BY_NAME: dict[str, Variable] = {variable.name: variable for variable in VARIABLES}
 
 # The names other modules spell out (messages, docs); the settings are read through the functions below.
 HOME, CACHE, DATASETS_CACHE, MODELS = "IDBENCH_HOME", "IDBENCH_CACHE", "IDBENCH_DATASETS_CACHE", "IDBENCH_MODELS"
-JUDGE_URL, JUDGE_MODEL, JUDGE_REVISION, JUDGE_API_KEY = "IDBENCH_JUDGE_URL", "IDBENCH_JUDGE_MODEL", "IDBENCH_JUDGE_REVISION", "IDBENCH_JUDGE_API_KEY"
-MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS, MAX_COMPRESSION_RATIO = "IDBENCH_MAX_UNPACKED_BYTES", "IDBENCH_MAX_ZIP_MEMBERS", "IDBENCH_MAX_COMPRESSION_RATIO"
+JUDGE_URL, JUDGE_MODEL, JUDGE_REVISION, JUDGE_API_KEY = (
+    "IDBENCH_JUDGE_URL",
+    "IDBENCH_JUDGE_MODEL",
+    "IDBENCH_JUDGE_REVISION",
+    "IDBENCH_JUDGE_API_KEY",
+)
+MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS, MAX_COMPRESSION_RATIO = (
+    "IDBENCH_MAX_UNPACKED_BYTES",
+    "IDBENCH_MAX_ZIP_MEMBERS",
+    "IDBENCH_MAX_COMPRESSION_RATIO",
+)
 RATE_LIMIT, ADMIN_TOKEN, TRUSTED_PROXIES = "IDBENCH_SUBMIT_RATE_LIMIT", "IDBENCH_ADMIN_TOKEN", "IDBENCH_TRUSTED_PROXIES"
-HUB_REQUESTS, HUB_RESULTS, HUB_REFRESH_S, HUB_STAND_IN = "IDBENCH_HUB_REQUESTS", "IDBENCH_HUB_RESULTS", "IDBENCH_HUB_REFRESH_S", "IDBENCH_HUB_STAND_IN"
+HUB_REQUESTS, HUB_RESULTS, HUB_REFRESH_S, HUB_STAND_IN = (
+    "IDBENCH_HUB_REQUESTS",
+    "IDBENCH_HUB_RESULTS",
+    "IDBENCH_HUB_REFRESH_S",
+    "IDBENCH_HUB_STAND_IN",
+)
 BENCHMARK_REPOS, DATA_DIR, SPACE = "IDBENCH_BENCHMARK_REPOS", "IDBENCH_DATA_DIR", "SPACE_ID"
 
 
@@ -370,9 +529,19 @@ def _shown(variable: Variable) -> str:
 
 
 _LIBRARIES = (
-    "torch", "torchvision", "transformers", "diffusers", "accelerate", "datasets", "huggingface_hub",
-    "streamlit", "open_clip", "insightface", "numpy", "PIL",
-)  # fmt: skip
+    "torch",
+    "torchvision",
+    "transformers",
+    "diffusers",
+    "accelerate",
+    "datasets",
+    "huggingface_hub",
+    "streamlit",
+    "open_clip",
+    "insightface",
+    "numpy",
+    "PIL",
+)
 
 
 def _library_version(name: str) -> str:
@@ -405,7 +574,9 @@ def report() -> str:
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
         if torch.cuda.is_available():
-            lines.append(f"cuda: {torch.version.cuda}, {torch.cuda.device_count()} device(s): {torch.cuda.get_device_name(0)}")
+            lines.append(
+                f"cuda: {torch.version.cuda}, {torch.cuda.device_count()} device(s): {torch.cuda.get_device_name(0)}"
+            )
         else:
             lines.append("cuda: not available")
     lines.append("")
@@ -413,7 +584,11 @@ def report() -> str:
     width = max(len(variable.name) for variable in VARIABLES)
     lines += [f"  {variable.name:<{width}}  {_shown(variable)}" for variable in VARIABLES]
     # The folders that several variables decide together, as the code resolves them.
-    for what, resolve in (("features cache", features_cache_dir), ("judge cache", judge_cache_dir), ("hub cache", hub_cache_dir)):
+    for what, resolve in (
+        ("features cache", features_cache_dir),
+        ("judge cache", judge_cache_dir),
+        ("hub cache", hub_cache_dir),
+    ):
         try:
             lines.append(f"  {what:<{width}}  {resolve()}")
         except SettingError as error:

@@ -258,8 +258,12 @@ class EmbeddingDedupReport:
         return {
             "threshold": self.threshold,
             "settings": self.settings,
-            "counts": {"images": len(self.kept) + len(self.removed), "kept": len(self.kept),
-                       "removed": len(self.removed), "clusters": len(self.clusters)},
+            "counts": {
+                "images": len(self.kept) + len(self.removed),
+                "kept": len(self.kept),
+                "removed": len(self.removed),
+                "clusters": len(self.clusters),
+            },
             "clusters": [{"index": c.index, "ids": list(c.ids), "kept": list(c.kept)} for c in self.clusters],
             "removed": [self._removed_row(entry) for entry in self.removed],
             "kept": list(self.kept),
@@ -278,8 +282,18 @@ class EmbeddingDedupReport:
 
     def csv_text(self) -> str:
         """One row per removed image: who, kept twin, both similarities, the keep rule's inputs."""
-        columns = ["id", "kept_id", "similarity", "linkage_similarity", "chained", "cluster",
-                   "quality_removed", "quality_kept", "resolution_removed", "resolution_kept"]
+        columns = [
+            "id",
+            "kept_id",
+            "similarity",
+            "linkage_similarity",
+            "chained",
+            "cluster",
+            "quality_removed",
+            "quality_kept",
+            "resolution_removed",
+            "resolution_kept",
+        ]
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
         writer.writeheader()

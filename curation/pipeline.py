@@ -176,7 +176,12 @@ class Curation:
         removed = [text for text in (c.summary() for c in self.log.counts) if text]
         if removed:
             left = self.log.counts[-1].came_out
-            what = "; ".join(removed) + "; left: " + ", ".join(f"{n} {kind}".strip() for kind, n in left.items()) + " references"
+            what = (
+                "; ".join(removed)
+                + "; left: "
+                + ", ".join(f"{n} {kind}".strip() for kind, n in left.items())
+                + " references"
+            )
             message = f"{what}; then the build failed: {error}"
         else:
             message = str(error)  # the image stages removed nothing: the error is the build's own
@@ -189,9 +194,10 @@ class Curation:
     def fills_metadata(self) -> bool:
         return self.options.judge is not None
 
-    def curate_images(self, images: Sequence[Any], id_of: Callable[[Any], str], text_of: Callable[[Any], str]) -> list[Any]:
+    def curate_images(
+        self, images: Sequence[Any], id_of: Callable[[Any], str], text_of: Callable[[Any], str]
+    ) -> list[Any]:
         return curate_images(images, id_of, text_of, self)
-
 
 
 def judge_stats(judge: Any) -> dict[str, Any] | None:
@@ -245,12 +251,23 @@ def curate_images(
     log.files["quality.json"] = json.dumps(audit, indent=2, ensure_ascii=False, default=str) + "\n"
     log.files["quality.csv"] = quality.csv_text()
     passed = [image_id for image_id in by_id if quality.images[image_id].kept]
-    log.counts.append(_counts("quality filter", list(by_id), passed, kind, {
-        i: Counter(r.label for r in quality.images[i].reasons) for i in by_id
-    }))
+    log.counts.append(
+        _counts(
+            "quality filter",
+            list(by_id),
+            passed,
+            kind,
+            {i: Counter(r.label for r in quality.images[i].reasons) for i in by_id},
+        )
+    )
 
     vectors = image_features(
-        {i: data[i] for i in passed}, "dinov2", options.profile, device=options.device, cache_dir=options.cache_dir, models=run.models
+        {i: data[i] for i in passed},
+        "dinov2",
+        options.profile,
+        device=options.device,
+        cache_dir=options.cache_dir,
+        models=run.models,
     )
     aesthetic, sizes = quality.aesthetic, quality.sizes
     report = find_near_duplicates(
@@ -269,14 +286,18 @@ def curate_images(
         **counts,
         # what the report calls removed is only flagged when the decisions are not applied
         **({} if apply else {"kept": len(passed), "removed": 0, "flagged_near_duplicates": counts["removed"]}),
-        "threshold": report.threshold, "profile": options.profile, "plumbing": plumbing,
+        "threshold": report.threshold,
+        "profile": options.profile,
+        "plumbing": plumbing,
     }
     log.files["embedding_dedup.json"] = json.dumps(dedup_audit, indent=2, ensure_ascii=False) + "\n"
     log.files["embedding_dedup.csv"] = report.csv_text()
     kept = set(report.kept) if apply else set(passed)
     out = [i for i in passed if i in kept]
     label = f"near-duplicate (DINOv2 cosine >= {report.threshold})"
-    log.counts.append(_counts("embedding dedup", passed, out, kind, {i: Counter([label]) for i in passed if i not in kept}))
+    log.counts.append(
+        _counts("embedding dedup", passed, out, kind, {i: Counter([label]) for i in passed if i not in kept})
+    )
     persons = [i for i in out if kind[i] == "person"]  # CogCanvas: the references ID-Sim compares faces with
     if persons:
         log.stages["faces"] = face_audit({i: data[i] for i in persons}, run)
@@ -302,19 +323,29 @@ def face_audit(images: Mapping[str, bytes], run: Curation) -> dict[str, Any]:
         encoder = run.models["face"]
         identity = run.models.used(["face"])["face"]
     except Exception as error:  # a missing backend (dlib / insightface not installed, no weights)
-        return {"not_run": f"the face backend did not load: {str(error).splitlines()[0] if str(error) else type(error).__name__}"}
+        return {
+            "not_run": f"the face backend did not load: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+        }
     hashes = {image_id: content_hash(data) for image_id, data in images.items()}
     loaders = {hashes[i]: (lambda data=data: data) for i, data in images.items()}
     store = FeatureStore(Path(options.cache_dir) if options.cache_dir is not None else default_cache_dir())
     features = store.encode_images(encoder, loaders)
     no_face = sorted(i for i, key in hashes.items() if len(features[key]["scores"]) == 0)
     for image_id in no_face:
-        logger.warning("person reference %s: %s finds no face in it; its prompts will have no ID-Sim", image_id, identity["name"])
-    return {"backend": identity["name"], "plumbing": is_plumbing(identity["name"]), "checked": len(images), "no_face": no_face}
+        logger.warning(
+            "person reference %s: %s finds no face in it; its prompts will have no ID-Sim", image_id, identity["name"]
+        )
+    return {
+        "backend": identity["name"],
+        "plumbing": is_plumbing(identity["name"]),
+        "checked": len(images),
+        "no_face": no_face,
+    }
 
 
-def _counts(stage: str, went_in: Sequence[str], came_out: Sequence[str], kind: Mapping[str, str],
-            why: Mapping[str, Counter]) -> StageCounts:
+def _counts(
+    stage: str, went_in: Sequence[str], came_out: Sequence[str], kind: Mapping[str, str], why: Mapping[str, Counter]
+) -> StageCounts:
     """Per kind: images in, images out, and for the removed ones the thresholds they failed."""
     out = set(came_out)
     removed_by: dict[str, Counter] = {}
@@ -344,13 +375,18 @@ def quality_thresholds_for(path: Path | None, shipped_samples: bool = False) -> 
 
     if path is not None:
         try:
-            return QualityThresholds.from_json(Path(path).read_text(encoding="utf-8"), where=str(path)), f"--quality-thresholds {path}"
+            return QualityThresholds.from_json(
+                Path(path).read_text(encoding="utf-8"), where=str(path)
+            ), f"--quality-thresholds {path}"
         except OSError as error:
             raise SourceError(f"{path}: {error.strerror or error}") from None
         except ValueError as error:
             raise SourceError(str(error)) from None
     if shipped_samples:
-        return sample_thresholds(), f"shipped samples' own (idbench.samples/{SAMPLE_THRESHOLDS}): no --source, no --quality-thresholds"
+        return (
+            sample_thresholds(),
+            f"shipped samples' own (idbench.samples/{SAMPLE_THRESHOLDS}): no --source, no --quality-thresholds",
+        )
     return None, None
 
 

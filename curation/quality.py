@@ -280,8 +280,22 @@ class QualityReport:
 
     def csv_text(self) -> str:
         """One row per image: kept or the stage that removed it, every value, the reasons in words."""
-        columns = ["id", "kept", "removed_at", "width", "height", "aspect_ratio", "blur", "pixel_std",
-                   "aesthetic", "relevance", "relevance_margin", "checks_failed", "reasons", "not_applied"]
+        columns = [
+            "id",
+            "kept",
+            "removed_at",
+            "width",
+            "height",
+            "aspect_ratio",
+            "blur",
+            "pixel_std",
+            "aesthetic",
+            "relevance",
+            "relevance_margin",
+            "checks_failed",
+            "reasons",
+            "not_applied",
+        ]
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
@@ -349,17 +363,45 @@ def stage1_reasons(measures: ImageMeasures, thresholds: QualityThresholds) -> li
     reasons = []
     side = min(measures.width, measures.height)
     if side < t.min_side:
-        reasons.append(Reason(1, "min_side", side, t.min_side,
-                              f"shorter side {side} px < {t.min_side} px ({measures.width}x{measures.height})"))
+        reasons.append(
+            Reason(
+                1,
+                "min_side",
+                side,
+                t.min_side,
+                f"shorter side {side} px < {t.min_side} px ({measures.width}x{measures.height})",
+            )
+        )
     if measures.aspect_ratio > t.max_aspect_ratio:
-        reasons.append(Reason(1, "max_aspect_ratio", round(measures.aspect_ratio, 4), t.max_aspect_ratio,
-                              f"aspect ratio {measures.aspect_ratio:.2f} > {t.max_aspect_ratio}"))
+        reasons.append(
+            Reason(
+                1,
+                "max_aspect_ratio",
+                round(measures.aspect_ratio, 4),
+                t.max_aspect_ratio,
+                f"aspect ratio {measures.aspect_ratio:.2f} > {t.max_aspect_ratio}",
+            )
+        )
     if measures.blur < t.min_blur:
-        reasons.append(Reason(1, "blur", round(measures.blur, 3), t.min_blur,
-                              f"Laplacian variance {measures.blur:.1f} < {t.min_blur} (blurred)"))
+        reasons.append(
+            Reason(
+                1,
+                "blur",
+                round(measures.blur, 3),
+                t.min_blur,
+                f"Laplacian variance {measures.blur:.1f} < {t.min_blur} (blurred)",
+            )
+        )
     if measures.pixel_std < t.min_pixel_std:
-        reasons.append(Reason(1, "uniform", round(measures.pixel_std, 3), t.min_pixel_std,
-                              f"pixel std {measures.pixel_std:.1f} < {t.min_pixel_std} (near-uniform)"))
+        reasons.append(
+            Reason(
+                1,
+                "uniform",
+                round(measures.pixel_std, 3),
+                t.min_pixel_std,
+                f"pixel std {measures.pixel_std:.1f} < {t.min_pixel_std} (near-uniform)",
+            )
+        )
     return reasons
 
 
@@ -534,16 +576,33 @@ def filter_images(
         found: list[Reason] = []  # stage 2
         score = aesthetic.get(image_id)
         if score is not None and t.min_aesthetic is not None and score < t.min_aesthetic:
-            found.append(Reason(2, "aesthetic", round(score, 4), t.min_aesthetic,
-                                f"aesthetic score {score:.2f} < {t.min_aesthetic}"))
+            found.append(
+                Reason(
+                    2, "aesthetic", round(score, 4), t.min_aesthetic, f"aesthetic score {score:.2f} < {t.min_aesthetic}"
+                )
+            )
         own, margin = relevance.get(image_id, (None, None))
         if own is not None and t.min_relevance is not None and own < t.min_relevance:
-            found.append(Reason(2, "relevance", round(own, 4), t.min_relevance,
-                                f"CLIP similarity to its entity text {own:.3f} < {t.min_relevance}"))
+            found.append(
+                Reason(
+                    2,
+                    "relevance",
+                    round(own, 4),
+                    t.min_relevance,
+                    f"CLIP similarity to its entity text {own:.3f} < {t.min_relevance}",
+                )
+            )
         if margin is not None and t.relevance_margin is not None and margin < t.relevance_margin:
-            found.append(Reason(2, "relevance_margin", round(margin, 4), t.relevance_margin,
-                                f"CLIP similarity to its own text minus the best other entity's {margin:.3f} "
-                                f"< {t.relevance_margin}"))
+            found.append(
+                Reason(
+                    2,
+                    "relevance_margin",
+                    round(margin, 4),
+                    t.relevance_margin,
+                    f"CLIP similarity to its own text minus the best other entity's {margin:.3f} "
+                    f"< {t.relevance_margin}",
+                )
+            )
         value = measured[image_id]
         entries[image_id] = ImageQuality(
             id=image_id,

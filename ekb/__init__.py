@@ -332,7 +332,9 @@ def _read_transformations(
     transformations = {}
     for name, entry in entries.items():
         where = ("transformations", name)
-        entry = file.record(entry, where, required=("meaning", "harms_identity", "phrases"), optional=("condition", "hides_subject"))
+        entry = file.record(
+            entry, where, required=("meaning", "harms_identity", "phrases"), optional=("condition", "hides_subject")
+        )
         if not isinstance(entry["harms_identity"], bool):
             file.fail((*where, "harms_identity"), f"expected true or false, found {_describe(entry['harms_identity'])}")
         condition = entry.get("condition")
@@ -351,7 +353,9 @@ def _read_transformations(
             harms_identity=entry["harms_identity"],
             condition="" if condition is None else file.text(condition, (*where, "condition")),
             phrases=MappingProxyType(phrases),
-            hides_subject=file.names(entry["hides_subject"], (*where, "hides_subject")) if "hides_subject" in entry else (),
+            hides_subject=file.names(entry["hides_subject"], (*where, "hides_subject"))
+            if "hides_subject" in entry
+            else (),
         )
         for type_name in types:
             for style_name in styles:
@@ -404,9 +408,7 @@ def _read_rules(file: _File, categories: Mapping[str, Category]) -> Rules:
         levels[name] = ImportanceLevel(name, minimum, file.text(entry["description"], (*where, "description")))
     last = list(levels.values())[-1]
     if last.min_importance != 0:
-        file.fail(
-            ("importance_levels", last.name, "min_importance"), "the last level must start at 0"
-        )
+        file.fail(("importance_levels", last.name, "min_importance"), "the last level must start at 0")
 
     harmful = {
         name: file.text(text, ("harmful_changes", name))

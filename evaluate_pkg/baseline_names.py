@@ -3,5 +3,17 @@
 No imports: the command line offers them as choices without loading the image stack.
 """
 
-BASELINES = ("collage", "swap", "impostor", "clone", "background", "blank", "noise", "copy", "crossed", "crowd", "mannequin")
+BASELINES = (
+    "collage",
+    "swap",
+    "impostor",
+    "clone",
+    "background",
+    "blank",
+    "noise",
+    "copy",
+    "crossed",
+    "crowd",
+    "mannequin",
+)
 RANKERS = ("retrieval-clip", "retrieval-metadata")

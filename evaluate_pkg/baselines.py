@@ -432,8 +432,15 @@ def figure(reference: Image.Image, box: Box, rng: random.Random) -> Image.Image:
     draw = ImageDraw.Draw(picture)
     cx = x0 + w / 2
     draw.ellipse((cx - w * 0.16 + lean, y0, cx + w * 0.16 + lean, y0 + h * 0.22), fill=head + (255,))
-    draw.polygon([(cx - w * 0.3 + lean * 0.6, y0 + h * 0.24), (cx + w * 0.3 + lean * 0.6, y0 + h * 0.24),
-                  (cx + w * 0.36, y0 + h * 0.62), (cx - w * 0.36, y0 + h * 0.62)], fill=body + (255,))
+    draw.polygon(
+        [
+            (cx - w * 0.3 + lean * 0.6, y0 + h * 0.24),
+            (cx + w * 0.3 + lean * 0.6, y0 + h * 0.24),
+            (cx + w * 0.36, y0 + h * 0.62),
+            (cx - w * 0.36, y0 + h * 0.62),
+        ],
+        fill=body + (255,),
+    )
     draw.rectangle((cx - w * 0.28, y0 + h * 0.62, cx - w * 0.04, y0 + h), fill=legs + (255,))
     draw.rectangle((cx + w * 0.04, y0 + h * 0.62, cx + w * 0.28, y0 + h), fill=legs + (255,))
     return picture

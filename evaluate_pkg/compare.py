@@ -27,8 +27,10 @@ from idbench.evaluate_pkg.functional.bootstrap import holm, paired_difference
 #: Resamples of a comparison, and its seed: as the aggregates' intervals (report.CI_RESAMPLES, CI_SEED).
 COMPARE_RESAMPLES, COMPARE_SEED = 2000, 0
 CORRECTION = "Holm across the metrics of each table (overall; each breakdown cell)"
-P_VALUE = ("two-sided, share of resampled differences at least as far from the observed one as it is from 0 "
-           "(bootstrap distribution centred under the null), +1 corrected")
+P_VALUE = (
+    "two-sided, share of resampled differences at least as far from the observed one as it is from 0 "
+    "(bootstrap distribution centred under the null), +1 corrected"
+)
 
 
 class CompareError(IdbenchError, ValueError):
@@ -58,8 +60,10 @@ def load_run(folder: str | Path) -> Run:
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise CompareError(f"{folder}: {'no such folder' if not folder.exists() else 'not a folder'}; "
-                           "give a results folder of `idbench score` (aggregates.json, results.parquet)")  # fmt: skip
+        raise CompareError(
+            f"{folder}: {'no such folder' if not folder.exists() else 'not a folder'}; "
+            "give a results folder of `idbench score` (aggregates.json, results.parquet)"
+        )
     aggregates, parquet = folder / "aggregates.json", folder / "results.parquet"
     for path in (aggregates, parquet):
         if not path.is_file():
@@ -71,7 +75,9 @@ def load_run(folder: str | Path) -> Run:
 def _read_summary(path: Path) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_AGGREGATES_BYTES:
-            raise CompareError(f"{path}: {path.stat().st_size} bytes, more than the {MAX_AGGREGATES_BYTES} an aggregates.json may have")
+            raise CompareError(
+                f"{path}: {path.stat().st_size} bytes, more than the {MAX_AGGREGATES_BYTES} an aggregates.json may have"
+            )
         summary = json.loads(path.read_bytes().decode("utf-8"))
     except CompareError:
         raise
@@ -89,10 +95,14 @@ def _check_summary(path: Path, summary: Any) -> None:
         return CompareError(f"{path}: field {field} {what}")
 
     if not isinstance(summary, dict):
-        raise CompareError(f"{path}: not a JSON object (a {type(summary).__name__}); not an aggregates.json of `idbench score`")
+        raise CompareError(
+            f"{path}: not a JSON object (a {type(summary).__name__}); not an aggregates.json of `idbench score`"
+        )
     benchmark = summary.get("benchmark")
     if not isinstance(benchmark, str):
-        raise bad("benchmark", "is missing" if benchmark is None else f"is a {type(benchmark).__name__}, not a benchmark name")
+        raise bad(
+            "benchmark", "is missing" if benchmark is None else f"is a {type(benchmark).__name__}, not a benchmark name"
+        )
     if benchmark not in BENCHMARKS:
         raise bad("benchmark", f"names an unknown benchmark {benchmark[:80]!r}; known: {', '.join(sorted(BENCHMARKS))}")
     for key, kind in (("submission", dict), ("aggregates", dict)):
@@ -110,19 +120,24 @@ def _check_summary(path: Path, summary: Any) -> None:
             raise bad("aggregates.resampling", f"is a {type(resampling).__name__}, not an object")
         factors = resampling.get("factors")
         if not isinstance(factors, list) or not factors or not all(isinstance(f, str) and f for f in factors):
-            raise bad("aggregates.resampling.factors", f"is {json.dumps(factors, default=str)[:80]}, not a list of factor names")
+            raise bad(
+                "aggregates.resampling.factors",
+                f"is {json.dumps(factors, default=str)[:80]}, not a list of factor names",
+            )
         if not isinstance(resampling.get("method"), str):
             raise bad("aggregates.resampling.method", "is not a text")
         units = resampling.get("prompt_units") or {}
         if not isinstance(units, dict) or not all(
-            isinstance(u, dict) and all(isinstance(v, list) and all(isinstance(i, (str, int)) for i in v) for v in u.values())
+            isinstance(u, dict)
+            and all(isinstance(v, list) and all(isinstance(i, (str, int)) for i in v) for v in u.values())
             for u in units.values()
         ):
             raise bad("aggregates.resampling.prompt_units", "is not an object of prompt id -> {factor: [units]}")
     cells = aggregates.get("breakdown_prompts")
     if cells:
         if not isinstance(cells, dict) or not all(
-            isinstance(labels, dict) and all(isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in labels.values())
+            isinstance(labels, dict)
+            and all(isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in labels.values())
             for labels in cells.values()
         ):
             raise bad("aggregates.breakdown_prompts", "is not an object of axes -> {cell: [prompt ids]}")
@@ -137,7 +152,9 @@ def _read_results(path: Path) -> pd.DataFrame:
         schema = pq.read_schema(path)
         missing = [name for name in RESULT_COLUMNS if name not in schema.names]
         if missing:
-            raise CompareError(f"{path}: no column {', '.join(missing)} (a results.parquet of `idbench score` has {', '.join(RESULT_COLUMNS)})")
+            raise CompareError(
+                f"{path}: no column {', '.join(missing)} (a results.parquet of `idbench score` has {', '.join(RESULT_COLUMNS)})"
+            )
         too_large = results_file_problem(path, RESULT_COLUMNS)
         if too_large:
             raise CompareError(too_large)
@@ -160,7 +177,10 @@ def _check_results(path: Path, frame: pd.DataFrame) -> None:
 
     for column in ("prompt_id", "metric", "subject"):
         values = frame[column]
-        if not (types.is_string_dtype(values) or types.is_object_dtype(values)) or not values.map(lambda v: isinstance(v, str)).all():
+        if (
+            not (types.is_string_dtype(values) or types.is_object_dtype(values))
+            or not values.map(lambda v: isinstance(v, str)).all()
+        ):
             where = values[~values.map(lambda v: isinstance(v, str))]
             first = f"; row {where.index[0]} holds {where.iloc[0]!r}" if len(where) else ""
             raise CompareError(f"{path}: column {column} must hold text ({values.dtype}{first})")
@@ -172,19 +192,25 @@ def _check_results(path: Path, frame: pd.DataFrame) -> None:
     infinite = np.isinf(value.to_numpy(dtype=float))
     if infinite.any():
         row = frame[infinite].iloc[0]
-        raise CompareError(f"{path}: column value holds {int(infinite.sum())} infinite value(s), e.g. {row['value']} for metric "
-                           f"{row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}; a comparison needs finite values")  # fmt: skip
+        raise CompareError(
+            f"{path}: column value holds {int(infinite.sum())} infinite value(s), e.g. {row['value']} for metric "
+            f"{row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}; a comparison needs finite values"
+        )
     # Rows of diagnostics (clip_t.truncated, copy.flag, who.extra, ...) sit beside the suite's metrics and
     # are not compared; a metric name is held to plain, short text, as it reaches the verdict's lines.
     odd = sorted(m for m in set(frame["metric"]) if len(m) > MAX_METRIC_NAME or not m.isprintable() or not m.strip())
     if odd:
-        raise CompareError(f"{path}: column metric holds {len(odd)} name(s) that are not a metric's, e.g. {odd[0][:80]!r} "
-                           f"(empty, over {MAX_METRIC_NAME} characters, or with control characters)")  # fmt: skip
+        raise CompareError(
+            f"{path}: column metric holds {len(odd)} name(s) that are not a metric's, e.g. {odd[0][:80]!r} "
+            f"(empty, over {MAX_METRIC_NAME} characters, or with control characters)"
+        )
     twice = frame.duplicated(["prompt_id", "seed", "metric", "subject"])
     if twice.any():
         row = frame[twice].iloc[0]
-        raise CompareError(f"{path}: metric {row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}, "
-                           f"subject {row['subject']!r} has more than one row")  # fmt: skip
+        raise CompareError(
+            f"{path}: metric {row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}, "
+            f"subject {row['subject']!r} has more than one row"
+        )
 
 
 def _one_line(err: BaseException) -> str:
@@ -230,9 +256,20 @@ class Comparison:
     plumbing: bool = False  #: scored with random weights (profile tiny): a plumbing check, not a result
 
     def as_dict(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "a": self.model_a, "b": self.model_b, "method": self.method,
-                "p_value": P_VALUE, "correction": CORRECTION, "alpha": self.alpha, "confidence": self.confidence,
-                "n_resamples": self.n_resamples, "notes": self.notes, "plumbing": self.plumbing, "rows": self.rows}
+        return {
+            "benchmark": self.benchmark,
+            "a": self.model_a,
+            "b": self.model_b,
+            "method": self.method,
+            "p_value": P_VALUE,
+            "correction": CORRECTION,
+            "alpha": self.alpha,
+            "confidence": self.confidence,
+            "n_resamples": self.n_resamples,
+            "notes": self.notes,
+            "plumbing": self.plumbing,
+            "rows": self.rows,
+        }
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows)
@@ -241,8 +278,14 @@ class Comparison:
 def _design(summary: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, dict[str, list[str]]], str, list[str]]:
     record = summary.get("aggregates", {}).get("resampling")
     if not record:
-        return ("prompt",), {}, "percentile bootstrap over prompts", [
-            "the runs' aggregates.json record no resampling design (scored before it was recorded): prompts resampled"]
+        return (
+            ("prompt",),
+            {},
+            "percentile bootstrap over prompts",
+            [
+                "the runs' aggregates.json record no resampling design (scored before it was recorded): prompts resampled"
+            ],
+        )
     return tuple(record["factors"]), record.get("prompt_units") or {}, record["method"], []
 
 
@@ -252,8 +295,14 @@ def _verdict(diff: float, p_holm: float, alpha: float, higher_is_better: bool) -
     return "B better" if (diff > 0) == higher_is_better else "A better"
 
 
-def compare_runs(a: Run, b: Run, alpha: float = 0.05, confidence: float = 0.95,
-                 n_resamples: int = COMPARE_RESAMPLES, seed: int = COMPARE_SEED) -> Comparison:
+def compare_runs(
+    a: Run,
+    b: Run,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    n_resamples: int = COMPARE_RESAMPLES,
+    seed: int = COMPARE_SEED,
+) -> Comparison:
     """B - A per metric of the suite, overall and per breakdown cell, on the shared (prompt, seed) pairs."""
     why = refusal(a.summary, b.summary)
     if why:
@@ -265,7 +314,9 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, confidence: float = 0.95,
     suite = {m.name: m for m in spec.metric_suite}
     image = lambda frame: frame[(frame["subject"] == "") & frame["metric"].isin(suite)]  # noqa: E731
     keys = ["prompt_id", "seed", "metric"]
-    paired = image(a.results)[keys + ["value"]].merge(image(b.results)[keys + ["value"]], on=keys, suffixes=("_a", "_b"))
+    paired = image(a.results)[keys + ["value"]].merge(
+        image(b.results)[keys + ["value"]], on=keys, suffixes=("_a", "_b")
+    )
     cells = _cells(a.summary, b.summary, spec)
     rows: list[dict[str, Any]] = []
     for table, members in [("overall", None), *cells]:
@@ -273,25 +324,59 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, confidence: float = 0.95,
         table_rows = []
         for metric in [m for m in suite if m in set(block["metric"])]:
             group = block[block["metric"] == metric]
-            d = paired_difference(group["value_a"].to_numpy(), group["value_b"].to_numpy(), group["prompt_id"].to_numpy(),
-                                  units, factors, n_resamples, confidence, seed)
+            d = paired_difference(
+                group["value_a"].to_numpy(),
+                group["value_b"].to_numpy(),
+                group["prompt_id"].to_numpy(),
+                units,
+                factors,
+                n_resamples,
+                confidence,
+                seed,
+            )
             if d.n == 0:
                 continue
-            table_rows.append({"table": table, "metric": metric, "a": d.mean_a, "b": d.mean_b, "diff": d.diff,
-                               "ci_low": d.low, "ci_high": d.high, "p": d.p_value, "n": d.n, "n_prompts": d.n_clusters,
-                               "higher_is_better": suite[metric].higher_is_better})
+            table_rows.append(
+                {
+                    "table": table,
+                    "metric": metric,
+                    "a": d.mean_a,
+                    "b": d.mean_b,
+                    "diff": d.diff,
+                    "ci_low": d.low,
+                    "ci_high": d.high,
+                    "p": d.p_value,
+                    "n": d.n,
+                    "n_prompts": d.n_clusters,
+                    "higher_is_better": suite[metric].higher_is_better,
+                }
+            )
         for row, adjusted in zip(table_rows, holm([r["p"] for r in table_rows])):
             row["p_holm"] = adjusted
             row["verdict"] = _verdict(row["diff"], adjusted, alpha, row["higher_is_better"])
         rows += table_rows
     shared = paired[["prompt_id", "seed"]].drop_duplicates().shape[0]
-    only = {name: run.results[run.results["subject"] == ""][["prompt_id", "seed"]].drop_duplicates().shape[0] - shared
-            for name, run in (("A", a), ("B", b))}
+    only = {
+        name: run.results[run.results["subject"] == ""][["prompt_id", "seed"]].drop_duplicates().shape[0] - shared
+        for name, run in (("A", a), ("B", b))
+    }
     if any(only.values()):
-        notes.append(f"compared on the {shared} (prompt, seed) pairs both runs hold; A has {only['A']} more, B {only['B']} more")
+        notes.append(
+            f"compared on the {shared} (prompt, seed) pairs both runs hold; A has {only['A']} more, B {only['B']} more"
+        )
     clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
-    return Comparison(spec.name, a.summary.get("submission", {}).get("model", "A"), b.summary.get("submission", {}).get("model", "B"),
-                      method, alpha, confidence, n_resamples, clean, notes, bool(a.summary.get("plumbing")))
+    return Comparison(
+        spec.name,
+        a.summary.get("submission", {}).get("model", "A"),
+        b.summary.get("submission", {}).get("model", "B"),
+        method,
+        alpha,
+        confidence,
+        n_resamples,
+        clean,
+        notes,
+        bool(a.summary.get("plumbing")),
+    )
 
 
 def _cells(a: dict[str, Any], b: dict[str, Any], spec) -> list[tuple[str, set[str]]]:
@@ -299,7 +384,9 @@ def _cells(a: dict[str, Any], b: dict[str, Any], spec) -> list[tuple[str, set[st
     left = a.get("aggregates", {}).get("breakdown_prompts") or {}
     right = b.get("aggregates", {}).get("breakdown_prompts") or {}
     out = []
-    natural = lambda label: [(0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part) for part in label.split(" x ")]  # noqa: E731
+    natural = lambda label: [
+        (0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part) for part in label.split(" x ")
+    ]  # noqa: E731
     for axes, cells in left.items():
         for label, prompts in sorted(cells.items(), key=lambda item: natural(item[0])):
             if label in right.get(axes, {}):
@@ -317,10 +404,12 @@ def _p(value: Any) -> str:
 
 def format_comparison(c: Comparison) -> str:
     """The table on stdout: metric, A, B, diff, CI, p, p_holm, verdict; raw values."""
-    lines = [f"{c.benchmark}: A = {c.model_a}, B = {c.model_b}; B - A on shared (prompt, seed) pairs, raw values"
-             + ("  [PLUMBING CHECK: random weights]" if c.plumbing else ""),
-             f"{c.confidence:.0%} CI and p from {c.method} ({c.n_resamples} paired resamples); p: {P_VALUE}",
-             f"p_holm: {CORRECTION}; verdict at alpha {c.alpha}"]
+    lines = [
+        f"{c.benchmark}: A = {c.model_a}, B = {c.model_b}; B - A on shared (prompt, seed) pairs, raw values"
+        + ("  [PLUMBING CHECK: random weights]" if c.plumbing else ""),
+        f"{c.confidence:.0%} CI and p from {c.method} ({c.n_resamples} paired resamples); p: {P_VALUE}",
+        f"p_holm: {CORRECTION}; verdict at alpha {c.alpha}",
+    ]
     lines += [f"note: {n}" for n in c.notes]
     header = f"{'metric':24s} {'A':>9s} {'B':>9s} {'diff':>9s}  {'CI':21s} {'p':>6s} {'p_holm':>6s}  verdict"
     table = None
@@ -329,8 +418,10 @@ def format_comparison(c: Comparison) -> str:
             table = row["table"]
             lines += ["", f"[{table}]", header]
         ci = f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
-        lines.append(f"{row['metric']:24s} {_num(row['a']):>9s} {_num(row['b']):>9s} {_num(row['diff']):>9s}  {ci:21s} "
-                     f"{_p(row['p']):>6s} {_p(row['p_holm']):>6s}  {row['verdict']}")
+        lines.append(
+            f"{row['metric']:24s} {_num(row['a']):>9s} {_num(row['b']):>9s} {_num(row['diff']):>9s}  {ci:21s} "
+            f"{_p(row['p']):>6s} {_p(row['p_holm']):>6s}  {row['verdict']}"
+        )
     if not c.rows:
         lines.append("no metric of the suite holds values in both runs")
     return "\n".join(lines)

@@ -103,15 +103,20 @@ def check_device(device: str) -> None:
         return
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
-            raise DeviceError(f"{what}: no CUDA GPU is available on this machine (torch sees none); this machine has: "
-                              f"{', '.join(choices)}")  # fmt: skip
+            raise DeviceError(
+                f"{what}: no CUDA GPU is available on this machine (torch sees none); this machine has: "
+                f"{', '.join(choices)}"
+            )
         if parsed.index is not None and parsed.index >= torch.cuda.device_count():
-            raise DeviceError(f"{what}: this machine has {torch.cuda.device_count()} CUDA GPU(s); choose one of: "
-                              f"{', '.join(choices)}")  # fmt: skip
+            raise DeviceError(
+                f"{what}: this machine has {torch.cuda.device_count()} CUDA GPU(s); choose one of: {', '.join(choices)}"
+            )
         return
     if parsed.type == "mps":
         if "mps" not in choices:
-            raise DeviceError(f"{what}: Apple's MPS backend is not available on this machine; this machine has: {', '.join(choices)}")
+            raise DeviceError(
+                f"{what}: Apple's MPS backend is not available on this machine; this machine has: {', '.join(choices)}"
+            )
         return
     raise DeviceError(f"{what}: idbench scores on cpu, cuda or mps only; this machine has: {', '.join(choices)}")
 
@@ -132,7 +137,14 @@ def _model_key(card: Any, options: "ScoreOptions") -> tuple[str, ...]:
     if registry.is_plumbing(card):
         folder = registry.ensure_tiny(card, root)
         stamp = str(folder.stat().st_mtime_ns)
-    return (card.name, str(options.device), str(options.dtype), str(root.resolve()), str(registry.hub_cache_dir()), stamp)
+    return (
+        card.name,
+        str(options.device),
+        str(options.dtype),
+        str(root.resolve()),
+        str(registry.hub_cache_dir()),
+        stamp,
+    )
 
 
 def release_models() -> int:
@@ -168,7 +180,9 @@ class Models:
             card = self.cards[role]
             key = _model_key(card, self.options)
             if key not in _LOADED:
-                _LOADED[key] = load_model(card.name, device=self.options.device, dtype=self.options.dtype, models_dir=self.options.models_dir)
+                _LOADED[key] = load_model(
+                    card.name, device=self.options.device, dtype=self.options.dtype, models_dir=self.options.models_dir
+                )
             self._loaded[role] = _LOADED[key]
         return self._loaded[role]
 
@@ -225,7 +239,7 @@ class Context:
     store: FeatureStore
     models: Models
     options: ScoreOptions
-    progress: Callable[[str, int], Callable[[int], None]] = lambda stage, total: (lambda n: None)
+    progress: Callable[[str, int], Callable[[int], None]] = lambda stage, total: lambda n: None
     notes: dict[str, Any] = field(default_factory=dict)
     judge: Any = None  # a Judge, when judged metrics are computed
     # (prompt_id, seed, metric, JSON-ready dict): why a judge decided what it did, for the model page.
@@ -241,7 +255,10 @@ class Context:
 
     def generation_loaders(self) -> dict[str, Callable[[], bytes]]:
         """Content hash -> the generated image's loader, naming its prompt, seed and file in errors."""
-        return {e.content_hash: ImageSource(e.data, where=_generation_name(e), submitted=True) for e in self.submission.entries}
+        return {
+            e.content_hash: ImageSource(e.data, where=_generation_name(e), submitted=True)
+            for e in self.submission.entries
+        }
 
     def generation_bytes(self, chunk: int | None = None) -> Iterator[dict[tuple[str, int], bytes]]:
         """(prompt_id, seed) -> the generated image's bytes, for the judge (which sends encoded images),
@@ -250,18 +267,22 @@ class Context:
         entries = list(self.submission.entries)
         step = chunk or max(len(entries), 1)
         for start in range(0, len(entries), step):
-            yield {(e.prompt_id, e.seed): e.data() for e in entries[start:start + step]}
+            yield {(e.prompt_id, e.seed): e.data() for e in entries[start : start + step]}
 
     def reference_key(self, reference_id: str) -> str:
         return content_hash(self.data.reference_bytes[reference_id])
 
     def reference_loaders(self, reference_ids: Sequence[str]) -> dict[str, Callable[[], bytes]]:
         blobs = self.data.reference_bytes
-        return {content_hash(blobs[r]): ImageSource(lambda r=r: blobs[r], where=f"reference {r}") for r in reference_ids}
+        return {
+            content_hash(blobs[r]): ImageSource(lambda r=r: blobs[r], where=f"reference {r}") for r in reference_ids
+        }
 
     # --- features ----------------------------------------------------------------------------------
 
-    def image_features(self, role: str, loaders: Mapping[str, Callable[[], bytes]], encoder: Any = None) -> dict[str, Features]:
+    def image_features(
+        self, role: str, loaders: Mapping[str, Callable[[], bytes]], encoder: Any = None
+    ) -> dict[str, Features]:
         encoder = encoder if encoder is not None else self.models[role]
         tick = self.progress(f"{role} features", len(loaders))
         features = self.store.encode_images(
@@ -273,7 +294,9 @@ class Context:
     def text_features(self, role: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
         return self.store.encode_texts(self.models[role], texts)
 
-    def detections(self, loaders: Mapping[str, Callable[[], bytes]], queries: Mapping[str, Sequence[str]]) -> dict[str, Features]:
+    def detections(
+        self, loaders: Mapping[str, Callable[[], bytes]], queries: Mapping[str, Sequence[str]]
+    ) -> dict[str, Features]:
         """Detector boxes for each image and its text queries: {"boxes": (k,4), "scores": (k,), "labels": (k,)}.
 
         ``labels`` index into that image's query list. Keyed by image hash + queries, so the same image
@@ -292,7 +315,9 @@ class Context:
                     {
                         "boxes": scale_to_original(boxes, image.size, original_size(image)),
                         "scores": np.array([d.score for d in detections], dtype=np.float32),
-                        "labels": np.array([query.index(d.label) if d.label in query else -1 for d in detections], dtype=np.int64),
+                        "labels": np.array(
+                            [query.index(d.label) if d.label in query else -1 for d in detections], dtype=np.int64
+                        ),
                     }
                 )
             return out
@@ -303,7 +328,9 @@ class Context:
         end_stage(tick)
         return {image_key: by_condition[cond] for cond, (image_key, _) in items.items()}
 
-    def foreground_masks(self, loaders: Mapping[str, Callable[[], bytes]], boxes: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def foreground_masks(
+        self, loaders: Mapping[str, Callable[[], bytes]], boxes: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
         """Union of the segmenter's masks for each image's boxes (in the submitted image's pixels), (H, W)
         bool at the working image's size (the submitted size when that is within ``WORKING_SIDE``)."""
         segmenter = self.models["segmenter"]
@@ -316,7 +343,10 @@ class Context:
                 for k, img in zip(image_keys, images)
             ]
             masks = segmenter.segment(images, prompts)
-            return [{"mask": (m.any(axis=0) if len(m) else np.zeros(img.size[::-1], dtype=bool))} for m, img in zip(masks, images)]
+            return [
+                {"mask": (m.any(axis=0) if len(m) else np.zeros(img.size[::-1], dtype=bool))}
+                for m, img in zip(masks, images)
+            ]
 
         tick = self.progress("masks", len(items))
         version = image_feature_version(segmenter.feature_version)
@@ -339,7 +369,9 @@ def _generation_name(entry: Any) -> str:
     return f"prompt_id {entry.prompt_id!r} seed {entry.seed}" + (f", file {source}" if source else "")
 
 
-def crop_bytes(data: bytes, box: Sequence[float], keep: float = 1.0, pad: float = 0.05, *, where: str = "crop") -> bytes:
+def crop_bytes(
+    data: bytes, box: Sequence[float], keep: float = 1.0, pad: float = 0.05, *, where: str = "crop"
+) -> bytes:
     """PNG bytes of a detector box padded to a square (``models.detection.square_crop``): a crop becomes
     an input of its own (hashed and cached). ``keep``: the fraction of a square the encoder's processor
     keeps (``encoder.square_keep()``), so its centre crop removes only padding, never the subject.

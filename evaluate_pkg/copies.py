@@ -106,8 +106,14 @@ class Found:
         return self.ncc >= NCC_MIN and self.phash_distance <= PHASH_MAX_DISTANCE
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ncc": round(self.ncc, 4), "phash_distance": self.phash_distance, "box": [round(v, 4) for v in self.box],
-                "direction": self.direction, "mirrored": self.mirrored, "copied": self.copied}
+        return {
+            "ncc": round(self.ncc, 4),
+            "phash_distance": self.phash_distance,
+            "box": [round(v, 4) for v in self.box],
+            "direction": self.direction,
+            "mirrored": self.mirrored,
+            "copied": self.copied,
+        }
 
 
 def _grey(image: Image.Image, side: int) -> np.ndarray:
@@ -186,7 +192,9 @@ def coarse_locate(
     return best[0], best[1], fit, (round(x * sx), round(y * sy), round(w * sx), round(h * sy))
 
 
-def refine(haystack: np.ndarray, needle: np.ndarray, scale: float, fit: float) -> tuple[float, tuple[int, int, int, int]] | None:
+def refine(
+    haystack: np.ndarray, needle: np.ndarray, scale: float, fit: float
+) -> tuple[float, tuple[int, int, int, int]] | None:
     """The fine pass, at the full working size, around the coarse pass's ``scale``: the scales half a
     coarse step either side and the scale itself, then a quarter step either side of the best of them
     (``FINE_EVALUATIONS`` correlations in all). Correlation against scale has one peak within a coarse
@@ -213,7 +221,9 @@ def refine(haystack: np.ndarray, needle: np.ndarray, scale: float, fit: float) -
     return tried[final]
 
 
-def locate(haystack: np.ndarray, needle: np.ndarray, min_fraction: float = 0.0) -> tuple[float, tuple[int, int, int, int]] | None:
+def locate(
+    haystack: np.ndarray, needle: np.ndarray, min_fraction: float = 0.0
+) -> tuple[float, tuple[int, int, int, int]] | None:
     """The best correlation of ``needle`` anywhere in ``haystack`` at any scale that fits, with its window
     (x, y, w, h in ``haystack``'s pixels): the coarse pass, then the fine pass around its best scale."""
     coarse = coarse_locate(haystack, needle, min_fraction)
@@ -246,8 +256,10 @@ def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
         needle_ref = ref[:, ::-1].copy() if mirrored else ref
         # The generation inside the reference is a crop or zoom of it: only crops keeping at least
         # REVERSE_MIN_FRACTION of the reference's side are searched (smaller ones are new pictures).
-        for direction, haystack, needle, smallest in (("reference in generation", gen, needle_ref, 0.0),
-                                                      ("generation in reference", needle_ref, gen, REVERSE_MIN_FRACTION)):
+        for direction, haystack, needle, smallest in (
+            ("reference in generation", gen, needle_ref, 0.0),
+            ("generation in reference", needle_ref, gen, REVERSE_MIN_FRACTION),
+        ):
             coarse = coarse_locate(haystack, needle, smallest)
             if coarse is not None:
                 candidates.append((coarse, direction, mirrored, haystack, needle))
@@ -267,8 +279,14 @@ def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
     box = (x / searched_shape[1], y / searched_shape[0], (x + w) / searched_shape[1], (y + h) / searched_shape[0])
     ref_full = ImageOps.mirror(reference) if mirrored else reference
     searched, other = (generation, ref_full) if direction == "reference in generation" else (ref_full, generation)
-    window = searched.crop((round(box[0] * searched.width), round(box[1] * searched.height),
-                            round(box[2] * searched.width), round(box[3] * searched.height)))
+    window = searched.crop(
+        (
+            round(box[0] * searched.width),
+            round(box[1] * searched.height),
+            round(box[2] * searched.width),
+            round(box[3] * searched.height),
+        )
+    )
     distance = int(_phash(window) - _phash(other))
     return Found(ncc, distance, box, direction, mirrored)
 
@@ -288,7 +306,8 @@ def keypoints(image: Image.Image, side: int, limit: int = MAX_KEYPOINTS) -> Keyp
 
     grey = _grey(image, side)
     found, descriptors = cv2.SIFT_create(nfeatures=limit, contrastThreshold=0.02).detectAndCompute(
-        grey.astype(np.uint8), None)
+        grey.astype(np.uint8), None
+    )
     points = np.float32([k.pt for k in found]).reshape(-1, 2)
     return Keypoints(grey, points, descriptors if found else None)
 
@@ -310,7 +329,11 @@ class PoseMatch:
 def _pose_match(reference: Keypoints, generation: Keypoints) -> tuple[int, float]:
     import cv2
 
-    if reference.descriptors is None or generation.descriptors is None or min(len(reference.points), len(generation.points)) < 3:
+    if (
+        reference.descriptors is None
+        or generation.descriptors is None
+        or min(len(reference.points), len(generation.points)) < 3
+    ):
         return 0, -1.0
     pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(reference.descriptors, generation.descriptors, k=2)
     good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO_TEST * p[1].distance]
@@ -318,8 +341,9 @@ def _pose_match(reference: Keypoints, generation: Keypoints) -> tuple[int, float
         return len(good), -1.0
     source = reference.points[[m.queryIdx for m in good]]
     target = generation.points[[m.trainIdx for m in good]]
-    affine, mask = cv2.estimateAffine2D(source, target, method=cv2.RANSAC, ransacReprojThreshold=4.0, maxIters=2000,
-                                        confidence=0.99, refineIters=10)
+    affine, mask = cv2.estimateAffine2D(
+        source, target, method=cv2.RANSAC, ransacReprojThreshold=4.0, maxIters=2000, confidence=0.99, refineIters=10
+    )
     if affine is None:
         return 0, -1.0
     inliers = int(mask.sum())
@@ -330,7 +354,10 @@ def _pose_match(reference: Keypoints, generation: Keypoints) -> tuple[int, float
         return inliers, -1.0
     height, width = generation.grey.shape
     warped = cv2.warpAffine(reference.grey, affine, (width, height), flags=cv2.INTER_LINEAR, borderValue=0)
-    cover = cv2.warpAffine(np.ones_like(reference.grey), affine, (width, height), flags=cv2.INTER_NEAREST, borderValue=0) > 0.5
+    cover = (
+        cv2.warpAffine(np.ones_like(reference.grey), affine, (width, height), flags=cv2.INTER_NEAREST, borderValue=0)
+        > 0.5
+    )
     if int(cover.sum()) < MIN_COVER:
         return inliers, -1.0
     a, b = warped[cover], generation.grey[cover]
@@ -384,8 +411,9 @@ def prompt_references(data, prompt: dict) -> list[str]:
     return ids
 
 
-def summarize(flags: Sequence[float], embedding_applied: bool, why_not: str, *, foreign: Sequence[float] = (),
-              pool: int = 0) -> dict[str, Any]:
+def summarize(
+    flags: Sequence[float], embedding_applied: bool, why_not: str, *, foreign: Sequence[float] = (), pool: int = 0
+) -> dict[str, Any]:
     """``summary["copies"]``: the flagged share, whether it marks the run, and the criteria used."""
     flagged = int(sum(flags))
     share = flagged / len(flags) if flags else 0.0
@@ -397,19 +425,34 @@ def summarize(flags: Sequence[float], embedding_applied: bool, why_not: str, *, 
         "mark_above_share": MARK_ABOVE_SHARE,
         "marked": share > MARK_ABOVE_SHARE,
         "criteria": {
-            "pixels": {"method": "multi-scale normalised cross-correlation (OpenCV TM_CCOEFF_NORMED), plain and mirrored, "
-                                 "both directions, confirmed by the 64-bit perceptual hash of the window",
-                       "ncc_min": NCC_MIN, "phash_max_distance": PHASH_MAX_DISTANCE, "work_side": WORK_SIDE,
-                       "min_template_side": MIN_TEMPLATE_SIDE},
-            "keypoints": {"method": "SIFT keypoints, Lowe ratio test, RANSAC affine map (any rotation, flip, stretch, "
-                                    "crop, scale), confirmed by the correlation of the warped reference with the generation",
-                          "min_inliers": MIN_INLIERS, "warp_correlation_min": WARP_CORR_MIN, "ratio_test": RATIO_TEST,
-                          "reference_side": KEYPOINT_REF_SIDE, "generation_side": KEYPOINT_GEN_SIDE,
-                          "max_keypoints": [MAX_KEYPOINTS, MAX_GEN_KEYPOINTS], "max_anisotropy": MAX_ANISOTROPY},
-            "embedding": {"role": "dinov2", "feature": "cls", "min_cosine": EMBEDDING_MIN_COSINE,
-                          "applied": embedding_applied, **({} if embedding_applied else {"why_not": why_not})},
+            "pixels": {
+                "method": "multi-scale normalised cross-correlation (OpenCV TM_CCOEFF_NORMED), plain and mirrored, "
+                "both directions, confirmed by the 64-bit perceptual hash of the window",
+                "ncc_min": NCC_MIN,
+                "phash_max_distance": PHASH_MAX_DISTANCE,
+                "work_side": WORK_SIDE,
+                "min_template_side": MIN_TEMPLATE_SIDE,
+            },
+            "keypoints": {
+                "method": "SIFT keypoints, Lowe ratio test, RANSAC affine map (any rotation, flip, stretch, "
+                "crop, scale), confirmed by the correlation of the warped reference with the generation",
+                "min_inliers": MIN_INLIERS,
+                "warp_correlation_min": WARP_CORR_MIN,
+                "ratio_test": RATIO_TEST,
+                "reference_side": KEYPOINT_REF_SIDE,
+                "generation_side": KEYPOINT_GEN_SIDE,
+                "max_keypoints": [MAX_KEYPOINTS, MAX_GEN_KEYPOINTS],
+                "max_anisotropy": MAX_ANISOTROPY,
+            },
+            "embedding": {
+                "role": "dinov2",
+                "feature": "cls",
+                "min_cosine": EMBEDDING_MIN_COSINE,
+                "applied": embedding_applied,
+                **({} if embedding_applied else {"why_not": why_not}),
+            },
             "references": "the prompt's subjects and bound items (not its background); on multi-subject benchmarks "
-                          f"also the pool's other references ({pool}), by keypoints: a crowd of them counts against the image",
+            f"also the pool's other references ({pool}), by keypoints: a crowd of them counts against the image",
             "version": VERSION,
         },
     }
@@ -476,16 +519,32 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
             if ref_id not in ref_points:
                 ref_points[ref_id] = reference_keypoints(reference)
             pose = find_in_any_pose(gen_points, *ref_points[ref_id])
-            record = {"inliers": np.int64(pose.inliers), "warp_correlation": np.float32(pose.correlation),
-                      "pose_mirrored": np.bool_(pose.mirrored)}
+            record = {
+                "inliers": np.int64(pose.inliers),
+                "warp_correlation": np.float32(pose.correlation),
+                "pose_mirrored": np.bool_(pose.mirrored),
+            }
             if kind == "own" and pose.copied:  # found: the costlier correlation search adds nothing
-                record.update({"ncc": np.float32(-1.0), "phash_distance": np.int64(64), "box": np.zeros(4, dtype=np.float32),
-                               "mirrored": np.bool_(False), "reverse": np.bool_(False)})
+                record.update(
+                    {
+                        "ncc": np.float32(-1.0),
+                        "phash_distance": np.int64(64),
+                        "box": np.zeros(4, dtype=np.float32),
+                        "mirrored": np.bool_(False),
+                        "reverse": np.bool_(False),
+                    }
+                )
             elif kind == "own":
                 found = find_reference(image, reference)
-                record.update({"ncc": np.float32(found.ncc), "phash_distance": np.int64(found.phash_distance),
-                               "box": np.asarray(found.box, dtype=np.float32), "mirrored": np.bool_(found.mirrored),
-                               "reverse": np.bool_(found.direction != "reference in generation")})
+                record.update(
+                    {
+                        "ncc": np.float32(found.ncc),
+                        "phash_distance": np.int64(found.phash_distance),
+                        "box": np.asarray(found.box, dtype=np.float32),
+                        "mirrored": np.bool_(found.mirrored),
+                        "reverse": np.bool_(found.direction != "reference in generation"),
+                    }
+                )
             out.append(record)
         return out
 
@@ -504,8 +563,11 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
     embedding = _embedding_cosines(ctx, generations, refs_of)
     plumbing = profile_is_plumbing(ctx.options.profile)
     applied = embedding is not None and not plumbing
-    why_not = ("random weights (plumbing profile): a cosine means nothing" if plumbing and embedding is not None
-               else "the run computed no DINOv2 features of whole generations")
+    why_not = (
+        "random weights (plumbing profile): a cosine means nothing"
+        if plumbing and embedding is not None
+        else "the run computed no DINOv2 features of whole generations"
+    )
 
     results, flags, foreign_flags = [], [], []
     for (prompt_id, seed), key in generations.items():
@@ -519,20 +581,32 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
             by_embedding = applied and cosine is not None and cosine >= EMBEDDING_MIN_COSINE
             if by_pixels or pose.copied or by_embedding:
                 found_refs.append(ref_id)
-                record[ref_id] = {"ncc": round(ncc, 4), "phash_distance": distance,
-                                  "box": [round(float(v), 4) for v in hit["box"]], "mirrored": bool(hit["mirrored"]),
-                                  "crop_of_reference": bool(hit["reverse"]),
-                                  "keypoint_inliers": pose.inliers, "warp_correlation": round(pose.correlation, 4),
-                                  "embedding_cosine": None if cosine is None else round(cosine, 4),
-                                  "by": [n for n, yes in (("pixels", by_pixels), ("keypoints", pose.copied),
-                                                          ("embedding", by_embedding)) if yes]}
+                record[ref_id] = {
+                    "ncc": round(ncc, 4),
+                    "phash_distance": distance,
+                    "box": [round(float(v), 4) for v in hit["box"]],
+                    "mirrored": bool(hit["mirrored"]),
+                    "crop_of_reference": bool(hit["reverse"]),
+                    "keypoint_inliers": pose.inliers,
+                    "warp_correlation": round(pose.correlation, 4),
+                    "embedding_cosine": None if cosine is None else round(cosine, 4),
+                    "by": [
+                        n
+                        for n, yes in (("pixels", by_pixels), ("keypoints", pose.copied), ("embedding", by_embedding))
+                        if yes
+                    ],
+                }
         for ref_id in foreign_of[prompt_id]:
             hit = searched[pair_key(key, ref_id, "foreign")]
             pose = PoseMatch(int(hit["inliers"]), float(hit["warp_correlation"]), bool(hit["pose_mirrored"]))
             if pose.copied:
                 foreign.append(ref_id)
-                record[ref_id] = {"not_in_prompt": True, "keypoint_inliers": pose.inliers,
-                                  "warp_correlation": round(pose.correlation, 4), "by": ["keypoints"]}
+                record[ref_id] = {
+                    "not_in_prompt": True,
+                    "keypoint_inliers": pose.inliers,
+                    "warp_correlation": round(pose.correlation, 4),
+                    "by": ["keypoints"],
+                }
         flag = float(bool(found_refs or foreign))
         flags.append(flag)
         foreign_flags.append(float(bool(foreign)))

@@ -90,7 +90,9 @@ def content_cache_dir(folder: Path) -> Path:
     return settings.datasets_cache_dir() / digest.hexdigest()[:32]
 
 
-def load_benchmark_data(folder: str | Path, cache_dir: str | None = None, benchmark: str | None = None) -> BenchmarkData:
+def load_benchmark_data(
+    folder: str | Path, cache_dir: str | None = None, benchmark: str | None = None
+) -> BenchmarkData:
     """Read a built benchmark folder; the error names what is missing.
 
     ``cache_dir`` defaults to a cache keyed by the folder's content (see :func:`content_cache_dir`).
@@ -99,7 +101,9 @@ def load_benchmark_data(folder: str | Path, cache_dir: str | None = None, benchm
     folder = Path(folder)
     info_path = folder / "build_info.json"
     if not info_path.is_file():
-        raise BenchmarkDataError(f"{folder}: not a built benchmark (no build_info.json); build one with `idbench build`")
+        raise BenchmarkDataError(
+            f"{folder}: not a built benchmark (no build_info.json); build one with `idbench build`"
+        )
     try:
         info = json.loads(info_path.read_text())
         name = info["benchmark"]

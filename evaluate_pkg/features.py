@@ -268,13 +268,18 @@ class _DecodeFailure:
         raise ImageError(self.where, self.reason)
 
 
-def _in_original_pixels(features: Features, names: Sequence[str], working: tuple[int, int], original: tuple[int, int]) -> Features:
+def _in_original_pixels(
+    features: Features, names: Sequence[str], working: tuple[int, int], original: tuple[int, int]
+) -> Features:
     """``features`` with the pixel positions of ``names`` moved from the working image to the original."""
     from idbench.evaluate_pkg.images import scale_to_original
 
     if working == original:
         return features
-    return {name: scale_to_original(value, working, original) if name in names else value for name, value in features.items()}
+    return {
+        name: scale_to_original(value, working, original) if name in names else value
+        for name, value in features.items()
+    }
 
 
 class _PreprocessedImages(Dataset):

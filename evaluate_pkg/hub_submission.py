@@ -25,9 +25,12 @@ from idbench.evaluate_pkg.submission import ZipLimits
 HUB_PREFIX = "hf://datasets/"
 # What a submission may hold; anything else in the repo (scripts, notebooks, model files) is not fetched.
 ALLOWED_PATTERNS = (
-    "submission.json", "manifest.csv", "*.parquet", "**/*.parquet",
+    "submission.json",
+    "manifest.csv",
+    "*.parquet",
+    "**/*.parquet",
     *(p for ext in ("png", "jpg", "jpeg", "webp", "PNG", "JPG", "JPEG", "WEBP") for p in (f"*.{ext}", f"**/*.{ext}")),
-)  # fmt: skip
+)
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/]{0,127}")
 
@@ -57,7 +60,7 @@ def is_hub_ref(text: str) -> bool:
 def parse_repo_ref(text: str) -> RepoRef:
     """``owner/name``, ``owner/name@revision`` or either with the ``hf://datasets/`` prefix -> RepoRef."""
     raw = text.strip()
-    body = raw[len(HUB_PREFIX):] if raw.startswith(HUB_PREFIX) else raw
+    body = raw[len(HUB_PREFIX) :] if raw.startswith(HUB_PREFIX) else raw
     repo_id, _, revision = body.partition("@")
     if not _REPO_ID.fullmatch(repo_id) or ".." in repo_id:
         raise HubSubmissionError(f"{raw!r} is not a dataset repo id (expected owner/name or owner/name@revision)")
@@ -87,7 +90,9 @@ def _check_remote_size(ref: RepoRef, max_bytes: int, max_files: int) -> str | No
     try:
         info = HfApi().dataset_info(ref.repo_id, revision=ref.revision, files_metadata=True)
     except (RepositoryNotFoundError, RevisionNotFoundError) as error:
-        raise HubSubmissionError(f"{ref}: no such dataset repo or revision (or it is private): {type(error).__name__}") from None
+        raise HubSubmissionError(
+            f"{ref}: no such dataset repo or revision (or it is private): {type(error).__name__}"
+        ) from None
     except (HfHubHTTPError, OSError) as error:
         raise HubSubmissionError(f"{ref}: the Hub could not be reached ({type(error).__name__})") from None
     files = [s for s in info.siblings or [] if _allowed(s.rfilename)]
@@ -118,10 +123,14 @@ def fetch_submission(text: str, dest: Path, max_bytes: int | None = None) -> Pat
     commit = _check_remote_size(ref, max_bytes, max_files)
     try:
         snapshot = Path(
-            snapshot_download(ref.repo_id, repo_type="dataset", revision=commit or ref.revision, allow_patterns=list(ALLOWED_PATTERNS))
+            snapshot_download(
+                ref.repo_id, repo_type="dataset", revision=commit or ref.revision, allow_patterns=list(ALLOWED_PATTERNS)
+            )
         )
     except LocalEntryNotFoundError:
-        raise HubSubmissionError(f"{ref}: not in the local Hugging Face cache, and the Hub is offline (HF_HUB_OFFLINE)") from None
+        raise HubSubmissionError(
+            f"{ref}: not in the local Hugging Face cache, and the Hub is offline (HF_HUB_OFFLINE)"
+        ) from None
     except (HfHubHTTPError, OSError) as error:
         raise HubSubmissionError(f"{ref}: download failed ({type(error).__name__})") from None
 
@@ -135,10 +144,14 @@ def fetch_submission(text: str, dest: Path, max_bytes: int | None = None) -> Pat
             count += 1
             total += source.stat().st_size  # the blob's size: stat follows the cache's symlink
             if total > max_bytes or count > max_files:
-                raise HubSubmissionError(f"{ref}: more than {max_bytes} bytes or {max_files} files of submission content")
+                raise HubSubmissionError(
+                    f"{ref}: more than {max_bytes} bytes or {max_files} files of submission content"
+                )
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)  # follows the symlink: a plain file of ours
         if count == 0:
-            raise HubSubmissionError(f"{ref}: no submission files (submission.json, manifest.csv, images or parquet) in the repo")
+            raise HubSubmissionError(
+                f"{ref}: no submission files (submission.json, manifest.csv, images or parquet) in the repo"
+            )
     return dest

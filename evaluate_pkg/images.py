@@ -86,6 +86,7 @@ def _open_formats() -> list[str]:
     Image.init()  # registers every plugin; Image.open(formats=...) would fail on a not-yet-loaded one
     return [name for name in ALLOWED_FORMATS if name in Image.OPEN]
 
+
 # Modes whose alpha channel Pillow can convert to RGBA directly.
 _ALPHA_MODES = {"RGBA", "RGBa", "LA", "La", "PA"}
 _SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}

@@ -184,7 +184,9 @@ def column_pages(stream: BinaryIO, start: int, length: int) -> Iterator[Page]:
                 break
             except EOFError:
                 if len(data) < want or want >= min(MAX_HEADER_BYTES, end - at):
-                    raise PageHeaderError(f"a page header at byte {at} is truncated or over {MAX_HEADER_BYTES} bytes") from None
+                    raise PageHeaderError(
+                        f"a page header at byte {at} is truncated or over {MAX_HEADER_BYTES} bytes"
+                    ) from None
                 want = min(want * 4, MAX_HEADER_BYTES, end - at)
         if page.is_data:
             page = Page(page.kind, page.uncompressed_bytes, page.compressed_bytes, page.values, first_value)
@@ -192,12 +194,18 @@ def column_pages(stream: BinaryIO, start: int, length: int) -> Iterator[Page]:
         yield page
         at += header_bytes + page.compressed_bytes
         if at > end:
-            raise PageHeaderError(f"a page at byte {at - header_bytes - page.compressed_bytes} runs past its column chunk")
+            raise PageHeaderError(
+                f"a page at byte {at - header_bytes - page.compressed_bytes} runs past its column chunk"
+            )
 
 
 def chunk_range(column) -> tuple[int, int]:
     """(start, length) of a column chunk (pyarrow's ``ColumnChunkMetaData``): its first page through its
     ``total_compressed_size``, the range pyarrow reads."""
-    starts = [offset for offset in (column.dictionary_page_offset, column.data_page_offset) if offset is not None and offset > 0]
+    starts = [
+        offset
+        for offset in (column.dictionary_page_offset, column.data_page_offset)
+        if offset is not None and offset > 0
+    ]
     start = min(starts) if starts else column.data_page_offset or 0
     return start, column.total_compressed_size

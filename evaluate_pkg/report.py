@@ -24,7 +24,6 @@ from idbench.evaluate_pkg.functional.bootstrap import design_ci
 from idbench.evaluate_pkg.suites.text_alignment import TRUNCATED
 
 
-
 #: The intervals of every aggregate: how many resamples, at what level, from which seed.
 CI_RESAMPLES, CI_CONFIDENCE, CI_SEED = 1000, 0.95, 0
 
@@ -46,7 +45,7 @@ def ci_settings(design: Resampling | None = None) -> dict[str, Any]:
         "unit": top,
         "factors": list(design.factor_names),
         "estimator": "mean of all known values (NaN excluded); resampled as the first-order weighted mean of the "
-                     "design's draws (docs/statistics.md), each drawn prompt with all its seeds",
+        "design's draws (docs/statistics.md), each drawn prompt with all its seeds",
         "n_boot": CI_RESAMPLES,
         "confidence": CI_CONFIDENCE,
         "seed": CI_SEED,
@@ -69,12 +68,20 @@ def _as_float(v: Any) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def _ci(group: pd.DataFrame, units: dict[str, dict[str, list[str]]] | None = None,
-        factors: tuple[str, ...] = ("prompt",)) -> dict[str, Any]:
+def _ci(
+    group: pd.DataFrame, units: dict[str, dict[str, list[str]]] | None = None, factors: tuple[str, ...] = ("prompt",)
+) -> dict[str, Any]:
     """Mean and CI of one metric's rows under the resampling design ``factors`` (``units``: each
     prompt's levels of them; prompts alone by default)."""
-    ci = design_ci(group["value"].to_numpy(), group["prompt_id"].to_numpy(), units or {}, factors,
-                   CI_RESAMPLES, CI_CONFIDENCE, CI_SEED)
+    ci = design_ci(
+        group["value"].to_numpy(),
+        group["prompt_id"].to_numpy(),
+        units or {},
+        factors,
+        CI_RESAMPLES,
+        CI_CONFIDENCE,
+        CI_SEED,
+    )
     stats = {
         "mean": _as_float(ci.mean),
         "ci_low": _as_float(ci.low),  # None (no interval) with fewer than two units to resample
@@ -105,7 +112,9 @@ def aggregate(
     ci = lambda group: _ci(group, units, design.factor_names)  # noqa: E731
     overall = {metric: ci(group) for metric, group in images.groupby("metric", sort=True)}
     breakdowns: dict[str, dict[str, dict[str, Any]]] = {}
-    joined = images.merge(prompts[["prompt_id", *{c for axes in spec.breakdowns for c in axes}]], on="prompt_id", how="left")
+    joined = images.merge(
+        prompts[["prompt_id", *{c for axes in spec.breakdowns for c in axes}]], on="prompt_id", how="left"
+    )
     members: dict[str, dict[str, list[str]]] = {}  # the prompts of each cell: what `idbench compare` pairs per cell
     for axes in spec.breakdowns:
         name = " x ".join(axes)
@@ -116,8 +125,14 @@ def aggregate(
             cells[label] = {metric: ci(g) for metric, g in group.groupby("metric", sort=True)}
             members[name][label] = sorted(group["prompt_id"].unique().tolist())
         breakdowns[name] = cells
-    out = {"overall": overall, "breakdowns": breakdowns, "ci": ci_settings(design), "ci_method": design.method,
-           "resampling": resampling_record(design, units), "breakdown_prompts": members}
+    out = {
+        "overall": overall,
+        "breakdowns": breakdowns,
+        "ci": ci_settings(design),
+        "ci_method": design.method,
+        "resampling": resampling_record(design, units),
+        "breakdown_prompts": members,
+    }
     if spec.subject_breakdowns:
         out["subject_breakdowns"] = subject_breakdowns(results, prompts, spec, references, units, design)
     return out
@@ -125,7 +140,11 @@ def aggregate(
 
 def _cell_label(value: Any) -> str:
     """A metadata value as a cell label; an empty one (None, NaN, "") is the cell "unknown"."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip()):
+    if (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or (isinstance(value, str) and not value.strip())
+    ):
         return UNKNOWN_CELL
     return str(value)
 
@@ -137,8 +156,10 @@ def _subject_cells(
     reads was not given (no reference table, a prompt column missing), so the axis is left out whole."""
     needs = [axis.via or axis.field] if "image" in axis.levels else []
     needs += [spec.slot_records] if any(level != "image" for level in axis.levels) else []
-    if any(c not in prompts.columns for c in needs) or (axis.via is not None and (
-            references is None or spec.reference_id not in references.columns or axis.field not in references.columns)):
+    if any(c not in prompts.columns for c in needs) or (
+        axis.via is not None
+        and (references is None or spec.reference_id not in references.columns or axis.field not in references.columns)
+    ):
         return None
     looked_up = {} if axis.via is None else dict(zip(references[spec.reference_id], references[axis.field]))
 
@@ -165,8 +186,12 @@ def _cell_order(label: str) -> tuple[int, str]:
 
 
 def subject_breakdowns(
-    results: pd.DataFrame, prompts: pd.DataFrame, spec: BenchmarkSpec, references: pd.DataFrame | None = None,
-    units: dict[str, dict[str, list[str]]] | None = None, design: Resampling | None = None,
+    results: pd.DataFrame,
+    prompts: pd.DataFrame,
+    spec: BenchmarkSpec,
+    references: pd.DataFrame | None = None,
+    units: dict[str, dict[str, list[str]]] | None = None,
+    design: Resampling | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """``{axis: {cell: {metric: stats}}}`` for each of the spec's ``subject_breakdowns``.
 
@@ -183,7 +208,10 @@ def subject_breakdowns(
             continue
         joined = results.merge(cells, on=["prompt_id", "subject"], how="inner")
         out[axis.name] = {
-            label: {metric: _ci(g, units, (design or Resampling()).factor_names) for metric, g in joined[joined["cell"] == label].groupby("metric", sort=True)}
+            label: {
+                metric: _ci(g, units, (design or Resampling()).factor_names)
+                for metric, g in joined[joined["cell"] == label].groupby("metric", sort=True)
+            }
             for label in sorted(joined["cell"].unique(), key=_cell_order)
         }
     return out
@@ -212,17 +240,26 @@ def ci_legend(aggregates: dict[str, Any]) -> str:
         return "95 % CI: bootstrap (resampling unit not recorded)."
     factors = ci.get("factors") or [ci["unit"]]
     if factors == ["prompt"]:
-        how = ("each resample draws prompts with replacement, every seed of a drawn prompt with it, because the seeds "
-               "of one prompt are not independent")
+        how = (
+            "each resample draws prompts with replacement, every seed of a drawn prompt with it, because the seeds "
+            "of one prompt are not independent"
+        )
     elif "prompt" not in factors:
-        how = (f"each resample draws {ci['unit']}s with replacement, every prompt (and seed) of a drawn {ci['unit']} "
-               f"with it, because the prompts of one {ci['unit']} share its reference")
+        how = (
+            f"each resample draws {ci['unit']}s with replacement, every prompt (and seed) of a drawn {ci['unit']} "
+            f"with it, because the prompts of one {ci['unit']} share its reference"
+        )
     else:
-        how = ("each resample draws the prompts and, independently, the levels of every reused unit ("
-               + ", ".join(f for f in factors if f != "prompt") + "); a prompt weighs by the draws of all its units "
-               "(multi-way bootstrap: conservative)")
-    return (f"{ci['confidence']:.0%} CI: {ci['method']} ({ci['n_boot']} resamples, seed {ci['seed']}): {how}. "
-            "n: images with a value (undefined ones left out and counted); docs/statistics.md says why.")
+        how = (
+            "each resample draws the prompts and, independently, the levels of every reused unit ("
+            + ", ".join(f for f in factors if f != "prompt")
+            + "); a prompt weighs by the draws of all its units "
+            "(multi-way bootstrap: conservative)"
+        )
+    return (
+        f"{ci['confidence']:.0%} CI: {ci['method']} ({ci['n_boot']} resamples, seed {ci['seed']}): {how}. "
+        "n: images with a value (undefined ones left out and counted); docs/statistics.md says why."
+    )
 
 
 def ranking_metric(spec: BenchmarkSpec, computed: set[str]) -> str | None:
@@ -232,11 +269,14 @@ def ranking_metric(spec: BenchmarkSpec, computed: set[str]) -> str | None:
 
 def metric_displays(spec: BenchmarkSpec) -> dict[str, str]:
     """Metric -> display name, a metric's chance-level diagnostic (``MetricSpec.chance``) shown like it."""
-    return {**{m.chance: m.display for m in spec.metric_suite if m.chance}, **{m.name: m.display for m in spec.metric_suite}}
+    return {
+        **{m.chance: m.display for m in spec.metric_suite if m.chance},
+        **{m.name: m.display for m in spec.metric_suite},
+    }
 
 
 def chance_text(overall: dict[str, Any], metric: str, spec: BenchmarkSpec) -> str:
-    """" (random 33.3)": a metric's chance level (its ``MetricSpec.chance`` diagnostic) to print beside
+    """ " (random 33.3)": a metric's chance level (its ``MetricSpec.chance`` diagnostic) to print beside
     its value, in the same display; empty for a metric without one or a run that lacks it."""
     specs = {m.name: m for m in spec.metric_suite}
     chance = specs[metric].chance if metric in specs else ""
@@ -279,8 +319,10 @@ def missing_evidence_lines(overall: dict[str, Any], spec: BenchmarkSpec) -> list
         stats = overall.get(m.missing_evidence) if m.missing_evidence else None
         if m.name in overall and stats and stats.get("mean") is not None:
             total = stats["mean"] * stats["n"]
-            rows.append(f"- `{m.name}`: `{m.missing_evidence}` {stats['mean']:.4f} per image, {total:g} in all "
-                        f"over {stats['n']} images (NaN, left out of the mean; not a 0)")
+            rows.append(
+                f"- `{m.name}`: `{m.missing_evidence}` {stats['mean']:.4f} per image, {total:g} in all "
+                f"over {stats['n']} images (NaN, left out of the mean; not a 0)"
+            )
     return ["", "Missing evidence:", "", *rows] if rows else []
 
 
@@ -319,37 +361,65 @@ def judge_card_lines(summary: dict[str, Any], spec: BenchmarkSpec) -> list[str]:
 
     overall = summary["aggregates"]["overall"]
     card = judge.get("card")
-    lines = ["", "## Judge card", "", f"Judge `{judge.get('key') or judge.get('model')}`. "
-             "Judged metrics of different judges are not comparable and are never ranked together."]
+    lines = [
+        "",
+        "## Judge card",
+        "",
+        f"Judge `{judge.get('key') or judge.get('model')}`. "
+        "Judged metrics of different judges are not comparable and are never ranked together.",
+    ]
     if card is None:
         lines += ["", "No control was asked in this run (no judged metric with controls), so the judge is not checked."]
     else:
-        verdict = ("**calibrated**" if card["calibrated"] else f"**uncalibrated judge**: {card['reason']}; its judged "
-                   "metrics are shown, not ranked by default")
+        verdict = (
+            "**calibrated**"
+            if card["calibrated"]
+            else f"**uncalibrated judge**: {card['reason']}; its judged metrics are shown, not ranked by default"
+        )
         show = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-        lines += ["", f"Controls with known answers (docs/judge.md), asked through the same judge and code paths: "
-                  f"accuracy {show(card['accuracy'])} (floor {card.get('floor', ACCURACY_FLOOR)}), yes-rate "
-                  f"{show(card['yes_rate'])} (a truthful judge: {show(card.get('expected_yes_rate'))}), failure rate "
-                  f"{card['failure_rate']:.3f}, {card['repeat']['n']} repeated requests agreeing "
-                  f"{show(card['repeat']['agreement'])}: {verdict}.", "",
-                  "| control | expected | n | correct | failed | accuracy |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            f"Controls with known answers (docs/judge.md), asked through the same judge and code paths: "
+            f"accuracy {show(card['accuracy'])} (floor {card.get('floor', ACCURACY_FLOOR)}), yes-rate "
+            f"{show(card['yes_rate'])} (a truthful judge: {show(card.get('expected_yes_rate'))}), failure rate "
+            f"{card['failure_rate']:.3f}, {card['repeat']['n']} repeated requests agreeing "
+            f"{show(card['repeat']['agreement'])}: {verdict}.",
+            "",
+            "| control | expected | n | correct | failed | accuracy |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for kind, entry in card["controls"].items():
-            lines.append(f"| `{kind}` | {entry.get('expected', '')} | {entry['n']} | {entry['correct']} | "
-                         f"{entry['failed']} | {show(entry['accuracy'])} |")
+            lines.append(
+                f"| `{kind}` | {entry.get('expected', '')} | {entry['n']} | {entry['correct']} | "
+                f"{entry['failed']} | {show(entry['accuracy'])} |"
+            )
     from idbench.evaluate_pkg.judge.card import failure_rates
 
     judged = [m.name for m in spec.metric_suite if m.judged and m.name in overall]
     rates = failure_rates(overall, judged)
     if judged:
-        lines += ["", f"Judged metrics: coverage is the share of samples with a value; a metric whose judge failed on "
-                  f"more than {INCOMPLETE_ABOVE:.0%} of its questions is incomplete.", "",
-                  "| metric | coverage | judge failures | status |", "| --- | --- | --- | --- |"]
+        lines += [
+            "",
+            f"Judged metrics: coverage is the share of samples with a value; a metric whose judge failed on "
+            f"more than {INCOMPLETE_ABOVE:.0%} of its questions is incomplete.",
+            "",
+            "| metric | coverage | judge failures | status |",
+            "| --- | --- | --- | --- |",
+        ]
         for metric in judged:
             share, rate = coverage(overall[metric]), rates.get(metric)
-            status = [s for s, on in (("incomplete", metric in (judge.get("incomplete") or {})),
-                                      ("uncalibrated judge", judge.get("calibrated") is False)) if on]
-            lines.append(f"| `{metric}` | {'n/a' if share is None else f'{share:.1%}'} | "
-                         f"{'n/a' if rate is None else f'{rate:.1%}'} | {', '.join(status) or 'ok'} |")
+            status = [
+                s
+                for s, on in (
+                    ("incomplete", metric in (judge.get("incomplete") or {})),
+                    ("uncalibrated judge", judge.get("calibrated") is False),
+                )
+                if on
+            ]
+            lines.append(
+                f"| `{metric}` | {'n/a' if share is None else f'{share:.1%}'} | "
+                f"{'n/a' if rate is None else f'{rate:.1%}'} | {', '.join(status) or 'ok'} |"
+            )
     return lines
 
 
@@ -370,13 +440,23 @@ def subject_breakdown_lines(aggregates: dict[str, Any], spec: BenchmarkSpec, dis
         if not metrics:
             continue
         what = f" ({axis.description}; {', '.join(LEVEL_ROWS[level] for level in axis.levels)})" if axis else ""
-        lines += ["", f"## By {name}", "", f"Cells by {name}{what}; an unannotated reference is the cell \"{UNKNOWN_CELL}\". "
-                  "Intervals resample the benchmark's design (above), each drawn prompt with all its rows of the cell.", "",
-                  "| " + name + " | " + " | ".join(f"`{m}`" for m in metrics) + " | rows | prompts |",
-                  "| --- |" + " --- |" * (len(metrics) + 2)]
+        lines += [
+            "",
+            f"## By {name}",
+            "",
+            f'Cells by {name}{what}; an unannotated reference is the cell "{UNKNOWN_CELL}". '
+            "Intervals resample the benchmark's design (above), each drawn prompt with all its rows of the cell.",
+            "",
+            "| " + name + " | " + " | ".join(f"`{m}`" for m in metrics) + " | rows | prompts |",
+            "| --- |" + " --- |" * (len(metrics) + 2),
+        ]
         for cell, stats in cells.items():
-            values = [f"{display_value(stats[m]['mean'], displays.get(m, 'raw'))} [{interval_text(stats[m], displays.get(m, 'raw'))}]"
-                      if m in stats else "" for m in metrics]
+            values = [
+                f"{display_value(stats[m]['mean'], displays.get(m, 'raw'))} [{interval_text(stats[m], displays.get(m, 'raw'))}]"
+                if m in stats
+                else ""
+                for m in metrics
+            ]
             rows = max((stats[m]["n"] + stats[m]["n_nan"] for m in metrics if m in stats), default=0)
             prompts = max((stats[m]["n_prompts"] for m in metrics if m in stats), default=0)
             lines.append(f"| {cell} | " + " | ".join(values) + f" | {rows} | {prompts} |")
@@ -395,34 +475,60 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
             "(the dlib face model excepted). These numbers test the pipeline, not the model.",
             "",
         ]
-    lines += [f"Profile `{summary['profile']}`, metric suite {summary['suite_version']}, "
-              f"{summary['images']} generated images.", "", ci_legend(summary["aggregates"]), "",
-              "Values are shown under each metric's display convention (last column; evidence in "
-              "docs/display-conventions.md); results.parquet and aggregates.json hold the raw values.", "",
-              "| metric | value | 95 % CI | n | prompts | better | shown as |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        f"Profile `{summary['profile']}`, metric suite {summary['suite_version']}, "
+        f"{summary['images']} generated images.",
+        "",
+        ci_legend(summary["aggregates"]),
+        "",
+        "Values are shown under each metric's display convention (last column; evidence in "
+        "docs/display-conventions.md); results.parquet and aggregates.json hold the raw values.",
+        "",
+        "| metric | value | 95 % CI | n | prompts | better | shown as |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     overall = summary["aggregates"]["overall"]
     chance_of = {m.chance: m.name for m in spec.metric_suite if m.chance}
     for metric, stats in overall.items():
         display = displays.get(metric, "raw")
         better = {True: "higher", False: "lower"}.get(higher.get(metric), "")
         nan = f" ({stats['n_nan']} undefined)" if stats["n_nan"] else ""
-        shown_as = (specs[metric].display_label if metric in specs
-                    else f"chance level of `{chance_of[metric]}`, shown like it" if metric in chance_of else "raw value")
-        value = display_value(stats["mean"], display) + chance_text(overall, metric, spec) + judged_note(summary, spec, metric, stats)
-        lines.append(f"| `{metric}` | {value} | {interval_text(stats, display)} | "
-                     f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {shown_as} |")
+        shown_as = (
+            specs[metric].display_label
+            if metric in specs
+            else f"chance level of `{chance_of[metric]}`, shown like it"
+            if metric in chance_of
+            else "raw value"
+        )
+        value = (
+            display_value(stats["mean"], display)
+            + chance_text(overall, metric, spec)
+            + judged_note(summary, spec, metric, stats)
+        )
+        lines.append(
+            f"| `{metric}` | {value} | {interval_text(stats, display)} | "
+            f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {shown_as} |"
+        )
     lines += missing_evidence_lines(summary["aggregates"]["overall"], spec)
     lines += judge_card_lines(summary, spec)
     cut = summary["aggregates"]["overall"].get(TRUNCATED)
     if cut and cut.get("mean") is not None:
-        lines += ["", f"`clip_t` read {cut['mean']:.0%} of the samples' prompts cut at CLIP's 77 tokens, as the papers' "
-                  "CLIP-T does (`clip_t.truncated`, by group size below); `clip_t_whole` reads every prompt whole."]
+        lines += [
+            "",
+            f"`clip_t` read {cut['mean']:.0%} of the samples' prompts cut at CLIP's 77 tokens, as the papers' "
+            "CLIP-T does (`clip_t.truncated`, by group size below); `clip_t_whole` reads every prompt whole.",
+        ]
     if summary["not_run"]:
         lines += ["", "Not run:", ""] + [f"- `{m}`: {why}" for m, why in summary["not_run"].items()]
     for axes, cells in summary["aggregates"]["breakdowns"].items():
         metrics = sorted({m for stats in cells.values() for m in stats})
-        lines += ["", f"## By {axes}", "", "| " + axes + " | " + " | ".join(f"`{m}`" for m in metrics) + " |",
-                  "| --- |" + " --- |" * len(metrics)]
+        lines += [
+            "",
+            f"## By {axes}",
+            "",
+            "| " + axes + " | " + " | ".join(f"`{m}`" for m in metrics) + " |",
+            "| --- |" + " --- |" * len(metrics),
+        ]
         for cell, stats in cells.items():
             values = [display_value(stats[m]["mean"], displays.get(m, "raw")) if m in stats else "" for m in metrics]
             lines.append(f"| {cell} | " + " | ".join(values) + " |")

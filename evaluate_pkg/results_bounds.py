@@ -47,6 +47,8 @@ def results_file_problem(path: Path, columns: Sequence[str] | None = None) -> st
             if wanted is None or chunk.path_in_schema.split(".")[0] in wanted:
                 total += max(0, chunk.total_uncompressed_size)
     if total > MAX_RESULT_BYTES:
-        return (f"{path}: {total / 2**20:,.0f} MiB of values uncompressed, over the {MAX_RESULT_BYTES / 2**20:,.0f} MiB "
-                "a results file may have")  # fmt: skip
+        return (
+            f"{path}: {total / 2**20:,.0f} MiB of values uncompressed, over the {MAX_RESULT_BYTES / 2**20:,.0f} MiB "
+            "a results file may have"
+        )
     return None

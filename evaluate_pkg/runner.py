@@ -79,7 +79,9 @@ def select_metrics(
     known = [m.name for m in data.spec.metric_suite]
     stray = sorted(set(not_computed) - set(known))
     if stray:  # a suite that names metrics its spec does not declare is a bug of the benchmark's code
-        raise SpecError(f"benchmark {data.name}: the suite's NOT_RUN names metrics outside its metric_suite: {', '.join(stray)}")
+        raise SpecError(
+            f"benchmark {data.name}: the suite's NOT_RUN names metrics outside its metric_suite: {', '.join(stray)}"
+        )
     unknown = [m for m in requested or () if m not in known]
     if unknown:
         raise ScoringError(f"unknown metric(s) {', '.join(unknown)} for {data.name}; known: {', '.join(known)}")
@@ -124,7 +126,9 @@ def judge_summary(judge: Any) -> dict[str, Any] | None:
         url = urlsplit(config.base_url)
         host = url.hostname or ""
         out["base_url"] = urlunsplit((url.scheme, host + (f":{url.port}" if url.port else ""), url.path, "", ""))
-        out["settings"] = {k: getattr(config, k) for k in ("temperature", "max_tokens", "max_image_side", "structured", "concurrency")}
+        out["settings"] = {
+            k: getattr(config, k) for k in ("temperature", "max_tokens", "max_image_side", "structured", "concurrency")
+        }
         if getattr(config, "revision", None):
             out["settings"]["revision"] = config.revision
     stats = getattr(judge, "stats", None)
@@ -181,8 +185,19 @@ def score_submission(
     shared = accelerator is not None and accelerator.num_processes > 1
     try:
         with reporter.step(f"scoring on {data.name} ({options.profile} profile)") as scoring:
-            summary = _score(submission_path, data, out, options, cache_dir, overwrite, accelerator, models, is_main,
-                             reporter, shared)  # fmt: skip
+            summary = _score(
+                submission_path,
+                data,
+                out,
+                options,
+                cache_dir,
+                overwrite,
+                accelerator,
+                models,
+                is_main,
+                reporter,
+                shared,
+            )
             scoring.note = f"{summary['images']} images" if summary["images"] else "a ranking of references"
     except BaseException:
         reporter.close(quiet=True)  # the error's (or Ctrl-C's) own line follows, not a stage's done line
@@ -206,9 +221,15 @@ def _score(submission_path, data, out, options, cache_dir, overwrite, accelerato
         # judged metrics use no collective, so the processes still meet at the same feature gathers.
         metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None, submission.task)
         model = submission.metadata.get("model") or Path(submission_path).name
-        count = f"{len(submission.rankings)} rankings" if submission.task == "retrieval" else f"{len(submission.entries)} images"
-        reporter.line(f"{model}: {count} ({submission.task} task); metrics: {_listing(metrics)}"
-                      + (f"; {len(not_run)} not run (the report says why)" if not_run else ""))  # fmt: skip
+        count = (
+            f"{len(submission.rankings)} rankings"
+            if submission.task == "retrieval"
+            else f"{len(submission.entries)} images"
+        )
+        reporter.line(
+            f"{model}: {count} ({submission.task} task); metrics: {_listing(metrics)}"
+            + (f"; {len(not_run)} not run (the report says why)" if not_run else "")
+        )
         roles = model_roles(data, metrics)
         with reporter.step(f"loading models ({', '.join(sorted(roles)) or 'none'})"):
             models.preload(roles)  # fail before any model work
@@ -265,7 +286,9 @@ def results_frame(data: BenchmarkData, metadata: dict, results: list[Result], pr
 def prompts_frame(data: BenchmarkData) -> pd.DataFrame:
     """The prompt columns the aggregates group by (``spec.breakdown_columns``), one row per prompt."""
     columns = data.spec.breakdown_columns
-    return pd.DataFrame([{"prompt_id": p["prompt_id"], **{c: p.get(c) for c in columns}} for p in data.prompt_rows.values()])
+    return pd.DataFrame(
+        [{"prompt_id": p["prompt_id"], **{c: p.get(c) for c in columns}} for p in data.prompt_rows.values()]
+    )
 
 
 def references_frame(data: BenchmarkData) -> pd.DataFrame | None:
@@ -308,7 +331,9 @@ def build_record(data: BenchmarkData) -> dict[str, Any]:
     }
 
 
-def summarize(data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict) -> dict[str, Any]:
+def summarize(
+    data: BenchmarkData, metadata: dict, results: list[Result], context: Context, not_run: dict
+) -> dict[str, Any]:
     frame = results_frame(data, metadata, results, context.options.profile)
     return {
         "benchmark": data.name,
@@ -340,7 +365,11 @@ def evidence_frame(evidence: list[tuple[str, int, str, dict]]) -> pd.DataFrame:
 
 
 def write_outputs(
-    out: Path, data: BenchmarkData, results: list[Result], summary: dict[str, Any], evidence: list | None = None,
+    out: Path,
+    data: BenchmarkData,
+    results: list[Result],
+    summary: dict[str, Any],
+    evidence: list | None = None,
     overwrite: bool = False,
 ) -> None:
     """Write results.parquet, the judge's evidence, aggregates.json and report.md into ``out``, atomically.
@@ -350,7 +379,9 @@ def write_outputs(
     ``out`` without --overwrite before scoring; ``overwrite=False`` still refuses one that appeared since.
     """
     with atomic_directory(out, overwrite=overwrite) as staging:
-        results_frame(data, summary["submission"], results, summary["profile"]).to_parquet(staging / "results.parquet", index=False)
+        results_frame(data, summary["submission"], results, summary["profile"]).to_parquet(
+            staging / "results.parquet", index=False
+        )
         if evidence:
             evidence_frame(evidence).to_parquet(staging / EVIDENCE_FILE, index=False)
         (staging / "aggregates.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")

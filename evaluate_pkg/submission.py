@@ -144,7 +144,10 @@ PARQUET_COLUMNS = ("prompt_id", "seed", "image")
 METADATA_FIELDS: dict[str, tuple[type, str]] = {
     "benchmark": (str, "the benchmark's name"),
     "model": (str, "the model's name"),
-    "task": (str, "what the submission holds: reference (default), text-to-image or retrieval, as the benchmark offers"),
+    "task": (
+        str,
+        "what the submission holds: reference (default), text-to-image or retrieval, as the benchmark offers",
+    ),
     "family": (str, "the model family the leaderboard groups by (e.g. 'FLUX.1 Kontext', 'OmniGen'), or empty"),
     "link": (str, "a link to the paper, code or weights (http(s), or empty)"),
     "license": (str, "the license of the generated images"),
@@ -173,8 +176,22 @@ ZIP_MEMBERS_ENV = settings.MAX_ZIP_MEMBERS
 # What a manifest may name inside a zip; archives inside the archive are refused by these suffixes.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 ARCHIVE_SUFFIXES = (
-    ".zip", ".tar", ".gz", ".tgz", ".bz2", ".tbz2", ".xz", ".txz", ".zst", ".lz4", ".lzma", ".7z", ".rar", ".jar", ".whl",
-)  # fmt: skip
+    ".zip",
+    ".tar",
+    ".gz",
+    ".tgz",
+    ".bz2",
+    ".tbz2",
+    ".xz",
+    ".txz",
+    ".zst",
+    ".lz4",
+    ".lzma",
+    ".7z",
+    ".rar",
+    ".jar",
+    ".whl",
+)
 # Added by archiving tools, not by the submitter: skipped (never extracted), not refused.
 _ZIP_JUNK = re.compile(r"(^|/)(__MACOSX/.*|\.DS_Store|Thumbs\.db|desktop\.ini)$")
 # Parquet is read one row group at a time; a bigger group than this is refused to keep memory bounded.
@@ -223,7 +240,9 @@ class ZipLimits:
     max_ratio: float = MAX_COMPRESSION_RATIO
 
     @classmethod
-    def from_env(cls, max_bytes: int | None = None, max_members: int | None = None, max_ratio: float | None = None) -> "ZipLimits":
+    def from_env(
+        cls, max_bytes: int | None = None, max_members: int | None = None, max_ratio: float | None = None
+    ) -> "ZipLimits":
         """The arguments given, else ``$IDBENCH_MAX_UNPACKED_BYTES`` / ``_ZIP_MEMBERS`` / ``_COMPRESSION_RATIO``, else the defaults."""
 
         def pick(value: Any, env: str, default: Any, kind: type) -> Any:
@@ -254,7 +273,9 @@ class Problem:
     def __str__(self) -> str:
         parts = []
         if self.prompt_id is not None:
-            parts.append(f"prompt_id {_shown(self.prompt_id)!r}" + (f" seed {self.seed}" if self.seed is not None else ""))
+            parts.append(
+                f"prompt_id {_shown(self.prompt_id)!r}" + (f" seed {self.seed}" if self.seed is not None else "")
+            )
         if self.file is not None:
             parts.append(f"file {_shown(self.file)}")
         return f"{', '.join(parts) or 'submission'}: {self.message}"
@@ -474,7 +495,9 @@ def write_template(data: BenchmarkData, out: Path, overwrite: bool = False, task
     out = Path(out)
     with atomic_directory(out, overwrite=overwrite) as staging:
         metadata = template_metadata(data) | ({} if task == DEFAULT_TASK else {"task": task})
-        (staging / METADATA_NAME).write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (staging / METADATA_NAME).write_text(
+            json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         if task == "retrieval":
             _write_rankings_template(data, staging / RANKINGS_NAME)
             return out
@@ -768,7 +791,9 @@ def _csv_rows(path: Path, columns: tuple[str, ...], problem, max_rows: int) -> l
             return None
 
 
-def _csv_listing(path: Path, reader, columns: tuple[str, ...], problem, max_rows: int) -> list[tuple[str, dict[str, str]]] | None:
+def _csv_listing(
+    path: Path, reader, columns: tuple[str, ...], problem, max_rows: int
+) -> list[tuple[str, dict[str, str]]] | None:
     """The rows of ``reader`` as :func:`_csv_rows` returns them."""
     try:
         header = [h.strip() for h in next(reader, [])]
@@ -790,7 +815,9 @@ def _csv_listing(path: Path, reader, columns: tuple[str, ...], problem, max_rows
             rows.append((where, dict(zip(header, (f.strip() for f in fields)))))
     except csv.Error as err:
         # A field over MAX_CSV_FIELD_CHARS (often an unterminated quote running to the end of the file).
-        problem(f"line {reader.line_num}: not readable as CSV ({err}; fields hold at most {MAX_CSV_FIELD_CHARS} characters; is a quote left open?)")
+        problem(
+            f"line {reader.line_num}: not readable as CSV ({err}; fields hold at most {MAX_CSV_FIELD_CHARS} characters; is a quote left open?)"
+        )
         return None
     return rows
 
@@ -799,7 +826,9 @@ def _read_manifest(manifest: Path, folder: Path, problems: _Problems, max_rows: 
     def problem(message: str, prompt_id: str | None = None, file: str = MANIFEST_NAME) -> None:
         problems.append(Problem(prompt_id, None, file, message))
 
-    parsed = _csv_rows(manifest, MANIFEST_COLUMNS, lambda message, where=MANIFEST_NAME: problem(message, file=where), max_rows)
+    parsed = _csv_rows(
+        manifest, MANIFEST_COLUMNS, lambda message, where=MANIFEST_NAME: problem(message, file=where), max_rows
+    )
     if parsed is None:
         return None
     rows = []
@@ -834,7 +863,12 @@ def _read_rankings(path: Path, data: BenchmarkData, problems: list[Problem]) -> 
         problem(f"missing; a retrieval submission ranks each slot's candidates in it ({','.join(RANKING_COLUMNS)})")
         return {}
     candidates = sum(len(row["candidate_ref_ids"]) for row in slots.values())
-    parsed = _csv_rows(path, RANKING_COLUMNS, lambda message, where=RANKINGS_NAME: problem(message, where=where), max_listing_rows(candidates))
+    parsed = _csv_rows(
+        path,
+        RANKING_COLUMNS,
+        lambda message, where=RANKINGS_NAME: problem(message, where=where),
+        max_listing_rows(candidates),
+    )
     if parsed is None:
         return {}
     prompts = {prompt_id for prompt_id, _ in slots}
@@ -856,7 +890,11 @@ def _read_rankings(path: Path, data: BenchmarkData, problems: list[Problem]) -> 
             candidates = ", ".join(slots[key]["candidate_ref_ids"])
             problem(f"slot {slot!r}: ref_id {ref_id!r} is {known} (candidates: {candidates})", prompt_id, where)
         elif (prompt_id, slot, ref_id) in seen:
-            problem(f"slot {slot!r}: ref_id {ref_id!r} is ranked twice (first in {seen[(prompt_id, slot, ref_id)]})", prompt_id, where)
+            problem(
+                f"slot {slot!r}: ref_id {ref_id!r} is ranked twice (first in {seen[(prompt_id, slot, ref_id)]})",
+                prompt_id,
+                where,
+            )
         elif int(rank) in ranked.get(key, {}):
             problem(f"slot {slot!r}: rank {rank} is given twice", prompt_id, where)
         else:
@@ -912,10 +950,16 @@ def _read_parquets(
         return None
     listing = "the parquet files"
     if rows_in_all > max_rows:
-        problems.append(Problem(None, None, listing, f"{rows_in_all} rows, more than this benchmark could need (at most {max_rows})"))
+        problems.append(
+            Problem(
+                None, None, listing, f"{rows_in_all} rows, more than this benchmark could need (at most {max_rows})"
+            )
+        )
         return None
     if images_in_all > limits.max_bytes:
-        message = f"hold {images_in_all} bytes of images, over the {limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
+        message = (
+            f"hold {images_in_all} bytes of images, over the {limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
+        )
         problems.append(Problem(None, None, listing, message))
         return None
     rows: list[_Row] = []
@@ -1007,7 +1051,12 @@ def _page_problem(path: Path, reader: pq.ParquetFile) -> str | None:
                 try:
                     for page in column_pages(stream, *chunk_range(column)):
                         size = page.uncompressed_bytes
-                        if name.split(".")[0] == "image" and page.is_data and page.values == 1 and size > MAX_IMAGE_BYTES + PAGE_OVERHEAD_BYTES:
+                        if (
+                            name.split(".")[0] == "image"
+                            and page.is_data
+                            and page.values == 1
+                            and size > MAX_IMAGE_BYTES + PAGE_OVERHEAD_BYTES
+                        ):
                             row = first_row + page.first_value
                             return f"row {row}: an image of about {size} bytes, over the {MAX_IMAGE_BYTES}-byte limit (read from its page header; not decoded)"
                         if size > MAX_PAGE_BYTES:
@@ -1198,11 +1247,27 @@ def _extract_zip(archive: Path, into: Path, limits: ZipLimits, max_rows: int) ->
             elif not has_manifest and suffix == ".parquet":
                 wanted.append(member)
             elif not has_manifest:
-                problems.append(Problem(None, None, label, f"not part of the submission (without a {MANIFEST_NAME}, only *.parquet files and {METADATA_NAME})"))
+                problems.append(
+                    Problem(
+                        None,
+                        None,
+                        label,
+                        f"not part of the submission (without a {MANIFEST_NAME}, only *.parquet files and {METADATA_NAME})",
+                    )
+                )
             elif member.filename not in named:
-                problems.append(Problem(None, None, label, f"not named in {MANIFEST_NAME}; only the files it lists, {MANIFEST_NAME} and {METADATA_NAME} are accepted"))
+                problems.append(
+                    Problem(
+                        None,
+                        None,
+                        label,
+                        f"not named in {MANIFEST_NAME}; only the files it lists, {MANIFEST_NAME} and {METADATA_NAME} are accepted",
+                    )
+                )
             elif suffix not in IMAGE_SUFFIXES:
-                problems.append(Problem(None, None, label, f"not an image file (accepted: {', '.join(IMAGE_SUFFIXES)})"))
+                problems.append(
+                    Problem(None, None, label, f"not an image file (accepted: {', '.join(IMAGE_SUFFIXES)})")
+                )
             else:
                 wanted.append(member)
         problems += written.declared_problems(wanted)
@@ -1233,10 +1298,19 @@ class _Written:
         for member in members:
             reason = self._ratio_problem(member.file_size, member.compress_size)
             if reason:
-                problems.append(Problem(None, None, f"{self.archive.name}:{member.filename}", f"{reason} (declares {member.file_size} bytes)"))
+                problems.append(
+                    Problem(
+                        None,
+                        None,
+                        f"{self.archive.name}:{member.filename}",
+                        f"{reason} (declares {member.file_size} bytes)",
+                    )
+                )
         declared = self.total + sum(m.file_size for m in members)
         if declared > self.limits.max_bytes:
-            message = f"unpacks to {declared} bytes, over the {self.limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
+            message = (
+                f"unpacks to {declared} bytes, over the {self.limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})"
+            )
             problems.append(Problem(None, None, self.archive.name, message))
         return problems
 
@@ -1254,9 +1328,16 @@ class _Written:
                     size += len(chunk)
                     self.total += len(chunk)
                     if self.total > self.limits.max_bytes:
-                        problem = Problem(None, None, self.archive.name, f"unpacks to more than the {self.limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})")
+                        problem = Problem(
+                            None,
+                            None,
+                            self.archive.name,
+                            f"unpacks to more than the {self.limits.max_bytes}-byte limit (${UNPACKED_BYTES_ENV})",
+                        )
                     elif size > member.file_size:
-                        problem = Problem(None, None, label, f"unpacks to more than the {member.file_size} bytes it declares")
+                        problem = Problem(
+                            None, None, label, f"unpacks to more than the {member.file_size} bytes it declares"
+                        )
                     elif reason := self._ratio_problem(size, member.compress_size):
                         problem = Problem(None, None, label, reason)
                     if problem:
@@ -1291,7 +1372,11 @@ def _named_in_manifest(manifest: Path, prefix: str, max_names: int) -> frozenset
             reader = csv.reader(handle)
             header = [h.strip() for h in next(reader, [])]
             column = header.index("file")
-            rows = [fields[column].strip() for fields in itertools.islice(reader, max_names + 1) if len(fields) == len(header)]
+            rows = [
+                fields[column].strip()
+                for fields in itertools.islice(reader, max_names + 1)
+                if len(fields) == len(header)
+            ]
     except (UnicodeDecodeError, ValueError, csv.Error, OSError):
         return None
     if len(rows) > max_names:

@@ -134,7 +134,9 @@ def resolve_generator(name: str) -> Any:
         try:
             return points[name].load()
         except Exception as err:  # noqa: BLE001 - a broken plugin is the user's to fix: one line
-            raise GeneratorError(f"adapter {name!r} (entry point {points[name].value}, group {ENTRY_POINT_GROUP}) failed to load: {err}") from None
+            raise GeneratorError(
+                f"adapter {name!r} (entry point {points[name].value}, group {ENTRY_POINT_GROUP}) failed to load: {err}"
+            ) from None
     if ":" in name:
         return _import_attr(name)
     raise GeneratorError(f"unknown adapter {name!r}; known: {', '.join(known_generators())}, or give module:attr")
@@ -146,7 +148,9 @@ def load_generator(name: str, options: GeneratorOptions | None = None) -> Callab
     if isinstance(target, type):
         target = target(options or GeneratorOptions())
     if not callable(target):
-        raise GeneratorError(f"adapter {name!r} is a {type(target).__name__}, not a callable taking a GenerationRequest")
+        raise GeneratorError(
+            f"adapter {name!r} is a {type(target).__name__}, not a callable taking a GenerationRequest"
+        )
     return target
 
 
@@ -155,7 +159,9 @@ def generation_record(adapter: Any) -> dict:
     report = getattr(adapter, "generation_record", None)
     record = report() if callable(report) else {}
     if not isinstance(record, dict):
-        raise GeneratorError(f"adapter {type(adapter).__name__}: generation_record() gave a {type(record).__name__}, not a dict")
+        raise GeneratorError(
+            f"adapter {type(adapter).__name__}: generation_record() gave a {type(record).__name__}, not a dict"
+        )
     return record
 
 
@@ -199,10 +205,14 @@ def load_pipeline(loader: Any, options: GeneratorOptions, adapter: str) -> Any:
         transformers.utils.logging.disable_progress_bar()
         with warnings.catch_warnings():  # diffusers 0.42 passes huggingface_hub an argument it deprecated: noise
             warnings.filterwarnings("ignore", message=".*local_dir_use_symlinks.*")
-            pipeline = loader.from_pretrained(str(Path(options.model_id).expanduser()) if local else options.model_id, **kwargs)
+            pipeline = loader.from_pretrained(
+                str(Path(options.model_id).expanduser()) if local else options.model_id, **kwargs
+            )
     except (OSError, EnvironmentError, ValueError) as err:
         if local:
-            raise GeneratorError(f"adapter {adapter}: {options.model_id} is not a diffusers pipeline folder ({' '.join(str(err).split())[:300]})") from None
+            raise GeneratorError(
+                f"adapter {adapter}: {options.model_id} is not a diffusers pipeline folder ({' '.join(str(err).split())[:300]})"
+            ) from None
         raise GeneratorError(
             f"adapter {adapter}: {options.model_id} at revision {options.revision} is not in the local Hugging Face cache "
             f"(or not a diffusers pipeline); get it with: {download_command(options.model_id, options.revision)}"
@@ -268,7 +278,9 @@ def reference_collage(images: list[Image.Image], cell: int = COLLAGE_CELL) -> Im
     for index, image in enumerate(images):
         image = image.convert("RGB")
         scale = cell / max(image.size)
-        fitted = image.resize(tuple(max(1, min(cell, round(length * scale))) for length in image.size), Image.Resampling.LANCZOS)
+        fitted = image.resize(
+            tuple(max(1, min(cell, round(length * scale))) for length in image.size), Image.Resampling.LANCZOS
+        )
         column, row = index % columns, index // columns
         canvas.paste(fitted, (column * cell + (cell - fitted.width) // 2, row * cell + (cell - fitted.height) // 2))
     return canvas
@@ -289,7 +301,9 @@ def omnigen_prompt(prompt: str, roles: list[str]) -> str:
     return f"{prompt.rstrip()} References: {named}."
 
 
-OMNIGEN_PROMPT_RULE = "prompt + ' References: ' + ', '.join(f'{role}: <img><|image_{k}|></img>') + '.', k = 1.. in the request's order"
+OMNIGEN_PROMPT_RULE = (
+    "prompt + ' References: ' + ', '.join(f'{role}: <img><|image_{k}|></img>') + '.', k = 1.. in the request's order"
+)
 
 
 class _DiffusersAdapter:
@@ -310,7 +324,9 @@ class _DiffusersAdapter:
         self.pipeline = pipeline
 
     @classmethod
-    def from_pipeline(cls, pipeline: Any, call_arguments: dict[str, Any] | None = None, **options: Any) -> "_DiffusersAdapter":
+    def from_pipeline(
+        cls, pipeline: Any, call_arguments: dict[str, Any] | None = None, **options: Any
+    ) -> "_DiffusersAdapter":
         """An adapter around a pipeline built in Python (a notebook, a test); ``options`` as GeneratorOptions
         (``steps=``, ``reference_side=``, ...), ``call_arguments`` added to every pipeline call."""
         return cls(GeneratorOptions(**options), pipeline=pipeline, call_arguments=call_arguments)
@@ -346,7 +362,9 @@ class _DiffusersAdapter:
         arguments = each[0] | {"prompt": [a["prompt"] for a in each], "generator": [a["generator"] for a in each]}
         images = list(self.pipeline(**arguments).images)
         if len(images) != len(requests):
-            raise GeneratorError(f"{type(self.pipeline).__name__} gave {len(images)} images for a batch of {len(requests)} prompts")
+            raise GeneratorError(
+                f"{type(self.pipeline).__name__} gave {len(images)} images for a batch of {len(requests)} prompts"
+            )
         return images
 
     def references_record(self) -> dict:
@@ -364,17 +382,28 @@ class _DiffusersAdapter:
             "revision": options["revision"] or "",
             "pipeline_class": type(self.pipeline).__name__,
             "dtype": str(dtype).removeprefix("torch.") if dtype is not None else (options["dtype"] or ""),
-            "steps": options["steps"] if options["steps"] is not None else _call_default(self.pipeline, "num_inference_steps"),
-            "guidance": options["guidance"] if options["guidance"] is not None else _call_default(self.pipeline, "guidance_scale"),
+            "steps": options["steps"]
+            if options["steps"] is not None
+            else _call_default(self.pipeline, "num_inference_steps"),
+            "guidance": options["guidance"]
+            if options["guidance"] is not None
+            else _call_default(self.pipeline, "guidance_scale"),
             "device": options["device"],
             "diffusers": diffusers.__version__,
-            **({"call_arguments": json.loads(json.dumps(self.call_arguments, default=str))} if self.call_arguments else {}),
+            **(
+                {"call_arguments": json.loads(json.dumps(self.call_arguments, default=str))}
+                if self.call_arguments
+                else {}
+            ),
             **self.references_record(),
         }
 
     def _reference_side_record(self) -> dict:
         side = self.options.reference_side
-        return {"reference_side": side, "reference_resize": "longest side at most reference_side, aspect kept, Lanczos" if side else "none"}
+        return {
+            "reference_side": side,
+            "reference_resize": "longest side at most reference_side, aspect kept, Lanczos" if side else "none",
+        }
 
 
 class DiffusersTextToImage(_DiffusersAdapter):
@@ -417,7 +446,10 @@ class DiffusersImageList(_DiffusersAdapter):
         return arguments
 
     def references_record(self) -> dict:
-        return {"references": "image= a list, in the request's order (docs/generation.md)", **self._reference_side_record()}
+        return {
+            "references": "image= a list, in the request's order (docs/generation.md)",
+            **self._reference_side_record(),
+        }
 
 
 class DiffusersOmniGen(_DiffusersAdapter):

@@ -76,7 +76,9 @@ def manifest_rows(manifest: Path) -> list[tuple[str, int, str]]:
     with Path(manifest).open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         if tuple(sorted(reader.fieldnames or ())) != tuple(sorted(MANIFEST_COLUMNS)):
-            raise BenchmarkDataError(f"{manifest}: expected the columns {', '.join(MANIFEST_COLUMNS)}, found {reader.fieldnames}")
+            raise BenchmarkDataError(
+                f"{manifest}: expected the columns {', '.join(MANIFEST_COLUMNS)}, found {reader.fieldnames}"
+            )
         return [(row["prompt_id"], int(row["seed"]), row["file"]) for row in reader]
 
 
@@ -109,7 +111,9 @@ def prompt_references(data: BenchmarkData, prompt: dict, task: str = DEFAULT_TAS
     """The prompt's reference images with their roles; none for a text-only task."""
     if task in TEXT_ONLY_TASKS:
         return ()
-    return tuple(Reference(role, ref_id, reference_image(data, ref_id, prompt)) for role, ref_id in reference_roles(data, prompt))
+    return tuple(
+        Reference(role, ref_id, reference_image(data, ref_id, prompt)) for role, ref_id in reference_roles(data, prompt)
+    )
 
 
 def check_task(data: BenchmarkData, task: str) -> None:
@@ -117,7 +121,9 @@ def check_task(data: BenchmarkData, task: str) -> None:
     if task not in data.spec.tasks:
         raise BenchmarkDataError(f"{data.name} offers the tasks {', '.join(data.spec.tasks)}, not {task!r}")
     if task not in IMAGE_TASKS:
-        raise BenchmarkDataError(f"task {task!r} holds no images, nothing to generate; generate one of {', '.join(sorted(IMAGE_TASKS))}")
+        raise BenchmarkDataError(
+            f"task {task!r} holds no images, nothing to generate; generate one of {', '.join(sorted(IMAGE_TASKS))}"
+        )
 
 
 def check_resolution(resolution: int) -> int:
@@ -145,5 +151,7 @@ def build_requests(
         prompt = prompts[prompt_id]
         if prompt_id not in cache:
             cache[prompt_id] = prompt_references(data, prompt, task)
-        out.append(GenerationRequest(data.name, prompt_id, seed, file, prompt["prompt"], cache[prompt_id], resolution, task))
+        out.append(
+            GenerationRequest(data.name, prompt_id, seed, file, prompt["prompt"], cache[prompt_id], resolution, task)
+        )
     return out

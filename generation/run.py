@@ -34,8 +34,15 @@ from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.images import size_problem
 from idbench.evaluate_pkg.submission import (
-    MANIFEST_NAME, MAX_JSON_DEPTH, MAX_METADATA_BYTES, METADATA_NAME, SubmissionError, check_resume_folder, json_depth, write_template,
-)  # fmt: skip
+    MANIFEST_NAME,
+    MAX_JSON_DEPTH,
+    MAX_METADATA_BYTES,
+    METADATA_NAME,
+    SubmissionError,
+    check_resume_folder,
+    json_depth,
+    write_template,
+)
 from idbench.generation.adapters import SEED_RULE, GeneratorError, generation_record
 from idbench.generation.requests import DEFAULT_RESOLUTION, GenerationRequest, build_requests, check_task
 
@@ -116,10 +123,14 @@ def _read_metadata(out: Path) -> dict:
     path = out / METADATA_NAME
     try:
         if path.stat().st_size > MAX_METADATA_BYTES:
-            raise GenerationRunError(f"{path}: {path.stat().st_size} bytes, over the {MAX_METADATA_BYTES}-byte limit; remove {out} to start over")
+            raise GenerationRunError(
+                f"{path}: {path.stat().st_size} bytes, over the {MAX_METADATA_BYTES}-byte limit; remove {out} to start over"
+            )
         text = path.read_text(encoding="utf-8")
         if json_depth(text) > MAX_JSON_DEPTH:
-            raise GenerationRunError(f"{path}: nested {json_depth(text)} levels deep, over the limit of {MAX_JSON_DEPTH}; remove {out} to start over")
+            raise GenerationRunError(
+                f"{path}: nested {json_depth(text)} levels deep, over the limit of {MAX_JSON_DEPTH}; remove {out} to start over"
+            )
         metadata = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise GenerationRunError(f"{out / METADATA_NAME}: unreadable ({err}); remove {out} to start over") from None
@@ -140,17 +151,25 @@ def _prepare(data: BenchmarkData, out: Path, task: str) -> tuple[dict, list[tupl
     if not out.exists():
         write_template(data, out, task=task)
     elif not (out / MANIFEST_NAME).is_file() or not (out / METADATA_NAME).is_file():
-        raise GenerationRunError(f"{out} exists but is not a submission folder ({MANIFEST_NAME} and {METADATA_NAME}); choose another --out")
+        raise GenerationRunError(
+            f"{out} exists but is not a submission folder ({MANIFEST_NAME} and {METADATA_NAME}); choose another --out"
+        )
     metadata = _read_metadata(out)
     if metadata.get("benchmark") != data.name:
-        raise GenerationRunError(f"{out} is a submission of {metadata.get('benchmark')!r}, not {data.name}; choose another --out")
+        raise GenerationRunError(
+            f"{out} is a submission of {metadata.get('benchmark')!r}, not {data.name}; choose another --out"
+        )
     if metadata.get("task", DEFAULT_TASK) != task:
-        raise GenerationRunError(f"{out} holds the {metadata.get('task', DEFAULT_TASK)} task, not {task}; choose another --out")
+        raise GenerationRunError(
+            f"{out} holds the {metadata.get('task', DEFAULT_TASK)} task, not {task}; choose another --out"
+        )
     try:
         rows = check_resume_folder(out, data)
     except SubmissionError as err:
         more = f" (and {err.total - 1} more problem(s))" if err.total > 1 else ""
-        raise GenerationRunError(f"{out} cannot be continued: {err.problems[0]}{more}; fix it, or choose another --out") from None
+        raise GenerationRunError(
+            f"{out} cannot be continued: {err.problems[0]}{more}; fix it, or choose another --out"
+        ) from None
     return metadata, rows
 
 
@@ -216,7 +235,12 @@ def remove_stale_temporaries(out: Path, files: Iterable[str]) -> int:
             continue
         for entry in folder.iterdir():
             name = entry.name
-            if name.startswith(".") and name.endswith(".tmp") and name[1:].rsplit(".", 2)[0] in names and entry.is_file():
+            if (
+                name.startswith(".")
+                and name.endswith(".tmp")
+                and name[1:].rsplit(".", 2)[0] in names
+                and entry.is_file()
+            ):
                 entry.unlink(missing_ok=True)
                 removed += 1
     return removed
@@ -239,7 +263,9 @@ def _duration(seconds: float) -> str:
 
 # Modes an adapter may return: 8-bit samples, which become RGB without loss of range. 16-bit, 32-bit and
 # float images ("I;16", "I", "F") would be clipped by that conversion (almost all white): refused.
-ADAPTER_MODES = frozenset({"1", "L", "LA", "La", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"})
+ADAPTER_MODES = frozenset(
+    {"1", "L", "LA", "La", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"}
+)
 
 
 def _checked_image(image: Any, request: GenerationRequest, adapter_name: str) -> Image.Image:
@@ -253,7 +279,9 @@ def _checked_image(image: Any, request: GenerationRequest, adapter_name: str) ->
     if problem is None and image.mode not in ADAPTER_MODES:
         problem = f"mode {image.mode!r}, not an 8-bit image (expected RGB, RGBA, L, P, ...)"
     if problem:
-        raise GenerationRunError(f"{where}: the image is {problem}; a submission may not hold it, so the run stopped before writing it")
+        raise GenerationRunError(
+            f"{where}: the image is {problem}; a submission may not hold it, so the run stopped before writing it"
+        )
     return image if image.mode in ("RGB", "L") else image.convert("RGB")
 
 
@@ -266,7 +294,9 @@ def _generate(adapter: Any, batch: list[GenerationRequest]) -> list[Any]:
     if len(batch) > 1 and callable(getattr(adapter, "generate_batch", None)):
         images = list(adapter.generate_batch(batch))
         if len(images) != len(batch):
-            raise GenerationRunError(f"adapter {type(adapter).__name__}: generate_batch gave {len(images)} images for {len(batch)} requests")
+            raise GenerationRunError(
+                f"adapter {type(adapter).__name__}: generate_batch gave {len(images)} images for {len(batch)} requests"
+            )
         return images
     return [adapter(request) for request in batch]
 
@@ -328,7 +358,9 @@ def generate_submission(
         raise GenerationRunError(f"--batch-size {batch_size}: expected a positive number")
     group = processes or SingleProcess()
     out = Path(out)
-    adapter_name = adapter_name or getattr(adapter, "name", "") or getattr(adapter, "__name__", "") or type(adapter).__name__
+    adapter_name = (
+        adapter_name or getattr(adapter, "name", "") or getattr(adapter, "__name__", "") or type(adapter).__name__
+    )
     if group.is_main_process:
         metadata, rows = _prepare(data, out, task)  # the template is written once, by the main process
     group.wait_for_everyone()
@@ -357,11 +389,25 @@ def generate_submission(
     finally:
         seconds = time.perf_counter() - started
         if group.num_processes == 1:
-            _write_record(out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, 1, batch_size)
+            _write_record(
+                out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, 1, batch_size
+            )
     if group.num_processes > 1:
         group.wait_for_everyone()  # every share is written before the record says the run is done
         if group.is_main_process:
-            _write_record(out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, group.num_processes, batch_size)
+            _write_record(
+                out,
+                metadata,
+                adapter_name,
+                adapter,
+                model_name,
+                resolution,
+                task,
+                seconds,
+                done,
+                group.num_processes,
+                batch_size,
+            )
             # The main process reports the whole run: every share's images, its own time per image.
             generated = sum(image_path(out, row[2]).is_file() for row in missing)
             return RunReport(out, generated, len(rows) - len(missing), len(rows), seconds * generated / max(done, 1))
@@ -369,8 +415,17 @@ def generate_submission(
 
 
 def _write_record(
-    out: Path, metadata: dict, adapter_name: str, adapter: Any, model_name: str | None, resolution: int, task: str, seconds: float,
-    done: int, processes: int, batch_size: int,
+    out: Path,
+    metadata: dict,
+    adapter_name: str,
+    adapter: Any,
+    model_name: str | None,
+    resolution: int,
+    task: str,
+    seconds: float,
+    done: int,
+    processes: int,
+    batch_size: int,
 ) -> None:
     """submission.json with the generation record, written after every run, stopped or not, so the record
     says what the images were made with. In a distributed run the time per image is the main process's."""

@@ -25,32 +25,70 @@ def _components(size: str) -> dict[str, Any]:
 
     if size == "tiny":
         unet = diffusers.UNet2DConditionModel(
-            block_out_channels=(4, 8), layers_per_block=1, sample_size=16, in_channels=4, out_channels=4,
-            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-            cross_attention_dim=16, norm_num_groups=2,
-        )  # fmt: skip
+            block_out_channels=(4, 8),
+            layers_per_block=1,
+            sample_size=16,
+            in_channels=4,
+            out_channels=4,
+            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+            up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+            cross_attention_dim=16,
+            norm_num_groups=2,
+        )
         vae = diffusers.AutoencoderKL(
-            block_out_channels=(4, 8), in_channels=3, out_channels=3, latent_channels=4, norm_num_groups=2,
-            down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
-        )  # fmt: skip
+            block_out_channels=(4, 8),
+            in_channels=3,
+            out_channels=3,
+            latent_channels=4,
+            norm_num_groups=2,
+            down_block_types=("DownEncoderBlock2D",) * 2,
+            up_block_types=("UpDecoderBlock2D",) * 2,
+        )
         text = CLIPTextConfig(
-            bos_token_id=49406, eos_token_id=49407, hidden_size=16, intermediate_size=32, num_attention_heads=2,
-            num_hidden_layers=2, pad_token_id=49407, vocab_size=49408, max_position_embeddings=77,
-        )  # fmt: skip
+            bos_token_id=49406,
+            eos_token_id=49407,
+            hidden_size=16,
+            intermediate_size=32,
+            num_attention_heads=2,
+            num_hidden_layers=2,
+            pad_token_id=49407,
+            vocab_size=49408,
+            max_position_embeddings=77,
+        )
     elif size == "paper":  # Stable Diffusion 1.x's published component configs
         unet = diffusers.UNet2DConditionModel(
-            sample_size=64, in_channels=4, out_channels=4, layers_per_block=2, block_out_channels=(320, 640, 1280, 1280),
+            sample_size=64,
+            in_channels=4,
+            out_channels=4,
+            layers_per_block=2,
+            block_out_channels=(320, 640, 1280, 1280),
             down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
-            up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, cross_attention_dim=768, attention_head_dim=8,
-        )  # fmt: skip
+            up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
+            cross_attention_dim=768,
+            attention_head_dim=8,
+        )
         vae = diffusers.AutoencoderKL(
-            block_out_channels=(128, 256, 512, 512), in_channels=3, out_channels=3, latent_channels=4, layers_per_block=2,
-            down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4, sample_size=512,
-        )  # fmt: skip
+            block_out_channels=(128, 256, 512, 512),
+            in_channels=3,
+            out_channels=3,
+            latent_channels=4,
+            layers_per_block=2,
+            down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4,
+            sample_size=512,
+        )
         text = CLIPTextConfig(
-            bos_token_id=49406, eos_token_id=49407, hidden_size=768, intermediate_size=3072, num_attention_heads=12,
-            num_hidden_layers=12, pad_token_id=49407, vocab_size=49408, max_position_embeddings=77, hidden_act="quick_gelu",
-        )  # fmt: skip
+            bos_token_id=49406,
+            eos_token_id=49407,
+            hidden_size=768,
+            intermediate_size=3072,
+            num_attention_heads=12,
+            num_hidden_layers=12,
+            pad_token_id=49407,
+            vocab_size=49408,
+            max_position_embeddings=77,
+            hidden_act="quick_gelu",
+        )
     else:
         raise ValueError(f"size {size!r}: expected one of {', '.join(SIZES)}")
     return {"unet": unet, "vae": vae, "text_encoder": CLIPTextModel(text)}
@@ -75,10 +113,13 @@ def random_stable_diffusion(folder: str | Path, size: str = "tiny", seed: int = 
     write_clip_tokenizer_files(tokens)
     tokenizer = CLIPTokenizer(vocab=str(tokens / "vocab.json"), merges=str(tokens / "merges.txt"), model_max_length=77)
     pipeline = diffusers.StableDiffusionPipeline(
-        **components, tokenizer=tokenizer,
+        **components,
+        tokenizer=tokenizer,
         scheduler=diffusers.DDIMScheduler(clip_sample=False, set_alpha_to_one=False, steps_offset=1),
-        safety_checker=None, feature_extractor=None, requires_safety_checker=False,
-    )  # fmt: skip
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
     pipeline.set_progress_bar_config(disable=True)
     pipeline.save_pretrained(folder / "pipeline")
     return folder / "pipeline"

@@ -110,7 +110,6 @@ SAMPLES_FILE = "results.parquet"  # what the worker writes next to aggregates.js
 AGGREGATES_FILE = "aggregates.json"
 
 
-
 class HubExportError(IdbenchError, ValueError):
     """A summary or store cannot be turned into what the Hub expects; the message says why."""
 
@@ -243,11 +242,13 @@ def refuse_unpublishable_data(data_dir: Path, profile: str) -> None:
     except (OSError, ValueError):
         return
     if isinstance(info, dict):
-        refuse_unpublishable({
-            "profile": profile,
-            "plumbing": profile_is_plumbing(profile),
-            "sample_build": bool(info.get("sample_build", False)),
-        })  # fmt: skip
+        refuse_unpublishable(
+            {
+                "profile": profile,
+                "plumbing": profile_is_plumbing(profile),
+                "sample_build": bool(info.get("sample_build", False)),
+            }
+        )
 
 
 def _refuse_plumbing(summary: dict[str, Any]) -> None:
@@ -357,7 +358,9 @@ def eval_results_entries(
         is_flipped = metric in flipped
         candidates = [(task_id(metric, flipped=is_flipped), overall.get(metric))]
         # Cells are labelled by the group size as a string ("2"); sort numerically for a stable order.
-        for label in sorted(cells, key=lambda label: (0, int(label), "") if label.isascii() and label.isdigit() else (1, 0, label)):
+        for label in sorted(
+            cells, key=lambda label: (0, int(label), "") if label.isascii() and label.isdigit() else (1, 0, label)
+        ):
             candidates.append((task_id(metric, axis, label, flipped=is_flipped), cells[label].get(metric)))
         entries += [e for tid, stats in candidates if (e := entry(tid, stats, metric)) is not None]
     if not entries:
@@ -385,8 +388,11 @@ def flip_stats(stats: dict[str, Any], metric: str) -> dict[str, Any]:
 def _notes(summary: dict[str, Any], stats: dict[str, Any], flipped_label: str | None) -> str:
     """How the value was obtained, in one line: what a reader needs to compare it with another."""
     parts = [flipped_label] if flipped_label else []  # first: the value is not the metric itself
-    parts += [f"idbench {summary.get('idbench_version', '?')}", f"metric suite {summary.get('suite_version', '?')}",
-              f"profile {summary.get('profile', '?')}"]  # fmt: skip
+    parts += [
+        f"idbench {summary.get('idbench_version', '?')}",
+        f"metric suite {summary.get('suite_version', '?')}",
+        f"profile {summary.get('profile', '?')}",
+    ]
     if stats.get("n") is not None:
         parts.append(f"n={stats['n']}")
     if stats.get("ci_low") is not None and stats.get("ci_high") is not None:
@@ -420,7 +426,9 @@ def write_eval_results(
     benchmark: it holds the model's current scores, and the model repo's git keeps the history.
     Nothing is written when the summary is refused.
     """
-    entries = eval_results_entries(summary, spec, dataset_id, dataset_revision, source, date=date, group_sizes=group_sizes)
+    entries = eval_results_entries(
+        summary, spec, dataset_id, dataset_revision, source, date=date, group_sizes=group_sizes
+    )
     path = eval_results_path(out_dir, spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = f"# {spec.title} scores written by idbench; format: https://huggingface.co/docs/hub/eval-results\n"
@@ -564,10 +572,16 @@ def sync_plan(store: Store, requests_repo: str, results_repo: str) -> list[Opera
             if samples_in_repo is None:
                 logger.warning("result %s: %s is missing; pushing its aggregates only", row["id"], samples)
             record = result_record(
-                row, model=row["model_name"], benchmark=benchmark, benchmark_version=row["benchmark_version"],
-                content_hash=row["content_hash"], scored_at=iso(row["created_at"]), samples=samples_in_repo,
-                task=row["task"], metadata=row["metadata"],
-            )  # fmt: skip
+                row,
+                model=row["model_name"],
+                benchmark=benchmark,
+                benchmark_version=row["benchmark_version"],
+                content_hash=row["content_hash"],
+                scored_at=iso(row["created_at"]),
+                samples=samples_in_repo,
+                task=row["task"],
+                metadata=row["metadata"],
+            )
             operations.append(Operation(results_repo, f"{folder}/{AGGREGATES_FILE}", data=json_bytes(record)))
             if samples_in_repo is not None:
                 operations.append(Operation(results_repo, samples_in_repo, local_path=samples))

@@ -56,9 +56,17 @@ from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.leaderboard.hub_records import (
-    EVIDENCE_FILE, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, RESULT_PROVENANCE, MalformedRecord, parse_time, read_record,
-    request_problems, result_problems, samples_problem,
-)  # fmt: skip
+    EVIDENCE_FILE,
+    MAX_REQUEST_BYTES,
+    MAX_RESULT_BYTES,
+    RESULT_PROVENANCE,
+    MalformedRecord,
+    parse_time,
+    read_record,
+    request_problems,
+    result_problems,
+    samples_problem,
+)
 from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo
 from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import JOB_STATES, Store
@@ -95,13 +103,19 @@ class MirrorInfo:
     conflicts: tuple[str, ...] = field(default_factory=tuple)
 
     def to_json(self) -> str:
-        record = asdict(self) | {"store_home": self.store_home.name, "skipped": list(self.skipped), "conflicts": list(self.conflicts)}
+        record = asdict(self) | {
+            "store_home": self.store_home.name,
+            "skipped": list(self.skipped),
+            "conflicts": list(self.conflicts),
+        }
         return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str, home: Path) -> "MirrorInfo":
         record = json.loads(text)
-        lists = {key: tuple(record.get(key) or ()) for key in ("skipped", "conflicts")}  # older pointers had no conflicts
+        lists = {
+            key: tuple(record.get(key) or ()) for key in ("skipped", "conflicts")
+        }  # older pointers had no conflicts
         return cls(**(record | {"store_home": Path(home) / record["store_home"]} | lists))
 
 
@@ -118,7 +132,11 @@ def mirror(requests: DatasetRepo, results: DatasetRepo, home: Path, now: Callabl
     home = Path(home)
     heads = requests.head(), results.head()
     existing = current(home)
-    if existing is not None and (existing.requests_revision, existing.results_revision) == heads and existing.store_home.is_dir():
+    if (
+        existing is not None
+        and (existing.requests_revision, existing.results_revision) == heads
+        and existing.store_home.is_dir()
+    ):
         return existing
     name = f"mirror-{(heads[0] or 'empty')[:12]}-{(heads[1] or 'empty')[:12]}"
     with atomic_directory(home / name, overwrite=True) as staging:
@@ -131,7 +149,9 @@ def mirror(requests: DatasetRepo, results: DatasetRepo, home: Path, now: Callabl
             results.repo_id,
             now(),
         )
-    info = MirrorInfo(home / name, requests.repo_id, results.repo_id, *heads, now(), *counts, tuple(skipped), tuple(conflicts))
+    info = MirrorInfo(
+        home / name, requests.repo_id, results.repo_id, *heads, now(), *counts, tuple(skipped), tuple(conflicts)
+    )
     (home / (POINTER + ".tmp")).write_text(info.to_json(), encoding="utf-8")
     os.replace(home / (POINTER + ".tmp"), home / POINTER)
     _drop_old_builds(home, keep=info.store_home.name)
@@ -139,7 +159,9 @@ def mirror(requests: DatasetRepo, results: DatasetRepo, home: Path, now: Callabl
 
 
 def _drop_old_builds(home: Path, keep: str) -> None:
-    builds = sorted((p for p in home.glob("mirror-*") if p.is_dir() and p.name != keep), key=lambda p: p.stat().st_mtime)
+    builds = sorted(
+        (p for p in home.glob("mirror-*") if p.is_dir() and p.name != keep), key=lambda p: p.stat().st_mtime
+    )
     for old in builds[: max(len(builds) - (KEEP_BUILDS - 1), 0)]:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -165,9 +187,24 @@ def build_store(
     """
     now = time.time() if now is None else now
     skipped: list[str] = []
-    requests = list(_parsed(requests_dir, "*/*/*.json", requests_repo, lambda r, p: parse_request(r, p, now), MAX_REQUEST_BYTES, skipped))
-    results = list(_parsed(results_dir, f"*/*/*/{AGGREGATES_FILE}", results_repo, lambda r, p: parse_result(r, p, now), MAX_RESULT_BYTES, skipped))
-    results = [(result, path) for result, path in results if not _samples_skipped(results_dir, path, results_repo, skipped)]
+    requests = list(
+        _parsed(
+            requests_dir, "*/*/*.json", requests_repo, lambda r, p: parse_request(r, p, now), MAX_REQUEST_BYTES, skipped
+        )
+    )
+    results = list(
+        _parsed(
+            results_dir,
+            f"*/*/*/{AGGREGATES_FILE}",
+            results_repo,
+            lambda r, p: parse_result(r, p, now),
+            MAX_RESULT_BYTES,
+            skipped,
+        )
+    )
+    results = [
+        (result, path) for result, path in results if not _samples_skipped(results_dir, path, results_repo, skipped)
+    ]
     shown, unproven = prove(requests, results)
     # a request record is <benchmark>/<slug>/<hash12>.json, a result <benchmark>/<slug>/<hash12>/aggregates.json
     conflicts = [f"{requests_repo if path.count('/') == 2 else results_repo}: {path}: {why}" for path, why in unproven]
@@ -180,17 +217,30 @@ def build_store(
             submission_id = _insert_submission(db, request, scored[0] if scored else None, not_public)
             if scored is not None:
                 result, path = scored
-                job_id = _insert_job(db, submission_id, "FINISHED", None, 1, request["submitted_at"], result["scored_at"])
-                _insert_result(db, store, Path(final_home), submission_id, job_id, result, results_dir / Path(path).parent)
+                job_id = _insert_job(
+                    db, submission_id, "FINISHED", None, 1, request["submitted_at"], result["scored_at"]
+                )
+                _insert_result(
+                    db, store, Path(final_home), submission_id, job_id, result, results_dir / Path(path).parent
+                )
             if not (scored is not None and request["state"] == "FINISHED"):
-                _insert_job(db, submission_id, *_job_state(request), request["attempts"], request["submitted_at"], request["updated_at"])
+                _insert_job(
+                    db,
+                    submission_id,
+                    *_job_state(request),
+                    request["attempts"],
+                    request["submitted_at"],
+                    request["updated_at"],
+                )
     return (len(shown), sum(scored is not None for _, scored in shown)), skipped, conflicts
 
 
 Record = tuple[dict[str, Any], str]  # a parsed record and its path in its repo
 
 
-def prove(requests: list[Record], results: list[Record]) -> tuple[list[tuple[dict[str, Any], Record | None]], list[tuple[str, str]]]:
+def prove(
+    requests: list[Record], results: list[Record]
+) -> tuple[list[tuple[dict[str, Any], Record | None]], list[tuple[str, str]]]:
     """Which records the mirror shows: ``(shown, unproven)``.
 
     ``shown`` is each request that alone claims its content hash, with the one result proven to be
@@ -217,12 +267,20 @@ def prove(requests: list[Record], results: list[Record]) -> tuple[list[tuple[dic
         if len(claims) > 1 or len(scored) > 1:
             kind = f"{len(claims)} request records" if len(claims) > 1 else f"{len(scored)} results"
             others = ", ".join(path for _, path in claims + scored)
-            unproven += [(path, f"conflict: {kind} claim content hash {digest[:12]}... ({others}); none is shown") for _, path in claims + scored]
+            unproven += [
+                (path, f"conflict: {kind} claim content hash {digest[:12]}... ({others}); none is shown")
+                for _, path in claims + scored
+            ]
             continue
         request = claims[0][0] if claims else None
         result = scored[0] if scored else None
         if result is not None and request is None:
-            unproven.append((result[1], f"no request record for content hash {digest[:12]}...: a result without provenance is not shown"))
+            unproven.append(
+                (
+                    result[1],
+                    f"no request record for content hash {digest[:12]}...: a result without provenance is not shown",
+                )
+            )
             result = None
         elif result is not None and (why := _mismatch(request, claims[0][1], *result)) is not None:
             unproven.append((result[1], f"does not match the request record {claims[0][1]}: {why}; not shown"))
@@ -333,7 +391,9 @@ def _job_state(request: dict[str, Any]) -> tuple[str, str | None]:
     return request["state"], request["reason"]
 
 
-def _insert_submission(db: sqlite3.Connection, request: dict[str, Any], result: dict[str, Any] | None, not_public: str) -> int:
+def _insert_submission(
+    db: sqlite3.Connection, request: dict[str, Any], result: dict[str, Any] | None, not_public: str
+) -> int:
     # The result's metadata (family, link) is what its model page shows; the request's fills the gaps.
     metadata = dict(request["metadata"], **(result["metadata"] if result else {}), model=request["model"])
     withdrawn = request["state"] == "WITHDRAWN"
@@ -341,17 +401,30 @@ def _insert_submission(db: sqlite3.Connection, request: dict[str, Any], result: 
         "INSERT INTO submissions (benchmark, benchmark_version, data_dir, model_name, metadata_json, content_hash,"
         " stored_path, submitter, created_at, task, withdrawn_at, withdrawn_reason) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
         (
-            request["benchmark"], request["benchmark_version"] or (result or {}).get("benchmark_version", ""), not_public,
-            request["model"], json.dumps(metadata, sort_keys=True), request["content_hash"], not_public,
-            request["submitted_at"], request["task"],
-            request.get("updated_at") if withdrawn else None, (request.get("reason") or "withdrawn") if withdrawn else None,
+            request["benchmark"],
+            request["benchmark_version"] or (result or {}).get("benchmark_version", ""),
+            not_public,
+            request["model"],
+            json.dumps(metadata, sort_keys=True),
+            request["content_hash"],
+            not_public,
+            request["submitted_at"],
+            request["task"],
+            request.get("updated_at") if withdrawn else None,
+            (request.get("reason") or "withdrawn") if withdrawn else None,
         ),
-    )  # fmt: skip
+    )
     return cursor.lastrowid
 
 
 def _insert_job(
-    db: sqlite3.Connection, submission_id: int, state: str, reason: str | None, attempts: int, created: float, updated: float
+    db: sqlite3.Connection,
+    submission_id: int,
+    state: str,
+    reason: str | None,
+    attempts: int,
+    created: float,
+    updated: float,
 ) -> int:
     finished = updated if state in ("FINISHED", "FAILED", "PARKED") else None
     cursor = db.execute(
@@ -362,7 +435,13 @@ def _insert_job(
 
 
 def _insert_result(
-    db: sqlite3.Connection, store: Store, final_home: Path, submission_id: int, job_id: int, result: dict[str, Any], folder: Path
+    db: sqlite3.Connection,
+    store: Store,
+    final_home: Path,
+    submission_id: int,
+    job_id: int,
+    result: dict[str, Any],
+    folder: Path,
 ) -> None:
     target = store.results_dir / str(submission_id)
     target.mkdir(parents=True, exist_ok=True)
@@ -376,12 +455,21 @@ def _insert_result(
         " judge_json, judge_key, copies_json)"
         " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
         (
-            submission_id, job_id, result["benchmark"], result["benchmark_version"], result["suite_version"], result["profile"],
-            json.dumps(result["models"], sort_keys=True), result["idbench_version"], json.dumps(result["aggregates"], sort_keys=True),
-            json.dumps(result["not_run"], sort_keys=True), str(final_home / target.relative_to(store.home)), result["scored_at"],
+            submission_id,
+            job_id,
+            result["benchmark"],
+            result["benchmark_version"],
+            result["suite_version"],
+            result["profile"],
+            json.dumps(result["models"], sort_keys=True),
+            result["idbench_version"],
+            json.dumps(result["aggregates"], sort_keys=True),
+            json.dumps(result["not_run"], sort_keys=True),
+            str(final_home / target.relative_to(store.home)),
+            result["scored_at"],
             *judge_columns(result["judge"], result["copies"]),
         ),
-    )  # fmt: skip
+    )
 
 
 # --- refreshing on a schedule ----------------------------------------------------------------------
@@ -400,8 +488,21 @@ class Refresher:
     :attr:`error`, so the Status page can say why the numbers may be stale.
     """
 
-    def __init__(self, requests: DatasetRepo, results: DatasetRepo, home: Path, interval: float, clock: Callable[[], float] = time.monotonic):
-        self.requests, self.results, self.home, self.interval, self.clock = requests, results, Path(home), interval, clock
+    def __init__(
+        self,
+        requests: DatasetRepo,
+        results: DatasetRepo,
+        home: Path,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.requests, self.results, self.home, self.interval, self.clock = (
+            requests,
+            results,
+            Path(home),
+            interval,
+            clock,
+        )
         self.info: MirrorInfo | None = None
         self.checked_at: float | None = None  # epoch time of the last head check
         self.error: str | None = None

@@ -50,11 +50,39 @@ from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.submission import Problem, SubmissionError, validate_submission
-from idbench.leaderboard.hub import AGGREGATES_FILE, SAMPLES_FILE, json_bytes, request_path, result_folder, result_record
-from idbench.leaderboard.hub_records import MAX_REQUEST_BYTES, MalformedRecord, checked_request, lease_expired, parse_time
-from idbench.leaderboard.hubrepo import JSON_FILES, DatasetRepo, FileAdd, FileDelete, Operation, RepoConflict, backoff_delays
+from idbench.leaderboard.hub import (
+    AGGREGATES_FILE,
+    SAMPLES_FILE,
+    json_bytes,
+    request_path,
+    result_folder,
+    result_record,
+)
+from idbench.leaderboard.hub_records import (
+    MAX_REQUEST_BYTES,
+    MalformedRecord,
+    checked_request,
+    lease_expired,
+    parse_time,
+)
+from idbench.leaderboard.hubrepo import (
+    JSON_FILES,
+    DatasetRepo,
+    FileAdd,
+    FileDelete,
+    Operation,
+    RepoConflict,
+    backoff_delays,
+)
 from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
-from idbench.leaderboard.queue import MAX_ATTEMPTS, RateLimit, benchmark_version, name_taken_message, queued_metadata, store_files
+from idbench.leaderboard.queue import (
+    MAX_ATTEMPTS,
+    RateLimit,
+    benchmark_version,
+    name_taken_message,
+    queued_metadata,
+    store_files,
+)
 from idbench.leaderboard.store import LeaseLostError, RateLimitError, default_home, iso
 from idbench.leaderboard.worker import run_worker, score_work
 from idbench.names import ANONYMOUS, confusable_key, name_problems, rate_identity, submitter_identity
@@ -194,7 +222,10 @@ def scan_requests(folder: Path) -> tuple[list[Request], list[str]]:
             continue
         try:
             if file.stat().st_size > MAX_REQUEST_BYTES:  # not even read: a record is a few hundred bytes
-                raise MalformedRecord(relative, f"{file.stat().st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit of a request record")
+                raise MalformedRecord(
+                    relative,
+                    f"{file.stat().st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit of a request record",
+                )
             requests.append(Request.parse(relative, file.read_bytes()))
         except MalformedRecord as err:
             problems.append(str(err))
@@ -235,7 +266,9 @@ def _read(requests: DatasetRepo, revision: str | None, path: str) -> Request | N
     return Request.parse(path, file.read_bytes()) if file.is_file() else None
 
 
-def _commit_retrying(repo: DatasetRepo, operations_at: Callable[[str | None], list[Operation]], message: str) -> str | None:
+def _commit_retrying(
+    repo: DatasetRepo, operations_at: Callable[[str | None], list[Operation]], message: str
+) -> str | None:
     """Commit ``operations_at(head)`` on the head, again on the new head while it moves; None when nothing to do."""
     for pause in backoff_delays(CONFLICT_RETRIES, CONFLICT_BACKOFF_S, CONFLICT_BACKOFF_CAP_S):
         head = repo.head()
@@ -249,7 +282,9 @@ def _commit_retrying(repo: DatasetRepo, operations_at: Callable[[str | None], li
     raise HubQueueError(f"{repo.repo_id}: {CONFLICT_RETRIES} commits in a row were overtaken by others; try again")
 
 
-def _update(requests: DatasetRepo, path: str, change: Callable[[Request | None], Request | None], message: str) -> Request | None:
+def _update(
+    requests: DatasetRepo, path: str, change: Callable[[Request | None], Request | None], message: str
+) -> Request | None:
     """Rewrite one record as ``change(current)`` in one commit on the revision it was read at.
 
     ``change`` returning None means there is nothing to write (then nothing is committed). When the
@@ -313,10 +348,15 @@ def submit_request(
     data_dir = Path(data_dir).resolve()
     data = load_benchmark_data(data_dir)
     version = benchmark_version(data_dir)
-    with validate_submission(Path(submission_path), data) as submission, tempfile.TemporaryDirectory(prefix="idbench-request-") as tmp:
+    with (
+        validate_submission(Path(submission_path), data) as submission,
+        tempfile.TemporaryDirectory(prefix="idbench-request-") as tmp,
+    ):
         name, metadata, digest = queued_metadata(submission, data.name, model_name, family=family, link=link)
         path = request_path(data.name, name, digest)
-        ref = RequestRef(path, path.removesuffix(".json") + ".zip", digest, name, data.name, duplicate=False, revision=None)
+        ref = RequestRef(
+            path, path.removesuffix(".json") + ".zip", digest, name, data.name, duplicate=False, revision=None
+        )
         folder = store_files(Path(tmp), digest, metadata, submission.entries)
         archive = _zip_folder(folder, Path(tmp) / "submission.zip")
         duplicate_at: list[str | None] = [None]
@@ -327,19 +367,36 @@ def submit_request(
                 return []
             others = list_requests(requests, head) if head is not None else []
             key = confusable_key(name)  # the same name, or one that looks like it (idbench.names)
-            taken = [f"request {r.path} ({r.model!r})" for r in others if r.benchmark == data.name and r.state != "WITHDRAWN"
-                     and (owner is None or r.owner != owner) and confusable_key(r.model) == key]  # fmt: skip
+            taken = [
+                f"request {r.path} ({r.model!r})"
+                for r in others
+                if r.benchmark == data.name
+                and r.state != "WITHDRAWN"
+                and (owner is None or r.owner != owner)
+                and confusable_key(r.model) == key
+            ]
             if taken:
-                raise SubmissionError([Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))])
+                raise SubmissionError(
+                    [Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))]
+                )
             if rate_limit is not None and requester is not None:
                 _check_owner_rate(others, requester, rate_limit, _now(now))
             moment = iso(_now(now))
             record = Request(
-                path=path, model=name, benchmark=data.name, benchmark_version=version, content_hash=digest,
-                state="PENDING", submitted_at=moment, updated_at=moment, task=submission.task,
-                metadata={key: metadata.get(key) or None for key in RECORD_METADATA}, files=ref.files, owner=owner,
+                path=path,
+                model=name,
+                benchmark=data.name,
+                benchmark_version=version,
+                content_hash=digest,
+                state="PENDING",
+                submitted_at=moment,
+                updated_at=moment,
+                task=submission.task,
+                metadata={key: metadata.get(key) or None for key in RECORD_METADATA},
+                files=ref.files,
+                owner=owner,
                 requester=requester if requester != owner else None,
-            )  # fmt: skip
+            )
             return [FileAdd(path, data=record.to_bytes()), FileAdd(ref.files, local_path=archive)]
 
         revision = _commit_retrying(requests, operations, f"submit {path}")
@@ -366,10 +423,14 @@ def _check_owner_rate(others: Iterable[Request], requester: str, limit: RateLimi
     """RateLimitError when ``requester`` (a digest of idbench.names.rate_identity) made ``limit`` requests
     in its window; a record without ``requester`` was made by its ``owner``."""
     since = now - limit.window_s
-    recent = sum(1 for r in others if (r.requester or r.owner) == requester and (parse_time(r.submitted_at) or 0.0) >= since)
+    recent = sum(
+        1 for r in others if (r.requester or r.owner) == requester and (parse_time(r.submitted_at) or 0.0) >= since
+    )
     if recent >= limit.max_submissions:
-        raise RateLimitError(f"this submitter made {recent} submissions in the last {limit.window_s / 3600:g} h; "
-                             f"the limit is {limit.max_submissions}")  # fmt: skip
+        raise RateLimitError(
+            f"this submitter made {recent} submissions in the last {limit.window_s / 3600:g} h; "
+            f"the limit is {limit.max_submissions}"
+        )
 
 
 def _zip_folder(folder: Path, archive: Path) -> Path:
@@ -421,12 +482,25 @@ def claim_request(
             return None
         request = candidates[0]
         if request.state == "RUNNING" and request.attempts >= max_attempts:
-            new = replace(request, state="PARKED", worker=None, lease_until=None, updated_at=iso(moment),
-                          reason=parked_reason(request.attempts, "the lease expired (worker killed or stuck?)"))  # fmt: skip
+            new = replace(
+                request,
+                state="PARKED",
+                worker=None,
+                lease_until=None,
+                updated_at=iso(moment),
+                reason=parked_reason(request.attempts, "the lease expired (worker killed or stuck?)"),
+            )
             message = f"park {request.path}"
         else:
-            new = replace(request, state="RUNNING", worker=worker_id, attempts=request.attempts + 1,
-                          lease_until=iso(moment + lease_seconds), updated_at=iso(moment), reason=None)  # fmt: skip
+            new = replace(
+                request,
+                state="RUNNING",
+                worker=worker_id,
+                attempts=request.attempts + 1,
+                lease_until=iso(moment + lease_seconds),
+                updated_at=iso(moment),
+                reason=None,
+            )
             message = f"claim {request.path} by {worker_id} (attempt {new.attempts})"
         try:
             revision = requests.commit([FileAdd(new.path, data=new.to_bytes())], message, parent=head)
@@ -440,9 +514,11 @@ def claim_request(
 
 def _is_ours(current: Request | None, claim: Claim) -> bool:
     return (
-        current is not None and current.state == "RUNNING"
-        and current.worker == claim.worker and current.attempts == claim.attempts
-    )  # fmt: skip
+        current is not None
+        and current.state == "RUNNING"
+        and current.worker == claim.worker
+        and current.attempts == claim.attempts
+    )
 
 
 def _end(requests: DatasetRepo, claim: Claim, what: str, **fields: Any) -> Request:
@@ -451,8 +527,12 @@ def _end(requests: DatasetRepo, claim: Claim, what: str, **fields: Any) -> Reque
 
     def change(current: Request | None) -> Request:
         if not _is_ours(current, claim):
-            state = "gone" if current is None else f"{current.state} (worker {current.worker}, attempt {current.attempts})"
-            raise LeaseLostError(f"{path}: lease of {claim.worker} (attempt {claim.attempts}) was lost, it is {state}; {what} not recorded")
+            state = (
+                "gone" if current is None else f"{current.state} (worker {current.worker}, attempt {current.attempts})"
+            )
+            raise LeaseLostError(
+                f"{path}: lease of {claim.worker} (attempt {claim.attempts}) was lost, it is {state}; {what} not recorded"
+            )
         return replace(current, **fields)
 
     return _update(requests, path, change, f"{what} {path} ({claim.worker}, attempt {claim.attempts})")
@@ -477,20 +557,26 @@ def fail_request(requests: DatasetRepo, claim: Claim, reason: str, now: float | 
     return _end(requests, claim, "fail", state="FAILED", lease_until=None, reason=reason, updated_at=iso(_now(now)))
 
 
-def requeue_request(requests: DatasetRepo, claim: Claim, reason: str, now: float | None = None, max_attempts: int = MAX_ATTEMPTS) -> str:
+def requeue_request(
+    requests: DatasetRepo, claim: Claim, reason: str, now: float | None = None, max_attempts: int = MAX_ATTEMPTS
+) -> str:
     """After a fault of the worker: back to PENDING with the attempt counted, or PARKED at ``max_attempts``; the state."""
     if claim.attempts >= max_attempts:
         state, reason = "PARKED", parked_reason(claim.attempts, reason)
     else:
         state, reason = "PENDING", f"back in the queue after a worker fault (attempt {claim.attempts}): {reason}"
-    _end(requests, claim, "requeue", state=state, worker=None, lease_until=None, reason=reason, updated_at=iso(_now(now)))
+    _end(
+        requests, claim, "requeue", state=state, worker=None, lease_until=None, reason=reason, updated_at=iso(_now(now))
+    )
     return state
 
 
 def park_request(requests: DatasetRepo, claim: Claim, reason: str, now: float | None = None) -> Request:
     """Mark a request we hold PARKED now (e.g. past its wall-time limit); LeaseLostError if not ours."""
     reason = f"{reason} (requeue with `idbench rescore --hub REQUESTS --request {claim.request.path}`)"
-    return _end(requests, claim, "park", state="PARKED", worker=None, lease_until=None, reason=reason, updated_at=iso(_now(now)))
+    return _end(
+        requests, claim, "park", state="PARKED", worker=None, lease_until=None, reason=reason, updated_at=iso(_now(now))
+    )
 
 
 def release_request(requests: DatasetRepo, claim: Claim, now: float | None = None) -> bool:
@@ -515,8 +601,12 @@ def find_request(requests: DatasetRepo, ref: str, revision: str | None = None) -
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise HubQueueError(f"{requests.repo_id}: no request {ref!r} (give its path, e.g. <benchmark>/<model>/<hash12>.json, or its hash12)")
-    raise HubQueueError(f"{requests.repo_id}: {ref!r} names {len(matches)} requests: {', '.join(r.path for r in matches)}")
+        raise HubQueueError(
+            f"{requests.repo_id}: no request {ref!r} (give its path, e.g. <benchmark>/<model>/<hash12>.json, or its hash12)"
+        )
+    raise HubQueueError(
+        f"{requests.repo_id}: {ref!r} names {len(matches)} requests: {', '.join(r.path for r in matches)}"
+    )
 
 
 def requeue(requests: DatasetRepo, ref: str, now: float | None = None) -> Request:
@@ -524,14 +614,20 @@ def requeue(requests: DatasetRepo, ref: str, now: float | None = None) -> Reques
 
     def change(current: Request | None) -> Request:
         if current is None or current.state not in ("PARKED", "FAILED"):
-            raise HubQueueError(f"{request.path}: is {current.state if current else 'gone'}; only PARKED or FAILED requests are requeued")
-        return replace(current, state="PENDING", attempts=0, worker=None, lease_until=None, reason=None, updated_at=iso(_now(now)))
+            raise HubQueueError(
+                f"{request.path}: is {current.state if current else 'gone'}; only PARKED or FAILED requests are requeued"
+            )
+        return replace(
+            current, state="PENDING", attempts=0, worker=None, lease_until=None, reason=None, updated_at=iso(_now(now))
+        )
 
     request = find_request(requests, ref)
     return _update(requests, request.path, change, f"requeue {request.path}")
 
 
-def withdraw(requests: DatasetRepo, results: DatasetRepo, ref: str, reason: str, now: float | None = None) -> tuple[Request, list[str]]:
+def withdraw(
+    requests: DatasetRepo, results: DatasetRepo, ref: str, reason: str, now: float | None = None
+) -> tuple[Request, list[str]]:
     """Withdraw a request: its record WITHDRAWN (with ``reason``), then its public result files deleted.
 
     Two commits, in that order: once the record says WITHDRAWN no worker can finish it (a worker that
@@ -542,11 +638,18 @@ def withdraw(requests: DatasetRepo, results: DatasetRepo, ref: str, reason: str,
         raise HubQueueError("a withdrawal needs a reason (it is shown with the request)")
     request = find_request(requests, ref)
     record = _update(
-        requests, request.path,
-        lambda current: replace(current or request, state="WITHDRAWN", worker=None, lease_until=None, reason=reason.strip(),
-                                updated_at=iso(_now(now))),
+        requests,
+        request.path,
+        lambda current: replace(
+            current or request,
+            state="WITHDRAWN",
+            worker=None,
+            lease_until=None,
+            reason=reason.strip(),
+            updated_at=iso(_now(now)),
+        ),
         f"withdraw {request.path}",
-    )  # fmt: skip
+    )
     return record, delete_results(results, request)
 
 
@@ -557,7 +660,11 @@ def delete_results(results: DatasetRepo, request: Request) -> list[str]:
 
     def operations(head: str | None) -> list[Operation]:
         root = results.snapshot(head) / folder if head is not None else None
-        deleted[:] = sorted(f"{folder}/{p.relative_to(root).as_posix()}" for p in root.rglob("*") if p.is_file()) if root and root.is_dir() else []
+        deleted[:] = (
+            sorted(f"{folder}/{p.relative_to(root).as_posix()}" for p in root.rglob("*") if p.is_file())
+            if root and root.is_dir()
+            else []
+        )
         return [FileDelete(path) for path in deleted]
 
     _commit_retrying(results, operations, f"withdraw {folder}")
@@ -580,14 +687,22 @@ def result_operations(request: Request, summary: dict[str, Any], samples: Path |
     for a plumbing summary.
     """
     if is_plumbing(summary):
-        raise HubQueueError(f"{request.path}: scored with the {summary.get('profile')!r} profile, a plumbing check; never published")
+        raise HubQueueError(
+            f"{request.path}: scored with the {summary.get('profile')!r} profile, a plumbing check; never published"
+        )
     folder = result_folder(request.benchmark, request.model, request.content_hash)
     samples_in_repo = f"{folder}/{SAMPLES_FILE}" if samples is not None and Path(samples).is_file() else None
     record = result_record(
-        summary, model=request.model, benchmark=request.benchmark, benchmark_version=request.benchmark_version,
-        content_hash=request.content_hash, scored_at=scored_at, samples=samples_in_repo, task=request.task,
+        summary,
+        model=request.model,
+        benchmark=request.benchmark,
+        benchmark_version=request.benchmark_version,
+        content_hash=request.content_hash,
+        scored_at=scored_at,
+        samples=samples_in_repo,
+        task=request.task,
         metadata=request.metadata,
-    )  # fmt: skip
+    )
     operations = [FileAdd(f"{folder}/{AGGREGATES_FILE}", data=json_bytes(record))]
     if samples_in_repo is not None:
         operations.append(FileAdd(samples_in_repo, local_path=Path(samples)))
@@ -620,9 +735,14 @@ class _Builds:
 
 
 def hub_readiness_problems(
-    queued: Iterable[Request], builds: _Builds, options: ScoreOptions, models: Models | None = None,
-    checked: set[Path] | None = None, *, started: bool = False,
-) -> list[str]:  # fmt: skip
+    queued: Iterable[Request],
+    builds: _Builds,
+    options: ScoreOptions,
+    models: Models | None = None,
+    checked: set[Path] | None = None,
+    *,
+    started: bool = False,
+) -> list[str]:
     """Why this worker cannot score the requests in ``queued`` (empty: ready).
 
     ``jobqueue.readiness_problems``' checks (models of the profile, judge configuration, the data
@@ -639,7 +759,9 @@ def hub_readiness_problems(
     for benchmark, waiting in sorted(by_benchmark.items()):
         folder, version = builds.folders.get(benchmark), builds.version(benchmark)
         if folder is None:
-            problems.append(f"{len(waiting)} queued request(s) of {benchmark}, but no benchmark data for it (--data {benchmark}=DIR)")
+            problems.append(
+                f"{len(waiting)} queued request(s) of {benchmark}, but no benchmark data for it (--data {benchmark}=DIR)"
+            )
             continue
         if version is None:
             problems.append(f"benchmark data of queued requests not readable here: {folder} is not a folder")
@@ -647,8 +769,10 @@ def hub_readiness_problems(
         other = [r for r in waiting if r.benchmark_version != version]
         if other:
             listed = f"{', '.join(r.path for r in other[:3])}{', ...' if len(other) > 3 else ''}"
-            stale = (f"{benchmark}: {folder} is build {version}, but {len(other)} queued request(s) were submitted "
-                     f"against build {other[0].benchmark_version} ({listed})")  # fmt: skip
+            stale = (
+                f"{benchmark}: {folder} is build {version}, but {len(other)} queued request(s) were submitted "
+                f"against build {other[0].benchmark_version} ({listed})"
+            )
             if len(other) == len(waiting) and not started:  # it can serve none of them: the wrong worker
                 problems.append(stale)
                 continue
@@ -670,7 +794,9 @@ class HubQueue:
 
     unit = "request"
 
-    def __init__(self, requests: DatasetRepo, results: DatasetRepo, data_dirs: Mapping[str, Path], home: Path | None = None):
+    def __init__(
+        self, requests: DatasetRepo, results: DatasetRepo, data_dirs: Mapping[str, Path], home: Path | None = None
+    ):
         self.requests, self.results = requests, results
         self.builds = _Builds(data_dirs)
         self.home = Path(home) if home is not None else default_home()
@@ -694,10 +820,14 @@ class HubQueue:
 
     def claim(self, worker_id: str, lease_seconds: float, *, checked: bool) -> Lease | None:
         # Only builds the check passed: a request submitted since is checked on the next round.
-        claim = claim_request(self.requests, worker_id, lease_seconds, accept=self.builds.can_score if checked else None)
+        claim = claim_request(
+            self.requests, worker_id, lease_seconds, accept=self.builds.can_score if checked else None
+        )
         if claim is None:
             return None
-        return Lease(claim.request.path, claim.worker, claim.attempts, claim.request.benchmark, claim.request.model, claim)
+        return Lease(
+            claim.request.path, claim.worker, claim.attempts, claim.request.benchmark, claim.request.model, claim
+        )
 
     def heartbeat(self, lease: Lease, lease_seconds: float) -> bool:
         return heartbeat(self.requests, lease.record, lease_seconds)
@@ -720,7 +850,9 @@ class HubQueue:
         if is_plumbing(summary):
             note = f"scored with the {summary.get('profile')!r} profile, a plumbing check: results not published"
         elif not _is_ours(_read(self.requests, self.requests.head(), request.path), claim):
-            raise LeaseLostError(f"{request.path}: lease of {claim.worker} (attempt {claim.attempts}) was lost; results not pushed")
+            raise LeaseLostError(
+                f"{request.path}: lease of {claim.worker} (attempt {claim.attempts}) was lost; results not pushed"
+            )
         else:
             # Results first, then FINISHED: a crash in between leaves a request to claim again.
             operations = result_operations(request, summary, work.out / SAMPLES_FILE, iso(time.time()))
@@ -776,7 +908,11 @@ def _withdrawn_meanwhile(requests: DatasetRepo, results: DatasetRepo, request: R
     current = _read(requests, requests.head(), request.path)
     if current is not None and current.state == "WITHDRAWN":
         deleted = delete_results(results, request)
-        log.warning("%s: withdrawn while it was scored; deleted the results just pushed (%d file(s))", request.path, len(deleted))
+        log.warning(
+            "%s: withdrawn while it was scored; deleted the results just pushed (%d file(s))",
+            request.path,
+            len(deleted),
+        )
 
 
 @contextlib.contextmanager
@@ -795,7 +931,9 @@ def _downloaded(requests: DatasetRepo, claim: Claim, data_dir: Path) -> Iterator
     with validate_submission(archive, data, max_compression_ratio=REQUEST_ZIP_MAX_RATIO) as submission:
         _, _, digest = queued_metadata(submission, data.name)
         if digest != request.content_hash or submission.model != request.model:
-            message = (f"its files (content hash {digest[:12]}, model {submission.model!r}) are not the ones "
-                       f"the request names ({request.hash12}, {request.model!r})")  # fmt: skip
+            message = (
+                f"its files (content hash {digest[:12]}, model {submission.model!r}) are not the ones "
+                f"the request names ({request.hash12}, {request.model!r})"
+            )
             raise SubmissionError([Problem(None, None, request.files, message)])
         yield submission.root

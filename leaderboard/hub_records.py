@@ -69,13 +69,36 @@ MAX_SAMPLES_ROWS = 50_000_000
 REQUEST_STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED", "PARKED", "WITHDRAWN")
 # The fields of a request record (hub_queue.Request); any other field makes the record malformed.
 REQUEST_FIELDS = (
-    "schema", "model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at", "task",
-    "metadata", "updated_at", "attempts", "worker", "lease_until", "reason", "files", "owner", "requester",
-)  # fmt: skip
+    "schema",
+    "model",
+    "benchmark",
+    "benchmark_version",
+    "content_hash",
+    "state",
+    "submitted_at",
+    "task",
+    "metadata",
+    "updated_at",
+    "attempts",
+    "worker",
+    "lease_until",
+    "reason",
+    "files",
+    "owner",
+    "requester",
+)
 REQUIRED_REQUEST_FIELDS = ("model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at")
 REQUEST_SCHEMA = 1
 # What proves where a result came from and what it was scored with: a result without them is not shown.
-RESULT_PROVENANCE = ("model", "benchmark", "benchmark_version", "suite_version", "idbench_version", "profile", "content_hash")
+RESULT_PROVENANCE = (
+    "model",
+    "benchmark",
+    "benchmark_version",
+    "suite_version",
+    "idbench_version",
+    "profile",
+    "content_hash",
+)
 AGGREGATES_FILE = "aggregates.json"
 SAMPLES_FILE = "results.parquet"
 EVIDENCE_FILE = "judge_evidence.parquet"  # evaluate_pkg.runner.EVIDENCE_FILE (runner imports the scorer)
@@ -124,7 +147,9 @@ def _bounded_int(text: str) -> int:
     return value
 
 
-def load_record(path: str, data: bytes, *, max_bytes: int = MAX_REQUEST_BYTES, max_depth: int = MAX_RECORD_DEPTH) -> dict[str, Any]:
+def load_record(
+    path: str, data: bytes, *, max_bytes: int = MAX_REQUEST_BYTES, max_depth: int = MAX_RECORD_DEPTH
+) -> dict[str, Any]:
     """The JSON object in ``data`` (the file at repo path ``path``), read within bounds.
 
     Raises :class:`MalformedRecord` naming ``path`` when the file is over ``max_bytes`` (checked
@@ -224,8 +249,11 @@ def _metadata_problems(record: dict[str, Any]) -> list[str]:
         return []
     if not isinstance(metadata, dict):
         return ["field 'metadata' is not an object"]
-    problems = [f"field 'metadata.{key}' is not text" for key in ("family", "link", "model")
-                if metadata.get(key) is not None and not isinstance(metadata[key], str)]  # fmt: skip
+    problems = [
+        f"field 'metadata.{key}' is not text"
+        for key in ("family", "link", "model")
+        if metadata.get(key) is not None and not isinstance(metadata[key], str)
+    ]
     return problems + [f"metadata: {problem}" for problem in metadata_text_problems(metadata)]
 
 
@@ -247,7 +275,9 @@ def request_problems(path: str, record: dict[str, Any], now: float) -> list[str]
     the path the model/benchmark/hash belong at and the record's own zip, and the timestamps (see the
     module's decisions; ``now`` is epoch seconds).
     """
-    problems = [p for key in REQUIRED_REQUEST_FIELDS if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=True))]
+    problems = [
+        p for key in REQUIRED_REQUEST_FIELDS if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=True))
+    ]
     problems += [f"unknown field {key[:40]!r}" for key in sorted(set(record) - set(REQUEST_FIELDS))]
     for key in ("task", "worker", "files", "owner", "requester"):
         problems += [p] if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=False)) else []
@@ -335,7 +365,9 @@ def _fine_stats(stats: dict[str, Any]) -> bool:
     """The common case, checked fast (a result holds thousands of statistics blocks): every field fine."""
     for key in STAT_NUMBERS:
         value = stats.get(key)
-        if value is not None and not (type(value) in (int, float) and -MAX_STAT_MAGNITUDE <= value <= MAX_STAT_MAGNITUDE):
+        if value is not None and not (
+            type(value) in (int, float) and -MAX_STAT_MAGNITUDE <= value <= MAX_STAT_MAGNITUDE
+        ):
             return False  # a NaN fails the comparison too
     for key in STAT_COUNTS:
         value = stats.get(key)
@@ -349,10 +381,16 @@ def _stats_problems(where: str, stats: Any) -> list[str]:
         return [f"{where} is not an object of statistics"]
     if _fine_stats(stats):
         return []
-    problems = [f"{where}.{key} is {stats[key]!r:.40}, not a finite number within +-{MAX_STAT_MAGNITUDE:g}" for key in STAT_NUMBERS
-                if stats.get(key) is not None and not (_is_number(stats[key]) and abs(stats[key]) <= MAX_STAT_MAGNITUDE)]  # fmt: skip
-    problems += [f"{where}.{key} is {stats[key]!r:.40}, not a count" for key in STAT_COUNTS
-                 if stats.get(key) is not None and (not _is_int(stats[key]) or stats[key] < 0)]  # fmt: skip
+    problems = [
+        f"{where}.{key} is {stats[key]!r:.40}, not a finite number within +-{MAX_STAT_MAGNITUDE:g}"
+        for key in STAT_NUMBERS
+        if stats.get(key) is not None and not (_is_number(stats[key]) and abs(stats[key]) <= MAX_STAT_MAGNITUDE)
+    ]
+    problems += [
+        f"{where}.{key} is {stats[key]!r:.40}, not a count"
+        for key in STAT_COUNTS
+        if stats.get(key) is not None and (not _is_int(stats[key]) or stats[key] < 0)
+    ]
     return problems
 
 
@@ -398,7 +436,9 @@ def result_problems(path: str, record: dict[str, Any], now: float) -> list[str]:
     for key in ("models", "not_run"):
         if record.get(key) is not None and not isinstance(record[key], dict):
             problems.append(f"field {key!r} is not an object")
-    problems += [p for key, check in (("judge", check_judge), ("copies", check_copies)) if (p := check(record.get(key)))]
+    problems += [
+        p for key, check in (("judge", check_judge), ("copies", check_copies)) if (p := check(record.get(key)))
+    ]
     problems += _metadata_problems(record)
     problems += [p] if (p := _time_problem(record, "scored_at", now)) else []
     if problems:
@@ -407,7 +447,9 @@ def result_problems(path: str, record: dict[str, Any], now: float) -> list[str]:
     if parts[0] != record["benchmark"]:
         problems.append(f"benchmark {record['benchmark']!r} does not match its folder {parts[0]!r}")
     elif len(parts) != 4 or parts[2] != record["content_hash"][:12]:
-        problems.append(f"content hash {record['content_hash'][:12]}... does not match its folder {parts[2] if len(parts) > 2 else path!r}")
+        problems.append(
+            f"content hash {record['content_hash'][:12]}... does not match its folder {parts[2] if len(parts) > 2 else path!r}"
+        )
     elif path != f"{folder}/{AGGREGATES_FILE}":
         problems.append(f"its model, benchmark and content_hash belong at {folder}/{AGGREGATES_FILE}")
     samples = record.get("samples")

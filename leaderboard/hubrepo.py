@@ -59,7 +59,9 @@ JSON_FILES = ("*.json",)  # snapshot patterns of the records alone (request file
 STALE_PARENT_STATUSES = (412,)
 
 
-def backoff_delays(attempts: int, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None) -> list[float]:
+def backoff_delays(
+    attempts: int, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None
+) -> list[float]:
     """The pauses (seconds) before each of ``attempts`` retries of a refused commit: "full jitter" backoff.
 
     Retry ``i`` (from 0) waits a uniform random time in ``[0, min(cap, base * 2**i)]``: the bound
@@ -258,10 +260,15 @@ class HubDatasetRepo:
     def snapshot(self, revision: str, patterns: Sequence[str] | None = None) -> Path:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(
-            self.repo_id, repo_type=REPO_TYPE, revision=revision, token=self.api.token,
-            allow_patterns=list(patterns) if patterns is not None else None,
-        ))  # fmt: skip
+        return Path(
+            snapshot_download(
+                self.repo_id,
+                repo_type=REPO_TYPE,
+                revision=revision,
+                token=self.api.token,
+                allow_patterns=list(patterns) if patterns is not None else None,
+            )
+        )
 
     def commit(self, operations: Sequence[Operation], message: str, parent: str | None) -> str:
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
@@ -271,21 +278,30 @@ class HubDatasetRepo:
             self.api.create_repo(self.repo_id, repo_type=REPO_TYPE, exist_ok=True)
             parent = self.head()
         ops = [
-            CommitOperationDelete(path_in_repo=op.path) if isinstance(op, FileDelete)
-            else CommitOperationAdd(path_in_repo=op.path, path_or_fileobj=op.data if op.data is not None else str(op.local_path))
+            CommitOperationDelete(path_in_repo=op.path)
+            if isinstance(op, FileDelete)
+            else CommitOperationAdd(
+                path_in_repo=op.path, path_or_fileobj=op.data if op.data is not None else str(op.local_path)
+            )
             for op in operations
-        ]  # fmt: skip
+        ]
         try:
             info = self.api.create_commit(
-                repo_id=self.repo_id, repo_type=REPO_TYPE, revision=self.branch,
-                operations=ops, commit_message=message, parent_commit=parent,
-            )  # fmt: skip
+                repo_id=self.repo_id,
+                repo_type=REPO_TYPE,
+                revision=self.branch,
+                operations=ops,
+                commit_message=message,
+                parent_commit=parent,
+            )
         except HfHubHTTPError as err:
             status = getattr(getattr(err, "response", None), "status_code", None)
             if status in STALE_PARENT_STATUSES:
                 # 412: the parent is not the head. Do not ask the head to confirm: the read may lag and
                 # answer the stale parent, which would turn a plain conflict into a worker fault.
-                raise RepoConflict(f"{self.repo_id}: the Hub refused a commit on {parent} (HTTP {status}: the head has moved)") from err
+                raise RepoConflict(
+                    f"{self.repo_id}: the Hub refused a commit on {parent} (HTTP {status}: the head has moved)"
+                ) from err
             # Another status: a moved head is still a conflict (older Hubs answered otherwise).
             head = self.head()
             if head != parent:
@@ -299,6 +315,8 @@ def open_repo(repo_id: str, api=None) -> DatasetRepo:
     stand_in = settings.hub_stand_in()
     if stand_in is not None:
         _check_path(repo_id)
-        logger.warning("%s: using the LOCAL STAND-IN under %s (%s is set), not the Hub", repo_id, stand_in, STAND_IN_ENV)
+        logger.warning(
+            "%s: using the LOCAL STAND-IN under %s (%s is set), not the Hub", repo_id, stand_in, STAND_IN_ENV
+        )
         return LocalRepoStandIn(stand_in / repo_id, repo_id)
     return HubDatasetRepo(repo_id, api=api)

@@ -159,8 +159,11 @@ def readiness_problems(
     if missing:
         for message in missing.values():
             log.info("%s", message)  # how to get each one: shown with `idbench -v worker`
-        problems.insert(0, f"{len(missing)} model(s) of profile {options.profile!r} not on this machine: {', '.join(sorted(missing))}"
-                        " (`idbench -v worker` or `idbench models list` tells how to get them)")
+        problems.insert(
+            0,
+            f"{len(missing)} model(s) of profile {options.profile!r} not on this machine: {', '.join(sorted(missing))}"
+            " (`idbench -v worker` or `idbench models list` tells how to get them)",
+        )
     return problems
 
 

@@ -35,7 +35,9 @@ def judge_record(judge: Any) -> dict[str, Any] | None:
 def fallback_key(judge: Mapping[str, Any]) -> str:
     """``"<model> temperature=0.0 max_tokens=512 ..."`` from the model and its decoding settings."""
     settings = judge.get("settings") or {}
-    parts = [f"{name}={settings[name]}" for name in DECODING_SETTINGS if isinstance(settings, Mapping) and name in settings]
+    parts = [
+        f"{name}={settings[name]}" for name in DECODING_SETTINGS if isinstance(settings, Mapping) and name in settings
+    ]
     return " ".join([str(judge["model"]), *parts])
 
 
@@ -52,7 +54,9 @@ def judge_label(judge: Mapping[str, Any] | None) -> str:
     if not judge:
         return ""
     settings = judge.get("settings") or {}
-    shown = [f"{name} {settings[name]}" for name in DECODING_SETTINGS if isinstance(settings, Mapping) and name in settings]
+    shown = [
+        f"{name} {settings[name]}" for name in DECODING_SETTINGS if isinstance(settings, Mapping) and name in settings
+    ]
     return f"{judge['model']} ({', '.join(shown)})" if shown else str(judge["model"])
 
 
@@ -75,7 +79,6 @@ def judge_columns(judge: Any, copies: Any) -> tuple[str | None, str | None, str 
         judge_key(record),
         json.dumps(copies, sort_keys=True, default=str) if isinstance(copies, dict) else None,
     )
-
 
 
 # --- validation of records read from a Hub repo (anyone's text) ------------------------------------

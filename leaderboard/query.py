@@ -186,7 +186,8 @@ def group_size_note(results: pd.DataFrame, spec: BenchmarkSpec, metric: str, fil
     shares = group_size_shares(results, spec, metric)
     weights = ", ".join(f"{group_size_label(size)}: {share:.0%}" for size, share in shares.items())
     shares = "each N weighs by its share of the prompts, the dataset's proportions" + (
-        f" ({weights} of those scored on {metric})" if weights else "")
+        f" ({weights} of those scored on {metric})" if weights else ""
+    )
     size = (filters or {}).get(axis)
     if size is None:
         return f"Ranked over {POOLED}, the mean over every prompt: {shares}."
@@ -212,7 +213,9 @@ def breakdown_cell(spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> tu
     for breakdown in spec.breakdowns:
         if set(breakdown) == set(chosen):
             return " x ".join(breakdown), " x ".join(str(chosen[axis]) for axis in breakdown)
-    raise ValueError(f"{spec.name}: no breakdown by {' x '.join(chosen)}; known: {[' x '.join(b) for b in spec.breakdowns]}")
+    raise ValueError(
+        f"{spec.name}: no breakdown by {' x '.join(chosen)}; known: {[' x '.join(b) for b in spec.breakdowns]}"
+    )
 
 
 def task_of(row: Mapping[str, Any]) -> str:
@@ -253,7 +256,9 @@ def as_defined_now(results: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
     if not any(stale):
         return results
     out = results.copy()
-    out["aggregates"] = [_without(aggregates, names) if names else aggregates for aggregates, names in zip(results["aggregates"], stale)]
+    out["aggregates"] = [
+        _without(aggregates, names) if names else aggregates for aggregates, names in zip(results["aggregates"], stale)
+    ]
     return out
 
 
@@ -265,7 +270,9 @@ def _without(aggregates: Mapping[str, Any], names: Iterable[str]) -> dict[str, A
     out["overall"] = cell(aggregates.get("overall") or {})
     for key in ("breakdowns", "subject_breakdowns"):
         if isinstance(aggregates.get(key), Mapping):
-            out[key] = {axis: {value: cell(stats) for value, stats in cells.items()} for axis, cells in aggregates[key].items()}
+            out[key] = {
+                axis: {value: cell(stats) for value, stats in cells.items()} for axis, cells in aggregates[key].items()
+            }
     return out
 
 
@@ -293,7 +300,10 @@ def marks(row: Mapping[str, Any], spec: BenchmarkSpec) -> str:
     if facts.calibrated is False:
         out.append(UNCALIBRATED_MARK)
     if facts.incomplete:
-        out.append("incomplete: " + ", ".join(f"{m} (judge failed {100 * r:.0f} %)" for m, r in sorted(facts.incomplete.items())))
+        out.append(
+            "incomplete: "
+            + ", ".join(f"{m} (judge failed {100 * r:.0f} %)" for m, r in sorted(facts.incomplete.items()))
+        )
     return ", ".join(out)
 
 
@@ -406,7 +416,11 @@ def rank_rows(
         elif judged_metric and f.calibrated is False and not include_uncalibrated:
             reason = UNCALIBRATED_MARK + (f": {f.calibration_reason}" if f.calibration_reason else "")
         elif judged_metric and f.incomplete and not include_judge_failures:
-            reason = "judge failed on " + ", ".join(f"{100 * r:.0f} % of {m}" for m, r in sorted(f.incomplete.items())) + " (over 5 %)"
+            reason = (
+                "judge failed on "
+                + ", ".join(f"{100 * r:.0f} % of {m}" for m, r in sorted(f.incomplete.items()))
+                + " (over 5 %)"
+            )
         reasons.append(reason)
     out = table.copy()
     out[NOT_RANKED] = reasons
@@ -433,7 +447,9 @@ def shared_ranks(values: Iterable[Any], higher_is_better: bool) -> list[int]:
     [1, 1, 3, 4]
     """
     numbers = [float(v) for v in values]
-    keys = [math.inf if math.isnan(v) else -float(f"{v:.12g}") if higher_is_better else float(f"{v:.12g}") for v in numbers]
+    keys = [
+        math.inf if math.isnan(v) else -float(f"{v:.12g}") if higher_is_better else float(f"{v:.12g}") for v in numbers
+    ]
     return [1 + sum(other < key for other in keys) for key in keys]
 
 
@@ -533,7 +549,9 @@ def ranked_table(
     """
     mixed = sorted({task_of(row) for _, row in results.iterrows()}) if "task" in results else []
     if len(mixed) > 1:  # one ranking is one track: rows of other tasks have other metrics
-        raise ValueError(f"{spec.name}: results of several tasks ({', '.join(mixed)}) in one ranking; rank each track apart")
+        raise ValueError(
+            f"{spec.name}: results of several tasks ({', '.join(mixed)}) in one ranking; rank each track apart"
+        )
     results = as_defined_now(results, spec)  # no older quantity under a metric's present name
     metric = metric or default_metric(results, spec)
     specs = metric_specs(spec)
@@ -562,7 +580,11 @@ def ranked_table(
         }
         for m in metrics:
             s = stats.get(m) or {}
-            record[m], record[m + CI_LOW], record[m + CI_HIGH] = _num(s.get("mean")), _num(s.get("ci_low")), _num(s.get("ci_high"))
+            record[m], record[m + CI_LOW], record[m + CI_HIGH] = (
+                _num(s.get("mean")),
+                _num(s.get("ci_low")),
+                _num(s.get("ci_high")),
+            )
             if specs[m].judged:
                 record[m + FAILURES] = _num((stats.get(f"{m}.failure_rate") or {}).get("mean"))
                 record[m + COVERAGE] = coverage(s)
@@ -578,7 +600,13 @@ def ranked_table(
     if table.empty:
         return table
     ranking = rank_rows(
-        table, facts, spec, metric, judge=judge, include_uncalibrated=include_uncalibrated, include_copies=include_copies,
+        table,
+        facts,
+        spec,
+        metric,
+        judge=judge,
+        include_uncalibrated=include_uncalibrated,
+        include_copies=include_copies,
         include_judge_failures=include_judge_failures,
     )
     return pd.concat([ranking.ranked, ranking.unranked], ignore_index=True)[columns]
@@ -671,11 +699,17 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
     intervals = {}  # metric -> its compact texts, made from the raw values (one rounding, as show_text)
     for m in metric_specs(spec).values():
         if compact and m.name in table.columns:
-            low, high = (table.get(m.name + suffix, pd.Series(math.nan, index=table.index)) for suffix in (CI_LOW, CI_HIGH))
-            intervals[m.name] = [interval_text(*values, display_of(spec, m.name, raw)) for values in zip(table[m.name], low, high)]
+            low, high = (
+                table.get(m.name + suffix, pd.Series(math.nan, index=table.index)) for suffix in (CI_LOW, CI_HIGH)
+            )
+            intervals[m.name] = [
+                interval_text(*values, display_of(spec, m.name, raw)) for values in zip(table[m.name], low, high)
+            ]
             shown = shown.drop(columns=[c for c in (m.name + CI_LOW, m.name + CI_HIGH) if c in shown.columns])
     renames = {}
-    for column in [c for c in shown.columns if c.endswith((FAILURES, COVERAGE, *(suffix for _, suffix in SHARES.values())))]:  # a share of images: shown in percent
+    for column in [
+        c for c in shown.columns if c.endswith((FAILURES, COVERAGE, *(suffix for _, suffix in SHARES.values())))
+    ]:  # a share of images: shown in percent
         shown[column] = (shown[column].astype(float) * 100).round(2)
         renames[column] = column + " (%)"
     for column in [c for c in shown.columns if c.endswith(MISSING)]:
@@ -689,8 +723,10 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
                 if m.name in intervals and column == m.name:
                     shown[column] = pd.Series(intervals[m.name], index=shown.index, dtype=object)
                 else:
-                    shown[column] = shown[column].astype(float).map(lambda v, d=display: show(v, d)).round(convention.decimals)
-                renames[column] = m.name + convention.suffix + column[len(m.name):]
+                    shown[column] = (
+                        shown[column].astype(float).map(lambda v, d=display: show(v, d)).round(convention.decimals)
+                    )
+                renames[column] = m.name + convention.suffix + column[len(m.name) :]
     return reading_order(shown.rename(columns=renames))
 
 
@@ -763,9 +799,14 @@ def with_links(shown: pd.DataFrame, results: pd.DataFrame, task: str) -> pd.Data
     by_id = {int(row["submission_id"]): row for _, row in results.iterrows()}
     out = shown.copy()
     out["model"] = [
-        model_url(by_id[i]["benchmark"], task, i, name) for i, name in zip(out["submission"].astype(int), out["model"].astype(str))
+        model_url(by_id[i]["benchmark"], task, i, name)
+        for i, name in zip(out["submission"].astype(int), out["model"].astype(str))
     ]
-    out.insert(out.columns.get_loc("model") + 1, "link", [safe_link((by_id[i]["metadata"] or {}).get("link")) for i in out["submission"].astype(int)])
+    out.insert(
+        out.columns.get_loc("model") + 1,
+        "link",
+        [safe_link((by_id[i]["metadata"] or {}).get("link")) for i in out["submission"].astype(int)],
+    )
     return out
 
 
@@ -785,14 +826,29 @@ def metadata_table(row: Mapping[str, Any]) -> pd.DataFrame:
         ("idbench version", row.get("idbench_version")),
         ("submission", row.get("submission_id")),
     ]
-    return pd.DataFrame([(name, "" if value is None else str(value)) for name, value in fields], columns=["field", "value"])
+    return pd.DataFrame(
+        [(name, "" if value is None else str(value)) for name, value in fields], columns=["field", "value"]
+    )
 
 
 # The generation record's fields (idbench generate, docs/generation.md) in the order the model page shows them.
 GENERATION_FIELDS = (
-    "adapter", "model_id", "revision", "pipeline_class", "dtype", "steps", "guidance", "resolution", "task",
-    "references", "reference_side", "device", "processes", "seed_rule", "seconds_per_image",
-)  # fmt: skip
+    "adapter",
+    "model_id",
+    "revision",
+    "pipeline_class",
+    "dtype",
+    "steps",
+    "guidance",
+    "resolution",
+    "task",
+    "references",
+    "reference_side",
+    "device",
+    "processes",
+    "seed_rule",
+    "seconds_per_image",
+)
 # A value the submitter wrote is cut to this many characters on the page (the whole record is in the JSON expander).
 GENERATION_VALUE_CHARS = 300
 GENERATION_NOT_RECORDED = (
@@ -828,7 +884,14 @@ def latest_jobs(jobs: list[Mapping[str, Any]], tasks: Mapping[int, str], n: int)
     columns = ["submitted", "model", "benchmark", "task", "state", "submission"]
     newest = sorted(jobs, key=lambda j: int(j["job"]), reverse=True)[:n]
     rows = [
-        (j["created"], j["model"], j["benchmark"], tasks.get(int(j["submission"]), DEFAULT_TASK), j["state"], int(j["submission"]))
+        (
+            j["created"],
+            j["model"],
+            j["benchmark"],
+            tasks.get(int(j["submission"]), DEFAULT_TASK),
+            j["state"],
+            int(j["submission"]),
+        )
         for j in newest
     ]
     return pd.DataFrame(rows, columns=columns)
@@ -920,11 +983,17 @@ def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, p
             {cell: {m: _num(s.get("mean")) for m, s in stats.items()} for cell, stats in cells.items()}, orient="index"
         )
         if not table.empty:
-            table = table.loc[sorted(table.index, key=lambda label: [(v == UNKNOWN_CELL, *_sort_key(v)) for v in label.split(" x ")])]
+            table = table.loc[
+                sorted(table.index, key=lambda label: [(v == UNKNOWN_CELL, *_sort_key(v)) for v in label.split(" x ")])
+            ]
             table = table[[m.name for m in spec.metric_suite if m.name in table.columns]]
             if name in by_subject:  # how many subject rows and prompts each cell holds ("unknown" among them)
-                table["rows"] = [max((s.get("n", 0) + s.get("n_nan", 0) for s in cells[c].values()), default=0) for c in table.index]
-                table["prompts"] = [max((s.get("n_prompts") or 0 for s in cells[c].values()), default=0) for c in table.index]
+                table["rows"] = [
+                    max((s.get("n", 0) + s.get("n_nan", 0) for s in cells[c].values()), default=0) for c in table.index
+                ]
+                table["prompts"] = [
+                    max((s.get("n_prompts") or 0 for s in cells[c].values()), default=0) for c in table.index
+                ]
             table.index.name = name
         out[name] = table
     return out
@@ -971,9 +1040,11 @@ def who_summary(aggregates: Mapping[str, Any], spec: BenchmarkSpec) -> pd.DataFr
     overall = (aggregates or {}).get("overall", {})
     if not any(WHO_PREFIX + name in overall for name in WHO_COUNTS):
         return pd.DataFrame(columns=columns, index=pd.Index([], name="N"))
-    cells = (aggregates.get("breakdowns", {}).get(spec.group_size_axis, {}) if spec.group_size_axis else {})
+    cells = aggregates.get("breakdowns", {}).get(spec.group_size_axis, {}) if spec.group_size_axis else {}
     rows = {label: cells[label] for label in sorted(cells, key=_sort_key)} | {WHO_ALL: overall}
-    table = pd.DataFrame.from_dict({label: _who_row(stats) for label, stats in rows.items()}, orient="index", columns=columns)
+    table = pd.DataFrame.from_dict(
+        {label: _who_row(stats) for label, stats in rows.items()}, orient="index", columns=columns
+    )
     table.index.name = "N"
     return table
 
@@ -1002,7 +1073,9 @@ RANK_SEED = 0  # fixed: the same store shows the same intervals on every render
 PROMPTS_ONLY = "percentile bootstrap over prompts"  # the design of results scored before designs were recorded
 
 
-def resampling_design(aggregates: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, ...], dict[str, dict[str, list[str]]], str]:
+def resampling_design(
+    aggregates: Iterable[Mapping[str, Any]],
+) -> tuple[tuple[str, ...], dict[str, dict[str, list[str]]], str]:
     """(factors, each prompt's units, method) of the resampling design the results' ``aggregates.json``
     record (``aggregates["resampling"]``): the first result that records one gives the factors and the
     method; the prompt units are merged over every result with the same factors (builds of one benchmark
@@ -1092,8 +1165,10 @@ def rank_uncertainty(
     low, high = rank_sets(claims.better, claims.equal)
     tier = tiers(point, claims.better, order=np.asarray(submissions))
     texts = [f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in zip(low, high)]
-    out = pd.DataFrame({"rank": ranks, "rank_low": low.astype(int), "rank_high": high.astype(int), RANK_INTERVAL: texts,
-                        TIER: tier}, index=submissions)
+    out = pd.DataFrame(
+        {"rank": ranks, "rank_low": low.astype(int), "rank_high": high.astype(int), RANK_INTERVAL: texts, TIER: tier},
+        index=submissions,
+    )
     out.index.name = "submission"
     return out
 
@@ -1126,13 +1201,17 @@ def leaders_tied(table: pd.DataFrame) -> list[str]:
     return [str(m) for m in first["model"]] if len(first) > 1 else []
 
 
-def cell_prompts(prompt_rows: Mapping[str, Mapping[str, Any]], spec: BenchmarkSpec, filters: Mapping[str, Any] | None) -> list[str] | None:
+def cell_prompts(
+    prompt_rows: Mapping[str, Mapping[str, Any]], spec: BenchmarkSpec, filters: Mapping[str, Any] | None
+) -> list[str] | None:
     """The prompt ids of the breakdown cell ``filters`` select (None: no cell, every prompt), from the
     built benchmark's prompt rows (their breakdown columns, compared as the stored labels are, as text)."""
     chosen = {axis: str(value) for axis, value in (filters or {}).items() if value is not None}
     if not chosen:
         return None
-    return [pid for pid, row in prompt_rows.items() if all(str(row.get(axis)) == value for axis, value in chosen.items())]
+    return [
+        pid for pid, row in prompt_rows.items() if all(str(row.get(axis)) == value for axis, value in chosen.items())
+    ]
 
 
 # --- the charts' data, in the page's units -------------------------------------------------------
@@ -1156,11 +1235,20 @@ def degradation_frame(results: pd.DataFrame, spec: BenchmarkSpec, metric: str, r
         for size, stats in row["aggregates"].get("breakdowns", {}).get(axis, {}).items():
             s = stats.get(metric)
             if s is not None:
-                rows.append((label, int(size), *(in_units(s.get(k), spec, metric, raw) for k in ("mean", "ci_low", "ci_high")), _cell_n(s)))
+                rows.append(
+                    (
+                        label,
+                        int(size),
+                        *(in_units(s.get(k), spec, metric, raw) for k in ("mean", "ci_low", "ci_high")),
+                        _cell_n(s),
+                    )
+                )
     return pd.DataFrame(rows, columns=columns).sort_values(["model", "N"], kind="stable").reset_index(drop=True)
 
 
-def overall_frame(results: pd.DataFrame, spec: BenchmarkSpec, metrics: Iterable[str], raw: bool = False) -> pd.DataFrame:
+def overall_frame(
+    results: pd.DataFrame, spec: BenchmarkSpec, metrics: Iterable[str], raw: bool = False
+) -> pd.DataFrame:
     """``model, metric, value, low, high, n``: each model's overall value of each of ``metrics`` it has;
     ``metric`` is the column name the table gives it (:func:`display_name`)."""
     rows = []
@@ -1169,7 +1257,14 @@ def overall_frame(results: pd.DataFrame, spec: BenchmarkSpec, metrics: Iterable[
         for m in metrics:
             s = overall.get(m)
             if s is not None:
-                rows.append((label, display_name(spec, m, raw), *(in_units(s.get(k), spec, m, raw) for k in ("mean", "ci_low", "ci_high")), _cell_n(s)))
+                rows.append(
+                    (
+                        label,
+                        display_name(spec, m, raw),
+                        *(in_units(s.get(k), spec, m, raw) for k in ("mean", "ci_low", "ci_high")),
+                        _cell_n(s),
+                    )
+                )
     return pd.DataFrame(rows, columns=["model", "metric", "value", "low", "high", "n"])
 
 
@@ -1184,7 +1279,11 @@ def scatter_frame(results: pd.DataFrame, spec: BenchmarkSpec, x: str, y: str, ra
     out = pd.DataFrame(index=wide.index)
     for name in names:
         out[name] = wide[("value", name)]
-        out[f"{name} low"], out[f"{name} high"], out[f"{name} n"] = wide[("low", name)], wide[("high", name)], wide[("n", name)]
+        out[f"{name} low"], out[f"{name} high"], out[f"{name} n"] = (
+            wide[("low", name)],
+            wide[("high", name)],
+            wide[("n", name)],
+        )
     return out.dropna(subset=list(names)).reset_index()
 
 
@@ -1201,7 +1300,10 @@ def nothing_to_show(frame: pd.DataFrame, what: str) -> str:
 
 # --- paired comparisons on the model page -------------------------------------------------------
 
-def comparison_tables(rows: Iterable[Mapping[str, Any]], spec: BenchmarkSpec, raw: bool = False) -> dict[str, pd.DataFrame]:
+
+def comparison_tables(
+    rows: Iterable[Mapping[str, Any]], spec: BenchmarkSpec, raw: bool = False
+) -> dict[str, pd.DataFrame]:
     """The rows of ``idbench.evaluate_pkg.compare`` (one per table and metric, raw values) as one frame
     per table ("overall", then each breakdown cell): metric (named with its unit), A, B, B - A and its
     interval in the page's units, p, p_holm, verdict, shared images and prompts.
@@ -1221,13 +1323,20 @@ def comparison_tables(rows: Iterable[Mapping[str, Any]], spec: BenchmarkSpec, ra
         scaled = lambda v, f=factor: None if v is None else round(f * float(v), digits)  # noqa: E731
         shown = lambda v, d=display: None if v is None else round(show(v, d), digits)  # noqa: E731
         low, high = scaled(row.get("ci_low")), scaled(row.get("ci_high"))
-        out.setdefault(str(row["table"]), []).append({
-            "metric": display_name(spec, metric, raw) if metric in metric_specs(spec) else metric,
-            "A": shown(row.get("a")), "B": shown(row.get("b")), "B - A": scaled(row.get("diff")),
-            "interval": "n/a" if low is None or high is None else f"[{low:.{digits}f}, {high:.{digits}f}]",
-            "p": row.get("p"), "p_holm": row.get("p_holm"), "verdict": row.get("verdict"),
-            "images": row.get("n"), "prompts": row.get("n_prompts"),
-        })
+        out.setdefault(str(row["table"]), []).append(
+            {
+                "metric": display_name(spec, metric, raw) if metric in metric_specs(spec) else metric,
+                "A": shown(row.get("a")),
+                "B": shown(row.get("b")),
+                "B - A": scaled(row.get("diff")),
+                "interval": "n/a" if low is None or high is None else f"[{low:.{digits}f}, {high:.{digits}f}]",
+                "p": row.get("p"),
+                "p_holm": row.get("p_holm"),
+                "verdict": row.get("verdict"),
+                "images": row.get("n"),
+                "prompts": row.get("n_prompts"),
+            }
+        )
     return {name: pd.DataFrame(table) for name, table in out.items()}
 
 

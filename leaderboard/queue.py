@@ -103,7 +103,9 @@ def submission_hash(benchmark: str, model_name: str, entries: Iterable[Entry], t
     """
     pairs = sorted((e.prompt_id, e.seed, e.content_hash) for e in entries)
     # The default task stays out of the payload, so hashes of reference-based submissions are unchanged.
-    fields = {"benchmark": benchmark, "model": model_name, "pairs": pairs} | ({} if task == DEFAULT_TASK else {"task": task})
+    fields = {"benchmark": benchmark, "model": model_name, "pairs": pairs} | (
+        {} if task == DEFAULT_TASK else {"task": task}
+    )
     payload = json.dumps(fields, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -167,9 +169,10 @@ def submit(
             return SubmitResult(existing[0], existing[1], duplicate=True)
         key = confusable_key(name)  # the same name, or one that looks like it (idbench.names)
         taken = [
-            f"submission {i} ({model!r})" for i, model, _, owner in store.submission_identities(data.name)
+            f"submission {i} ({model!r})"
+            for i, model, _, owner in store.submission_identities(data.name)
             if owner != identity and confusable_key(model) == key
-        ]  # fmt: skip
+        ]
         if taken:
             raise SubmissionError([Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))])
         stored = store_files(store.submissions_dir, digest, metadata, submission.entries)
@@ -211,7 +214,12 @@ def name_taken_message(name: str, benchmark: str, taken: list[str]) -> str:
 
 
 def queued_metadata(
-    submission: Submission, benchmark: str, model_name: str | None = None, *, family: str | None = None, link: str | None = None
+    submission: Submission,
+    benchmark: str,
+    model_name: str | None = None,
+    *,
+    family: str | None = None,
+    link: str | None = None,
 ) -> tuple[str, dict, str]:
     """The model name, metadata and content hash a validated submission is queued under (any queue: local or Hub).
 
@@ -222,7 +230,9 @@ def queued_metadata(
     """
     if submission.task == "retrieval":
         raise SubmissionError([Problem(None, None, METADATA_NAME, RETRIEVAL_NOT_QUEUED)])
-    overrides = {key: value.strip() for key, value in (("family", family), ("link", link)) if value is not None and value.strip()}
+    overrides = {
+        key: value.strip() for key, value in (("family", family), ("link", link)) if value is not None and value.strip()
+    }
     name = (model_name or "").strip() or submission.model
     metadata = dict(submission.metadata, **overrides, model=name)
     problems = metadata_text_problems(metadata)
@@ -233,7 +243,9 @@ def queued_metadata(
             problems += name_problems(key, metadata[key])
     if not problems:  # stored and shown in NFKC, so 'ＦＬＵＸ' is 'FLUX' wherever it is read
         name = normalise_name(name)
-        metadata.update({key: normalise_name(metadata[key]) for key in ("model", "family") if isinstance(metadata.get(key), str)})
+        metadata.update(
+            {key: normalise_name(metadata[key]) for key in ("model", "family") if isinstance(metadata.get(key), str)}
+        )
         metadata["model"] = name
     if problems:
         raise SubmissionError([Problem(None, None, "model metadata", message) for message in problems])
@@ -251,7 +263,9 @@ def _check_rate(store: Store, submitter: str | None, limit: RateLimit, client: s
         else:
             who = f"submitter {submitter!r}" if submitter else "anonymous submitters"
         hours = limit.window_s / 3600
-        raise RateLimitError(f"{who} made {recent} submissions in the last {hours:g} h; the limit is {limit.max_submissions}")
+        raise RateLimitError(
+            f"{who} made {recent} submissions in the last {hours:g} h; the limit is {limit.max_submissions}"
+        )
 
 
 def store_files(root: Path, digest: str, metadata: dict, entries: tuple[Entry, ...]) -> Path:
@@ -309,7 +323,13 @@ def claim(store: Store, worker_id: str, lease_seconds: float, max_attempts: int 
             if row["state"] == "RUNNING" and row["attempts"] >= max_attempts:
                 db.execute(
                     "UPDATE jobs SET state = 'PARKED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE id = ?",
-                    (parked_reason(row["attempts"], row["submission_id"], "the lease expired (worker killed or stuck?)"), now, row["id"]),
+                    (
+                        parked_reason(
+                            row["attempts"], row["submission_id"], "the lease expired (worker killed or stuck?)"
+                        ),
+                        now,
+                        row["id"],
+                    ),
                 )
                 continue
             db.execute(
@@ -339,11 +359,15 @@ def _fence(job: Job) -> tuple[int, str, int]:
 def heartbeat(store: Store, job: Job, lease_seconds: float) -> bool:
     """Extend the lease of a job we still hold; False if it was taken over (stop working on it)."""
     with store.transaction() as db:
-        cursor = db.execute(f"UPDATE jobs SET lease_expires_at = ? WHERE {_OURS}", (time.time() + lease_seconds, *_fence(job)))
+        cursor = db.execute(
+            f"UPDATE jobs SET lease_expires_at = ? WHERE {_OURS}", (time.time() + lease_seconds, *_fence(job))
+        )
         return cursor.rowcount == 1
 
 
-def finish(store: Store, job: Job, summary: dict[str, Any], results_path: Path, benchmark_version: str | None = None) -> int:
+def finish(
+    store: Store, job: Job, summary: dict[str, Any], results_path: Path, benchmark_version: str | None = None
+) -> int:
     """Mark the job FINISHED and record its results as the submission's current ones; returns the result id.
 
     Older results of the submission stay, with ``current = 0``. Raises :class:`LeaseLostError`, and
@@ -352,10 +376,20 @@ def finish(store: Store, job: Job, summary: dict[str, Any], results_path: Path, 
     """
     now = time.time()
     with store.transaction() as db:
-        if db.execute(f"UPDATE jobs SET state = 'FINISHED', finished_at = ?, lease_expires_at = NULL WHERE {_OURS}", (now, *_fence(job))).rowcount != 1:
-            raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; results not recorded")
+        if (
+            db.execute(
+                f"UPDATE jobs SET state = 'FINISHED', finished_at = ?, lease_expires_at = NULL WHERE {_OURS}",
+                (now, *_fence(job)),
+            ).rowcount
+            != 1
+        ):
+            raise LeaseLostError(
+                f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; results not recorded"
+            )
         if benchmark_version is None:
-            benchmark_version = db.execute("SELECT benchmark_version FROM submissions WHERE id = ?", (job.submission_id,)).fetchone()[0]
+            benchmark_version = db.execute(
+                "SELECT benchmark_version FROM submissions WHERE id = ?", (job.submission_id,)
+            ).fetchone()[0]
         db.execute("UPDATE results SET current = 0 WHERE submission_id = ? AND current", (job.submission_id,))
         cursor = db.execute(
             "INSERT INTO results (submission_id, job_id, benchmark, benchmark_version, suite_version, profile, plumbing,"
@@ -390,7 +424,9 @@ def fail(store: Store, job: Job, reason: str) -> None:
             (reason, time.time(), *_fence(job)),
         )
         if cursor.rowcount != 1:
-            raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; failure not recorded")
+            raise LeaseLostError(
+                f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; failure not recorded"
+            )
 
 
 def parked_reason(attempts: int, submission_id: int, last: str) -> str:
@@ -420,7 +456,9 @@ def requeue(store: Store, job: Job, reason: str, max_attempts: int = MAX_ATTEMPT
                 (f"back in the queue after a worker fault (attempt {job.attempts}): {reason}", *_fence(job)),
             )
         if cursor.rowcount != 1:
-            raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; fault not recorded")
+            raise LeaseLostError(
+                f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; fault not recorded"
+            )
     return "PARKED" if parked else "PENDING"
 
 
@@ -432,7 +470,9 @@ def park(store: Store, job: Job, reason: str) -> None:
             (f"{reason} (requeue with `idbench rescore --submission {job.submission_id}`)", time.time(), *_fence(job)),
         )
         if cursor.rowcount != 1:
-            raise LeaseLostError(f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; parking not recorded")
+            raise LeaseLostError(
+                f"job {job.id}: lease of {job.lease_owner} (attempt {job.attempts}) was lost; parking not recorded"
+            )
 
 
 def claimable_jobs(store: Store) -> list[dict[str, Any]]:
@@ -462,7 +502,9 @@ def queued_data_dirs(store: Store) -> list[Path]:
 def release(store: Store, job: Job) -> bool:
     """Put a job we hold back to PENDING (a worker stopped by the user); False if it was not ours."""
     with store.transaction() as db:
-        cursor = db.execute(f"UPDATE jobs SET state = 'PENDING', lease_owner = NULL, lease_expires_at = NULL WHERE {_OURS}", _fence(job))
+        cursor = db.execute(
+            f"UPDATE jobs SET state = 'PENDING', lease_owner = NULL, lease_expires_at = NULL WHERE {_OURS}", _fence(job)
+        )
         return cursor.rowcount == 1
 
 
@@ -550,8 +592,10 @@ class StoreQueue:
         return readiness_problems(queued_data_dirs(self.store), options, models, checked)
 
     def waiting(self) -> list[str]:
-        return [f"job {row['id']}  {row['state']}  attempts {row['attempts']}  {row['benchmark']}  {row['model_name']}"
-                for row in claimable_jobs(self.store)]  # fmt: skip
+        return [
+            f"job {row['id']}  {row['state']}  attempts {row['attempts']}  {row['benchmark']}  {row['model_name']}"
+            for row in claimable_jobs(self.store)
+        ]
 
     def claim(self, worker_id: str, lease_seconds: float, *, checked: bool) -> Lease | None:
         job = claim(self.store, worker_id, lease_seconds)
@@ -566,7 +610,9 @@ class StoreQueue:
     def work(self, lease: Lease) -> Iterator[Work]:
         job: Job = lease.record
         version = benchmark_version(job.data_dir) if job.data_dir.is_dir() else None
-        yield Work(job.stored_path, job.data_dir, self.store.results_dir / str(job.submission_id) / str(job.id), version)
+        yield Work(
+            job.stored_path, job.data_dir, self.store.results_dir / str(job.submission_id) / str(job.id), version
+        )
 
     def finish(self, lease: Lease, work: Work, summary: dict[str, Any]) -> None:
         finish(self.store, lease.record, summary, work.out, benchmark_version=work.benchmark_version)

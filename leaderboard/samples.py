@@ -62,7 +62,7 @@ def extremes(scores: pd.DataFrame, higher_is_better: bool, k: int) -> tuple[pd.D
     ordered = scores.sort_values(["prompt_id", "seed"], kind="stable")
     ordered = ordered.sort_values("value", ascending=not higher_is_better, kind="stable").reset_index(drop=True)
     best = ordered.head(k)
-    rest = ordered.iloc[len(best):]
+    rest = ordered.iloc[len(best) :]
     worst = rest.iloc[::-1].head(k)
     return best.reset_index(drop=True), worst.reset_index(drop=True)
 
@@ -157,12 +157,20 @@ def worst_assignments(records: dict[tuple[str, int], dict[str, Any]], strict: pd
     Columns ``prompt_id, seed, errors, id_sim_strict`` plus each count of :data:`WHO_ERRORS`.
     """
     columns = ["prompt_id", "seed", "errors", "id_sim_strict", *WHO_ERRORS]
-    values = {(p, int(s)): float(v) for p, s, v in zip(strict.get("prompt_id", []), strict.get("seed", []), strict.get("value", []))}
+    values = {
+        (p, int(s)): float(v)
+        for p, s, v in zip(strict.get("prompt_id", []), strict.get("seed", []), strict.get("value", []))
+    }
     rows = [
-        (prompt_id, seed, who_errors(record), values.get((prompt_id, seed), float("nan")),
-         *(int((record.get("counts") or {}).get(name, 0)) for name in WHO_ERRORS))
+        (
+            prompt_id,
+            seed,
+            who_errors(record),
+            values.get((prompt_id, seed), float("nan")),
+            *(int((record.get("counts") or {}).get(name, 0)) for name in WHO_ERRORS),
+        )
         for (prompt_id, seed), record in records.items()
-    ]  # fmt: skip
+    ]
     frame = pd.DataFrame(rows, columns=columns)
     if frame.empty:
         return frame
@@ -199,10 +207,17 @@ def identity_table(record: dict[str, Any], references: dict[str, str]) -> pd.Dat
     verdict, cosine, margin, face, box`` (``references``: slot -> reference id; ``face`` -1 and ``box``
     None when no generated face was matched to the person)."""
     rows = [
-        (identity["slot"], references.get(identity["slot"], ""), verdict(identity, record), identity.get("cosine"),
-         identity.get("margin"), int(identity.get("face", -1)), identity.get("box"))
+        (
+            identity["slot"],
+            references.get(identity["slot"], ""),
+            verdict(identity, record),
+            identity.get("cosine"),
+            identity.get("margin"),
+            int(identity.get("face", -1)),
+            identity.get("box"),
+        )
         for identity in record.get("identities") or []
-    ]  # fmt: skip
+    ]
     table = pd.DataFrame(rows, columns=["slot", "reference", "verdict", "cosine", "margin", "face", "box"])
     return table.astype({"cosine": float, "margin": float})
 

@@ -285,7 +285,9 @@ class Store:
                 try:
                     yield connection
                 except BaseException:
-                    with suppress(sqlite3.Error):  # a failed disk may refuse the rollback too; SQLite rolls back on close
+                    with suppress(
+                        sqlite3.Error
+                    ):  # a failed disk may refuse the rollback too; SQLite rolls back on close
                         connection.execute("ROLLBACK")
                     raise
                 connection.execute("COMMIT")
@@ -318,7 +320,9 @@ class Store:
                     connection.execute("UPDATE schema_version SET version = ?", (number + 1,))
                 broken = connection.execute("PRAGMA foreign_key_check").fetchall()
                 if broken:
-                    raise RuntimeError(f"{self.path}: migration left {len(broken)} broken references, e.g. {tuple(broken[0])}")
+                    raise RuntimeError(
+                        f"{self.path}: migration left {len(broken)} broken references, e.g. {tuple(broken[0])}"
+                    )
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
@@ -389,7 +393,9 @@ class Store:
             submission_id = cursor.lastrowid
             if client_key.startswith("client:"):  # named submitters' clients too: the limit counts by client
                 _client_table(db)
-                db.execute("INSERT INTO submission_clients (submission_id, client) VALUES (?, ?)", (submission_id, client_key))
+                db.execute(
+                    "INSERT INTO submission_clients (submission_id, client) VALUES (?, ?)", (submission_id, client_key)
+                )
             job_id = insert_job(db, submission_id, now)
             return submission_id, job_id, False
 
@@ -411,7 +417,10 @@ class Store:
                 (benchmark,),
             ).fetchall()
         # A name owns by its key; the client owns only an anonymous submission (named ones keep theirs too).
-        return [(row[0], row[1], row[2], submitter_identity(row[2]) if name_key(row[2]) else (row[3] or ANONYMOUS)) for row in rows]
+        return [
+            (row[0], row[1], row[2], submitter_identity(row[2]) if name_key(row[2]) else (row[3] or ANONYMOUS))
+            for row in rows
+        ]
 
     def withdraw(self, submission_id: int, reason: str) -> None:
         """Take a submission off the rankings (an admin action); its files, jobs and results are kept.
@@ -503,10 +512,30 @@ class Store:
             record["metadata"] = json.loads(record.pop("metadata_json"))
             records.append(record)
         columns = [
-            "id", "submission_id", "job_id", "benchmark", "benchmark_version", "suite_version", "profile",
-            "plumbing", "models", "idbench_version", "aggregates", "not_run", "results_path", "created_at",
-            "current", "model_name", "submitter", "metadata", "content_hash", "task", "judge", "judge_key", "copies",
-        ]  # fmt: skip
+            "id",
+            "submission_id",
+            "job_id",
+            "benchmark",
+            "benchmark_version",
+            "suite_version",
+            "profile",
+            "plumbing",
+            "models",
+            "idbench_version",
+            "aggregates",
+            "not_run",
+            "results_path",
+            "created_at",
+            "current",
+            "model_name",
+            "submitter",
+            "metadata",
+            "content_hash",
+            "task",
+            "judge",
+            "judge_key",
+            "copies",
+        ]
         return pd.DataFrame(records, columns=columns)
 
 
@@ -541,12 +570,16 @@ def _recent_submissions(db: sqlite3.Connection, identity: str, since: float) -> 
     """Submissions of ``identity`` (:func:`~idbench.names.submitter_identity`) at or after ``since``."""
     if identity.startswith("submitter:"):
         # The key is NFKC + casefold, which SQL cannot compute: compare the window's names here.
-        rows = db.execute("SELECT submitter FROM submissions WHERE submitter IS NOT NULL AND created_at >= ?", (since,)).fetchall()
+        rows = db.execute(
+            "SELECT submitter FROM submissions WHERE submitter IS NOT NULL AND created_at >= ?", (since,)
+        ).fetchall()
         return sum(1 for (submitter,) in rows if f"submitter:{name_key(submitter)}" == identity)
     _client_table(db)
     if identity == ANONYMOUS:  # no client known (the local CLI): one pool, as before clients were kept
         anonymous = "SELECT COUNT(*) FROM submissions LEFT JOIN submission_clients ON submission_clients.submission_id = submissions.id"
-        anonymous += " WHERE (submissions.submitter IS NULL OR TRIM(submissions.submitter) = '') AND submissions.created_at >= ?"
+        anonymous += (
+            " WHERE (submissions.submitter IS NULL OR TRIM(submissions.submitter) = '') AND submissions.created_at >= ?"
+        )
         (count,) = db.execute(anonymous + " AND submission_clients.client IS NULL", (since,)).fetchone()
     else:  # one client, whatever names it typed
         (count,) = db.execute(

@@ -66,10 +66,25 @@ from idbench.leaderboard.store import LeaseLostError, Store
 from idbench.progress import Progress, Quiet, progress_for, seconds
 
 __all__ = [
-    "DEFAULT_JOB_SECONDS", "DEFAULT_LEASE_SECONDS", "DEFAULT_POLL_SECONDS", "SUBMISSION_FAULTS", "DiskFullError",
-    "Heartbeat", "JobTimeLimit", "JudgeUnavailableError", "Scorer", "WorkerFaultError", "WorkerNotReadyError", "check_worker",
-    "default_worker_id", "public_reason", "readiness_problems", "record_traceback", "run_worker", "score_work",
-]  # fmt: skip
+    "DEFAULT_JOB_SECONDS",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_POLL_SECONDS",
+    "SUBMISSION_FAULTS",
+    "DiskFullError",
+    "Heartbeat",
+    "JobTimeLimit",
+    "JudgeUnavailableError",
+    "Scorer",
+    "WorkerFaultError",
+    "WorkerNotReadyError",
+    "check_worker",
+    "default_worker_id",
+    "public_reason",
+    "readiness_problems",
+    "record_traceback",
+    "run_worker",
+    "score_work",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +120,12 @@ Scorer = Callable[[Path, Path, Path, ScoreOptions, Path], dict[str, Any]]
 
 
 def score_work(
-    submission: Path, data_dir: Path, out: Path, options: ScoreOptions, cache_dir: Path, models: Models | None = None,
+    submission: Path,
+    data_dir: Path,
+    out: Path,
+    options: ScoreOptions,
+    cache_dir: Path,
+    models: Models | None = None,
     progress: bool | Progress = False,
 ) -> dict[str, Any]:
     """The default scorer: a validated submission folder against its benchmark folder.
@@ -114,7 +134,9 @@ def score_work(
     complete folder (outputs are moved into place whole); the retry replaces it. ``models``: loaded
     models shared across the jobs of one worker. ``progress``: the worker's reporter (stage lines).
     """
-    return score_submission(submission, data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=progress, models=models)
+    return score_submission(
+        submission, data_dir, out, options, cache_dir=cache_dir, overwrite=True, progress=progress, models=models
+    )
 
 
 def default_worker_id() -> str:
@@ -199,10 +221,14 @@ def run_worker(
 def _check(queue: JobQueue, options: ScoreOptions, models: Models, checked: set[Path], *, started: bool) -> None:
     problems = queue.readiness(options, models, checked, started)
     if problems:
-        raise WorkerNotReadyError(f"not ready, no {queue.unit} claimed ({queue.description} is as it was): " + "; ".join(problems))
+        raise WorkerNotReadyError(
+            f"not ready, no {queue.unit} claimed ({queue.description} is as it was): " + "; ".join(problems)
+        )
 
 
-def check_worker(store: Store, options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None) -> None:
+def check_worker(
+    store: Store, options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None
+) -> None:
     """Raise :class:`WorkerNotReadyError` unless this worker can score every job a claim on ``store`` could hand out."""
     from idbench.leaderboard.queue import StoreQueue
 
@@ -210,8 +236,13 @@ def check_worker(store: Store, options: ScoreOptions, models: Models | None = No
 
 
 def run_one(
-    queue: JobQueue, lease: Lease, lease_seconds: float, options: ScoreOptions, scorer: Scorer,
-    job_seconds: float = DEFAULT_JOB_SECONDS, reporter: Progress | None = None,
+    queue: JobQueue,
+    lease: Lease,
+    lease_seconds: float,
+    options: ScoreOptions,
+    scorer: Scorer,
+    job_seconds: float = DEFAULT_JOB_SECONDS,
+    reporter: Progress | None = None,
 ) -> int:
     """Score one claimed job and record its outcome by the fault ladder; 1 if recorded, 0 if the lease was lost.
 
@@ -245,15 +276,29 @@ def run_one(
         queue.release(lease)  # the operator stopped us: the job goes back to the queue, not to FAILED
         raise
     except JobTimeLimit as err:
-        reason = (f"ran past its wall-time limit of {job_seconds:g} s on attempt {lease.attempts}; not a fault of the submission "
-                  f"(requeue it on a faster worker, or with a higher --job-time-limit)")  # fmt: skip
+        reason = (
+            f"ran past its wall-time limit of {job_seconds:g} s on attempt {lease.attempts}; not a fault of the submission "
+            f"(requeue it on a faster worker, or with a higher --job-time-limit)"
+        )
         _record_traceback(queue, lease, err)
-        return _recorded(lambda: queue.park(lease, reason), f"{lease.label}: PARKED after {took()}: {reason}",
-                         queue, lease, lease_seconds, f"PARKED: {reason}")  # fmt: skip
+        return _recorded(
+            lambda: queue.park(lease, reason),
+            f"{lease.label}: PARKED after {took()}: {reason}",
+            queue,
+            lease,
+            lease_seconds,
+            f"PARKED: {reason}",
+        )
     except SUBMISSION_FAULTS as err:  # the submission's fault: FAILED, with what to fix
         reason = _record_traceback(queue, lease, err)
-        return _recorded(lambda: queue.fail(lease, reason), f"{lease.label}: FAILED after {took()}: {reason}",
-                         queue, lease, lease_seconds, f"FAILED: {reason}")  # fmt: skip
+        return _recorded(
+            lambda: queue.fail(lease, reason),
+            f"{lease.label}: FAILED after {took()}: {reason}",
+            queue,
+            lease,
+            lease_seconds,
+            f"FAILED: {reason}",
+        )
     except Exception as err:  # noqa: BLE001 - any other error is this worker's: the job goes back
         reason = _record_traceback(queue, lease, err)
         full = disk_full(err)
@@ -264,15 +309,23 @@ def run_one(
             return 0
         except Exception as again:  # noqa: BLE001 - e.g. the same full disk (or failing store) refuses the requeue too
             # Whatever it is, the job must not sit RUNNING under our lease until the lease runs out.
-            raise _unrecorded(queue, lease, lease_seconds, f"a fault of this worker ({one_line(err)})", again, full) from err
+            raise _unrecorded(
+                queue, lease, lease_seconds, f"a fault of this worker ({one_line(err)})", again, full
+            ) from err
         where = "parked (not the submitter's fault)" if state == "PARKED" else "back in the queue"
         if full:
-            raise DiskFullError(f"disk full: {lease.label} {where} (attempt {lease.attempts}); free space and restart the worker: "
-                                f"{public_reason(err)}") from err  # fmt: skip
-        raise WorkerFaultError(f"{lease.label} {where} after a fault of this worker on attempt {lease.attempts}: {reason}") from err
+            raise DiskFullError(
+                f"disk full: {lease.label} {where} (attempt {lease.attempts}); free space and restart the worker: "
+                f"{public_reason(err)}"
+            ) from err
+        raise WorkerFaultError(
+            f"{lease.label} {where} after a fault of this worker on attempt {lease.attempts}: {reason}"
+        ) from err
 
 
-def _recorded(record: Callable[[], Any], message: str, queue: JobQueue, lease: Lease, lease_seconds: float, outcome: str) -> int:
+def _recorded(
+    record: Callable[[], Any], message: str, queue: JobQueue, lease: Lease, lease_seconds: float, outcome: str
+) -> int:
     try:
         record()
     except LeaseLostError as lost:
@@ -314,12 +367,18 @@ def _unrecorded(
     if left is None:
         fate = f"{lease.label} was released back to the queue, another worker can take it now"
     else:
-        fate = (f"{lease.label} could not be released either ({left}): its lease runs out in {lease_seconds:g} s "
-                "and it is claimed again then")  # fmt: skip
+        fate = (
+            f"{lease.label} could not be released either ({left}): its lease runs out in {lease_seconds:g} s "
+            "and it is claimed again then"
+        )
     kind, head = (DiskFullError, "disk full: ") if full else (WorkerFaultError, "")
     log.warning("%s: outcome not recorded (%s); %s", lease.label, one_line(again), fate)
-    return kind(one_line(f"{head}{lease.label}: its outcome ({outcome}) could not be recorded ({one_line(again)}); {fate}; "
-                         "fix the store's disk and restart the worker"))  # fmt: skip
+    return kind(
+        one_line(
+            f"{head}{lease.label}: its outcome ({outcome}) could not be recorded ({one_line(again)}); {fate}; "
+            "fix the store's disk and restart the worker"
+        )
+    )
 
 
 def _record_traceback(queue: JobQueue, lease: Lease, err: BaseException) -> str:
@@ -402,7 +461,9 @@ class TimeLimit:
         with self._lock:
             if self._active:
                 self._fired = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(JobTimeLimit))
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._thread_id), ctypes.py_object(JobTimeLimit)
+                )
 
     def __enter__(self) -> TimeLimit:
         self._thread_id = threading.get_ident()

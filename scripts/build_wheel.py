@@ -39,7 +39,18 @@ def build_wheel(out_dir: Path, root: Path = ROOT) -> Path:
         for folder in source_folders(pyproject):
             shutil.copytree(root / folder, source / folder, ignore=ignore)
         subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out_dir), str(source)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(out_dir),
+                str(source),
+            ],
             check=True,
         )
     wheels = sorted(out_dir.glob("idbench-*.whl"))

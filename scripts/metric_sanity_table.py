@@ -51,7 +51,13 @@ def render(result: dict) -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for p in result["properties"]:
-        lines.append("| " + " | ".join(_cell(x) for x in (p["benchmark"], p["pictures"], p["metric"], p["expect"], p["measured"], _outcome(p))) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(x) for x in (p["benchmark"], p["pictures"], p["metric"], p["expect"], p["measured"], _outcome(p))
+            )
+            + " |"
+        )
     lines += ["", "### Measured means (raw values; per-image diagnostics included)"]
     for benchmark, runs in result["values"].items():
         for judged in (False, True):
@@ -60,9 +66,19 @@ def render(result: dict) -> str:
                 continue
             metrics = sorted({m for label in labels for m in runs[label]})
             kind = "scripted judges (picture+judge)" if judged else "baselines"
-            lines += ["", f"{benchmark}, {kind}:", "", "| metric | " + " | ".join(labels) + " |", "| --- |" + " --- |" * len(labels)]
+            lines += [
+                "",
+                f"{benchmark}, {kind}:",
+                "",
+                "| metric | " + " | ".join(labels) + " |",
+                "| --- |" + " --- |" * len(labels),
+            ]
             for metric in metrics:
-                lines.append(f"| {metric} | " + " | ".join(_value(runs[label].get(metric)) if metric in runs[label] else "" for label in labels) + " |")
+                lines.append(
+                    f"| {metric} | "
+                    + " | ".join(_value(runs[label].get(metric)) if metric in runs[label] else "" for label in labels)
+                    + " |"
+                )
     return "\n".join(lines) + "\n"
 
 

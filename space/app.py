@@ -16,12 +16,20 @@ PORT = "8501"  # app_port in README.md's front matter
 
 def command() -> list[str]:
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP_PATH),
-        "--server.port", os.environ.get("IDBENCH_SPACE_PORT", PORT),
-        "--server.address", "0.0.0.0",  # the Space's proxy reaches the container from outside it
-        "--server.headless", "true",
-        "--client.toolbarMode", "viewer",  # no "Deploy" or developer menu for the readers
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP_PATH),
+        "--server.port",
+        os.environ.get("IDBENCH_SPACE_PORT", PORT),
+        "--server.address",
+        "0.0.0.0",  # the Space's proxy reaches the container from outside it
+        "--server.headless",
+        "true",
+        "--client.toolbarMode",
+        "viewer",  # no "Deploy" or developer menu for the readers
+    ]
 
 
 if __name__ == "__main__":

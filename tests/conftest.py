@@ -17,7 +17,10 @@ import tempfile  # noqa: E402
 
 _SESSION_CACHE = tempfile.mkdtemp(prefix="idbench-tests-")
 for _variable, _sub in (
-    ("IDBENCH_MODELS", "models"), ("IDBENCH_CACHE", "cache"), ("IDBENCH_DATASETS_CACHE", "datasets"), ("IDBENCH_HOME", "home")
+    ("IDBENCH_MODELS", "models"),
+    ("IDBENCH_CACHE", "cache"),
+    ("IDBENCH_DATASETS_CACHE", "datasets"),
+    ("IDBENCH_HOME", "home"),
 ):
     os.environ.setdefault(_variable, os.path.join(_SESSION_CACHE, _sub))
 
@@ -106,14 +109,20 @@ def check_suite_contract(spec, summary: dict, produced: set[str], suite) -> None
     for metric in declared:
         if metric in not_run:
             assert metric not in produced, f"{spec.name}: {metric} is both computed and reported not run"
-            assert isinstance(not_run[metric], str) and not_run[metric].strip(), f"{spec.name}: {metric} not run without a reason"
+            assert isinstance(not_run[metric], str) and not_run[metric].strip(), (
+                f"{spec.name}: {metric} not run without a reason"
+            )
         else:
             assert metric in produced, f"{spec.name}: {metric} was neither computed nor reported not run"
     assert set(not_run) <= declared, f"{spec.name}: not_run names metrics outside the suite: {set(not_run) - declared}"
     from idbench.evaluate_pkg.copies import DIAGNOSTICS as COPY_DIAGNOSTICS  # the runner's, for every benchmark
 
-    allowed = (declared | {f"{m.name}.failure_rate" for m in spec.metric_suite if m.judged}
-               | set(getattr(suite, "DIAGNOSTICS", {})) | set(COPY_DIAGNOSTICS))
+    allowed = (
+        declared
+        | {f"{m.name}.failure_rate" for m in spec.metric_suite if m.judged}
+        | set(getattr(suite, "DIAGNOSTICS", {}))
+        | set(COPY_DIAGNOSTICS)
+    )
     assert produced <= allowed, f"{spec.name}: produced metrics outside its suite: {sorted(produced - allowed)}"
 
 
@@ -151,7 +160,9 @@ TEST_MARKS: dict[str, tuple[str, ...]] = {
     "test_copies.py::test_pictures_that_copy_nothing_are_not_flagged": ("slow",),
     "test_copies.py::test_a_mannequin_is_not_a_copy": ("slow",),
     # Decoding and reducing 6000-pixel images.
-    "test_bounded_memory.py::test_a_6000_pixel_png_is_reduced_to_the_working_size_and_matches_pillows_own_resize": ("slow",),
+    "test_bounded_memory.py::test_a_6000_pixel_png_is_reduced_to_the_working_size_and_matches_pillows_own_resize": (
+        "slow",
+    ),
     "test_bounded_memory.py::test_every_encoder_receives_at_most_the_working_size": ("slow",),
     "test_bounded_memory.py::test_exif_orientation_is_applied_after_the_reduction": ("slow",),
     # Bootstrap intervals, computed twice to show they are seeded.
@@ -266,7 +277,12 @@ _GUARDED_FUNCTIONS = {
     "idbench.evaluate_pkg.models.registry": ("load_model", "ensure_tiny", "make_tiny"),
     "idbench.evaluate_pkg.models.clip": ("load_clip", "make_tiny_clip"),
     "idbench.evaluate_pkg.models.dino": ("load_dinov2", "load_dinov3", "make_tiny_dinov2", "make_tiny_dinov3"),
-    "idbench.evaluate_pkg.models.detection": ("load_grounding_dino", "load_sam2", "make_tiny_grounding_dino", "make_tiny_sam2"),
+    "idbench.evaluate_pkg.models.detection": (
+        "load_grounding_dino",
+        "load_sam2",
+        "make_tiny_grounding_dino",
+        "make_tiny_sam2",
+    ),
     "idbench.evaluate_pkg.models.faces": ("load_dlib_face", "load_arcface", "make_tiny_arcface"),
     "idbench.evaluate_pkg.models.aesthetic": ("load_aesthetic", "make_tiny_aesthetic"),
     "idbench.generation.adapters": ("load_pipeline",),

@@ -16,7 +16,15 @@ import idbench
 from idbench.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLIC = ("score", "metrics", "load_benchmark_data", "validate_submission", "ScoreOptions", "JudgeConfig", "IdbenchError")
+PUBLIC = (
+    "score",
+    "metrics",
+    "load_benchmark_data",
+    "validate_submission",
+    "ScoreOptions",
+    "JudgeConfig",
+    "IdbenchError",
+)
 
 
 # --- import idbench ----------------------------------------------------------------------------------
@@ -80,13 +88,19 @@ def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, 
     monkeypatch.setattr(context, "load_model", lambda name, **kw: loads.append(name) or real(name, **kw))
     idbench.release_models()
     root, data = collapse
-    first = idbench.score(root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "a", progress=False)
+    first = idbench.score(
+        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "a", progress=False
+    )
     assert loads and len(loads) == len(set(loads))  # each model of the roles used, once
-    again = idbench.score(root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "b", progress=False)
+    again = idbench.score(
+        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "b", progress=False
+    )
     assert len(loads) == len(set(loads))  # nothing loaded the second time (another feature cache: computed anew)
     pd.testing.assert_frame_equal(first.aggregates, again.aggregates)
     assert idbench.release_models() == len(set(loads))
-    idbench.score(root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "c", progress=False)
+    idbench.score(
+        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "c", progress=False
+    )
     assert len(loads) == 2 * len(set(loads))  # released: loaded again
 
 
@@ -95,7 +109,9 @@ def test_score_returns_the_runners_summary_and_its_rows_as_frames(collapse, tmp_
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(scratch))  # where score() stages the rows it reads back
-    result = idbench.score(root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "cache", progress=False)
+    result = idbench.score(
+        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "cache", progress=False
+    )
     # out=None: score() keeps nothing of its own on disk but the feature cache (torch may leave its own
     # compile cache in the temporary folder; that is not ours)
     assert [p.name for p in scratch.iterdir() if p.name.startswith("idbench-")] == []
@@ -123,8 +139,15 @@ def test_score_with_out_writes_the_clis_outputs(collapse, tmp_path):
     root, data = collapse
     out = tmp_path / "scores"
     # a folder path for data, as a notebook would pass it, and the feature cache of an earlier run
-    result = idbench.score(root / "collage", str(root / "data"), profile="tiny", metrics=["clip_t"], out=out,
-                           cache_dir=tmp_path / "cache", progress=False)  # fmt: skip
+    result = idbench.score(
+        root / "collage",
+        str(root / "data"),
+        profile="tiny",
+        metrics=["clip_t"],
+        out=out,
+        cache_dir=tmp_path / "cache",
+        progress=False,
+    )
     assert result.out == out and {"results.parquet", "aggregates.json", "report.md"} <= {p.name for p in out.iterdir()}
     pd.testing.assert_frame_equal(result.samples, pd.read_parquet(out / "results.parquet"))
     written = json.loads((out / "aggregates.json").read_text())
@@ -155,7 +178,9 @@ def test_the_readmes_python_example_runs_as_written(tmp_path):
     code = readme_python_example()
     assert "idbench.score(" in code and "result.aggregates" in code
     # A fresh interpreter in an empty folder, as a reader would run it; this session's caches (conftest).
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={**os.environ}, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={**os.environ}, timeout=900
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert "plumbing check" in lines[0]
@@ -176,8 +201,16 @@ def test_ctrl_c_is_one_line_saying_the_cache_keeps_the_work(command, tmp_path, m
 
     monkeypatch.setattr(getattr(cli, command), f"cmd_{command}", _interrupt)  # each in its own module
     argv = {
-        "score": ["score", str(tmp_path / "sub"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
-                  "--cache-dir", str(tmp_path / "cache")],  # fmt: skip
+        "score": [
+            "score",
+            str(tmp_path / "sub"),
+            "--data",
+            str(tmp_path / "data"),
+            "--out",
+            str(tmp_path / "out"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
         "worker": ["worker", "--once"],
         "demo": ["demo", "--out", str(tmp_path / "demo")],
     }[command]
@@ -224,7 +257,13 @@ def one_gpu(monkeypatch):
 
 @pytest.mark.parametrize(
     ("device", "says"),
-    [("cuda", "no CUDA GPU"), ("cuda:0", "no CUDA GPU"), ("mps", "MPS"), ("gpu", "not a device name"), ("xpu", "cpu, cuda or mps")],
+    [
+        ("cuda", "no CUDA GPU"),
+        ("cuda:0", "no CUDA GPU"),
+        ("mps", "MPS"),
+        ("gpu", "not a device name"),
+        ("xpu", "cpu, cuda or mps"),
+    ],
 )
 def test_a_device_this_machine_lacks_is_one_error_listing_the_choices(no_gpu, device, says):
     from idbench.evaluate_pkg.context import DeviceError, check_device
@@ -252,8 +291,18 @@ def test_score_without_a_gpu_stops_before_any_model_loads(collapse, no_gpu, tmp_
 
     monkeypatch.setattr(context, "load_model", no_loading)
     root, data = collapse
-    argv = ["score", str(root / "collage"), "--data", str(data.folder), "--out", str(tmp_path / "out"), "--profile", "tiny",
-            "--device", "cuda"]  # fmt: skip
+    argv = [
+        "score",
+        str(root / "collage"),
+        "--data",
+        str(data.folder),
+        "--out",
+        str(tmp_path / "out"),
+        "--profile",
+        "tiny",
+        "--device",
+        "cuda",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
@@ -277,7 +326,9 @@ def test_the_metric_modules_take_features_made_from_images_and_texts(tmp_path):
     vectors = idbench.metrics.embed_images([tmp_path / "red.png", red, noise], model="dinov2", profile="tiny")
     assert vectors.shape[0] == 3 and vectors.dtype == np.float32
     np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-5)  # a file decodes as the image it holds
-    result = idbench.metrics.load("dino_sim").compute(generated_embeddings=[vectors[0]], reference_embeddings=[[vectors[2]]])
+    result = idbench.metrics.load("dino_sim").compute(
+        generated_embeddings=[vectors[0]], reference_embeddings=[[vectors[2]]]
+    )
     cosine = float(vectors[0] @ vectors[2] / np.linalg.norm(vectors[0]) / np.linalg.norm(vectors[2]))
     assert abs(result["dino_sim"] - cosine) < 1e-5
     images = idbench.metrics.embed_images([red], model="clip", profile="tiny")

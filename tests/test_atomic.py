@@ -144,7 +144,9 @@ def test_every_file_and_folder_is_fsynced_before_the_swap(tmp_path, monkeypatch)
 
     def rename(src, dst):
         # By the time the staging folder is renamed in, its files and folders are on disk.
-        assert {str(Path(src) / "a.txt"), str(Path(src) / "sub" / "b.txt"), str(Path(src) / "sub"), str(src)} <= set(synced)
+        assert {str(Path(src) / "a.txt"), str(Path(src) / "sub" / "b.txt"), str(Path(src) / "sub"), str(src)} <= set(
+            synced
+        )
         real_rename(src, dst)
 
     monkeypatch.setattr(atomic.os, "rename", rename)
@@ -186,7 +188,9 @@ def test_a_sweep_removes_what_a_killed_writer_left_and_restores_a_lost_target(tm
     assert not killed.exists() and not between.exists()
     assert (results / "4" / "aggregates.json").read_text() == '{"old": true}'
     assert live.exists() and elsewhere.exists() and len(done) == 2
-    assert any("restored" in line and line.endswith("4 from a write that was interrupted between its renames") for line in done)
+    assert any(
+        "restored" in line and line.endswith("4 from a write that was interrupted between its renames") for line in done
+    )
     assert sweep_staging(tmp_path, stale_after_s=-1) and not elsewhere.exists()  # old enough: removed
 
 

@@ -206,7 +206,13 @@ def reads_alike(a: str, b: str) -> bool:
 def test_reads_alike_matches_the_builder():
     from idbench.builders.sources import reader_name
 
-    pairs = [("the dog", "The Dog "), ("the  dog", "dog"), ("a dog", "the dog"), ("the dog", "the brown dog"), ("dog", "dogs")]
+    pairs = [
+        ("the dog", "The Dog "),
+        ("the  dog", "dog"),
+        ("a dog", "the dog"),
+        ("the dog", "the brown dog"),
+        ("dog", "dogs"),
+    ]
     for a, b in pairs:
         assert (reader_name(a) == reader_name(b)) == reads_alike(a, b), (a, b)
 
@@ -219,10 +225,14 @@ def test_collapse_subjects_sharing_a_name_are_refused_in_one_error(tmp_path):
     rewrite_row(manifest, 5, "name", "a cat")
     rewrite_row(manifest, 6, "name", "the cat")
     assert_refused(
-        tmp_path, "identity-collapse", manifest,
-        "manifest.csv", "row 3, row 8 and row 11 share the name 'dog' ('the dog', 'The Dog', 'dog')",
-        "row 5 and row 6 share the name 'cat' ('a cat', 'the cat')", "distinguishing name in the 'name' column",
-    )  # fmt: skip
+        tmp_path,
+        "identity-collapse",
+        manifest,
+        "manifest.csv",
+        "row 3, row 8 and row 11 share the name 'dog' ('the dog', 'The Dog', 'dog')",
+        "row 5 and row 6 share the name 'cat' ('a cat', 'the cat')",
+        "distinguishing name in the 'name' column",
+    )
 
 
 def test_collapse_distinct_names_build(tmp_path):
@@ -250,10 +260,13 @@ def test_cogcanvas_persons_sharing_a_name_are_refused(tmp_path):
     rewrite_row(manifest, first, "name", "the dog")
     rewrite_row(manifest, second, "name", "The Dog ")
     assert_refused(
-        tmp_path, "cogcanvas", manifest,
+        tmp_path,
+        "cogcanvas",
+        manifest,
         f"entity person-grace-hopper (row {first}) and entity person-aksel-andersson (row {second}) share the name 'dog'",
-        "'the dog', 'The Dog'", "distinguishing name",
-    )  # fmt: skip
+        "'the dog', 'The Dog'",
+        "distinguishing name",
+    )
 
 
 def test_cogcanvas_a_person_and_an_item_sharing_a_name_are_refused(tmp_path):
@@ -264,9 +277,11 @@ def test_cogcanvas_a_person_and_an_item_sharing_a_name_are_refused(tmp_path):
     for row in (person, *dress):
         rewrite_row(manifest, row, "name", "the doll")
     assert_refused(
-        tmp_path, "cogcanvas", manifest,
+        tmp_path,
+        "cogcanvas",
+        manifest,
         f"entity person-grace-hopper (row {person}) and entity fashion-blue-dress (rows {dress[0]}, {dress[1]}) share the name 'doll'",
-    )  # fmt: skip
+    )
 
 
 def test_cogcanvas_a_background_may_not_share_an_item_name_but_two_backgrounds_may(tmp_path):
@@ -280,14 +295,22 @@ def test_cogcanvas_a_background_may_not_share_an_item_name_but_two_backgrounds_m
 
     (chair,) = row_of(rows, "object-white-chair")
     rewrite_row(manifest, chair, "name", "the park")
-    assert_refused(tmp_path, "cogcanvas", manifest, f"entity object-white-chair (row {chair})", f"entity bg-autumn-ridge (row {park_a})")
+    assert_refused(
+        tmp_path,
+        "cogcanvas",
+        manifest,
+        f"entity object-white-chair (row {chair})",
+        f"entity bg-autumn-ridge (row {park_a})",
+    )
 
 
 def test_cogcanvas_one_entity_with_several_references_of_one_name_builds(tmp_path):
     manifest, rows = cogcanvas_copy(tmp_path)
     name = rows[0].index("name")
     dress = row_of(rows, "fashion-blue-dress")
-    assert len(dress) == 2 and reads_alike(rows[dress[0]][name], rows[dress[1]][name])  # so the shipped samples prove it
+    assert len(dress) == 2 and reads_alike(
+        rows[dress[0]][name], rows[dress[1]][name]
+    )  # so the shipped samples prove it
     rewrite_row(manifest, dress[1], "name", "The Blue dress  with the purple waistband")
     info = build("cogcanvas", out=tmp_path / "out", source=manifest, n_prompts=6)
     assert info["configs"]["references"]["rows"] == len(rows) - 1
@@ -349,10 +372,13 @@ def test_a_name_changed_by_curation_is_checked_before_sampling(tmp_path, monkeyp
     manifest, rows = cogcanvas_copy(tmp_path)
     (cup,), (teacup,) = row_of(rows, "object-red-espresso-cup"), row_of(rows, "object-white-teacup")
     assert_refused(
-        tmp_path, "cogcanvas", manifest,
+        tmp_path,
+        "cogcanvas",
+        manifest,
         f"entity object-red-espresso-cup (row {cup}) and entity object-white-teacup (row {teacup}) share the name 'red espresso cup'",
-        curator=Renamer(), n_prompts=6,
-    )  # fmt: skip
+        curator=Renamer(),
+        n_prompts=6,
+    )
 
 
 def test_a_spec_naming_an_unknown_column_for_distinct_names_is_refused():

@@ -19,7 +19,6 @@ from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
 from conftest import SAMPLES
 
 
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("built")
@@ -76,7 +75,11 @@ def test_same_seed_same_bytes(tmp_path):
         for name in BENCHMARKS:
             build_module.build(name, out=out / name, seed=5)
         digests.append(
-            {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*")) if p.is_file()}
+            {
+                str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(out.rglob("*"))
+                if p.is_file()
+            }
         )
     assert digests[0] == digests[1]
     assert any(path.endswith(".parquet") for path in digests[0])
@@ -98,10 +101,21 @@ def test_shards_are_cut_by_image_bytes(tmp_path, fresh_cache):
     from idbench.builders.write import write_benchmark
 
     info = write_benchmark(
-        tmp_path / "sharded", spec, recipe.tables, {"benchmark": spec.name, "sample_build": True, "seed": 0,
-                                                     "cells": {}, "dropped_duplicates": [], "options": {},
-                                                     "source": {}, "idbench_version": "test"},
-        render_card, max_shard_bytes=100_000,
+        tmp_path / "sharded",
+        spec,
+        recipe.tables,
+        {
+            "benchmark": spec.name,
+            "sample_build": True,
+            "seed": 0,
+            "cells": {},
+            "dropped_duplicates": [],
+            "options": {},
+            "source": {},
+            "idbench_version": "test",
+        },
+        render_card,
+        max_shard_bytes=100_000,
     )
     shards = info["configs"]["subjects"]["shards"]
     assert len(shards) > 1

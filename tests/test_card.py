@@ -176,8 +176,12 @@ def test_how_to_submit_uses_real_commands(name):
 
     spec = get_benchmark(name)
     built = [c for c in spec.configs.values() if not c.optional]
-    info = {"benchmark": name, "seed": 0, "sample_build": False,
-            "configs": {c.name: {"rows": 3, "shards": []} for c in built}}  # fmt: skip
+    info = {
+        "benchmark": name,
+        "seed": 0,
+        "sample_build": False,
+        "configs": {c.name: {"rows": 3, "shards": []} for c in built},
+    }
     _, body = split_card(render_card(spec, info))
     commands = _bash_commands(body.split("## How to submit", 1)[1].split("\n## ", 1)[0])
     assert [argv[1] for argv in commands] == ["template", "validate", "score", "submit"]
@@ -193,8 +197,12 @@ def test_real_cards_state_sensitive_data_and_cite_only_what_the_paper_gives():
     def body_of(name):
         spec = get_benchmark(name)
         built = [c for c in spec.configs.values() if not c.optional]
-        info = {"benchmark": name, "seed": 0, "sample_build": False,
-                "configs": {c.name: {"rows": 3, "shards": []} for c in built}}  # fmt: skip
+        info = {
+            "benchmark": name,
+            "seed": 0,
+            "sample_build": False,
+            "configs": {c.name: {"rows": 3, "shards": []} for c in built},
+        }
         return spec, split_card(render_card(spec, info))[1]
 
     spec, body = body_of("cogcanvas")
@@ -339,7 +347,12 @@ def test_datasets_loads_a_folder_through_the_card(tmp_path: Path):
     """The front matter is what `load_dataset` reads: configs, globs and the default config."""
     folder = tmp_path / "toybench"
     refs = datasets.Dataset.from_dict(
-        {"ref_id": ["a", "b"], "image": [{"bytes": _png(), "path": None}] * 2, "license": ["CC0"] * 2, "attribution": ["x", "y"]},
+        {
+            "ref_id": ["a", "b"],
+            "image": [{"bytes": _png(), "path": None}] * 2,
+            "license": ["CC0"] * 2,
+            "attribution": ["x", "y"],
+        },
         features=REFERENCES,
     )
     prompts = datasets.Dataset.from_dict(

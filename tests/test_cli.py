@@ -85,7 +85,22 @@ def test_template_validate_and_baseline_commands(tmp_path, capsys):
     assert "nothing was written" in err and "01_s0.png" in err
     assert main(["template", "charis", "--data", data, "--out", str(tmp_path / "other")]) == 2
     assert "holds the identity-collapse benchmark, not charis" in capsys.readouterr().err
-    assert main(["baseline", "clone", "identity-collapse", "--data", data, "--out", str(tmp_path / "clone"), "--size", "128"]) == 0
+    assert (
+        main(
+            [
+                "baseline",
+                "clone",
+                "identity-collapse",
+                "--data",
+                data,
+                "--out",
+                str(tmp_path / "clone"),
+                "--size",
+                "128",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["validate", str(tmp_path / "clone"), "--data", data]) == 0
     assert "valid: 225 images" in capsys.readouterr().out
@@ -134,8 +149,15 @@ def fake_worker(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(
     ("options", "shown"),
-    [([], False), (["-v"], True), (["--verbose"], True), (["--log-level", "info"], True), (["--log-level", "DEBUG"], True),
-     (["--log-level", "ERROR"], False), (["-v", "--log-level", "ERROR"], False)],
+    [
+        ([], False),
+        (["-v"], True),
+        (["--verbose"], True),
+        (["--log-level", "info"], True),
+        (["--log-level", "DEBUG"], True),
+        (["--log-level", "ERROR"], False),
+        (["-v", "--log-level", "ERROR"], False),
+    ],
 )
 def test_verbosity_options_turn_on_idbench_logging(fake_worker, caplog, capsys, options, shown):
     assert main([*options, "worker", "--once"]) == 0
@@ -163,7 +185,12 @@ def test_verbose_log_lines_go_to_stderr(tmp_path):
         "cli.build.cmd_build = lambda args: logging.getLogger('idbench.leaderboard.worker').info('job 1: FINISHED') or 0\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, "-v", "build", "charis", "--out", "unused"], capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", script, "-v", "build", "charis", "--out", "unused"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "INFO idbench.leaderboard.worker: job 1: FINISHED" in done.stderr
     assert "job 1: FINISHED" not in done.stdout
@@ -185,26 +212,44 @@ def recorded_scoring(monkeypatch, tmp_path):
         calls.append(options.profile)
         stats = {"mean": 0.30, "ci_low": 0.20, "ci_high": 0.40, "n": 45}
         return {
-            "benchmark": "identity-collapse", "submission": {"model": "m"}, "profile": options.profile,
-            "plumbing": False, "sample_build": json.loads((data / "build_info.json").read_text())["sample_build"],
-            "suite_version": "s", "idbench_version": "0", "not_run": {},
+            "benchmark": "identity-collapse",
+            "submission": {"model": "m"},
+            "profile": options.profile,
+            "plumbing": False,
+            "sample_build": json.loads((data / "build_info.json").read_text())["sample_build"],
+            "suite_version": "s",
+            "idbench_version": "0",
+            "not_run": {},
             "aggregates": {"overall": {"dino_sim": dict(stats), "scr@0.5": dict(stats)}, "breakdowns": {}},
-        }  # fmt: skip
+        }
 
     monkeypatch.setattr(runner, "score_submission", fake_score)
 
     def data(sample_build: bool):
         folder = tmp_path / ("sample" if sample_build else "real")
         folder.mkdir(exist_ok=True)
-        (folder / "build_info.json").write_text(json.dumps({"benchmark": "identity-collapse", "sample_build": sample_build}))
+        (folder / "build_info.json").write_text(
+            json.dumps({"benchmark": "identity-collapse", "sample_build": sample_build})
+        )
         return folder
 
     return calls, data
 
 
 def _score_args(tmp_path, data, *extra):
-    return ["score", str(tmp_path / "sub"), "--data", str(data), "--out", str(tmp_path / "out"),
-            "--hub-eval-results", str(tmp_path / "model-repo"), "--dataset-id", "org/identity-collapse", *extra]  # fmt: skip
+    return [
+        "score",
+        str(tmp_path / "sub"),
+        "--data",
+        str(data),
+        "--out",
+        str(tmp_path / "out"),
+        "--hub-eval-results",
+        str(tmp_path / "model-repo"),
+        "--dataset-id",
+        "org/identity-collapse",
+        *extra,
+    ]
 
 
 def test_hub_eval_results_refuses_a_sample_build_before_scoring(recorded_scoring, tmp_path, capsys):
@@ -225,8 +270,16 @@ def test_hub_eval_results_records_revision_and_source(recorded_scoring, tmp_path
     calls, data = recorded_scoring
     revision = "0123456789abcdef0123456789abcdef01234567"
     url = "https://huggingface.co/spaces/org/leaderboard"
-    args = _score_args(tmp_path, data(sample_build=False), "--dataset-revision", revision,
-                       "--source-url", url, "--source-name", "idbench leaderboard")  # fmt: skip
+    args = _score_args(
+        tmp_path,
+        data(sample_build=False),
+        "--dataset-revision",
+        revision,
+        "--source-url",
+        url,
+        "--source-name",
+        "idbench leaderboard",
+    )
     assert main(args) == 0, capsys.readouterr().err
     assert calls == ["paper"]
     entries = yaml.safe_load((tmp_path / "model-repo" / ".eval_results" / "identity-collapse.yaml").read_text())

@@ -28,7 +28,8 @@ def test_every_cli_module_and_function_is_short(path):
     long = [
         f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
         for node in ast.walk(ast.parse(text))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert not long, f"{path.name}: functions over {MAX_FUNCTION_LINES} lines: {', '.join(long)}"
 

@@ -49,8 +49,10 @@ def test_exact_and_near_duplicates_are_found_and_distinct_images_kept():
     duplicates = {d.id: d for d in find_duplicates(items)}
     assert set(duplicates) == {"a-copy", "a-small"}
     assert duplicates["a-copy"].duplicate_of == "a" and duplicates["a-copy"].distance == 0
-    assert duplicates["a-small"].duplicate_of == "a" and 0 < duplicates["a-small"].distance <= DEFAULT_MAX_DISTANCE or (
-        duplicates["a-small"].distance == 0
+    assert (
+        duplicates["a-small"].duplicate_of == "a"
+        and 0 < duplicates["a-small"].distance <= DEFAULT_MAX_DISTANCE
+        or (duplicates["a-small"].distance == 0)
     )
 
 

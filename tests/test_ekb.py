@@ -126,8 +126,12 @@ def test_enough_phrases_for_every_cell(ekb, axis):
 
 
 def test_phrase_grammar(ekb):
-    first_words = {"viewpoint": ("seen",), "lighting": ("lit",), "background": ("in", "on", "among", "inside"),
-                   "style": ("rendered",)}
+    first_words = {
+        "viewpoint": ("seen",),
+        "lighting": ("lit",),
+        "background": ("in", "on", "among", "inside"),
+        "style": ("rendered",),
+    }
     for axis, starts in first_words.items():
         for phrase in {p for t in TYPES for s in STYLES for p in ekb.transformations[axis].phrases_for(t, s)}:
             assert phrase.split()[0] in starts, (axis, phrase)

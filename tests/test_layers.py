@@ -37,7 +37,12 @@ def _lint(tree: Path) -> subprocess.CompletedProcess:
     # Run from the copied tree with it first on the path, so the copy, not the editable install, is analysed.
     env = {**os.environ, "PYTHONPATH": str(tree)}
     return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache", str(PYPROJECT)], cwd=tree, env=env, capture_output=True, text=True, timeout=120
+        [str(LINT_IMPORTS), "--no-cache", str(PYPROJECT)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -70,12 +75,16 @@ def _benchmark_names_in_code(source: str) -> list[tuple[int, str]]:
         id(node.body[0].value)
         for node in ast.walk(tree)
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
     }
     return [
         (node.lineno, node.value)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
         and node.value.lower() in names
     ]
 
@@ -112,8 +121,12 @@ def test_no_module_imports_itself_back(tmp_path):
     a circle hidden inside a function is still two modules that cannot be understood one at a time."""
     tree = _installed_layout(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-c", _CYCLES], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", _CYCLES],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""

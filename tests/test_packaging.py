@@ -86,14 +86,19 @@ def test_the_wheel_holds_every_file_read_at_run_time(wheel_files):
     images = sample_images()
     assert len(images) >= 60  # the 62 licensed samples, named by MANIFEST.csv and the three sources
     expected = {
-        "sample manifests, licences, thresholds": [*(ROOT / "samples").glob("*.csv"), *(ROOT / "samples").glob("*.md"),
-                                                   *(ROOT / "samples").glob("*.json")],
+        "sample manifests, licences, thresholds": [
+            *(ROOT / "samples").glob("*.csv"),
+            *(ROOT / "samples").glob("*.md"),
+            *(ROOT / "samples").glob("*.json"),
+        ],
         "sample images": sorted(images),
         "EKB data": list((ROOT / "ekb" / "data").glob("*.yaml")),
         "card templates": list((ROOT / "cards").glob("*.j2")),
         "metric modules": list((ROOT / "evaluate_pkg" / "metrics").glob("*/*.py")),
         "Streamlit pages": list((ROOT / "leaderboard" / "app" / "views").glob("*.py")),
-        "modules": [p for folder in PACKAGE_DIR.values() for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts],
+        "modules": [
+            p for folder in PACKAGE_DIR.values() for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts
+        ],
     }
     for what, paths in expected.items():
         assert paths, what
@@ -128,8 +133,16 @@ def test_editable_and_wheel_hold_the_same_modules(wheel_files):
 def test_no_bare_folder_name_is_imported():
     # pytest puts the repository root on sys.path, where `import builders` would load a second copy of
     # every module under another name. Importing the main modules must never do that.
-    for module in ("idbench.cli", "idbench.demo", "idbench.metrics", "idbench.builders.build", "idbench.curation.pipeline",
-                   "idbench.evaluate_pkg.runner", "idbench.leaderboard.worker", "idbench.leaderboard.app.render"):
+    for module in (
+        "idbench.cli",
+        "idbench.demo",
+        "idbench.metrics",
+        "idbench.builders.build",
+        "idbench.curation.pipeline",
+        "idbench.evaluate_pkg.runner",
+        "idbench.leaderboard.worker",
+        "idbench.leaderboard.app.render",
+    ):
         importlib.import_module(module)
     bare = sorted(name for name in sys.modules if name.split(".")[0] in BARE_NAMES)
     assert not bare, f"imported under a bare folder name: {bare}"
@@ -183,11 +196,24 @@ def test_the_space_front_matter_and_requirements_agree_with_the_project():
     _, front, _ = readme.split("---\n", 2)
     config = yaml.safe_load(front)
     # Keys of the Hub's Spaces configuration reference (hub-docs docs/hub/spaces-config-reference.md).
-    assert set(config) <= {"title", "emoji", "colorFrom", "colorTo", "sdk", "app_port", "pinned", "license", "short_description"}
+    assert set(config) <= {
+        "title",
+        "emoji",
+        "colorFrom",
+        "colorTo",
+        "sdk",
+        "app_port",
+        "pinned",
+        "license",
+        "short_description",
+    }
     assert config["sdk"] == "docker" and config["license"] == PYPROJECT["project"]["license"].lower()
     assert len(config["short_description"]) <= 60
-    requirements = [line.strip() for line in (ROOT / "space" / "requirements.txt").read_text().splitlines()
-                    if line.strip() and not line.startswith("#")]  # fmt: skip
+    requirements = [
+        line.strip()
+        for line in (ROOT / "space" / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert f"idbench[leaderboard]=={idbench.__version__}" in requirements
     assert not [r for r in requirements if r.split("[")[0].split("=")[0] in ("torch", "transformers")]  # no model stack
 

@@ -62,7 +62,10 @@ def test_a_stage_ended_below_its_total_says_how_many_came_from_the_cache():
     clock.now += 3.0
     tick(15)
     tick.close()  # the other 60 were read from the feature cache, and never ticked
-    assert _lines(stream)[-1] == "detections: done in 3.0 s, 15 of 75 img computed, 60 read from the feature cache (5.0 img/s)"
+    assert (
+        _lines(stream)[-1]
+        == "detections: done in 3.0 s, 15 of 75 img computed, 60 read from the feature cache (5.0 img/s)"
+    )
     shared = reporter("masks", 10, shared=True)
     shared.close()  # under accelerate, another process may have computed the rest
     assert _lines(stream)[-1] == "masks: done in 0.0 s, 0 of 10 img computed, 10 cached or computed by other processes"
@@ -80,7 +83,9 @@ def test_ten_thousand_ticks_in_a_simulated_minute_make_a_bounded_number_of_lines
     # at most one line per INTERVAL seconds plus one per tenth of the items (start and end besides)
     assert 3 <= len(inner) <= 60 / INTERVAL + 9, lines
     assert lines[0] == "copy check: 10000 img ..." and lines[-1].startswith("copy check: done in 60 s, 10000 img")
-    first = re.fullmatch(r"copy check: (\d+)/10000 img \((\d+) %\), ([\d.]+) s, ([\d.]+) img/s, about ([\d.]+) s left", inner[0])
+    first = re.fullmatch(
+        r"copy check: (\d+)/10000 img \((\d+) %\), ([\d.]+) s, ([\d.]+) img/s, about ([\d.]+) s left", inner[0]
+    )
     assert first is not None, inner[0]
     done, percent, elapsed, rate, left = (float(g) for g in first.groups())
     assert percent == done // 100 and rate == pytest.approx(done / elapsed, rel=0.05)
@@ -149,7 +154,9 @@ def test_on_a_terminal_a_stage_is_a_tqdm_bar_and_lines_go_above_it(terminal_widt
     reporter = progress_for(True, stream=terminal)
     tick = reporter("dinov2 features", 4)
     bar = tick.bar
-    assert isinstance(bar, tqdm) and bar.total == 4 and bar.desc.startswith("dinov2 features") and bar in tqdm._instances
+    assert (
+        isinstance(bar, tqdm) and bar.total == 4 and bar.desc.startswith("dinov2 features") and bar in tqdm._instances
+    )
     tick(2)
     assert bar.n == 2
     reporter.line("job 1: FINISHED in 2.0 s")

@@ -31,7 +31,14 @@ SPEC = BenchmarkSpec(
     configs={
         "subjects": ConfigSpec(
             "subjects",
-            Features({"subject_id": Value("string"), "image": Image(), "license": Value("string"), "attribution": Value("string")}),
+            Features(
+                {
+                    "subject_id": Value("string"),
+                    "image": Image(),
+                    "license": Value("string"),
+                    "attribution": Value("string"),
+                }
+            ),
             "Subjects.",
             ("subject_id",),
         ),
@@ -122,8 +129,9 @@ class RefusingEvalYamlApi(FakeApi):
         from huggingface_hub.errors import HfHubHTTPError
 
         response = SimpleNamespace(headers={}, request=None)  # what HfHubHTTPError reads of a response
-        raise HfHubHTTPError("400 Client Error: Bad Request\nevaluation_framework: 'idbench' is not a known framework",
-                             response=response)
+        raise HfHubHTTPError(
+            "400 Client Error: Bad Request\nevaluation_framework: 'idbench' is not a known framework", response=response
+        )
 
 
 # ----------------------------------------------------------------------------------------------

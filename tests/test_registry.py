@@ -49,7 +49,9 @@ def _points(*values: tuple[str, str]):
 def test_entry_points_load_lazily_and_a_broken_one_is_skipped(monkeypatch):
     calls = []
     points = _points(("toy", "test_toy_benchmark:SPEC"), ("broken", "no_such_module_xyz:SPEC"))
-    monkeypatch.setattr(registry, "entry_points", lambda group, **kw: calls.append(kw.get("name")) or points(group, **kw))
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group, **kw: calls.append(kw.get("name")) or points(group, **kw)
+    )
     fresh = Registry({"charis": get_benchmark("charis")})
     assert fresh["charis"].name == "charis" and calls == []  # a known name never reads the entry points
     with warnings.catch_warnings(record=True) as caught:
@@ -65,7 +67,11 @@ def test_entry_points_load_lazily_and_a_broken_one_is_skipped(monkeypatch):
 
 def test_a_lookup_loads_only_the_entry_point_of_that_name(monkeypatch):
     """Naming one benchmark imports its spec alone: a broken or heavy plugin beside it is never touched."""
-    monkeypatch.setattr(registry, "entry_points", _points(("toy-bench", "test_toy_benchmark:SPEC"), ("broken", "no_such_module_xyz:SPEC")))
+    monkeypatch.setattr(
+        registry,
+        "entry_points",
+        _points(("toy-bench", "test_toy_benchmark:SPEC"), ("broken", "no_such_module_xyz:SPEC")),
+    )
     fresh = Registry()
     with warnings.catch_warnings():
         warnings.simplefilter("error")

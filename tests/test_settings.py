@@ -11,7 +11,17 @@ from idbench import settings
 from idbench.settings import SettingError
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE_FOLDERS = ("builders", "cards", "core", "curation", "ekb", "evaluate_pkg", "generation", "leaderboard", "samples")
+PACKAGE_FOLDERS = (
+    "builders",
+    "cards",
+    "core",
+    "curation",
+    "ekb",
+    "evaluate_pkg",
+    "generation",
+    "leaderboard",
+    "samples",
+)
 # What reads or changes the process environment; any of these outside core/settings.py is a second reader.
 ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 
@@ -39,7 +49,12 @@ def test_only_the_settings_module_reads_the_environment():
 
 
 def test_the_scan_finds_each_way_of_reading():
-    for code in ("import os\nos.environ['A']", "import os\nos.getenv('A')", "from os import environ", "from os import getenv as g"):
+    for code in (
+        "import os\nos.environ['A']",
+        "import os\nos.getenv('A')",
+        "from os import environ",
+        "from os import getenv as g",
+    ):
         assert _environment_uses(ast.parse(code)), code
     assert not _environment_uses(ast.parse("def f(environ=None):\n    return environ"))
 
@@ -100,7 +115,9 @@ def test_set_values_are_parsed_when_read(clean):
     assert settings.home() == Path("/home/someone/lb")
     assert (settings.models_dir(), settings.datasets_cache_dir()) == (Path("/m"), Path("/d"))
     assert settings.judge_configured() and settings.judge_revision() == "abc"
-    assert settings.zip_limit(settings.MAX_ZIP_MEMBERS) == 12 and settings.zip_limit(settings.MAX_COMPRESSION_RATIO) == 2.5
+    assert (
+        settings.zip_limit(settings.MAX_ZIP_MEMBERS) == 12 and settings.zip_limit(settings.MAX_COMPRESSION_RATIO) == 2.5
+    )
     assert settings.submit_rate_limit() == (1, 3600.0) and settings.trusted_proxies() == 2
     assert settings.hub_repos_text() == ("org/requests", "") and settings.hub_refresh_s() == 0.0
     assert settings.hub_stand_in() == Path("/stand-in")

@@ -59,7 +59,9 @@ def test_the_context_holds_the_space_files_the_wheel_and_requirements_naming_it(
     assert done.returncode == 0, done.stderr
     out = maintainer / "space"
     assert done.stdout.strip() == str(out)
-    assert sorted(p.name for p in out.iterdir()) == sorted(["Dockerfile", "app.py", "README.md", "requirements.txt", WHEEL])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["Dockerfile", "app.py", "README.md", "requirements.txt", WHEEL]
+    )
     for name in ("Dockerfile", "app.py", "README.md"):
         assert (out / name).read_bytes() == (ROOT / "space" / name).read_bytes()
     assert (out / WHEEL).read_bytes() == (maintainer / WHEEL).read_bytes()
@@ -84,7 +86,11 @@ def test_the_dockerfile_copies_the_context_before_installing_it():
     joined = "\n".join(lines).replace("\\\n", " ")  # continuation lines are one instruction
     instructions = [line.split(None, 1) for line in joined.splitlines() if line.strip()]
     copies = [i for i, (keyword, rest) in enumerate(instructions) if keyword == "COPY" and rest.split()[-2:-1] == ["."]]
-    installs = [i for i, (keyword, rest) in enumerate(instructions) if keyword == "RUN" and "pip install --no-cache-dir -r requirements.txt" in rest]
+    installs = [
+        i
+        for i, (keyword, rest) in enumerate(instructions)
+        if keyword == "RUN" and "pip install --no-cache-dir -r requirements.txt" in rest
+    ]
     assert copies and installs and copies[0] < installs[0]
     workdir = [rest.strip() for keyword, rest in instructions[: installs[0]] if keyword == "WORKDIR"][-1]
     copy_target = instructions[copies[0]][1].split()[-1]
@@ -113,7 +119,9 @@ def test_an_empty_out_is_filled(maintainer):
     assert (maintainer / "space" / WHEEL).is_file() and (maintainer / "space" / "requirements.txt").is_file()
 
 
-@pytest.mark.parametrize("name, content", [("idbench-0.1.0.tar.gz", b"zip"), ("torch-2.0-py3-none-any.whl", b"zip"), (WHEEL, b"not a zip")])
+@pytest.mark.parametrize(
+    "name, content", [("idbench-0.1.0.tar.gz", b"zip"), ("torch-2.0-py3-none-any.whl", b"zip"), (WHEEL, b"not a zip")]
+)
 def test_something_other_than_an_idbench_wheel_is_refused_and_nothing_written(tmp_path, name, content):
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -129,9 +137,21 @@ def test_something_other_than_an_idbench_wheel_is_refused_and_nothing_written(tm
 def test_the_raw_space_folder_fails_at_pip_with_a_clear_message(tmp_path):
     # Uploading space/ itself (not the built folder) must stop the Docker build at once, saying why.
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-index", "--dry-run", "-r", str(ROOT / "space" / "requirements.txt")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--dry-run",
+            "-r",
+            str(ROOT / "space" / "requirements.txt"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     assert "NOT-A-SPACE-FOLDER--make-one-with--python-scripts/build_space.py-OUT" in done.stderr
 
@@ -150,7 +170,14 @@ def _submit_page():
 @pytest.fixture
 def clean_env(tmp_path, monkeypatch):
     """No deployment variables from the test runner's environment; a fresh home."""
-    for name in ("SPACE_ID", "IDBENCH_HUB_REQUESTS", "IDBENCH_HUB_RESULTS", "IDBENCH_BENCHMARK_REPOS", "IDBENCH_DATA_DIR", STAND_IN_ENV):
+    for name in (
+        "SPACE_ID",
+        "IDBENCH_HUB_REQUESTS",
+        "IDBENCH_HUB_RESULTS",
+        "IDBENCH_BENCHMARK_REPOS",
+        "IDBENCH_DATA_DIR",
+        STAND_IN_ENV,
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
     return monkeypatch

@@ -50,7 +50,9 @@ SUBJECTS = Features(
         "attribution": Value("string"),
     }
 )
-PROMPTS = Features({"prompt_id": Value("string"), "subject_id": Value("string"), "scene": Value("string"), "prompt": Value("string")})
+PROMPTS = Features(
+    {"prompt_id": Value("string"), "subject_id": Value("string"), "scene": Value("string"), "prompt": Value("string")}
+)
 
 
 # --- the recipe (builders layer) ------------------------------------------------------------------
@@ -64,7 +66,12 @@ def toy_recipe(source: Source, seed: int, n_prompts: int | None, max_distance: i
         images = curator.curate_images(images, lambda i: i.values["subject_id"], name_of)
     subjects = [reference_row(i, SUBJECTS) for i in images]
     prompts = [
-        {"prompt_id": f"{s['subject_id']}-{scene}", "subject_id": s["subject_id"], "scene": scene, "prompt": f"{s['name']} on a {scene}"}
+        {
+            "prompt_id": f"{s['subject_id']}-{scene}",
+            "subject_id": s["subject_id"],
+            "scene": scene,
+            "prompt": f"{s['name']} on a {scene}",
+        }
         for s in subjects
         for scene in SCENES
     ]
@@ -152,7 +159,9 @@ def make_source(folder, n: int = 3):
     for k in range(n):
         (folder / "img" / f"s{k}.jpg").write_bytes(noise_jpeg(100 + k, size=(96, 96)))
         rows.append([f"s{k}", f"img/s{k}.jpg", f"the toy number {k}", "generated", "CC0-1.0", ""])
-    return write_manifest(folder / "manifest.csv", ["subject_id", "file", "name", "source", "license", "attribution"], rows)
+    return write_manifest(
+        folder / "manifest.csv", ["subject_id", "file", "name", "source", "license", "attribution"], rows
+    )
 
 
 def test_the_toy_goes_through_every_layer(toy, tmp_path, capsys):

@@ -92,7 +92,9 @@ def test_a_bug_keeps_its_traceback(monkeypatch):
 
 
 def test_build_with_a_missing_review_file_is_one_line(tmp_path, capsys):
-    code, err = _run(capsys, ["build", "charis", "--out", str(tmp_path / "out"), "--reviewed-prompts", str(tmp_path / "review.csv")])
+    code, err = _run(
+        capsys, ["build", "charis", "--out", str(tmp_path / "out"), "--reviewed-prompts", str(tmp_path / "review.csv")]
+    )
     assert code == 2 and err == f"idbench build: error: {tmp_path / 'review.csv'}: no such review file\n"
     assert not (tmp_path / "out").exists()
 
@@ -107,12 +109,27 @@ def test_build_with_a_review_without_its_baseline_is_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("{not json", "thresholds.json: "), ('{"min_sharpness": 3}', "unknown key"), ('{"min_side": "x"}', "min_side"), ("[1]", "JSON object")],
+    [
+        ("{not json", "thresholds.json: "),
+        ('{"min_sharpness": 3}', "unknown key"),
+        ('{"min_side": "x"}', "min_side"),
+        ("[1]", "JSON object"),
+    ],
 )
 def test_build_with_bad_quality_thresholds_is_one_line(tmp_path, capsys, text, expected):
     thresholds = tmp_path / "thresholds.json"
     thresholds.write_text(text)
-    argv = ["build", "cogcanvas", "--out", str(tmp_path / "out"), "--curate", "--profile", "tiny", "--quality-thresholds", str(thresholds)]
+    argv = [
+        "build",
+        "cogcanvas",
+        "--out",
+        str(tmp_path / "out"),
+        "--curate",
+        "--profile",
+        "tiny",
+        "--quality-thresholds",
+        str(thresholds),
+    ]
     code, err = _run(capsys, argv)
     assert code == 2 and err.startswith("idbench build: error: ") and "thresholds.json" in err and expected in err
     assert not (tmp_path / "out").exists()
@@ -122,5 +139,7 @@ def test_build_whose_curation_stage_lacks_its_model_is_one_line(tmp_path, capsys
     # The paper profile's encoders are not in an empty Hugging Face cache: the first model stage stops.
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
     code, err = _run(capsys, ["build", "charis", "--out", str(tmp_path / "out"), "--curate"])
-    assert code == 2 and err.startswith("idbench build: error: ") and "is not available" in err and "--profile tiny" in err
+    assert (
+        code == 2 and err.startswith("idbench build: error: ") and "is not available" in err and "--profile tiny" in err
+    )
     assert not (tmp_path / "out").exists()

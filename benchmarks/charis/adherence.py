@@ -161,7 +161,9 @@ def evaluate_adherence(judge: Judge, pairs: Sequence[CharisPair], ekb: EKB | Non
     for pair in pairs:
         check_pair(pair, ekb)
         if not pair.axes:
-            raise ValueError(f"pair ({pair.prompt_id!r}, seed {pair.seed}): the prompt asks for no transformation to adhere to")
+            raise ValueError(
+                f"pair ({pair.prompt_id!r}, seed {pair.seed}): the prompt asks for no transformation to adhere to"
+            )
     answers = _ask(judge, [adherence_request(pair, ekb) for pair in pairs])
     verdicts = []
     for pair, answer in zip(pairs, answers):
@@ -169,7 +171,11 @@ def evaluate_adherence(judge: Judge, pairs: Sequence[CharisPair], ekb: EKB | Non
         try:
             found = parse_adherence(answer, pair)
         except AnswerError as err:
-            verdicts.append(AdherenceVerdict(pair.prompt_id, pair.seed, None, {**base, "error": str(err)}, f"{ADHERENCE_TASK}: {err}"))
+            verdicts.append(
+                AdherenceVerdict(
+                    pair.prompt_id, pair.seed, None, {**base, "error": str(err)}, f"{ADHERENCE_TASK}: {err}"
+                )
+            )
             continue
         realised = [axis for axis in pair.axes if found[axis][1]]
         evidence = {

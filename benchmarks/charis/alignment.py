@@ -575,10 +575,14 @@ def categorical_agreement(
     function = CATEGORICAL_FUNCTIONS[statistic]
     n = labels.shape[1]
     if n < MIN_POINTS:
-        return Correlation(math.nan, math.nan, math.nan, n, f"{what}: {n} unit(s) on the categories, needs {MIN_POINTS}")
+        return Correlation(
+            math.nan, math.nan, math.nan, n, f"{what}: {n} unit(s) on the categories, needs {MIN_POINTS}"
+        )
     value = function(labels, n_levels)
     if math.isnan(value):
-        return Correlation(math.nan, math.nan, math.nan, n, f"{what}: undefined (one category only?) over the {n} units")
+        return Correlation(
+            math.nan, math.nan, math.nan, n, f"{what}: undefined (one category only?) over the {n} units"
+        )
     boot = _per_resample(lambda picked: function(labels[:, picked], n_levels), unit_item, weights)
     low, high = percentile_interval(boot, confidence)
     return Correlation(value, low, high, n)
@@ -599,8 +603,12 @@ def categorical_units(
     """
     if name == HH and statistic == KAPPA:
         two = np.flatnonzero(group["n_annotators"].to_numpy() == 2)
-        labels = np.vstack([category_labels(group["half_a"].to_numpy(float)[two], scores),
-                            category_labels(group["half_b"].to_numpy(float)[two], scores)])
+        labels = np.vstack(
+            [
+                category_labels(group["half_a"].to_numpy(float)[two], scores),
+                category_labels(group["half_b"].to_numpy(float)[two], scores),
+            ]
+        )
         return labels, two
     ratings = group["ratings"].tolist()
     if name == HH:
@@ -611,8 +619,12 @@ def categorical_units(
             labels[: len(ratings[k]), column] = category_labels(ratings[k], scores)
         return labels, several
     judged = category_labels(group[name].to_numpy(float), scores)
-    pairs = [(k, judged[k], person) for k in range(len(group)) if not np.isnan(judged[k])
-             for person in category_labels(ratings[k], scores)]
+    pairs = [
+        (k, judged[k], person)
+        for k in range(len(group))
+        if not np.isnan(judged[k])
+        for person in category_labels(ratings[k], scores)
+    ]
     unit_item = np.array([k for k, _, _ in pairs], dtype=np.int64)
     labels = np.array([[j for _, j, _ in pairs], [p for _, _, p in pairs]], dtype=np.float64).reshape(2, len(pairs))
     return labels, unit_item
@@ -747,7 +759,9 @@ def table1(
     cells = {}
     for statistic, name in _cell_keys(metrics, statistics):
         if statistic in CATEGORICAL_STATISTICS:
-            cells[(statistic, name)] = Correlation(math.nan, math.nan, math.nan, 0, "kappa, alpha: per-model means are no categories")
+            cells[(statistic, name)] = Correlation(
+                math.nan, math.nan, math.nan, 0, "kappa, alpha: per-model means are no categories"
+            )
             continue
         a, b = columns[name]
         what = name if statistic == PEARSON else f"{name} {statistic}"
@@ -778,7 +792,9 @@ def table2(
     scores = category_scores() if category_map is None else dict(category_map)
     types, styles = order if order is not None else _ekb_order()
     rank = lambda value, known: (known.index(value), "") if value in known else (len(known), value)  # noqa: E731
-    keys = sorted(set(zip(items["type"], items["style"])), key=lambda c: (rank(c[0], list(types)), rank(c[1], list(styles))))
+    keys = sorted(
+        set(zip(items["type"], items["style"])), key=lambda c: (rank(c[0], list(types)), rank(c[1], list(styles)))
+    )
     rows = []
     for type_, style in keys:
         group = items[(items["type"] == type_) & (items["style"] == style)]
@@ -850,8 +866,13 @@ def compute_study(
         items=items,
         metrics=chosen,
         notes=notes,
-        options={"n_boot": n_boot, "confidence": confidence, "seed": seed, "category_scores": used_map,
-                 "statistics": statistics},
+        options={
+            "n_boot": n_boot,
+            "confidence": confidence,
+            "seed": seed,
+            "category_scores": used_map,
+            "statistics": statistics,
+        },
     )
 
 
@@ -943,21 +964,42 @@ def markdown_tables(result: StudyResult) -> dict[str, str]:
     m = result.metrics
     return {
         TABLE_FILES["table1"]: "\n".join(
-            ["## Table 1: correlation with human ratings, per model", "", legend, "",
-             "### Pearson r (the paper's)", "", *_statistic_sections(result, result.table1, ["model"])]
-        ) + "\n",
+            [
+                "## Table 1: correlation with human ratings, per model",
+                "",
+                legend,
+                "",
+                "### Pearson r (the paper's)",
+                "",
+                *_statistic_sections(result, result.table1, ["model"]),
+            ]
+        )
+        + "\n",
         TABLE_FILES["table2"]: "\n".join(
-            ["## Table 2: correlation with human ratings, per subject type x style (models pooled)", "", legend, "",
-             "### Pearson r (the paper's)", "", *_statistic_sections(result, result.table2, ["type", "style"])]
-        ) + "\n",
+            [
+                "## Table 2: correlation with human ratings, per subject type x style (models pooled)",
+                "",
+                legend,
+                "",
+                "### Pearson r (the paper's)",
+                "",
+                *_statistic_sections(result, result.table2, ["type", "style"]),
+            ]
+        )
+        + "\n",
         TABLE_FILES["table3"]: "\n".join(
-            ["## Table 3: mean scores per model", "",
-             "Human: mean of the annotators' normalised ratings (EKB scores: "
-             + ", ".join(f"{k} {v:.3g}" for k, v in result.options["category_scores"].items())
-             + "); metrics: mean raw per-sample value; all columns over the same rated items (those where every "
-             "column is defined; `dropped` counts the others).", "",
-             *means_markdown(result.table3, m)]
-        ) + "\n",
+            [
+                "## Table 3: mean scores per model",
+                "",
+                "Human: mean of the annotators' normalised ratings (EKB scores: "
+                + ", ".join(f"{k} {v:.3g}" for k, v in result.options["category_scores"].items())
+                + "); metrics: mean raw per-sample value; all columns over the same rated items (those where every "
+                "column is defined; `dropped` counts the others).",
+                "",
+                *means_markdown(result.table3, m),
+            ]
+        )
+        + "\n",
     }
 
 
@@ -1052,7 +1094,14 @@ def run_study(
     if Path(out).exists() and not overwrite:  # refuse before any work
         raise AlignmentError(f"{out} already exists; pass overwrite=True (--overwrite) to replace it")
     result = compute_study(
-        ratings, scores, prompts, metrics=metrics, n_boot=n_boot, confidence=confidence, seed=seed, statistics=statistics
+        ratings,
+        scores,
+        prompts,
+        metrics=metrics,
+        n_boot=n_boot,
+        confidence=confidence,
+        seed=seed,
+        statistics=statistics,
     )
     write_study(result, Path(out), overwrite=overwrite)
     return result
@@ -1116,7 +1165,9 @@ def read_scores(paths: Sequence[str | Path]) -> pd.DataFrame:
         path = Path(raw)
         file = path / "results.parquet" if path.is_dir() else path
         if not file.is_file():
-            raise AlignmentError(f"{raw}: no results.parquet (expected the output folder of `idbench score` or the file)")
+            raise AlignmentError(
+                f"{raw}: no results.parquet (expected the output folder of `idbench score` or the file)"
+            )
         frame = pd.read_parquet(file)
         frame.attrs["source"] = str(file)
         _require_columns(frame, SCORE_COLUMNS, "scores")

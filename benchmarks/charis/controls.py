@@ -37,7 +37,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from idbench.evaluate_pkg.judge.controls import K, Check, Expectation, Outcome, Verdict, png_bytes, blank_like, mirrored, occluded, one_of, pair_outcomes
+from idbench.evaluate_pkg.judge.controls import (
+    K,
+    Check,
+    Expectation,
+    Outcome,
+    Verdict,
+    png_bytes,
+    blank_like,
+    mirrored,
+    occluded,
+    one_of,
+    pair_outcomes,
+)
 from idbench.evaluate_pkg.judge.types import Judge
 
 #: kind -> the control picture, from (data, subject id); the reference is ``data.references[sid]``.
@@ -77,8 +89,13 @@ def charis_pair_controls(data: Any, k: int = K) -> list[PairControl]:
     out = []
     for sid in sorted(first_prompt)[:k]:
         for kind, make in PAIR_CONTROLS.items():
-            pair = pair_from_rows(first_prompt[sid], 0, data.reference_bytes[sid], make(data, sid),
-                                  subject_name=data.references[sid]["name"])
+            pair = pair_from_rows(
+                first_prompt[sid],
+                0,
+                data.reference_bytes[sid],
+                make(data, sid),
+                subject_name=data.references[sid]["name"],
+            )
             out.append(PairControl(kind, sid, pair))
     return out
 
@@ -100,8 +117,10 @@ def _charis_verdicts(judge: Judge, pairs: list[Any]) -> list[Verdict]:
 def _holistic_verdicts(judge: Judge, pairs: list[Any]) -> list[Verdict]:
     from idbench.benchmarks.charis.holistic import evaluate_holistic
 
-    return [Verdict(None, None, v.failure) if v.rating is None else Verdict(f"rating {v.rating}", v.rating >= 3)
-            for v in evaluate_holistic(judge, pairs)]
+    return [
+        Verdict(None, None, v.failure) if v.rating is None else Verdict(f"rating {v.rating}", v.rating >= 3)
+        for v in evaluate_holistic(judge, pairs)
+    ]
 
 
 def _ratings(lowest: int, highest: int, yes: bool) -> Expectation:
@@ -120,27 +139,33 @@ def register_pair_check(check: Check) -> None:
     PAIR_CHECKS[check.name] = check
 
 
-register_pair_check(Check(
-    "charis_score", frozenset({"charis_score"}), _charis_verdicts,
-    {
-        "copy": one_of("exact", "near_exact", yes=True),
-        "mirror": one_of("exact", "near_exact", yes=True),
-        "other_identity": one_of("partial", "mismatch", yes=False),
-        "blank": one_of("mismatch", yes=False),
-        "occlusion": one_of("insufficient_evidence", "mismatch", yes=False),
-    },
-))
-register_pair_check(Check(
-    "holistic_score", frozenset({"holistic_score"}), _holistic_verdicts,
-    {
-        "copy": _ratings(3, 4, True),
-        "mirror": _ratings(3, 4, True),
-        "other_identity": _ratings(0, 2, False),
-        "blank": _ratings(0, 1, False),
-    },
-))
-
-
+register_pair_check(
+    Check(
+        "charis_score",
+        frozenset({"charis_score"}),
+        _charis_verdicts,
+        {
+            "copy": one_of("exact", "near_exact", yes=True),
+            "mirror": one_of("exact", "near_exact", yes=True),
+            "other_identity": one_of("partial", "mismatch", yes=False),
+            "blank": one_of("mismatch", yes=False),
+            "occlusion": one_of("insufficient_evidence", "mismatch", yes=False),
+        },
+    )
+)
+register_pair_check(
+    Check(
+        "holistic_score",
+        frozenset({"holistic_score"}),
+        _holistic_verdicts,
+        {
+            "copy": _ratings(3, 4, True),
+            "mirror": _ratings(3, 4, True),
+            "other_identity": _ratings(0, 2, False),
+            "blank": _ratings(0, 1, False),
+        },
+    )
+)
 
 
 class CharisControls:

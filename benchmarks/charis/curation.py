@@ -22,7 +22,10 @@ def curate_charis_prompts(
     options, log = run.options, run.log
     if options.reviewed_prompts is not None:
         result = import_review(Path(options.reviewed_prompts))
-        log.stages["charis_prompts"] = {"source": "reviewed export", **{k: v for k, v in result.as_dict().items() if k != "proposals"}}
+        log.stages["charis_prompts"] = {
+            "source": "reviewed export",
+            **{k: v for k, v in result.as_dict().items() if k != "proposals"},
+        }
         return [dict(p) for p in result.prompt_rows()]
     judge = run.judge
     if judge is None:

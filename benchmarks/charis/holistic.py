@@ -77,8 +77,11 @@ def holistic_request(pair: ImagePair) -> JudgeRequest:
         "Answer with reasoning (the differences you see in the subject, in a few sentences) and rating.",
     ]
     return JudgeRequest(
-        task=HOLISTIC_TASK, prompt="\n".join(lines), schema=SCHEMA,
-        images=(pair.reference, pair.generation), system=SYSTEM_PROMPT,
+        task=HOLISTIC_TASK,
+        prompt="\n".join(lines),
+        schema=SCHEMA,
+        images=(pair.reference, pair.generation),
+        system=SYSTEM_PROMPT,
     )
 
 

@@ -532,7 +532,9 @@ def aggregate(
     evidence["shares"] = shares
     if not shares:
         evidence["rule"] = None
-        return Aggregate(None, None, evidence, failure="insufficient evidence: no identity feature is visible in both images")
+        return Aggregate(
+            None, None, evidence, failure="insufficient evidence: no identity feature is visible in both images"
+        )
     category = ekb.rules.categorise(shares)
     if not type_changed and not counts[EVIDENCE_LEVEL]["visible"] and category != _last_category(ekb):
         # Every category above the last limits the core share, so with no core feature in view none of
@@ -541,7 +543,9 @@ def aggregate(
         evidence["rule"] = None
         hidden = [n for n, f in features.items() if f["level"] == EVIDENCE_LEVEL]
         return Aggregate(
-            None, None, evidence,
+            None,
+            None,
+            evidence,
             failure=f"insufficient evidence: no {EVIDENCE_LEVEL} feature is visible in both images ({', '.join(hidden)})",
         )
     rule = next(r for r in ekb.rules.categorisation if r.category == category)
@@ -568,8 +572,15 @@ def _subject_evidence(pair: CharisPair, subject: SubjectFindings | None, ekb: EK
 
 
 def _hidden_evidence(attribute: str, level: str) -> dict[str, Any]:
-    return {"attribute": attribute, "level": level, "status": "hidden", "harmful": False,
-            "transformations": [], "harmful_changes": [], "observation": ""}
+    return {
+        "attribute": attribute,
+        "level": level,
+        "status": "hidden",
+        "harmful": False,
+        "transformations": [],
+        "harmful_changes": [],
+        "observation": "",
+    }
 
 
 def _feature_evidence(finding: FeatureFinding, level: str) -> dict[str, Any]:
@@ -680,8 +691,9 @@ def evaluate_pairs(judge: Judge, pairs: Sequence[CharisPair], ekb: EKB | None = 
         if result.failure:
             result.evidence["failure_kind"] = INSUFFICIENT
         verdicts.append(
-            PairVerdict(pair.prompt_id, pair.seed, result.category, result.score, result.evidence, result.failure,
-                        requests[i])
+            PairVerdict(
+                pair.prompt_id, pair.seed, result.category, result.score, result.evidence, result.failure, requests[i]
+            )
         )
     return verdicts
 

@@ -189,9 +189,15 @@ class ProposalReport:
             "ask_calls": self.ask_calls,
             "requests": self.requests,
             "rejected": [
-                {"subject_id": s.subject_id, "attempt": r.attempt, "prompt": r.prompt, "axes": list(r.axes),
-                 "reasons": list(r.reasons)}
-                for s in self.subjects for r in s.rejected
+                {
+                    "subject_id": s.subject_id,
+                    "attempt": r.attempt,
+                    "prompt": r.prompt,
+                    "axes": list(r.axes),
+                    "reasons": list(r.reasons),
+                }
+                for s in self.subjects
+                for r in s.rejected
             ],
             "errors": [{"subject_id": s.subject_id, "error": e} for s in self.subjects for e in s.errors],
         }
@@ -367,9 +373,7 @@ def propose_charis_prompts(
         short = [st for st in states if st.missing > 0]
         if not short:
             break
-        batch = [
-            proposal_request(st.subject, ekb, st.missing, [p for p, _ in st.kept], st.rejected) for st in short
-        ]
+        batch = [proposal_request(st.subject, ekb, st.missing, [p for p, _ in st.kept], st.rejected) for st in short]
         answers = judge.ask(batch)
         if len(answers) != len(batch):
             raise RuntimeError(f"the judge returned {len(answers)} answers for {len(batch)} requests")
@@ -383,7 +387,9 @@ def propose_charis_prompts(
     for st in states:
         for prompt, transformations in st.kept:
             subject = st.subject
-            proposals.append(CharisProposal("", subject.subject_id, subject.type, subject.style, prompt, transformations))
+            proposals.append(
+                CharisProposal("", subject.subject_id, subject.type, subject.style, prompt, transformations)
+            )
     width = len(str(len(proposals)))
     proposals = [replace(p, prompt_id=f"{PROMPT_ID_PREFIX}{i:0{width}d}") for i, p in enumerate(proposals, start=1)]
     outcomes = tuple(
@@ -411,4 +417,3 @@ def _read(st: _Subject, answer: JudgeAnswer, ekb: EKB, wave: int) -> None:
             st.rejected.append(Rejected(wave, prompt, tuple(a for a, _ in transformations), tuple(problems)))
         else:
             st.kept.append((prompt, transformations))
-

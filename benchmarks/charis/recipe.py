@@ -16,7 +16,9 @@ RATINGS_FILE = "human_ratings.csv"
 RATINGS_COLUMNS = tuple(charis.HUMAN_RATINGS)
 
 
-def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, curator: Curator | None = None) -> tuple[Recipe, list[dict]]:
+def recipe(
+    source: Source, seed: int, n_prompts: int | None, max_distance: int, curator: Curator | None = None
+) -> tuple[Recipe, list[dict]]:
     images, dropped = dedupe(list(source.images), "subject_id", max_distance)
     if curator is not None:
         images = curator.curate_images(images, lambda i: i.values["subject_id"], name_of)
@@ -57,7 +59,9 @@ def read_human_ratings(path: Path, prompt_ids: set[str]) -> list[dict] | None:
                 raise SourceError(f"{where}: wrong number of fields")
             row = {k: v.strip() for k, v in row.items()}
             if row["category"] not in charis.CATEGORIES:
-                raise SourceError(f"{where}: category {row['category']!r}, expected one of {', '.join(charis.CATEGORIES)}")
+                raise SourceError(
+                    f"{where}: category {row['category']!r}, expected one of {', '.join(charis.CATEGORIES)}"
+                )
             if row["prompt_id"] not in prompt_ids:
                 raise SourceError(f"{where}: prompt_id {row['prompt_id']!r} is not a prompt of this build (same seed?)")
             key = (row["model"], row["prompt_id"], row["annotator"])

@@ -134,8 +134,13 @@ def _phrases_cell(transformations: Iterable[tuple[str, str]]) -> str:
 
 def _proposal_json(p: CharisProposal) -> dict[str, Any]:
     return {
-        "prompt_id": p.prompt_id, "subject_id": p.subject_id, "type": p.type, "style": p.style, "prompt": p.prompt,
-        "transformations": [{"axis": a, "phrase": t} for a, t in p.transformations], "status": p.status,
+        "prompt_id": p.prompt_id,
+        "subject_id": p.subject_id,
+        "type": p.type,
+        "style": p.style,
+        "prompt": p.prompt,
+        "transformations": [{"axis": a, "phrase": t} for a, t in p.transformations],
+        "status": p.status,
     }
 
 
@@ -151,8 +156,10 @@ def export_review(
     targets = [folder / REVIEW_CSV, folder / REVIEW_JSONL, folder / BASELINE]
     existing = [str(t) for t in targets if t.exists()]
     if existing and not overwrite:
-        raise FileExistsError(f"{folder} already holds a review ({', '.join(existing)}); edits there would be lost. "
-                              "Import it first, or export with overwrite=True")
+        raise FileExistsError(
+            f"{folder} already holds a review ({', '.join(existing)}); edits there would be lost. "
+            "Import it first, or export with overwrite=True"
+        )
     seen: set[str] = set()
     for p in proposals:
         if p.prompt_id in seen:
@@ -181,14 +188,36 @@ def export_review(
     writer.writerow(COLUMNS)
     lines = []
     for p in proposals:
-        writer.writerow([p.prompt_id, p.subject_id, p.type, p.style, relative(p.subject_id),
-                         f"{AXIS_SEPARATOR} ".join(p.axes), p.prompt, _phrases_cell(p.transformations), p.status])
+        writer.writerow(
+            [
+                p.prompt_id,
+                p.subject_id,
+                p.type,
+                p.style,
+                relative(p.subject_id),
+                f"{AXIS_SEPARATOR} ".join(p.axes),
+                p.prompt,
+                _phrases_cell(p.transformations),
+                p.status,
+            ]
+        )
         record = _proposal_json(p)
-        lines.append(json.dumps({
-            "prompt_id": p.prompt_id, "subject_id": p.subject_id, "type": p.type, "style": p.style,
-            "thumbnail": relative(p.subject_id), "axes": list(p.axes), "prompt": p.prompt,
-            "transformations": record["transformations"], "status": p.status,
-        }, ensure_ascii=False))
+        lines.append(
+            json.dumps(
+                {
+                    "prompt_id": p.prompt_id,
+                    "subject_id": p.subject_id,
+                    "type": p.type,
+                    "style": p.style,
+                    "thumbnail": relative(p.subject_id),
+                    "axes": list(p.axes),
+                    "prompt": p.prompt,
+                    "transformations": record["transformations"],
+                    "status": p.status,
+                },
+                ensure_ascii=False,
+            )
+        )
     baseline = "".join(json.dumps(_proposal_json(p), ensure_ascii=False) + "\n" for p in proposals)
     _write_atomic(folder / BASELINE, baseline.encode("utf-8"))
     _write_atomic(folder / REVIEW_JSONL, ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
@@ -211,12 +240,17 @@ def read_baseline(path: str | Path) -> list[CharisProposal]:
             continue
         try:
             record = json.loads(line)
-            proposals.append(CharisProposal(
-                prompt_id=str(record["prompt_id"]), subject_id=str(record["subject_id"]), type=str(record["type"]),
-                style=str(record["style"]), prompt=str(record["prompt"]),
-                transformations=tuple((str(t["axis"]), str(t["phrase"])) for t in record["transformations"]),
-                status=str(record.get("status", PROPOSED)),
-            ))
+            proposals.append(
+                CharisProposal(
+                    prompt_id=str(record["prompt_id"]),
+                    subject_id=str(record["subject_id"]),
+                    type=str(record["type"]),
+                    style=str(record["style"]),
+                    prompt=str(record["prompt"]),
+                    transformations=tuple((str(t["axis"]), str(t["phrase"])) for t in record["transformations"]),
+                    status=str(record.get("status", PROPOSED)),
+                )
+            )
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             raise ReviewError(f"{path}, line {number}: not a proposal record ({err}); re-export the review") from None
     return proposals
@@ -321,8 +355,9 @@ def import_review(
             problems.append(f"{where}: {text}")
 
         if prompt_id not in base:
-            problem(f"prompt_id {prompt_id!r} is not one of the exported prompts" if prompt_id
-                    else "prompt_id is empty")
+            problem(
+                f"prompt_id {prompt_id!r} is not one of the exported prompts" if prompt_id else "prompt_id is empty"
+            )
             continue
         if prompt_id in first_seen:
             problem(f"prompt_id appears again (first at {first_seen[prompt_id]})")
@@ -333,8 +368,10 @@ def import_review(
         for column in ("subject_id", "type", "style"):
             value = row.get(column)
             if value not in (None, "") and str(value).strip() != getattr(old, column):
-                problem(f"{column} cannot change in a review ({getattr(old, column)!r} -> {str(value).strip()!r}); "
-                        "fix the source manifest instead")
+                problem(
+                    f"{column} cannot change in a review ({getattr(old, column)!r} -> {str(value).strip()!r}); "
+                    "fix the source manifest instead"
+                )
         prompt = " ".join(str(row.get("prompt") or "").split())
         if not prompt:
             problem("the prompt is empty")
@@ -387,8 +424,10 @@ def import_review(
             cleared.extend((prompt_id, axis) for axis in lost)
         elif status != old.status:
             if status == HUMAN_REFINED:
-                problem("status human_refined is set by the import for edited rows; this row is unchanged "
-                        f"(use {APPROVED} or {REJECTED})")
+                problem(
+                    "status human_refined is set by the import for edited rows; this row is unchanged "
+                    f"(use {APPROVED} or {REJECTED})"
+                )
                 continue
             updated[prompt_id] = replace(old, status=status)
             status_changed.append(prompt_id)

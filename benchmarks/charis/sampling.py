@@ -29,9 +29,7 @@ SUBJECT_KEYS = ("subject_id", "name", "type", "style")
 PROMPT_ID_PREFIX = "charis-"
 
 
-def sample_charis_prompts(
-    subjects: Sequence[Mapping], ekb: EKB, seed: int, n_prompts: int | None = None
-) -> list[dict]:
+def sample_charis_prompts(subjects: Sequence[Mapping], ekb: EKB, seed: int, n_prompts: int | None = None) -> list[dict]:
     """The CHARIS prompts for ``subjects`` (dicts with subject_id, name, type and style).
 
     ``n_prompts`` defaults to 7 per subject. Every (type, style) cell of the EKB must hold at least one

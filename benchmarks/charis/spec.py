@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec, Resampling, SourceColumn, UnitFactor
+from idbench.builders.spec import (
+    JUDGE_ROLE,
+    BenchmarkSpec,
+    ConfigSpec,
+    MetricSpec,
+    Resampling,
+    SourceColumn,
+    UnitFactor,
+)
 from idbench.ekb import load_ekb
 
 _EKB = load_ekb()
@@ -150,8 +158,18 @@ SPEC = BenchmarkSpec(
             roles=(JUDGE_ROLE,),
             defined_in="0.4",  # until 0.3 a judge failure was left out (NaN)
         ),
-        MetricSpec("clip_i", "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)", roles=("clip",), display_source="CHARIS Table 3: CLIP 0.804-0.834, raw"),
-        MetricSpec("dino_sim", "DINOv2 cosine, reference vs generation (baseline D-H)", roles=("dinov2",), display_source="CHARIS Table 3: DINOv2 0.632-0.703, raw"),
+        MetricSpec(
+            "clip_i",
+            "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)",
+            roles=("clip",),
+            display_source="CHARIS Table 3: CLIP 0.804-0.834, raw",
+        ),
+        MetricSpec(
+            "dino_sim",
+            "DINOv2 cosine, reference vs generation (baseline D-H)",
+            roles=("dinov2",),
+            display_source="CHARIS Table 3: DINOv2 0.632-0.703, raw",
+        ),
         MetricSpec(
             "clip_t",
             "not in the paper: CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens "
@@ -188,7 +206,9 @@ SPEC = BenchmarkSpec(
     page_order=1,
     # ~7 prompts per subject share its reference image and its difficulty: subjects are the units, each
     # drawn with all its prompts (two-stage bootstrap, top level only; docs/statistics.md).
-    resampling=Resampling((UnitFactor("subject", "subject_id", description="the subject the prompt shows"),), prompts_nested=True),
+    resampling=Resampling(
+        (UnitFactor("subject", "subject_id", description="the subject the prompt shows"),), prompts_nested=True
+    ),
     # 0.2: charis_score_itt, prompt_adherence, charis_overall (the default ranking), clip_t, clip_t_whole.
     # 0.3: prompt_adherence_itt and holistic_score_itt, the intent-to-treat twins; charis_score,
     # prompt_adherence and holistic_score shown beside them, never ranked.

@@ -62,7 +62,12 @@ def score(ctx: Context, metrics: set[str]) -> list[Result]:
 def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     """The judged scores of every image, with their failure rates, evidence and run notes."""
     from idbench.ekb import load_ekb
-    from idbench.benchmarks.charis.adherence import adherence_itt, evaluate_adherence, hiding_phrases, summarize_adherence
+    from idbench.benchmarks.charis.adherence import (
+        adherence_itt,
+        evaluate_adherence,
+        hiding_phrases,
+        summarize_adherence,
+    )
     from idbench.benchmarks.charis.judge import evaluate_pairs, pair_from_rows, summarize
     from idbench.benchmarks.charis.holistic import evaluate_holistic, summarize_holistic
 
@@ -72,7 +77,13 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     verdicts, adherence, ratings, hidden = [], [], [], {}
     for chunk in ctx.generation_bytes(JUDGE_CHUNK):
         pairs = [
-            pair_from_rows(prompts[p], seed, references[prompts[p]["subject_id"]], image, subject_name=subjects[prompts[p]["subject_id"]]["name"])
+            pair_from_rows(
+                prompts[p],
+                seed,
+                references[prompts[p]["subject_id"]],
+                image,
+                subject_name=subjects[prompts[p]["subject_id"]]["name"],
+            )
             for (p, seed), image in chunk.items()
         ]
         hidden.update({pair.prompt_id: hiding_phrases(pair.phrases, ekb) for pair in pairs})
@@ -97,7 +108,9 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
             if "prompt_adherence" in metrics:  # intent to treat: a judge failure scores 0, and is counted
                 results.append(Result(a.prompt_id, a.seed, "prompt_adherence", adherence_itt(a)))
                 results.append(Result(a.prompt_id, a.seed, "prompt_adherence.failure_rate", float(a.judge_failure)))
-            ctx.evidence.append((a.prompt_id, a.seed, "prompt_adherence", {"score": a.score, "failure": a.failure, **a.evidence}))
+            ctx.evidence.append(
+                (a.prompt_id, a.seed, "prompt_adherence", {"score": a.score, "failure": a.failure, **a.evidence})
+            )
         ctx.notes["charis_adherence"] = summarize_adherence(adherence)
     if metrics & {"charis_score_itt", "charis_overall"}:
         results += _ranked(metrics, verdicts, adherence, hidden)
@@ -110,7 +123,14 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
         for r in ratings:  # intent to treat: a judge failure scores 0, the lowest rating, and is counted
             results.append(Result(r.prompt_id, r.seed, "holistic_score", 0.0 if r.score is None else float(r.score)))
             results.append(Result(r.prompt_id, r.seed, "holistic_score.failure_rate", float(r.failure is not None)))
-            ctx.evidence.append((r.prompt_id, r.seed, "holistic_score", {"rating": r.rating, "reasoning": r.reasoning, "failure": r.failure}))
+            ctx.evidence.append(
+                (
+                    r.prompt_id,
+                    r.seed,
+                    "holistic_score",
+                    {"rating": r.rating, "reasoning": r.reasoning, "failure": r.failure},
+                )
+            )
         ctx.notes["holistic_judge"] = summarize_holistic(ratings)
     return results
 
@@ -133,7 +153,9 @@ def _ranked(metrics: set[str], verdicts, adherence, hidden: dict[str, dict[str, 
             a = by_pair[(v.prompt_id, v.seed)]
             overall = overall_score(identity, adherence_itt(a))
             results.append(Result(v.prompt_id, v.seed, "charis_overall", overall))
-            results.append(Result(v.prompt_id, v.seed, "charis_overall.failure_rate", float(v.judge_failure or a.judge_failure)))
+            results.append(
+                Result(v.prompt_id, v.seed, "charis_overall.failure_rate", float(v.judge_failure or a.judge_failure))
+            )
     return results
 
 
@@ -143,7 +165,9 @@ def _embeddings(ctx: Context, metrics: set[str]) -> list[Result]:
     subject_ids = sorted({p["subject_id"] for p in prompts.values()})
     if metrics & TEXT_METRICS:  # CLIP-T on the CHARIS prompts, with its long-prompt handling
         image = ctx.image_features("clip", ctx.generation_loaders())
-        results.extend(text_alignment(ctx, metrics, {pair: image[key]["embedding"] for pair, key in generations.items()}))
+        results.extend(
+            text_alignment(ctx, metrics, {pair: image[key]["embedding"] for pair, key in generations.items()})
+        )
     for metric, role, field in (("clip_i", "clip", "embedding"), ("dino_sim", "dinov2", "cls")):
         if metric not in metrics:
             continue

@@ -78,7 +78,6 @@ def vqa_controls(data: Any, k: int = K, size: int = CONTROL_SIZE) -> list[tuple[
     return out
 
 
-
 class CogCanvasControls:
     """The VQA controls, asked when the run computes a metric their questions calibrate."""
 
@@ -92,8 +91,17 @@ class CogCanvasControls:
         flat = [(kind, item.prompt_id) for kind, item in controls for _ in item.questions]
         assert len(flat) == len(result.outcomes)
         return [
-            Outcome(VQA_CHECK, kind, prompt_id, o.expected, o.given, o.status == "correct",
-                    None if o.given is None else o.given == "yes", o.expected == "yes", o.detail)
+            Outcome(
+                VQA_CHECK,
+                kind,
+                prompt_id,
+                o.expected,
+                o.given,
+                o.status == "correct",
+                None if o.given is None else o.given == "yes",
+                o.expected == "yes",
+                o.detail,
+            )
             for (kind, prompt_id), o in zip(flat, result.outcomes)
         ]
 

@@ -35,9 +35,15 @@ def curate_cogcanvas_references(rows: Sequence[Mapping[str, Any]], run: Curation
             "conflicts": len(merged.conflicts),
             "judge_stats": judge_stats(judge),
         }
-        log.files["metadata.json"] = json.dumps(
-            {"extracted": report.as_dict(), "conflicts": [c.__dict__ for c in merged.conflicts]}, indent=2, ensure_ascii=False, default=str
-        ) + "\n"
+        log.files["metadata.json"] = (
+            json.dumps(
+                {"extracted": report.as_dict(), "conflicts": [c.__dict__ for c in merged.conflicts]},
+                indent=2,
+                ensure_ascii=False,
+                default=str,
+            )
+            + "\n"
+        )
     audit = demographic_balance(out)
     log.stages["demographic_balance"] = {"flagged": [str(f) for f in audit.flagged]}
     log.files["demographic_balance.csv"] = audit.table.to_csv(index=False)
@@ -84,7 +90,11 @@ def curate_cogcanvas_prompts(
         "accepted": len(report.accepted),
         "given_up": [o.prompt_id for o in report.given_up],
         "redrawn": sorted(redrawn),
-        "requests": {"writer": report.writer_requests, "verifier": report.verifier_requests, "ask_calls": report.ask_calls},
+        "requests": {
+            "writer": report.writer_requests,
+            "verifier": report.verifier_requests,
+            "ask_calls": report.ask_calls,
+        },
     }
     log.files["prompt_synthesis.json"] = json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
     rows = [dict(r) for r in retrieval if r["prompt_id"] not in redrawn]

@@ -81,4 +81,3 @@ def read_binding(answer: JudgeAnswer) -> BindingVerdict:
     own, other = parsed[OWN], parsed[OTHER]
     failure = own.failure or other.failure
     return BindingVerdict(own.given, other.given, failure)
-

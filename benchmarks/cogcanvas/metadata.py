@@ -43,7 +43,14 @@ from typing import Any
 
 import pandas as pd
 
-from idbench.benchmarks.cogcanvas.spec import AGE_GROUPS, ITEM_INTERACTIONS, ITEM_KINDS, KINDS, SCENE_TYPES, SIZE_CATEGORIES
+from idbench.benchmarks.cogcanvas.spec import (
+    AGE_GROUPS,
+    ITEM_INTERACTIONS,
+    ITEM_KINDS,
+    KINDS,
+    SCENE_TYPES,
+    SIZE_CATEGORIES,
+)
 from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 # --- vocabularies ---------------------------------------------------------------------------------
@@ -168,7 +175,7 @@ def identity_prompt() -> str:
         "- ethnicity: the perceived ethnic group, one of "
         f"{', '.join(ETHNICITIES)}; use {UNCLEAR} when the picture does not allow a reasonable reading.\n"
         "- apparel: the clothing and accessories visible on the person, each a short noun phrase with its "
-        "colour (\"red jacket\", \"black-rimmed glasses\"); an empty list when none is visible."
+        'colour ("red jacket", "black-rimmed glasses"); an empty list when none is visible.'
     )
 
 
@@ -290,7 +297,16 @@ def parse_metadata(kind: str, value: Any) -> dict[str, Any]:
 
 
 # Every field any kind yields, in the flat audit rows.
-REPORT_FIELDS = ("age_group", "gender", "ethnicity", "apparel", "size_category", "interactions", "scene_type", "landmark")
+REPORT_FIELDS = (
+    "age_group",
+    "gender",
+    "ethnicity",
+    "apparel",
+    "size_category",
+    "interactions",
+    "scene_type",
+    "landmark",
+)
 
 # --- extraction -------------------------------------------------------------------------------------------
 
@@ -312,8 +328,14 @@ class RefMetadata:
 
     def row(self) -> dict[str, Any]:
         """A flat, JSON-ready record for the audit report (every field of every kind; None where n/a)."""
-        record: dict[str, Any] = {"ref_id": self.ref_id, "kind": self.kind, "status": "ok" if self.ok else "failed",
-                                  "error": self.error, "cached": self.cached, "attempts": self.attempts}
+        record: dict[str, Any] = {
+            "ref_id": self.ref_id,
+            "kind": self.kind,
+            "status": "ok" if self.ok else "failed",
+            "error": self.error,
+            "cached": self.cached,
+            "attempts": self.attempts,
+        }
         for name in REPORT_FIELDS:
             record[name] = self.values.get(name)
         return record
@@ -642,14 +664,27 @@ def demographic_balance(
         name = " x ".join(combo)
         for key in keys:
             share = counts[key] / known if known else float("nan")
-            records.append({
-                "axis": name, "group": " x ".join(key), "count": counts[key], "share": share, "parity": parity,
-                "under_represented": bool(known and share < min_ratio * parity),
-            })
-        records.append({"axis": name, "group": UNKNOWN, "count": unknown, "share": float("nan"),
-                        "parity": float("nan"), "under_represented": False})
+            records.append(
+                {
+                    "axis": name,
+                    "group": " x ".join(key),
+                    "count": counts[key],
+                    "share": share,
+                    "parity": parity,
+                    "under_represented": bool(known and share < min_ratio * parity),
+                }
+            )
+        records.append(
+            {
+                "axis": name,
+                "group": UNKNOWN,
+                "count": unknown,
+                "share": float("nan"),
+                "parity": float("nan"),
+                "under_represented": False,
+            }
+        )
     table = pd.DataFrame.from_records(
         records, columns=["axis", "group", "count", "share", "parity", "under_represented"]
     )
     return BalanceReport(table, len(identity), min_ratio, inconsistent)
-

@@ -217,8 +217,10 @@ def writer_request(t: PromptTuple, previous: str | None = None, reasons: Sequenc
     )
     if previous is not None:
         listed = "\n".join(f"- {r}" for r in reasons) or "- (no reason given)"
-        text += (f'\n\nYour previous version was:\n"{previous}"\nIt was rejected because:\n{listed}\n'
-                 "Write a corrected version.")
+        text += (
+            f'\n\nYour previous version was:\n"{previous}"\nIt was rejected because:\n{listed}\n'
+            "Write a corrected version."
+        )
     return JudgeRequest(task=WRITER_TASK, prompt=text, schema=WRITER_SCHEMA, system=WRITER_SYSTEM)
 
 
@@ -323,10 +325,13 @@ class Attempt:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "attempt": self.attempt, "action": self.action, "prompt": self.prompt,
+            "attempt": self.attempt,
+            "action": self.action,
+            "prompt": self.prompt,
             "mention_problems": list(self.mention_problems),
             "verdict": dict(self.verdict) if self.verdict is not None else None,
-            "error": self.error, "next": self.next,
+            "error": self.error,
+            "next": self.next,
         }
 
 
@@ -359,8 +364,13 @@ class SynthesisOutcome:
     def row(self) -> dict[str, Any]:
         """The JSON-ready record stored in the synthesis audit."""
         return {
-            "prompt_id": self.prompt_id, "status": self.status, "prompt": self.prompt, "attempts": self.attempts,
-            "resamples": self.resamples, "checks": self.checks, "reasons": list(self.reasons),
+            "prompt_id": self.prompt_id,
+            "status": self.status,
+            "prompt": self.prompt,
+            "attempts": self.attempts,
+            "resamples": self.resamples,
+            "checks": self.checks,
+            "reasons": list(self.reasons),
             "history": [a.as_dict() for a in self.history],
         }
 
@@ -566,9 +576,13 @@ def _read_verdict(s: _State, answer: JudgeAnswer, resample: Resample | None) -> 
 def _outcome(s: _State) -> SynthesisOutcome:
     history = tuple(
         Attempt(
-            attempt=h["attempt"], action=h["action"], prompt=h.get("prompt"),
-            mention_problems=tuple(h.get("mention_problems", ())), verdict=h.get("verdict"),
-            error=h.get("error"), next=h.get("next"),
+            attempt=h["attempt"],
+            action=h["action"],
+            prompt=h.get("prompt"),
+            mention_problems=tuple(h.get("mention_problems", ())),
+            verdict=h.get("verdict"),
+            error=h.get("error"),
+            next=h.get("next"),
         )
         for h in s.history
     )

@@ -23,7 +23,12 @@ _KIND_FIELDS = {
 }
 
 
-_REQUIRED = {"person": _PERSON_FIELDS, "object": _ITEM_FIELDS, "fashion": _ITEM_FIELDS, "background": _BACKGROUND_FIELDS}
+_REQUIRED = {
+    "person": _PERSON_FIELDS,
+    "object": _ITEM_FIELDS,
+    "fashion": _ITEM_FIELDS,
+    "background": _BACKGROUND_FIELDS,
+}
 
 
 def check_cogcanvas_row(image: SourceImage, manifest: Path, require: bool = True) -> None:
@@ -39,7 +44,9 @@ def check_cogcanvas_row(image: SourceImage, manifest: Path, require: bool = True
                 raise SourceError(f"{where}: column {column!r} applies to {other_kind} rows, not to a {kind} row")
 
 
-def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, curator: Curator | None = None) -> tuple[Recipe, list[dict]]:
+def recipe(
+    source: Source, seed: int, n_prompts: int | None, max_distance: int, curator: Curator | None = None
+) -> tuple[Recipe, list[dict]]:
     # With a judge, empty metadata is allowed here: the MLLM fills it, and it is checked again after.
     fills = curator is not None and curator.fills_metadata
     entity_kind: dict[str, tuple[str, int]] = {}
@@ -53,10 +60,14 @@ def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, 
             )
     images, dropped = dedupe(list(source.images), "ref_id", max_distance)
     if curator is not None:
-        images = curator.curate_images(images, lambda i: i.values["ref_id"], lambda i: f"{name_of(i)}: {i.values.get('description') or ''}")
+        images = curator.curate_images(
+            images, lambda i: i.values["ref_id"], lambda i: f"{name_of(i)}: {i.values.get('description') or ''}"
+        )
     references = [reference_row(i, cogcanvas.REFERENCES) for i in images]
     if curator is not None:
-        from idbench.benchmarks.cogcanvas.curation import curate_cogcanvas_references  # the judge stack, only when curating
+        from idbench.benchmarks.cogcanvas.curation import (
+            curate_cogcanvas_references,
+        )  # the judge stack, only when curating
 
         references = curate_cogcanvas_references(references, curator)
         if fills:
@@ -69,7 +80,9 @@ def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, 
                         "metadata extraction (see curation/metadata.json); fill it in the manifest"
                     )
     # Checked on the source already; again on what the sampler gets, in case curation changed a name.
-    check_distinct_names(cogcanvas.SPEC.distinct_names, [(i.row, r) for i, r in zip(images, references)], source.manifest)
+    check_distinct_names(
+        cogcanvas.SPEC.distinct_names, [(i.row, r) for i, r in zip(images, references)], source.manifest
+    )
     pool = [{**r, "file": i.values["file"]} for r, i in zip(references, images)]
     try:
         prompts, retrieval = sample_cogcanvas(pool, seed, n_prompts)
@@ -78,7 +91,9 @@ def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, 
     if curator is not None:
         from idbench.benchmarks.cogcanvas.curation import curate_cogcanvas_prompts
 
-        prompts, retrieval = curate_cogcanvas_prompts(prompts, retrieval, references, prompt_resampler(pool, seed), curator)
+        prompts, retrieval = curate_cogcanvas_prompts(
+            prompts, retrieval, references, prompt_resampler(pool, seed), curator
+        )
     persons = [{"size": p["item_size"], "strength": p["interaction_strength"]} for q in prompts for p in q["persons"]]
     cells = {
         "references by kind": count_by(references, "kind"),
@@ -88,4 +103,6 @@ def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, 
         "questions by kind": count_by([q for p in prompts for q in p["questions"]], "kind"),
     }
     tables = {"references": references, "prompts": prompts, "retrieval": retrieval}
-    return Recipe(tables, cells, info={"questions_version": QUESTIONS_VERSION, "retrieval_version": RETRIEVAL_VERSION}), dropped
+    return Recipe(
+        tables, cells, info={"questions_version": QUESTIONS_VERSION, "retrieval_version": RETRIEVAL_VERSION}
+    ), dropped

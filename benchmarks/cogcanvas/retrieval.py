@@ -69,7 +69,17 @@ NOTES = {
     "query words their metadata (name, description, per-kind fields) contains; what metadata alone solves.",
 }
 # The reference columns the metadata ranker reads (no ids, provenance or licenses).
-METADATA_COLUMNS = ("name", "description", "age_group", "gender", "ethnicity", "size_category", "interactions", "scene_type", "landmark")
+METADATA_COLUMNS = (
+    "name",
+    "description",
+    "age_group",
+    "gender",
+    "ethnicity",
+    "size_category",
+    "interactions",
+    "scene_type",
+    "landmark",
+)
 # A result's seed: a ranking has none (the prompts are the resampled units all the same).
 RANKING_SEED = 0
 # Per-prompt slot counts stored beside each group's values, ``<group>.<count>`` (diagnostics, never ranked).
@@ -106,9 +116,16 @@ def group_metrics(group: str, ks=RETRIEVAL_KS) -> list[str]:
 
 # Every per-prompt side value the retrieval task stores (the CogCanvas suite declares them).
 DIAGNOSTICS: dict[str, str] = {
-    **{f"{group}.{count}": f"{RETRIEVAL_GROUP_WORDS[group]} {what}" for group in RETRIEVAL_GROUPS for count, what in SLOT_COUNTS.items()},
-    **{f"{name}{RANDOM_SUFFIX}": f"a random ranker's expected {name} on the same slots"
-       for group in RETRIEVAL_GROUPS for name in group_metrics(group)},
+    **{
+        f"{group}.{count}": f"{RETRIEVAL_GROUP_WORDS[group]} {what}"
+        for group in RETRIEVAL_GROUPS
+        for count, what in SLOT_COUNTS.items()
+    },
+    **{
+        f"{name}{RANDOM_SUFFIX}": f"a random ranker's expected {name} on the same slots"
+        for group in RETRIEVAL_GROUPS
+        for name in group_metrics(group)
+    },
 }
 
 
@@ -160,7 +177,9 @@ def score_rankings(
                     value = float(np.mean(values[metric])) if values.get(metric) else float("nan")
                     results.append(Result(prompt_id, RANKING_SEED, metric, value))
             scored = len(next(iter(values.values()), []))
-            results.append(Result(prompt_id, RANKING_SEED, f"{group}.single_candidate_slots", float(single[prompt_id][group])))
+            results.append(
+                Result(prompt_id, RANKING_SEED, f"{group}.single_candidate_slots", float(single[prompt_id][group]))
+            )
             results.append(Result(prompt_id, RANKING_SEED, f"{group}.scored_slots", float(scored)))
     return [r for r in results if _wanted(r.metric, metrics)]
 
@@ -171,11 +190,17 @@ def slot_count_note(data: BenchmarkData) -> str:
     single = dict.fromkeys(RETRIEVAL_GROUPS, 0)
     for row in retrieval_rows(data).values():
         (scored if len(row["candidate_ref_ids"]) > 1 else single)[slot_group(row)] += 1
-    parts = [f"{RETRIEVAL_GROUP_WORDS[group]} slots (`{group}_p@k`, `{group}_r@k`) {scored[group]} scored, "
-             f"{single[group]} left out" for group in RETRIEVAL_GROUPS]
-    return ("a slot with a single candidate cannot be ranked wrong, so it is left out of every retrieval value "
-            "and counted (a prompt with no slot left in a group is NaN there, not 1): " + "; ".join(parts)
-            + ". `<metric>.random` is a random ranker's expected value on the same slots.")
+    parts = [
+        f"{RETRIEVAL_GROUP_WORDS[group]} slots (`{group}_p@k`, `{group}_r@k`) {scored[group]} scored, "
+        f"{single[group]} left out"
+        for group in RETRIEVAL_GROUPS
+    ]
+    return (
+        "a slot with a single candidate cannot be ranked wrong, so it is left out of every retrieval value "
+        "and counted (a prompt with no slot left in a group is NaN there, not 1): "
+        + "; ".join(parts)
+        + ". `<metric>.random` is a random ranker's expected value on the same slots."
+    )
 
 
 # --- rankers -------------------------------------------------------------------------------------
@@ -201,16 +226,22 @@ def _rank(candidates: list[str], score: Mapping[str, float]) -> tuple[str, ...]:
 
 def metadata_rankings(data: BenchmarkData) -> dict[tuple[str, str], tuple[str, ...]]:
     """Rank each slot's candidates by how many query words their metadata holds (no image read)."""
-    table = data.reference_table.remove_columns([c for c in data.reference_table.column_names if c not in (data.spec.reference_id, *METADATA_COLUMNS)])
+    table = data.reference_table.remove_columns(
+        [c for c in data.reference_table.column_names if c not in (data.spec.reference_id, *METADATA_COLUMNS)]
+    )
     text = {row[data.spec.reference_id]: words(_metadata_text(row)) for row in table}
     out = {}
     for key, row in retrieval_rows(data).items():
         query = words(row["query"])
-        out[key] = _rank(list(row["candidate_ref_ids"]), {ref: len(query & text[ref]) for ref in row["candidate_ref_ids"]})
+        out[key] = _rank(
+            list(row["candidate_ref_ids"]), {ref: len(query & text[ref]) for ref in row["candidate_ref_ids"]}
+        )
     return out
 
 
-def clip_rankings(data: BenchmarkData, options: Any, cache_dir: Path) -> tuple[dict[tuple[str, str], tuple[str, ...]], dict]:
+def clip_rankings(
+    data: BenchmarkData, options: Any, cache_dir: Path
+) -> tuple[dict[tuple[str, str], tuple[str, ...]], dict]:
     """Rank each slot's candidates by the CLIP cosine of query text and candidate image.
 
     ``options`` is a :class:`~idbench.evaluate_pkg.context.ScoreOptions` (profile, device, batch size,
@@ -229,14 +260,18 @@ def clip_rankings(data: BenchmarkData, options: Any, cache_dir: Path) -> tuple[d
     candidates = sorted({ref for row in rows.values() for ref in row["candidate_ref_ids"]})
     key_of = {ref: content_hash(blobs[ref]) for ref in candidates}
     images = store.encode_images(
-        encoder, {key_of[ref]: (lambda ref=ref: blobs[ref]) for ref in candidates},
-        batch_size=options.batch_size, num_workers=options.num_workers,
+        encoder,
+        {key_of[ref]: (lambda ref=ref: blobs[ref]) for ref in candidates},
+        batch_size=options.batch_size,
+        num_workers=options.num_workers,
     )
     texts = store.encode_texts(encoder, [row["query"] for row in rows.values()])
     out = {}
     for key, row in rows.items():
         refs = list(row["candidate_ref_ids"])
-        sims = F.cosine_matrix(texts[row["query"]][None, :], np.stack([images[key_of[r]]["embedding"] for r in refs]))[0]
+        sims = F.cosine_matrix(texts[row["query"]][None, :], np.stack([images[key_of[r]]["embedding"] for r in refs]))[
+            0
+        ]
         out[key] = _rank(refs, dict(zip(refs, sims.tolist())))
     return out, models.used({"clip"})
 
@@ -254,7 +289,13 @@ def write_rankings(out: Path, metadata: dict, rankings: Rankings, overwrite: boo
 
 
 def make_retrieval_baseline(
-    name: str, data: BenchmarkData, out: Path, *, options: Any = None, cache_dir: Path | None = None, overwrite: bool = False
+    name: str,
+    data: BenchmarkData,
+    out: Path,
+    *,
+    options: Any = None,
+    cache_dir: Path | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write the ``name`` ranker's retrieval submission for ``data`` into ``out`` (see the module doc)."""
     if name not in RANKERS:

@@ -45,7 +45,14 @@ from idbench.benchmarks.cogcanvas.spec import (
     SIZE_CATEGORIES,
     SLOTS,
 )
-from idbench.benchmarks.cogcanvas.graphs import Edge, derive_questions, edge, interaction_graph, neighbour_pairs, position_graph
+from idbench.benchmarks.cogcanvas.graphs import (
+    Edge,
+    derive_questions,
+    edge,
+    interaction_graph,
+    neighbour_pairs,
+    position_graph,
+)
 
 T = TypeVar("T")
 
@@ -225,9 +232,7 @@ def _pick_entities(entities: Sequence[_Entity], k: int, usage: _Usage, rng: rand
     return chosen
 
 
-def _pick_binding(
-    items: Sequence[_Entity], taken: set[str], usage: _Usage, rng: random.Random
-) -> tuple[_Entity, str]:
+def _pick_binding(items: Sequence[_Entity], taken: set[str], usage: _Usage, rng: random.Random) -> tuple[_Entity, str]:
     """One (item, interaction) for a person, by the paper's diversity control.
 
     A (size, strength) cell is drawn uniformly among the cells that still hold an item not yet taken in
@@ -327,7 +332,9 @@ def prompt_text(
 
 
 def slot_queries(
-    background: Mapping[str, Any], person_refs: Mapping[str, Mapping[str, Any]], item_refs: Mapping[str, Mapping[str, Any]]
+    background: Mapping[str, Any],
+    person_refs: Mapping[str, Mapping[str, Any]],
+    item_refs: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, str]:
     """The retrieval query of every slot: the words :func:`prompt_text` uses for it, and nothing else.
 
@@ -403,7 +410,9 @@ def prompt_resampler(
 
     def resample(record: Mapping[str, Any], attempt: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         rng = random.Random(f"{seed}:{record['prompt_id']}:{attempt}")  # str seeds hash deterministically
-        return _sample_prompt(record["prompt_id"], int(record["n_persons"]), list(record["layout"]), pool, _Usage(), rng)
+        return _sample_prompt(
+            record["prompt_id"], int(record["n_persons"]), list(record["layout"]), pool, _Usage(), rng
+        )
 
     return resample
 

@@ -12,8 +12,17 @@ from dataclasses import dataclass
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import (JUDGE_ROLE, BenchmarkSpec, ConfigSpec, DistinctNames, MetricSpec, Resampling, SourceColumn,
-                                   SubjectBreakdown, UnitFactor)
+from idbench.builders.spec import (
+    JUDGE_ROLE,
+    BenchmarkSpec,
+    ConfigSpec,
+    DistinctNames,
+    MetricSpec,
+    Resampling,
+    SourceColumn,
+    SubjectBreakdown,
+    UnitFactor,
+)
 
 NAME = "cogcanvas"
 KINDS = ("person", "object", "fashion", "background")
@@ -35,7 +44,11 @@ RETRIEVAL_GROUPS = {
     "retrieval_item": ("object", "fashion"),
     "retrieval_background": ("background",),
 }
-RETRIEVAL_GROUP_WORDS = {"retrieval": "identity (person)", "retrieval_item": "item (object, fashion)", "retrieval_background": "background"}
+RETRIEVAL_GROUP_WORDS = {
+    "retrieval": "identity (person)",
+    "retrieval_item": "item (object, fashion)",
+    "retrieval_background": "background",
+}
 # Suffix of the diagnostic that stores beside each retrieval metric what a random ordering of the same
 # candidates scores on average (exact, per slot then per prompt): the chance level to read it against.
 RANDOM_SUFFIX = ".random"
@@ -232,7 +245,13 @@ SPEC = BenchmarkSpec(
     ),
     breakdowns=(("n_persons",),),
     metric_suite=(
-        MetricSpec("id_sim", "ArcFace cosine of aligned faces, Hungarian-matched; unmatched reference = 0, reference without a face = NaN (counted)", display="x100", roles=("face",), missing_evidence="id_sim.reference_without_face"),
+        MetricSpec(
+            "id_sim",
+            "ArcFace cosine of aligned faces, Hungarian-matched; unmatched reference = 0, reference without a face = NaN (counted)",
+            display="x100",
+            roles=("face",),
+            missing_evidence="id_sim.reference_without_face",
+        ),
         MetricSpec(
             "id_sim_strict",
             "not in the paper: ID-Sim that extra faces cannot raise, matched cosines (negatives as 0) over max(N, faces found)",
@@ -292,16 +311,38 @@ SPEC = BenchmarkSpec(
             missing_evidence="binding_grounded_vqa.not_located",
             defined_in="0.6",  # until 0.5 a failed answer was left out (NaN)
         ),
-        MetricSpec("dino_sim", "DINOv2 cosine of detected object/fashion crops vs their references", display="x100", roles=("detector", "dinov2")),
-        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper", display="clipscore", roles=("clip",), display_source=CLIP_T_SOURCE),
+        MetricSpec(
+            "dino_sim",
+            "DINOv2 cosine of detected object/fashion crops vs their references",
+            display="x100",
+            roles=("detector", "dinov2"),
+        ),
+        MetricSpec(
+            "clip_t",
+            "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper",
+            display="clipscore",
+            roles=("clip",),
+            display_source=CLIP_T_SOURCE,
+        ),
         MetricSpec(
             "clip_t_whole",
             "not in the paper: mean CLIP cosine over sentence chunks of at most 77 tokens, so the whole prompt is read",
             display="clipscore",  # on clip_t's scale, so the two read side by side
             roles=("clip",),
         ),
-        MetricSpec("bg_sim", "DINOv3 background patch tokens (foreground masked) vs the reference background", display="x100", roles=("detector", "segmenter", "dinov3")),
-        MetricSpec("aesthetic", "LAION aesthetic predictor v2 on the L2-normalised CLIP ViT-L/14 embedding", display="x10", roles=("clip", "aesthetic"), display_source=AESTHETIC_SOURCE),
+        MetricSpec(
+            "bg_sim",
+            "DINOv3 background patch tokens (foreground masked) vs the reference background",
+            display="x100",
+            roles=("detector", "segmenter", "dinov3"),
+        ),
+        MetricSpec(
+            "aesthetic",
+            "LAION aesthetic predictor v2 on the L2-normalised CLIP ViT-L/14 embedding",
+            display="x10",
+            roles=("clip", "aesthetic"),
+            display_source=AESTHETIC_SOURCE,
+        ),
         MetricSpec(
             "attr_vqa",
             "the paper's Attr-VQA: share of the ground-truth facts (binding, interaction, position) an MLLM confirms, "
@@ -377,11 +418,17 @@ SPEC = BenchmarkSpec(
         # candidate cannot be ranked wrong and is left out (counted). P@k keeps k as its denominator:
         # with one relevant image per slot min(1, k)/k = 1/k is its ceiling.
         *(
-            MetricSpec(f"{group}_{m}@{k}",
-                       f"retrieval task: {what}@{k} of the ranked candidates, mean over a prompt's "
-                       f"{RETRIEVAL_GROUP_WORDS[group]} slots with two or more candidates",
-                       display="percent", tasks=("retrieval",), chance=f"{group}_{m}@{k}{RANDOM_SUFFIX}")
-            for group in RETRIEVAL_GROUPS for m, what in (("p", "precision"), ("r", "recall")) for k in RETRIEVAL_KS
+            MetricSpec(
+                f"{group}_{m}@{k}",
+                f"retrieval task: {what}@{k} of the ranked candidates, mean over a prompt's "
+                f"{RETRIEVAL_GROUP_WORDS[group]} slots with two or more candidates",
+                display="percent",
+                tasks=("retrieval",),
+                chance=f"{group}_{m}@{k}{RANDOM_SUFFIX}",
+            )
+            for group in RETRIEVAL_GROUPS
+            for m, what in (("p", "precision"), ("r", "recall"))
+            for k in RETRIEVAL_KS
         ),
     ),
     seeds=SEEDS,
@@ -395,7 +442,18 @@ SPEC = BenchmarkSpec(
     # relevant, the paper's "select the best-matching reference". Its ceiling is 1 however many
     # references are relevant, where R@1's is 1/|relevant|; with one relevant image (today's data) the
     # two are equal.
-    ranking=("id_arranged", "id_arranged_vqa", "id_sim_strict", "id_sim", "dino_sim", "attr_vqa_itt", "clip_t", "attr_vqa.binding_itt", "count_accuracy", "retrieval_p@1"),
+    ranking=(
+        "id_arranged",
+        "id_arranged_vqa",
+        "id_sim_strict",
+        "id_sim",
+        "dino_sim",
+        "attr_vqa_itt",
+        "clip_t",
+        "attr_vqa.binding_itt",
+        "count_accuracy",
+        "retrieval_p@1",
+    ),
     limitations=(
         "Persons are identified by reference images; identities that a generator saw in pre-training can "
         "score well through memorization.",
@@ -433,21 +491,31 @@ SPEC = BenchmarkSpec(
     subject_breakdowns=(
         SubjectBreakdown("age_group", ("slot",), "age_group", via="ref_id", description="the person's age group"),
         SubjectBreakdown("gender", ("slot",), "gender", via="ref_id", description="the person's gender as annotated"),
-        SubjectBreakdown("ethnicity", ("slot",), "ethnicity", via="ref_id", description="the person's ethnicity as annotated"),
-        SubjectBreakdown("item_size", ("item",), "size_category", via="item_ref_id", description="the item's size category"),
         SubjectBreakdown(
-            "interaction_strength", ("slot", "item"), "interaction_strength",
+            "ethnicity", ("slot",), "ethnicity", via="ref_id", description="the person's ethnicity as annotated"
+        ),
+        SubjectBreakdown(
+            "item_size", ("item",), "size_category", via="item_ref_id", description="the item's size category"
+        ),
+        SubjectBreakdown(
+            "interaction_strength",
+            ("slot", "item"),
+            "interaction_strength",
             description="how close the person-item interaction is, close contact to loose",
         ),
-        SubjectBreakdown("scene_type", ("image",), "scene_type", via="background_ref_id", description="the background's scene type"),
+        SubjectBreakdown(
+            "scene_type", ("image",), "scene_type", via="background_ref_id", description="the background's scene type"
+        ),
     ),
     card_template="idbench.benchmarks.cogcanvas:cogcanvas.md.j2",
     page_order=2,
     # Identities, items and backgrounds are reused across prompts (by entity: one identity's several
     # reference images are one unit): each crossed with the prompts (multi-way bootstrap; docs/statistics.md).
-    resampling=Resampling((
-        UnitFactor("identity", "persons", key="entity_id", description="the persons' identities"),
-        UnitFactor("item", "persons", key="item_entity_id", description="the items bound to the persons"),
-        UnitFactor("background", "background_entity_id", description="the background scene"),
-    )),
+    resampling=Resampling(
+        (
+            UnitFactor("identity", "persons", key="entity_id", description="the persons' identities"),
+            UnitFactor("item", "persons", key="item_entity_id", description="the items bound to the persons"),
+            UnitFactor("background", "background_entity_id", description="the background scene"),
+        )
+    ),
 )

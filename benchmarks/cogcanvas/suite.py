@@ -32,7 +32,18 @@ PERSON_QUERY = "a person"
 PERSON_NMS_IOU = SUBJECT_NMS_IOU
 
 # The judged metrics: one set of answers (one request per image) gives them all.
-VQA_METRICS = frozenset({"attr_vqa", "attr_vqa_itt", "igc", "igc_itt", "attr_vqa_paired", "igc_paired", "attr_vqa.binding", "attr_vqa.binding_itt"})
+VQA_METRICS = frozenset(
+    {
+        "attr_vqa",
+        "attr_vqa_itt",
+        "igc",
+        "igc_itt",
+        "attr_vqa_paired",
+        "igc_paired",
+        "attr_vqa.binding",
+        "attr_vqa.binding_itt",
+    }
+)
 # The T2I task's: the binding questions only.
 BINDING_VQA_METRICS = frozenset({"attr_vqa.binding", "attr_vqa.binding_itt"})
 # The metrics grounded on the located identities (``functional/identity.py``, ``functional/binding.py``):
@@ -140,7 +151,10 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
 
     prompts = ctx.data.prompt_rows
     if not metrics & (VQA_METRICS - BINDING_VQA_METRICS):  # the T2I task: ask the binding questions only
-        prompts = {p: {**row, "questions": [q for q in row["questions"] if q["kind"] == "binding"]} for p, row in prompts.items()}
+        prompts = {
+            p: {**row, "questions": [q for q in row["questions"] if q["kind"] == "binding"]}
+            for p, row in prompts.items()
+        }
     runs = [score_images(ctx.judge, vqa_items(prompts, chunk)) for chunk in ctx.generation_bytes(JUDGE_CHUNK)]
     run = runs[0]
     for more in runs[1:]:  # one run's worth of results, outcomes and answers across the chunks
@@ -152,15 +166,27 @@ def _vqa(ctx: Context, metrics: set[str]) -> list[Result]:
     for outcome in run.outcomes:
         by_image.setdefault((outcome.prompt_id, outcome.seed), []).append(outcome)
     for (prompt_id, seed), outcomes in by_image.items():
-        for metric in ("igc", "igc_itt", "attr_vqa.binding", "attr_vqa.binding_itt", "attr_vqa_itt"):  # the failure rate over the metric's own facts
+        for metric in (
+            "igc",
+            "igc_itt",
+            "attr_vqa.binding",
+            "attr_vqa.binding_itt",
+            "attr_vqa_itt",
+        ):  # the failure rate over the metric's own facts
             if metric in metrics:
                 rate = fact_tally(outcomes, {**METRIC_KINDS, **ITT_METRIC_KINDS}[metric]).failure_rate
                 results.append(Result(prompt_id, seed, f"{metric}.failure_rate", float(rate)))
         answered = [
-            {"question": o.question_id, "kind": o.kind, "expected": o.expected, "given": o.given, "failure": o.failure,
-             "negates": o.negates}
+            {
+                "question": o.question_id,
+                "kind": o.kind,
+                "expected": o.expected,
+                "given": o.given,
+                "failure": o.failure,
+                "negates": o.negates,
+            }
             for o in outcomes
-        ]  # fmt: skip
+        ]
         ctx.evidence.append((prompt_id, seed, "attr_vqa", {"questions": answered}))
     ctx.notes["attr_vqa"] = run.summary(ctx.data.build_info.get("questions_version"))
     return results
@@ -291,7 +317,9 @@ def _locate(ctx: Context, gen_loaders) -> dict[tuple[str, int], _Located]:
     for (prompt_id, seed), key in ctx.generation_keys().items():
         prompt, faces = prompts[prompt_id], gen_faces[key]
         ordered = _layout_persons(prompt)
-        assignment = F.who_became_whom([reference_face[p["ref_id"]] for p in ordered], faces["embeddings"], faces["boxes"], threshold)
+        assignment = F.who_became_whom(
+            [reference_face[p["ref_id"]] for p in ordered], faces["embeddings"], faces["boxes"], threshold
+        )
         paper = F.id_sim_with_faceless([reference_face[p["ref_id"]] for p in prompt["persons"]], faces["embeddings"])
         out[(prompt_id, seed)] = _Located(ordered, np.asarray(faces["boxes"]).reshape(-1, 4), assignment, paper)
     ctx.notes["reference_faces_not_found"] = sorted(r for r, e in reference_face.items() if e is None)
@@ -334,7 +362,13 @@ def _identities(ctx: Context, metrics: set[str], shared: _Lazy) -> list[Result]:
             results.append(Result(prompt_id, seed, "id_sim.matched_mean", mean))
             for person, value in zip(ctx.data.prompt_rows[prompt_id]["persons"], sim.per_reference):
                 results.append(Result(prompt_id, seed, "id_sim", float(value), person["slot"]))
-        counts = {"found": who.n_found, "missing": who.n_missing, "swapped": who.n_swapped, "cloned": who.n_cloned, "extra": who.n_extra}
+        counts = {
+            "found": who.n_found,
+            "missing": who.n_missing,
+            "swapped": who.n_swapped,
+            "cloned": who.n_cloned,
+            "extra": who.n_extra,
+        }
         results.extend(Result(prompt_id, seed, f"who.{name}", float(value)) for name, value in counts.items())
         if "id_sim_strict" in metrics:
             results.append(Result(prompt_id, seed, "id_sim_strict", F.id_sim_strict(who, sim.without_face)))
@@ -345,14 +379,19 @@ def _identities(ctx: Context, metrics: set[str], shared: _Lazy) -> list[Result]:
             results.append(Result(prompt_id, seed, "layout_grounded.not_located", float(skipped)))
         if metrics & {ARRANGED, ARRANGED_VQA}:
             slots = [p["slot"] for p in loc.persons]
-            at = where[(prompt_id, seed)] = F.placed(slots, ctx.data.prompt_rows[prompt_id]["position_graph"], who, loc.boxes)
+            at = where[(prompt_id, seed)] = F.placed(
+                slots, ctx.data.prompt_rows[prompt_id]["position_graph"], who, loc.boxes
+            )
             results.append(Result(prompt_id, seed, "id_arranged.not_located", float((~who.has_reference).sum())))
             results.append(Result(prompt_id, seed, "id_arranged.misplaced", float((who.found & ~at).sum())))
         if ARRANGED in metrics:
             value, per = F.id_arranged(who, at, sim.without_face)
             results.append(Result(prompt_id, seed, ARRANGED, value))
             results.extend(Result(prompt_id, seed, ARRANGED, float(v), slot) for slot, v in zip(slots, per))
-    evidence = {pair: loc.assignment.as_evidence([p["slot"] for p in loc.persons], loc.boxes) for pair, loc in shared.located.items()}
+    evidence = {
+        pair: loc.assignment.as_evidence([p["slot"] for p in loc.persons], loc.boxes)
+        for pair, loc in shared.located.items()
+    }
     for pair, at in where.items():
         evidence[pair]["placed"] = {p["slot"]: bool(v) for p, v in zip(shared.located[pair].persons, at)}
     if metrics & ({"binding_grounded"} | GROUNDED_VQA_METRICS):
@@ -441,9 +480,14 @@ def _binding_grounded(ctx: Context, shared: _Lazy, bodies, evidence) -> list[Res
             if not loc.assignment.has_reference[i]:
                 value = float("nan")
             else:
-                mine = np.array([[F.cosine(feats[c]["cls"], item) for item in items] for s, c in crops[pair] if s == slot]).reshape(-1, len(items))
+                mine = np.array(
+                    [[F.cosine(feats[c]["cls"], item) for item in items] for s, c in crops[pair] if s == slot]
+                ).reshape(-1, len(items))
                 value = float(F.bound_right(mine, i))
-                verdicts[slot] = {"crops": int(len(mine)), "most_alike_item": loc.persons[int(np.argmax(mine.max(axis=0)))]["slot"] if len(mine) else None}
+                verdicts[slot] = {
+                    "crops": int(len(mine)),
+                    "most_alike_item": loc.persons[int(np.argmax(mine.max(axis=0)))]["slot"] if len(mine) else None,
+                }
             values.append(value)
             results.append(Result(prompt_id, seed, "binding_grounded", value, slot))
         known = [v for v in values if not np.isnan(v)]
@@ -453,7 +497,9 @@ def _binding_grounded(ctx: Context, shared: _Lazy, bodies, evidence) -> list[Res
     return results
 
 
-def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence) -> tuple[list[Result], set[tuple[str, int, str]]]:
+def _binding_grounded_vqa(
+    ctx: Context, shared: _Lazy, bodies, evidence
+) -> tuple[list[Result], set[tuple[str, int, str]]]:
     """The binding questions asked about the located person: each found person is marked with a red box
     on the generation and the judge asks whether *that* person does the prompt's thing with its own
     item (yes) and with another person's item (no); ``judge/grounded.py``. One request per found
@@ -512,20 +558,29 @@ def _binding_grounded_vqa(ctx: Context, shared: _Lazy, bodies, evidence) -> tupl
         failed, asked = failed + image_failed, asked + image_asked
         evidence[pair]["judge"] = answered
     ctx.notes["binding_grounded_vqa"] = {
-        "judge_model": ctx.judge.model, "requests": len(planned), "cached": sum(a.cached for a in answers),
-        "failed": failed, "failure_rate": failed / asked if asked else None,
-    }  # fmt: skip
+        "judge_model": ctx.judge.model,
+        "requests": len(planned),
+        "cached": sum(a.cached for a in answers),
+        "failed": failed,
+        "failure_rate": failed / asked if asked else None,
+    }
     return results, failed_slots
 
 
-def _id_arranged_vqa(shared: _Lazy, where: dict, judged: list[Result], failed: set[tuple[str, int, str]]) -> list[Result]:
+def _id_arranged_vqa(
+    shared: _Lazy, where: dict, judged: list[Result], failed: set[tuple[str, int, str]]
+) -> list[Result]:
     """``id_arranged`` with the judge's binding as a third factor: a person counts when found, placed
     and confirmed with its own item while denied another person's (``binding_grounded_vqa_paired`` of
     that person is 1). A placed person whose answer failed is counted 0 and in
     ``id_arranged_vqa.judge_failed`` (intent to treat: a judge failure never lifts a score, and is
     never left out); placed but not confirmed: ``id_arranged_vqa.unbound``. ``failed``: the (prompt,
     seed, slot) whose binding answer failed."""
-    paired = {(r.prompt_id, r.seed, r.subject): r.value for r in judged if r.metric == "binding_grounded_vqa_paired" and r.subject}
+    paired = {
+        (r.prompt_id, r.seed, r.subject): r.value
+        for r in judged
+        if r.metric == "binding_grounded_vqa_paired" and r.subject
+    }
     results = []
     for (prompt_id, seed), loc in shared.located.items():
         who, at = loc.assignment, where[(prompt_id, seed)]
@@ -537,7 +592,9 @@ def _id_arranged_vqa(shared: _Lazy, where: dict, judged: list[Result], failed: s
         value, per = F.id_arranged(who, at, int(loc.paper.without_face), bound=bound)
         results.append(Result(prompt_id, seed, ARRANGED_VQA, value))
         results.extend(Result(prompt_id, seed, ARRANGED_VQA, float(v), slot) for slot, v in zip(slots, per))
-        results.append(Result(prompt_id, seed, "id_arranged_vqa.unbound", float((placed & (answer == 0.0) & ~judge_failed).sum())))
+        results.append(
+            Result(prompt_id, seed, "id_arranged_vqa.unbound", float((placed & (answer == 0.0) & ~judge_failed).sum()))
+        )
         results.append(Result(prompt_id, seed, "id_arranged_vqa.judge_failed", float((placed & judge_failed).sum())))
     return results
 

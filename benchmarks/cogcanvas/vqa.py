@@ -131,13 +131,18 @@ class VQAQuestion:
     def from_record(cls, record: Mapping[str, Any], where: str) -> VQAQuestion:
         try:
             question = cls(
-                str(record["question_id"]), str(record["kind"]), str(record["question"]), str(record["answer"]),
+                str(record["question_id"]),
+                str(record["kind"]),
+                str(record["question"]),
+                str(record["answer"]),
                 str(record.get("negates") or ""),
-            )  # fmt: skip
+            )
         except KeyError as err:
             raise VQAInputError(f"{where}: question record lacks {err.args[0]!r}: {dict(record)}") from None
         if question.kind not in QUESTION_KINDS:
-            raise VQAInputError(f"{where}, {question.question_id}: kind {question.kind!r}, expected one of {QUESTION_KINDS}")
+            raise VQAInputError(
+                f"{where}, {question.question_id}: kind {question.kind!r}, expected one of {QUESTION_KINDS}"
+            )
         if question.answer not in ANSWERS:
             raise VQAInputError(f"{where}, {question.question_id}: expected answer {question.answer!r}, not yes/no")
         return question
@@ -287,7 +292,9 @@ def check_items(items: Sequence[VQAItem]) -> None:
         facts = {q.question_id for q in item.questions if q.answer == FACT}
         for q in item.questions:
             if q.negates and (q.answer == FACT or q.negates not in facts):
-                raise VQAInputError(f"{item.where}, {q.question_id}: negates {q.negates!r}, which is not a 'yes' question of the prompt")
+                raise VQAInputError(
+                    f"{item.where}, {q.question_id}: negates {q.negates!r}, which is not a 'yes' question of the prompt"
+                )
 
 
 # --- requests ---------------------------------------------------------------------------------------
@@ -421,8 +428,16 @@ def outcomes_from_answers(
             reading = parsed.get((index, q.question_id), ParsedAnswer(None, FAIL_MISSING, "never asked"))
             outcomes.append(
                 QuestionOutcome(
-                    item.prompt_id, item.seed, item.n_persons, q.question_id, q.kind, q.answer,
-                    reading.given, reading.failure, reading.detail, q.negates,
+                    item.prompt_id,
+                    item.seed,
+                    item.n_persons,
+                    q.question_id,
+                    q.kind,
+                    q.answer,
+                    reading.given,
+                    reading.failure,
+                    reading.detail,
+                    q.negates,
                 )
             )
     return outcomes
@@ -536,7 +551,9 @@ def _metric_tallies(outcomes: Sequence[QuestionOutcome]) -> dict[str, dict[str, 
         counts = fact_tally(outcomes, kinds)
         tallies[metric] = {**counts.as_dict(), "accuracy": _json_float(counts.accuracy_itt)}
     for metric, kinds in PAIRED_METRIC_KINDS.items():  # intent to treat: correct / asked
-        per_image = [paired_tally(group, kinds) for group in _groups(outcomes, lambda o: (o.prompt_id, o.seed)).values()]
+        per_image = [
+            paired_tally(group, kinds) for group in _groups(outcomes, lambda o: (o.prompt_id, o.seed)).values()
+        ]
         counts = Tally(*(sum(getattr(t, f) for t in per_image) for f in ("correct", "incorrect", "failed")))
         tallies[metric] = {**counts.as_dict(), "accuracy": _json_float(counts.accuracy_itt)}
     return tallies
@@ -556,7 +573,9 @@ def summarize(outcomes: Sequence[QuestionOutcome]) -> dict[str, Any]:
         "metrics": _metric_tallies(outcomes),
         "negative_yes_rate": _json_float(negative_yes_rate(outcomes)),
         "by_kind": {str(k): t.as_dict() for k, t in tally_by(outcomes, lambda o: o.kind).items()},
-        "by_n_persons": {str(n): _metric_tallies(group) for n, group in _groups(outcomes, lambda o: o.n_persons).items()},
+        "by_n_persons": {
+            str(n): _metric_tallies(group) for n, group in _groups(outcomes, lambda o: o.n_persons).items()
+        },
         "failures": {
             "count": sum(failures.values()),
             "rate": _json_float(tally(outcomes).failure_rate),

@@ -9,7 +9,9 @@ from idbench.builders.sources import Source, SourceError, SourceImage, check_dis
 from idbench.builders.write import count_by
 
 
-def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, curator: Curator | None = None) -> tuple[Recipe, list[dict]]:
+def recipe(
+    source: Source, seed: int, n_prompts: int | None, max_distance: int, curator: Curator | None = None
+) -> tuple[Recipe, list[dict]]:
     if n_prompts is not None:
         raise SourceError(
             "identity-collapse has a fixed grid of 75 prompts (5 subject levels x 3 scenes x 5); drop --prompts"
@@ -24,7 +26,9 @@ def recipe(source: Source, seed: int, n_prompts: int | None, max_distance: int, 
         images = curator.curate_images(images, lambda i: i.values["subject_id"], name_of)
     subjects = [reference_row(i, identity_collapse.SUBJECTS) for i in images]
     # Checked on the source already; again on what the sampler gets, in case curation changed a name.
-    check_distinct_names(identity_collapse.SPEC.distinct_names, [(i.row, s) for i, s in zip(images, subjects)], source.manifest)
+    check_distinct_names(
+        identity_collapse.SPEC.distinct_names, [(i.row, s) for i, s in zip(images, subjects)], source.manifest
+    )
     try:
         prompts = sample_collapse_prompts(subjects, seed)
     except ValueError as err:

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from datasets import Features, Image, List, Value
 
-from idbench.builders.spec import BenchmarkSpec, ConfigSpec, DistinctNames, MetricSpec, Resampling, SourceColumn, UnitFactor
+from idbench.builders.spec import (
+    BenchmarkSpec,
+    ConfigSpec,
+    DistinctNames,
+    MetricSpec,
+    Resampling,
+    SourceColumn,
+    UnitFactor,
+)
 
 NAME = "identity-collapse"
 SUBJECT_LEVELS = (2, 4, 6, 8, 10)
@@ -83,13 +91,23 @@ SPEC = BenchmarkSpec(
     ),
     breakdowns=(("n_subjects",), ("scene",), ("n_subjects", "scene")),
     metric_suite=(
-        MetricSpec("clip_t", "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper", roles=("clip",), display_source="Identity Collapse Sec. 4: CLIP-T 0.261-0.309, raw cosines"),
+        MetricSpec(
+            "clip_t",
+            "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper",
+            roles=("clip",),
+            display_source="Identity Collapse Sec. 4: CLIP-T 0.261-0.309, raw cosines",
+        ),
         MetricSpec(
             "clip_t_whole",
             "not in the paper: mean CLIP cosine over sentence chunks of at most 77 tokens, so the whole prompt is read",
             roles=("clip",),
         ),
-        MetricSpec("dino_sim", "whole-image DINOv2 cosine, averaged over the N references", roles=("dinov2",), display_source="Identity Collapse Sec. 4: DINOv2 0.101-0.425, raw cosines"),
+        MetricSpec(
+            "dino_sim",
+            "whole-image DINOv2 cosine, averaged over the N references",
+            roles=("dinov2",),
+            display_source="Identity Collapse Sec. 4: DINOv2 0.101-0.425, raw cosines",
+        ),
         *(
             MetricSpec(
                 f"scr@{tau}",

@@ -19,7 +19,10 @@ KIND_QUERIES = {"human": "a person", "animal": "an animal"}
 
 NOT_RUN: dict[str, str] = {}
 # Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
-DIAGNOSTICS: dict[str, str] = {"subjects_detected": "detector boxes kept (after NMS per query) for the instance-level SCR", **TEXT_DIAGNOSTICS}
+DIAGNOSTICS: dict[str, str] = {
+    "subjects_detected": "detector boxes kept (after NMS per query) for the instance-level SCR",
+    **TEXT_DIAGNOSTICS,
+}
 
 
 def score(ctx: Context, metrics: set[str]) -> list[Result]:
@@ -30,7 +33,9 @@ def score(ctx: Context, metrics: set[str]) -> list[Result]:
 
     if metrics & TEXT_METRICS:
         image = ctx.image_features("clip", gen_loaders)
-        results.extend(text_alignment(ctx, metrics, {pair: image[key]["embedding"] for pair, key in generations.items()}))
+        results.extend(
+            text_alignment(ctx, metrics, {pair: image[key]["embedding"] for pair, key in generations.items()})
+        )
 
     dino_metrics = {m for m in metrics if m == "dino_sim" or m.startswith("scr")}
     if not dino_metrics:
@@ -92,7 +97,9 @@ def _instance_level(ctx, metrics, generations, gen_loaders, ref_cls) -> list[Res
         found = np.stack([crop_features[c]["cls"] for c in crops[key]]) if crops[key] else np.zeros((0, refs.shape[1]))
         for tau in SCR_THRESHOLDS:
             if f"scr_instance@{tau}" in metrics:
-                results.append(Result(prompt_id, seed, f"scr_instance@{tau}", F.instance_collapse_rate(found, refs, tau)))
+                results.append(
+                    Result(prompt_id, seed, f"scr_instance@{tau}", F.instance_collapse_rate(found, refs, tau))
+                )
         results.append(Result(prompt_id, seed, "subjects_detected", float(len(crops[key]))))
     return results
 

@@ -7,7 +7,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from idbench.cli import analysis, baseline, build, demo, env, generate, leaderboard, models, publish, queue, run, score, submission, worker
+from idbench.cli import (
+    analysis,
+    baseline,
+    build,
+    demo,
+    env,
+    generate,
+    leaderboard,
+    models,
+    publish,
+    queue,
+    run,
+    score,
+    submission,
+    worker,
+)
 from idbench.cli._options import HubArgumentError, ScoringErrorForCli, benchmark_name
 from idbench.errors import IdbenchError, disk_full, failed_path, storage_failure
 
@@ -15,11 +30,27 @@ __all__ = ["HubArgumentError", "ScoringErrorForCli", "benchmark_name", "main", "
 
 # In the order `idbench --help` lists them.
 COMMANDS = (
-    demo.add_demo, build.add_build, publish.add_publish, submission.add_template, submission.add_validate,
-    generate.add_generate, run.add_run, score.add_score, baseline.add_baseline, queue.add_submit,
-    analysis.add_alignment, analysis.add_compare, queue.add_withdraw, worker.add_worker, queue.add_jobs,
-    queue.add_rescore, leaderboard.add_serve, leaderboard.add_sync, models.add_models, env.add_env,
-)  # fmt: skip
+    demo.add_demo,
+    build.add_build,
+    publish.add_publish,
+    submission.add_template,
+    submission.add_validate,
+    generate.add_generate,
+    run.add_run,
+    score.add_score,
+    baseline.add_baseline,
+    queue.add_submit,
+    analysis.add_alignment,
+    analysis.add_compare,
+    queue.add_withdraw,
+    worker.add_worker,
+    queue.add_jobs,
+    queue.add_rescore,
+    leaderboard.add_serve,
+    leaderboard.add_sync,
+    models.add_models,
+    env.add_env,
+)
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -30,10 +61,19 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
     from idbench import __version__  # from the installed distribution's metadata
 
     parser.add_argument("--version", action="version", version=f"idbench {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="show idbench's log messages (job claims and outcomes, ...) on stderr; same as --log-level INFO")
-    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL",
-                        help=f"level of idbench's log messages on stderr: {', '.join(LOG_LEVELS)} (default: WARNING)")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show idbench's log messages (job claims and outcomes, ...) on stderr; same as --log-level INFO",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help=f"level of idbench's log messages on stderr: {', '.join(LOG_LEVELS)} (default: WARNING)",
+    )
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
@@ -49,7 +89,9 @@ def _configure_logging(args: argparse.Namespace) -> None:
         return
     import logging
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("idbench").setLevel(level)
 
 
@@ -90,11 +132,11 @@ def _close_progress_bars() -> None:
 _CACHE_KEEPING = {
     "score": "the features computed so far are kept in the feature cache{where} and a rerun resumes from there; no results were written",
     "worker": "the features computed so far are kept in the leaderboard's feature cache and a rerun resumes from there; "
-              "the job's results were not written",
+    "the job's results were not written",
     "demo": "the features computed so far are kept in the leaderboard's feature cache and a rerun resumes from there",
     "generate": "every image written so far is whole and kept in {out}; the same command generates only the missing ones",
     "run": "the images written so far are kept in {out}/submission and the features in the feature cache; "
-           "the same command resumes from there",
+    "the same command resumes from there",
 }
 
 
@@ -107,7 +149,9 @@ def _interrupted_line(args: argparse.Namespace) -> str:
     runner = sys.modules.get("idbench.evaluate_pkg.runner")  # imported by then when scoring began; never import it here
     if cache is None and args.command == "score" and runner is not None:
         cache = runner.default_cache_dir()
-    return f"idbench {args.command}: interrupted; " + kept.format(where=f" ({cache})" if cache else "", out=getattr(args, "out", ""))
+    return f"idbench {args.command}: interrupted; " + kept.format(
+        where=f" ({cache})" if cache else "", out=getattr(args, "out", "")
+    )
 
 
 def _run_command(args: argparse.Namespace) -> int:
@@ -141,10 +185,15 @@ def _run_command(args: argparse.Namespace) -> int:
         where = f" at {path}" if path and path not in str(err) else ""
         text = " ".join(str(err).split()) or type(err).__name__
         if disk_full(err):
-            print(f"idbench {args.command}: error: disk full{where} ({text}); the command stopped there: "
-                  "free space and run it again", file=sys.stderr)  # fmt: skip
+            print(
+                f"idbench {args.command}: error: disk full{where} ({text}); the command stopped there: "
+                "free space and run it again",
+                file=sys.stderr,
+            )
         else:
-            print(f"idbench {args.command}: error: a file could not be read or written{where} ({text}); the command stopped "
-                  "there: check the disk and run it again", file=sys.stderr)  # fmt: skip
+            print(
+                f"idbench {args.command}: error: a file could not be read or written{where} ({text}); the command stopped "
+                "there: check the disk and run it again",
+                file=sys.stderr,
+            )
         return 2
-

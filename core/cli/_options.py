@@ -43,9 +43,16 @@ def add_judge_arguments(
     what: str = "the VLM judge of the judged metrics (CHARIS score, Attr-VQA); without one they are reported as not run",
 ) -> None:
     group = parser.add_argument_group("judge", what)
-    group.add_argument("--judge-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $IDBENCH_JUDGE_URL)")
-    group.add_argument("--judge-model", help="the served model's name (default: $IDBENCH_JUDGE_MODEL); the key comes from $IDBENCH_JUDGE_API_KEY")
-    group.add_argument("--judge-concurrency", type=int, default=8, help="requests in flight at once (default: %(default)s)")
+    group.add_argument(
+        "--judge-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $IDBENCH_JUDGE_URL)"
+    )
+    group.add_argument(
+        "--judge-model",
+        help="the served model's name (default: $IDBENCH_JUDGE_MODEL); the key comes from $IDBENCH_JUDGE_API_KEY",
+    )
+    group.add_argument(
+        "--judge-concurrency", type=int, default=8, help="requests in flight at once (default: %(default)s)"
+    )
 
 
 def judge_config(args: argparse.Namespace):
@@ -67,28 +74,50 @@ def judge_config(args: argparse.Namespace):
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     """The model and sampling flags of `generate` and `run`."""
-    parser.add_argument("--model", required=True, metavar="ADAPTER",
-                        help="an adapter: diffusers-t2i, diffusers-image-list, diffusers-omnigen, diffusers-kontext, a name from the "
-                        "idbench.generators entry points, or module:attr")
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="ADAPTER",
+        help="an adapter: diffusers-t2i, diffusers-image-list, diffusers-omnigen, diffusers-kontext, a name from the "
+        "idbench.generators entry points, or module:attr",
+    )
     parser.add_argument("--model-id", help="the model the adapter loads: a Hub id or a local folder")
     parser.add_argument("--revision", help="the Hub commit of --model-id (required for a Hub id; never guessed)")
     parser.add_argument("--name", help="the model name in submission.json (default: the model id, else the adapter)")
     parser.add_argument("--task", metavar="TASK", help="reference (default) or text-to-image, as the benchmark offers")
-    parser.add_argument("--resolution", type=int, default=1024, help="the side of the square images, in pixels (default 1024)")
+    parser.add_argument(
+        "--resolution", type=int, default=1024, help="the side of the square images, in pixels (default 1024)"
+    )
     parser.add_argument("--device", default="cpu", help="where the adapter runs (cpu, cuda, cuda:1, ...)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="the pipeline's dtype (default float32)")
+    parser.add_argument(
+        "--dtype", choices=("float32", "bfloat16", "float16"), help="the pipeline's dtype (default float32)"
+    )
     parser.add_argument("--steps", type=int, help="inference steps (default: the pipeline's)")
     parser.add_argument("--guidance", type=float, help="guidance scale (default: the pipeline's)")
-    parser.add_argument("--batch-size", type=int, default=1, help="requests per call, for adapters that batch (default 1)")
-    parser.add_argument("--reference-side", type=int, metavar="PX",
-                        help="downscale references longer than PX on their longest side before the model sees them (default: as given; recorded)")
-    parser.add_argument("--ignore-references", action="store_true",
-                        help="let a text-only adapter run the reference task from the prompts alone (recorded)")
+    parser.add_argument(
+        "--batch-size", type=int, default=1, help="requests per call, for adapters that batch (default 1)"
+    )
+    parser.add_argument(
+        "--reference-side",
+        type=int,
+        metavar="PX",
+        help="downscale references longer than PX on their longest side before the model sees them (default: as given; recorded)",
+    )
+    parser.add_argument(
+        "--ignore-references",
+        action="store_true",
+        help="let a text-only adapter run the reference task from the prompts alone (recorded)",
+    )
 
 
 def generator_options(args: argparse.Namespace) -> dict:
     """The adapter's options from the flags of add_generation_arguments, but the device (each command's own)."""
     return dict(
-        model_id=args.model_id, revision=args.revision, dtype=args.dtype, steps=args.steps, guidance=args.guidance,
-        ignore_references=args.ignore_references, reference_side=args.reference_side,
-    )  # fmt: skip
+        model_id=args.model_id,
+        revision=args.revision,
+        dtype=args.dtype,
+        steps=args.steps,
+        guidance=args.guidance,
+        ignore_references=args.ignore_references,
+        reference_side=args.reference_side,
+    )

@@ -24,10 +24,14 @@ def add_baseline(commands) -> None:
     baseline.add_argument("--seed", type=int, default=0)
     baseline.add_argument("--overwrite", action="store_true")
     # retrieval-clip only: the CLIP encoder of a profile, as `idbench score` loads it
-    add_profile_argument(baseline, "retrieval-clip: paper (CLIP ViT-L/14, default) or tiny (random weights, a plumbing check)")
+    add_profile_argument(
+        baseline, "retrieval-clip: paper (CLIP ViT-L/14, default) or tiny (random weights, a plumbing check)"
+    )
     baseline.add_argument("--device", default="cpu", help="retrieval-clip: torch device (default: %(default)s)")
     baseline.add_argument("--batch-size", type=int, default=32)
-    baseline.add_argument("--cache-dir", type=Path, help="retrieval-clip: feature cache (default: $IDBENCH_CACHE/features)")
+    baseline.add_argument(
+        "--cache-dir", type=Path, help="retrieval-clip: feature cache (default: $IDBENCH_CACHE/features)"
+    )
     baseline.add_argument("--models-dir", type=Path, help="retrieval-clip: models cache (default: $IDBENCH_MODELS)")
     baseline.set_defaults(func=cmd_baseline)
 
@@ -49,9 +53,15 @@ def _ranking(args: argparse.Namespace, data) -> int:
     from idbench.benchmarks.cogcanvas.retrieval import make_retrieval_baseline, retrieval_rows
 
     options = ScoreOptions(
-        profile=args.profile, device=args.device, batch_size=args.batch_size,
+        profile=args.profile,
+        device=args.device,
+        batch_size=args.batch_size,
         models_dir=str(args.models_dir) if args.models_dir else None,
-    )  # fmt: skip
-    make_retrieval_baseline(args.name, data, args.out, options=options, cache_dir=args.cache_dir, overwrite=args.overwrite)
-    print(f"wrote the {args.name} ranking for {data.name} to {args.out} ({len(retrieval_rows(data))} slots, rankings.csv)")
+    )
+    make_retrieval_baseline(
+        args.name, data, args.out, options=options, cache_dir=args.cache_dir, overwrite=args.overwrite
+    )
+    print(
+        f"wrote the {args.name} ranking for {data.name} to {args.out} ({len(retrieval_rows(data))} slots, rankings.csv)"
+    )
     return 0

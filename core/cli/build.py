@@ -16,7 +16,12 @@ def add_build(commands) -> None:
         "prompts deterministically from --seed, and write parquet shards with embedded images and a "
         "README.md dataset card into --out. The output appears only when complete.",
     )
-    build.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK", help="a registered benchmark (identity-collapse, charis, cogcanvas, or one installed through the idbench.benchmarks entry point)")
+    build.add_argument(
+        "benchmark",
+        type=benchmark_name,
+        metavar="BENCHMARK",
+        help="a registered benchmark (identity-collapse, charis, cogcanvas, or one installed through the idbench.benchmarks entry point)",
+    )
     build.add_argument(
         "--source",
         type=Path,
@@ -32,17 +37,29 @@ def add_build(commands) -> None:
     )
     build.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     curate = build.add_argument_group(
-        "curation", "model stages between the source and the sampler (see docs/curation.md); audit files go to OUT/curation/"
+        "curation",
+        "model stages between the source and the sampler (see docs/curation.md); audit files go to OUT/curation/",
     )
-    curate.add_argument("--curate", action="store_true", help="embedding dedup and quality filter; with a judge also the MLLM stages")
+    curate.add_argument(
+        "--curate", action="store_true", help="embedding dedup and quality filter; with a judge also the MLLM stages"
+    )
     add_profile_argument(curate, "encoders of the image stages (tiny: a plumbing check)")
     curate.add_argument("--device", default="cpu")
     curate.add_argument("--dedup-threshold", type=float, help="DINOv2 cosine at which two images are near duplicates")
-    curate.add_argument("--reviewed-prompts", type=Path, help="charis: take the prompts of this reviewed export (review.csv)")
-    curate.add_argument("--quality-thresholds", type=Path, metavar="JSON",
-                        help="a JSON object of quality thresholds (min_side, min_blur, min_aesthetic, ...; null turns a check off); "
-                        "default: the samples' own for a build of the shipped samples, else the papers' (512 px and up)")
-    add_judge_arguments(build, "the MLLM of the curation stages (metadata, prompt writing and checking); without one they are skipped, and the report says so")
+    curate.add_argument(
+        "--reviewed-prompts", type=Path, help="charis: take the prompts of this reviewed export (review.csv)"
+    )
+    curate.add_argument(
+        "--quality-thresholds",
+        type=Path,
+        metavar="JSON",
+        help="a JSON object of quality thresholds (min_side, min_blur, min_aesthetic, ...; null turns a check off); "
+        "default: the samples' own for a build of the shipped samples, else the papers' (512 px and up)",
+    )
+    add_judge_arguments(
+        build,
+        "the MLLM of the curation stages (metadata, prompt writing and checking); without one they are skipped, and the report says so",
+    )
     build.set_defaults(func=cmd_build)
 
 
@@ -74,6 +91,12 @@ def _curate_options(args: argparse.Namespace):
     transformers.utils.logging.disable_progress_bar()  # loading the encoders would drown the report
     thresholds, why = quality_thresholds_for(args.quality_thresholds, shipped_samples=args.source is None)
     return CurateOptions(
-        profile=args.profile, device=args.device, judge=judge_config(args), dedup_threshold=args.dedup_threshold,
-        reviewed_prompts=args.reviewed_prompts, image_stages=args.curate, quality=thresholds, quality_from=why,
-    )  # fmt: skip
+        profile=args.profile,
+        device=args.device,
+        judge=judge_config(args),
+        dedup_threshold=args.dedup_threshold,
+        reviewed_prompts=args.reviewed_prompts,
+        image_stages=args.curate,
+        quality=thresholds,
+        quality_from=why,
+    )

@@ -6,7 +6,9 @@ import argparse
 
 
 def add_env(commands) -> None:
-    env = commands.add_parser("env", help="print versions, the accelerator and the resolved settings (secrets masked), for bug reports")
+    env = commands.add_parser(
+        "env", help="print versions, the accelerator and the resolved settings (secrets masked), for bug reports"
+    )
     env.set_defaults(func=cmd_env)
 
 

@@ -19,7 +19,9 @@ def add_generate(commands) -> None:
     )
     generate.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
     generate.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
-    generate.add_argument("--out", type=Path, required=True, help="the submission folder (created, or continued on a rerun)")
+    generate.add_argument(
+        "--out", type=Path, required=True, help="the submission folder (created, or continued on a rerun)"
+    )
     add_generation_arguments(generate)
     generate.add_argument("--limit", type=int, metavar="N", help="only the first N rows of the manifest (a trial run)")
     generate.set_defaults(func=cmd_generate)
@@ -38,9 +40,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
     adapter = load_generator(args.model, GeneratorOptions(device=device, **generator_options(args)))
     task = args.task or DEFAULT_TASK
     report = generate_submission(
-        data, adapter, args.out, adapter_name=args.model, model_name=args.name, resolution=args.resolution,
-        task=task, limit=args.limit, batch_size=args.batch_size, processes=processes,
-    )  # fmt: skip
+        data,
+        adapter,
+        args.out,
+        adapter_name=args.model,
+        model_name=args.name,
+        resolution=args.resolution,
+        task=task,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        processes=processes,
+    )
     if processes is not None:
         # Leave the process group together and cleanly (gloo threads alive at exit abort the process).
         processes.wait_for_everyone()
@@ -53,9 +63,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, data, task: str, report) -> None:
     per_image = f", {report.seconds_per_image:.2f} s per image" if report.seconds_per_image is not None else ""
-    print(f"generated {report.generated} images for {data.name} ({task}) into {args.out}; skipped {report.skipped} already there"
-          f"{per_image}; {report.total} of {len(data.required_pairs)} rows considered")  # fmt: skip
+    print(
+        f"generated {report.generated} images for {data.name} ({task}) into {args.out}; skipped {report.skipped} already there"
+        f"{per_image}; {report.total} of {len(data.required_pairs)} rows considered"
+    )
     if report.total < len(data.required_pairs):
-        print(f"note: --limit left {len(data.required_pairs) - report.total} rows out; validate needs them all (rerun without --limit)")
+        print(
+            f"note: --limit left {len(data.required_pairs) - report.total} rows out; validate needs them all (rerun without --limit)"
+        )
     else:
         print(f"next: idbench validate {args.out} --data {args.data}")

@@ -12,9 +12,13 @@ def add_serve(commands) -> None:
         description="One page per benchmark (ranked table, filters, CSV, plots), a model page, a submit page, "
         "the queue's status and an about page. Plumbing-check rows are hidden unless asked for.",
     )
-    serve_parser.add_argument("--port", type=int, default=None,
-                              help="port to listen on (default: Streamlit's own setting: STREAMLIT_SERVER_PORT, "
-                              ".streamlit/config.toml, else 8501)")
+    serve_parser.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="port to listen on (default: Streamlit's own setting: STREAMLIT_SERVER_PORT, "
+        ".streamlit/config.toml, else 8501)",
+    )
     serve_parser.add_argument("--browser", action="store_true", help="also open a browser window")
     serve_parser.set_defaults(func=cmd_serve)
 

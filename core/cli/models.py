@@ -8,18 +8,28 @@ from pathlib import Path
 
 def add_models(commands) -> None:
     models = commands.add_parser(
-        "models", help="list the profiles' models and whether they are here, download them, or make the tiny ones",
+        "models",
+        help="list the profiles' models and whether they are here, download them, or make the tiny ones",
         description="list: per role, the card, its Hub id@revision (or local) and present/missing (nothing is loaded). "
         "download: fetch what the profile lacks (Hub files into the Hugging Face cache, resumable; insightface's "
         "buffalo_l pack only with --accept-insightface-license); exit code 1 while anything is still missing. "
         "make-tiny: make the tiny random models (plumbing checks) ahead of use.",
-    )  # fmt: skip
+    )
     models.add_argument("action", choices=("list", "download", "make-tiny"))
-    models.add_argument("--profile", help="list: one profile (default: all); download: the profile to fetch (default: paper)")
-    models.add_argument("--models-dir", type=Path, help="idbench's model folder (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
-    models.add_argument("--accept-insightface-license", action="store_true",
-                        help="download: you accept insightface's non-commercial research licence; fetches buffalo_l")  # fmt: skip
-    models.add_argument("--dry-run", action="store_true", help="download: print what would be fetched, from where; fetch nothing")
+    models.add_argument(
+        "--profile", help="list: one profile (default: all); download: the profile to fetch (default: paper)"
+    )
+    models.add_argument(
+        "--models-dir", type=Path, help="idbench's model folder (default: $IDBENCH_MODELS or ~/.cache/idbench/models)"
+    )
+    models.add_argument(
+        "--accept-insightface-license",
+        action="store_true",
+        help="download: you accept insightface's non-commercial research licence; fetches buffalo_l",
+    )
+    models.add_argument(
+        "--dry-run", action="store_true", help="download: print what would be fetched, from where; fetch nothing"
+    )
     models.set_defaults(func=cmd_models)
 
 
@@ -39,10 +49,14 @@ def cmd_models(args: argparse.Namespace) -> int:
         return 0
     if args.action == "download":
         accepted = {download.INSIGHTFACE_LICENSE} if args.accept_insightface_license else set()
-        report = download.download(args.profile or registry.DEFAULT_PROFILE, models_dir=args.models_dir, accept_licenses=accepted)
+        report = download.download(
+            args.profile or registry.DEFAULT_PROFILE, models_dir=args.models_dir, accept_licenses=accepted
+        )
         print(report.summary())
         return 0 if report.ok else 1  # 1: the profile is not complete on this machine yet (each line says why)
-    registry.resolve_profile(args.profile or registry.DEFAULT_PROFILE)  # an unknown profile: one error listing the known
+    registry.resolve_profile(
+        args.profile or registry.DEFAULT_PROFILE
+    )  # an unknown profile: one error listing the known
     for line in download.list_lines(args.profile, models_dir=args.models_dir):
         print(line)
     return 0

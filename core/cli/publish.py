@@ -19,8 +19,11 @@ def add_publish(commands) -> None:
     publish.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repo")
     publish.add_argument("--private", action="store_true", help="create the repo as private")
     publish.add_argument("--dry-run", action="store_true", help="list what would be uploaded; no network")
-    publish.add_argument("--eval-yaml", action="store_true",
-                         help="also declare the benchmark's tasks for the Hub's Eval Results (eval.yaml)")
+    publish.add_argument(
+        "--eval-yaml",
+        action="store_true",
+        help="also declare the benchmark's tasks for the Hub's Eval Results (eval.yaml)",
+    )
     publish.set_defaults(func=cmd_publish)
 
 

@@ -19,7 +19,9 @@ def open_queue_for(args: argparse.Namespace, *, results_needed: bool = False):
             raise HubArgumentError("--data is an option of the Hub worker (with --hub and --results)")
         return open_queue()
     if not hub or (results_needed and not results):
-        raise HubArgumentError(f"idbench {args.command} on the Hub needs both --hub ORG/REQUESTS and --results ORG/RESULTS")
+        raise HubArgumentError(
+            f"idbench {args.command} on the Hub needs both --hub ORG/REQUESTS and --results ORG/RESULTS"
+        )
     return open_queue(hub, results, hub_data_dirs(getattr(args, "data", None) or []))
 
 
@@ -31,7 +33,9 @@ def hub_data_dirs(entries: list[str]) -> dict[str, Path]:
     for entry in entries:
         name, sep, folder = entry.partition("=")
         if not sep or not folder:
-            raise HubArgumentError(f"--data {entry!r}: expected BENCHMARK=DIR, e.g. identity-collapse=data/identity-collapse")
+            raise HubArgumentError(
+                f"--data {entry!r}: expected BENCHMARK=DIR, e.g. identity-collapse=data/identity-collapse"
+            )
         try:
             folders[benchmark_name(name)] = Path(folder)
         except argparse.ArgumentTypeError as err:
@@ -48,15 +52,26 @@ def add_submit(commands) -> None:
         "recognised and not queued again.",
     )
     submit.add_argument(
-        "submission", help="a manifest folder, a parquet folder, a .zip, or a Hub dataset repo as hf://datasets/OWNER/NAME[@REVISION]"
+        "submission",
+        help="a manifest folder, a parquet folder, a .zip, or a Hub dataset repo as hf://datasets/OWNER/NAME[@REVISION]",
     )
     submit.add_argument("--benchmark", required=True, type=benchmark_name, metavar="BENCHMARK")
-    submit.add_argument("--data", type=Path, help="built benchmark folder (default: $IDBENCH_HOME/benchmarks/<benchmark>)")
+    submit.add_argument(
+        "--data", type=Path, help="built benchmark folder (default: $IDBENCH_HOME/benchmarks/<benchmark>)"
+    )
     submit.add_argument("--model-name", help="overrides the model name of submission.json")
     submit.add_argument("--submitter", help="who submits (shown on the leaderboard)")
-    submit.add_argument("--family", help="overrides the model family of submission.json (the leaderboard filters by it)")
-    submit.add_argument("--link", help="overrides the link of submission.json (an http(s) URL to the paper, code or weights)")
-    submit.add_argument("--hub", metavar="ORG/REQUESTS", help="add it to this Hub requests repo instead of the local store (maintainers)")
+    submit.add_argument(
+        "--family", help="overrides the model family of submission.json (the leaderboard filters by it)"
+    )
+    submit.add_argument(
+        "--link", help="overrides the link of submission.json (an http(s) URL to the paper, code or weights)"
+    )
+    submit.add_argument(
+        "--hub",
+        metavar="ORG/REQUESTS",
+        help="add it to this Hub requests repo instead of the local store (maintainers)",
+    )
     submit.set_defaults(func=cmd_submit)
 
 
@@ -66,8 +81,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     data_dir = benchmark_data_dir(args.benchmark, args.data)
     load_benchmark_data(data_dir, benchmark=args.benchmark)
-    result = submit_to(args.submission, data_dir, hub=args.hub, model_name=args.model_name, submitter=args.submitter,
-                       family=args.family, link=args.link)  # fmt: skip
+    result = submit_to(
+        args.submission,
+        data_dir,
+        hub=args.hub,
+        model_name=args.model_name,
+        submitter=args.submitter,
+        family=args.family,
+        link=args.link,
+    )
     if args.hub:
         verb = "already requested" if result.duplicate else "requested"
         print(f"{verb}: {args.hub}: {result.path} ({'not committed again' if result.duplicate else 'PENDING'})")
@@ -83,10 +105,16 @@ def add_withdraw(commands) -> None:
         "withdraw",
         help="take a submission off the leaderboard (an admin action); its files, jobs and results are kept",
     )
-    withdraw.add_argument("submission", metavar="SUBMISSION", help="the local submission id; with --hub, the request's path or hash12")
+    withdraw.add_argument(
+        "submission", metavar="SUBMISSION", help="the local submission id; with --hub, the request's path or hash12"
+    )
     withdraw.add_argument("--reason", required=True, help="shown on the status page")
-    withdraw.add_argument("--hub", metavar="ORG/REQUESTS", help="withdraw a request of this Hub requests repo (needs --results)")
-    withdraw.add_argument("--results", metavar="ORG/RESULTS", help="the Hub results repo whose result files of it are deleted")
+    withdraw.add_argument(
+        "--hub", metavar="ORG/REQUESTS", help="withdraw a request of this Hub requests repo (needs --results)"
+    )
+    withdraw.add_argument(
+        "--results", metavar="ORG/RESULTS", help="the Hub results repo whose result files of it are deleted"
+    )
     withdraw.set_defaults(func=cmd_withdraw)
 
 
@@ -119,9 +147,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         # Names, paths and reasons are a submitter's text: escaped, so no escape sequence or bidi control acts.
         reason = f"  {terminal_safe(row['reason'])}" if row.get("reason") else ""
         if args.hub:
-            print(f"{row['state']:<9} attempts {row['attempts']}  {terminal_safe(row['path'])}  {terminal_safe(row['model'])}{reason}")
+            print(
+                f"{row['state']:<9} attempts {row['attempts']}  {terminal_safe(row['path'])}  {terminal_safe(row['model'])}{reason}"
+            )
         else:
-            print(f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {terminal_safe(row['model'])}{reason}")
+            print(
+                f"job {row['job']:>4}  {row['state']:<9} {row['benchmark']:<18} {terminal_safe(row['model'])}{reason}"
+            )
     return 0
 
 
@@ -133,7 +165,9 @@ def add_rescore(commands) -> None:
     which.add_argument("--all", action="store_true", help="every submission with results")
     which.add_argument("--submission", type=int, metavar="ID", help="one submission")
     which.add_argument("--request", metavar="PATH", help="with --hub: a PARKED or FAILED request (its path or hash12)")
-    rescore.add_argument("--benchmark", type=benchmark_name, metavar="BENCHMARK", help="with --all: only this benchmark")
+    rescore.add_argument(
+        "--benchmark", type=benchmark_name, metavar="BENCHMARK", help="with --all: only this benchmark"
+    )
     rescore.add_argument("--hub", metavar="ORG/REQUESTS", help="with --request: the Hub requests repo")
     rescore.set_defaults(func=cmd_rescore)
 
@@ -144,7 +178,9 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         from idbench.leaderboard.store import Store
 
         if args.hub:
-            raise HubArgumentError("rescore --all queues the local store's submissions again; a Hub request is requeued with --request")
+            raise HubArgumentError(
+                "rescore --all queues the local store's submissions again; a Hub request is requeued with --request"
+            )
         jobs = rescore_all(Store(), benchmark=args.benchmark)
         print(f"queued {len(jobs)} rescoring job(s); earlier results stay, marked not current")
         return 0

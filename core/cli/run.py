@@ -26,14 +26,22 @@ def add_run(commands) -> None:
         "from the feature cache. See docs/generation.md.",
     )
     run.add_argument("benchmark", type=benchmark_name, metavar="BENCHMARK")
-    run.add_argument("--data", type=Path, help="the built benchmark folder (default: build the shipped sample into OUT/data)")
+    run.add_argument(
+        "--data", type=Path, help="the built benchmark folder (default: build the shipped sample into OUT/data)"
+    )
     run.add_argument("--out", type=Path, required=True, help="the run folder: OUT/submission, OUT/results")
     add_generation_arguments(run)
     add_profile_argument(run, "scoring models: paper (default) or tiny (random weights, a plumbing check)")
     run.add_argument("--metrics", help="comma-separated subset of the suite (default: all)")
-    run.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE/features, ~/.cache/idbench/features)")
-    run.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
-    run.add_argument("--submit", action="store_true", help="then queue the submission on the local leaderboard ($IDBENCH_HOME)")
+    run.add_argument(
+        "--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE/features, ~/.cache/idbench/features)"
+    )
+    run.add_argument(
+        "--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)"
+    )
+    run.add_argument(
+        "--submit", action="store_true", help="then queue the submission on the local leaderboard ($IDBENCH_HOME)"
+    )
     run.add_argument("--submitter", help="who submits (with --submit)")
     add_judge_arguments(run)
     run.set_defaults(func=cmd_run)
@@ -47,13 +55,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_device(args.device)
     judge = judge_config(args)  # a half-given judge is refused before any image is drawn
     done = run(
-        args.benchmark, args.model, args.out, data=args.data, model_name=args.name, task=args.task,
-        resolution=args.resolution, batch_size=args.batch_size, profile=args.profile, metrics=metric_names(args.metrics),
-        judge=judge, device=args.device, models_dir=args.models_dir, cache_dir=args.cache_dir, submit=args.submit,
-        submitter=args.submitter, echo=print, **generator_options(args),
-    )  # fmt: skip
+        args.benchmark,
+        args.model,
+        args.out,
+        data=args.data,
+        model_name=args.name,
+        task=args.task,
+        resolution=args.resolution,
+        batch_size=args.batch_size,
+        profile=args.profile,
+        metrics=metric_names(args.metrics),
+        judge=judge,
+        device=args.device,
+        models_dir=args.models_dir,
+        cache_dir=args.cache_dir,
+        submit=args.submit,
+        submitter=args.submitter,
+        echo=print,
+        **generator_options(args),
+    )
     if done.queued is not None:
         state = "already submitted" if done.queued.duplicate else "queued"
-        print(f"{state}: submission {done.queued.submission_id}, job {done.queued.job_id} on the local leaderboard; "
-              "run `idbench worker --once`")  # fmt: skip
+        print(
+            f"{state}: submission {done.queued.submission_id}, job {done.queued.job_id} on the local leaderboard; "
+            "run `idbench worker --once`"
+        )
     return 0

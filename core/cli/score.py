@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from idbench.cli._options import ScoringErrorForCli, add_judge_arguments, add_profile_argument, judge_config, metric_names
+from idbench.cli._options import (
+    ScoringErrorForCli,
+    add_judge_arguments,
+    add_profile_argument,
+    judge_config,
+    metric_names,
+)
 
 
 def add_score(commands) -> None:
@@ -25,18 +31,32 @@ def add_score(commands) -> None:
     score.add_argument("--dtype", help="bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on the CPU)")
     score.add_argument("--batch-size", type=int, default=32)
     score.add_argument("--num-workers", type=int, default=0, help="DataLoader workers that decode images")
-    score.add_argument("--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE/features, ~/.cache/idbench/features)")
-    score.add_argument("--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)")
+    score.add_argument(
+        "--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE/features, ~/.cache/idbench/features)"
+    )
+    score.add_argument(
+        "--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)"
+    )
     score.add_argument("--overwrite", action="store_true")
-    score.add_argument("--hub-eval-results", type=Path, metavar="DIR",
-                       help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile and a "
-                       "non-sample build only; refused before scoring otherwise)")
+    score.add_argument(
+        "--hub-eval-results",
+        type=Path,
+        metavar="DIR",
+        help="also write DIR/.eval_results/<benchmark>.yaml for a model repo (paper profile and a "
+        "non-sample build only; refused before scoring otherwise)",
+    )
     score.add_argument("--dataset-id", help="the benchmark's Hub dataset repo, for --hub-eval-results")
-    score.add_argument("--dataset-revision", metavar="SHA",
-                       help="the commit of that dataset repo the data was downloaded at (recorded in each entry's dataset.revision)")
-    score.add_argument("--source-url", metavar="URL",
-                       help="where the result can be checked (the leaderboard, a results repo); each entry's source.url")
-    score.add_argument("--source-name", help="display name of --source-url (e.g. \"idbench leaderboard\")")
+    score.add_argument(
+        "--dataset-revision",
+        metavar="SHA",
+        help="the commit of that dataset repo the data was downloaded at (recorded in each entry's dataset.revision)",
+    )
+    score.add_argument(
+        "--source-url",
+        metavar="URL",
+        help="where the result can be checked (the leaderboard, a results repo); each entry's source.url",
+    )
+    score.add_argument("--source-name", help='display name of --source-url (e.g. "idbench leaderboard")')
     add_judge_arguments(score)
     score.set_defaults(func=cmd_score)
 
@@ -48,14 +68,24 @@ def cmd_score(args: argparse.Namespace) -> int:
     eval_results_source = _check_hub_eval_results(args) if args.hub_eval_results else None
     accelerator = accelerator_if_launched(args.device)
     options = ScoreOptions(
-        profile=args.profile, metrics=_metrics(args.metrics), device=str(accelerator.device) if accelerator is not None else args.device,
-        dtype=args.dtype, batch_size=args.batch_size, num_workers=args.num_workers,
-        models_dir=str(args.models_dir) if args.models_dir else None, judge=judge_config(args),
-    )  # fmt: skip
+        profile=args.profile,
+        metrics=_metrics(args.metrics),
+        device=str(accelerator.device) if accelerator is not None else args.device,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        num_workers=args.num_workers,
+        models_dir=str(args.models_dir) if args.models_dir else None,
+        judge=judge_config(args),
+    )
     summary = score_submission(
-        args.submission, args.data, args.out, options,
-        cache_dir=args.cache_dir, overwrite=args.overwrite, accelerator=accelerator,
-    )  # fmt: skip
+        args.submission,
+        args.data,
+        args.out,
+        options,
+        cache_dir=args.cache_dir,
+        overwrite=args.overwrite,
+        accelerator=accelerator,
+    )
     if accelerator is None or accelerator.is_main_process:
         _report(args, summary, eval_results_source)
     if accelerator is not None:
@@ -79,9 +109,13 @@ def _report(args: argparse.Namespace, summary: dict, eval_results_source: dict |
         from idbench.leaderboard.hub import write_eval_results
 
         path = write_eval_results(
-            summary, get_benchmark(summary["benchmark"]), args.hub_eval_results, args.dataset_id,
-            dataset_revision=args.dataset_revision, source=eval_results_source,
-        )  # fmt: skip
+            summary,
+            get_benchmark(summary["benchmark"]),
+            args.hub_eval_results,
+            args.dataset_id,
+            dataset_revision=args.dataset_revision,
+            source=eval_results_source,
+        )
         print(f"wrote {path} (commit it to the model's Hub repo)")
     print(format_summary(summary))
     print(f"results in {args.out} (results.parquet, aggregates.json, report.md)")

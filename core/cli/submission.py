@@ -19,8 +19,11 @@ def add_template(commands) -> None:
     template.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
     template.add_argument("--out", type=Path, required=True, help="the submission folder to create")
     template.add_argument("--overwrite", action="store_true")
-    template.add_argument("--task", metavar="TASK",
-                          help="what the submission will hold: reference (default), text-to-image or retrieval, as the benchmark offers")
+    template.add_argument(
+        "--task",
+        metavar="TASK",
+        help="what the submission will hold: reference (default), text-to-image or retrieval, as the benchmark offers",
+    )
     template.set_defaults(func=cmd_template)
 
 
@@ -33,11 +36,15 @@ def cmd_template(args: argparse.Namespace) -> int:
     task = args.task or DEFAULT_TASK
     write_template(data, args.out, overwrite=args.overwrite, task=task)
     if task == "retrieval":
-        print(f"wrote a {data.name} retrieval template to {args.out}: rankings.csv lists every slot's candidates; "
-              f"give each a rank (1 = best; drop the rows you do not rank) and fill in submission.json")
+        print(
+            f"wrote a {data.name} retrieval template to {args.out}: rankings.csv lists every slot's candidates; "
+            f"give each a rank (1 = best; drop the rows you do not rank) and fill in submission.json"
+        )
     else:
-        print(f"wrote a {data.name} {task} submission template to {args.out}: {len(data.required_pairs)} (prompt_id, seed) "
-              f"rows in manifest.csv; put each image at the file its row names and fill in submission.json")
+        print(
+            f"wrote a {data.name} {task} submission template to {args.out}: {len(data.required_pairs)} (prompt_id, seed) "
+            f"rows in manifest.csv; put each image at the file its row names and fill in submission.json"
+        )
     return 0
 
 

@@ -117,9 +117,7 @@ def bg_sim(
     """
     gen_bg = ~np.asarray(gen_fg_mask, dtype=bool)
     ref_tok = np.asarray(ref_tokens, dtype=np.float64)
-    ref_bg = (
-        np.ones(ref_tok.shape[:2], dtype=bool) if ref_fg_mask is None else ~np.asarray(ref_fg_mask, dtype=bool)
-    )
+    ref_bg = np.ones(ref_tok.shape[:2], dtype=bool) if ref_fg_mask is None else ~np.asarray(ref_fg_mask, dtype=bool)
     gen_feat = pooled_masked_features(gen_tokens, gen_bg, threshold)
     ref_feat = pooled_masked_features(ref_tok, ref_bg, threshold)
     if np.isnan(gen_feat).any() or np.isnan(ref_feat).any():

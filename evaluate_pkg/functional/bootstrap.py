@@ -291,8 +291,9 @@ def weighted_mean_replicates(sums: np.ndarray, counts: np.ndarray, weight_chunks
     return replicates
 
 
-def design_factors(units: dict[Any, dict[str, Sequence[Any]]], observations: Sequence[Any],
-                   factor_names: Sequence[str]) -> list[DesignFactor]:
+def design_factors(
+    units: dict[Any, dict[str, Sequence[Any]]], observations: Sequence[Any], factor_names: Sequence[str]
+) -> list[DesignFactor]:
     """The design's factors over ``observations`` (prompt ids), from ``units`` (prompt id -> factor
     name -> its levels). The factor ``"prompt"`` is the observation itself and needs no entry. A prompt
     missing from ``units`` has no level of the other factors."""
@@ -317,8 +318,13 @@ class DesignCI(BootstrapCI):
 
 
 def design_ci(
-    values: Any, observations: Sequence[Any], units: dict[Any, dict[str, Sequence[Any]]], factor_names: Sequence[str],
-    n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
+    values: Any,
+    observations: Sequence[Any],
+    units: dict[Any, dict[str, Sequence[Any]]],
+    factor_names: Sequence[str],
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
 ) -> DesignCI:
     """Mean of ``values`` with a percentile interval from the resampling design ``factor_names``
     (e.g. ``("prompt",)``: prompts; ``("subject",)``: subjects with their prompts nested;
@@ -374,8 +380,14 @@ class PairedDifference:
 
 
 def paired_difference(
-    values_a: Any, values_b: Any, observations: Sequence[Any], units: dict[Any, dict[str, Sequence[Any]]],
-    factor_names: Sequence[str], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
+    values_a: Any,
+    values_b: Any,
+    observations: Sequence[Any],
+    units: dict[Any, dict[str, Sequence[Any]]],
+    factor_names: Sequence[str],
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
 ) -> PairedDifference:
     """B - A on paired values (one pair per (prompt, seed); ``observations`` their prompt ids), with a
     percentile interval and a two-sided p-value from one set of design draws applied to both runs.

@@ -98,9 +98,15 @@ class WhoBecameWhom:
             "identities": identities,
             "faces": [[round(float(v), 1) for v in box] for box in boxes],
             "clone_group": [int(g) for g in self.clone_group],
-            "counts": {"found": self.n_found, "missing": self.n_missing, "swapped": self.n_swapped,
-                       "cloned": self.n_cloned, "extra": self.n_extra, "faces": self.n_faces},
-        }  # fmt: skip
+            "counts": {
+                "found": self.n_found,
+                "missing": self.n_missing,
+                "swapped": self.n_swapped,
+                "cloned": self.n_cloned,
+                "extra": self.n_extra,
+                "faces": self.n_faces,
+            },
+        }
 
 
 def _json(value: float) -> float | None:
@@ -154,7 +160,12 @@ def who_became_whom(
                 others = np.delete(sim[:, f], row)
                 margin[i] = sim[row, f] - others.max() if others.size else np.inf
         clone_group = _clone_groups(cosine_matrix(gens, gens), ref_sim, gen_of_ref, threshold)
-    found = has_reference & (face >= 0) & (np.nan_to_num(cosine, nan=-np.inf) >= threshold) & (np.nan_to_num(margin, nan=-np.inf) > 0)
+    found = (
+        has_reference
+        & (face >= 0)
+        & (np.nan_to_num(cosine, nan=-np.inf) >= threshold)
+        & (np.nan_to_num(margin, nan=-np.inf) > 0)
+    )
     margin[np.isinf(margin)] = np.nan  # a single reference has no other to be confused with
     in_place = _in_place(found, face, face_centres_x(boxes))
     return WhoBecameWhom(face, cosine, margin, found, has_reference, in_place, clone_group, k)
@@ -279,8 +290,9 @@ def placed(
         xi = x[assignment.face[i]]
         out[i] = all(
             (not before[i, j] or xi < x[assignment.face[j]]) and (not before[j, i] or x[assignment.face[j]] < xi)
-            for j in found if j != i
-        )  # fmt: skip
+            for j in found
+            if j != i
+        )
     return out
 
 

@@ -71,8 +71,9 @@ def _pair_statistics(point, contributions, draws, first, second):
     return d, np.sqrt(var), shift, np.sqrt(var_star)
 
 
-def stepdown_pairwise(point: np.ndarray, contributions: list[np.ndarray], draws: list[np.ndarray],
-                      level: float = 0.95) -> PairwiseClaims:
+def stepdown_pairwise(
+    point: np.ndarray, contributions: list[np.ndarray], draws: list[np.ndarray], level: float = 0.95
+) -> PairwiseClaims:
     """Which models are better than which, jointly at ``level`` over all pairs.
 
     ``point`` (K,): the models' means, higher better. The means are linear in the data, so each is its
@@ -100,8 +101,11 @@ def stepdown_pairwise(point: np.ndarray, contributions: list[np.ndarray], draws:
         raise ValueError(f"stepdown_pairwise: level must be in (0, 1), got {level}")
     point = np.asarray(point, dtype=np.float64).reshape(-1)
     k = point.size
-    kept = [(np.asarray(c, dtype=np.float64), np.asarray(w, dtype=np.float64))
-            for c, w in zip(contributions, draws) if np.shape(c)[0] >= 2]
+    kept = [
+        (np.asarray(c, dtype=np.float64), np.asarray(w, dtype=np.float64))
+        for c, w in zip(contributions, draws)
+        if np.shape(c)[0] >= 2
+    ]
     better, equal = np.zeros((k, k), dtype=bool), np.zeros((k, k), dtype=bool)
     first, second = np.triu_indices(k, 1)
     if first.size == 0 or not kept or kept[0][1].shape[0] < 2:
@@ -129,7 +133,11 @@ def stepdown_pairwise(point: np.ndarray, contributions: list[np.ndarray], draws:
                 continue
             _, _, shift, se_star = _pair_statistics(point, levels, counts, first[cols], second[cols])
             # A draw that holds one level only has no spread: its statistic is unbounded (conservative).
-            z = np.where(se_star > scale, np.abs(shift) / np.maximum(se_star, scale), np.where(np.abs(shift) > scale, np.inf, 0.0))
+            z = np.where(
+                se_star > scale,
+                np.abs(shift) / np.maximum(se_star, scale),
+                np.where(np.abs(shift) > scale, np.inf, 0.0),
+            )
             np.maximum(largest, z.max(axis=1), out=largest)
         critical = float(np.quantile(largest, level, method="higher"))
         new = active & (t_stat > critical)
@@ -145,8 +153,9 @@ def stepdown_pairwise(point: np.ndarray, contributions: list[np.ndarray], draws:
     return PairwiseClaims(better, equal, critical, steps)
 
 
-def board_claims(values: np.ndarray, factors: Sequence[DesignFactor], n_draws: int = 1000, seed: int = 0,
-                 level: float = 0.95) -> PairwiseClaims:
+def board_claims(
+    values: np.ndarray, factors: Sequence[DesignFactor], n_draws: int = 1000, seed: int = 0, level: float = 0.95
+) -> PairwiseClaims:
     """:func:`stepdown_pairwise` for ``values`` (observations x models, each observation one prompt's
     mean, higher better) under the resampling design ``factors`` (``bootstrap.design_factors``): each
     model's mean is the plain mean over the observations, and each level's share of it is the sum of

@@ -41,9 +41,7 @@ def retrieval_precision_recall(
     return out
 
 
-def random_expected_precision_recall(
-    n_candidates: int, n_relevant: int, ks: Sequence[int]
-) -> dict[str, float]:
+def random_expected_precision_recall(n_candidates: int, n_relevant: int, ks: Sequence[int]) -> dict[str, float]:
     """The expected P@k and R@k of a uniformly random ordering of ``n_candidates`` candidates of which
     ``n_relevant`` are relevant, keyed as :func:`retrieval_precision_recall` keys its values.
 
@@ -57,7 +55,9 @@ def random_expected_precision_recall(
     """
     c, r = int(n_candidates), int(n_relevant)
     if c < 1 or not 0 <= r <= c:
-        raise ValueError(f"random_expected_precision_recall: need 1 <= candidates and 0 <= relevant <= candidates, got {c}, {r}")
+        raise ValueError(
+            f"random_expected_precision_recall: need 1 <= candidates and 0 <= relevant <= candidates, got {c}, {r}"
+        )
     out: dict[str, float] = {}
     for k in ks:
         if k < 1:

@@ -57,7 +57,11 @@ def text_chunks(text: str, count_tokens: Callable[[str], int], limit: int = CLIP
         return [text] if text else []
     # A sentence too long for one chunk is first cut between words on its own, so its first piece
     # starts a chunk rather than trailing the previous sentence.
-    pieces = [p for s in sentences(text) for p in ([s] if fits(s, count_tokens, limit) else _pack(s.split(), count_tokens, limit))]
+    pieces = [
+        p
+        for s in sentences(text)
+        for p in ([s] if fits(s, count_tokens, limit) else _pack(s.split(), count_tokens, limit))
+    ]
     return _pack(pieces, count_tokens, limit)
 
 

@@ -118,13 +118,25 @@ def _evidence(run: ControlRun) -> list[dict[str, Any]]:
     grouped: dict[tuple[str, str, str], dict[str, Any]] = {}
     for o in run.outcomes:
         if o.check != "attr_vqa":
-            out.append({"control": f"{o.check}.{o.kind}", "subject": o.subject, "expected": o.expected,
-                        "given": o.given, "correct": o.correct, **({"detail": o.detail} if o.failed else {})})
+            out.append(
+                {
+                    "control": f"{o.check}.{o.kind}",
+                    "subject": o.subject,
+                    "expected": o.expected,
+                    "given": o.given,
+                    "correct": o.correct,
+                    **({"detail": o.detail} if o.failed else {}),
+                }
+            )
             continue
         record = grouped.get((o.check, o.kind, o.subject))
         if record is None:
             record = grouped[(o.check, o.kind, o.subject)] = {
-                "control": f"{o.check}.{o.kind}", "subject": o.subject, "questions": 0, "correct": 0, "failed": 0,
+                "control": f"{o.check}.{o.kind}",
+                "subject": o.subject,
+                "questions": 0,
+                "correct": 0,
+                "failed": 0,
                 "given": Counter(),
             }
             out.append(record)
@@ -145,7 +157,9 @@ def failure_rates(overall: Mapping[str, Mapping[str, Any]], judged: list[str]) -
     for metric in judged:
         if metric not in overall:
             continue
-        stats = overall.get(f"{metric}.failure_rate") or overall.get("attr_vqa.failure_rate" if metric.startswith(("attr_vqa", "igc")) else "")
+        stats = overall.get(f"{metric}.failure_rate") or overall.get(
+            "attr_vqa.failure_rate" if metric.startswith(("attr_vqa", "igc")) else ""
+        )
         if stats and stats.get("mean") is not None:
             out[metric] = float(stats["mean"])
     return out
@@ -174,9 +188,13 @@ def judge_unavailable(judge: Mapping[str, Any] | None) -> str | None:
     :data:`UNAVAILABLE_ABOVE` of its answers), one line; None when it served, or no judge was asked."""
     stats = (judge or {}).get("stats") or {}
     if stats.get("unreachable"):
-        return f"the judge {judge.get('model')!r} was unreachable ({stats['unreachable']}); its answers were not recorded"
+        return (
+            f"the judge {judge.get('model')!r} was unreachable ({stats['unreachable']}); its answers were not recorded"
+        )
     answers, failures = int(stats.get("answers") or 0), int(stats.get("failures") or 0)
     if answers and failures / answers > UNAVAILABLE_ABOVE:
-        return (f"the judge {judge.get('model')!r} failed {failures} of {answers} answers ({failures / answers:.0%}), "
-                f"over the {UNAVAILABLE_ABOVE:.0%} a leaderboard run accepts")
+        return (
+            f"the judge {judge.get('model')!r} failed {failures} of {answers} answers ({failures / answers:.0%}), "
+            f"over the {UNAVAILABLE_ABOVE:.0%} a leaderboard run accepts"
+        )
     return None

@@ -143,8 +143,14 @@ class JudgeConfig:
         """
         base_url = url or settings.judge_url()
         name = model or settings.judge_model()
-        missing = [what for what, value in (("--judge-url or $IDBENCH_JUDGE_URL", base_url),
-                                            ("--judge-model or $IDBENCH_JUDGE_MODEL", name)) if not value]
+        missing = [
+            what
+            for what, value in (
+                ("--judge-url or $IDBENCH_JUDGE_URL", base_url),
+                ("--judge-model or $IDBENCH_JUDGE_MODEL", name),
+            )
+            if not value
+        ]
         if missing:
             raise ValueError(f"no judge configured: set {' and '.join(missing)} (e.g. http://localhost:8000/v1)")
         unknown = set(overrides) - {f.name for f in fields(cls)}
@@ -180,9 +186,13 @@ def url_credential_problems(url: str, api_key_env: str) -> list[str]:
     problems = []
     if parts.username or parts.password:
         problems.append(f"base_url carries credentials (user:password@host); give the key only through ${api_key_env}")
-    named = sorted({name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAMETERS.search(name)})
+    named = sorted(
+        {name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAMETERS.search(name)}
+    )
     if named:
-        problems.append(f"base_url carries a credential in its query ({', '.join(named)}); give the key only through ${api_key_env}")
+        problems.append(
+            f"base_url carries a credential in its query ({', '.join(named)}); give the key only through ${api_key_env}"
+        )
     return problems
 
 
@@ -397,8 +407,10 @@ class OpenAIJudge:
         return self.config.model
 
     def __repr__(self) -> str:
-        return (f"OpenAIJudge(model={self.config.model!r}, base_url={self.config.base_url!r}, "
-                f"structured={self._mode!r}, cache={self.cache!r})")
+        return (
+            f"OpenAIJudge(model={self.config.model!r}, base_url={self.config.base_url!r}, "
+            f"structured={self._mode!r}, cache={self.cache!r})"
+        )
 
     # --- the contract -----------------------------------------------------------------------------
 
@@ -460,8 +472,14 @@ class OpenAIJudge:
         self._count_answers(requests, done, deduplicated=sum(len(g) - 1 for g in groups.values()))
         if requests:
             failed = sum(not answer.ok for answer in done)
-            logger.info("judge %s: %d answers, %d from cache, %d failed; %d requests sent so far",
-                        self.config.model, len(done), sum(a.cached for a in done), failed, self.stats.requests_sent)
+            logger.info(
+                "judge %s: %d answers, %d from cache, %d failed; %d requests sent so far",
+                self.config.model,
+                len(done),
+                sum(a.cached for a in done),
+                failed,
+                self.stats.requests_sent,
+            )
         return done
 
     # --- one request --------------------------------------------------------------------------------
@@ -525,8 +543,9 @@ class OpenAIJudge:
             retries += 1
             self._count_retry()
             delay = self._backoff(retries, retry_after)
-            logger.debug("judge %s: %s; retry %d of %d in %.2f s", request.task, error, retries,
-                         self.config.max_retries, delay)
+            logger.debug(
+                "judge %s: %s; retry %d of %d in %.2f s", request.task, error, retries, self.config.max_retries, delay
+            )
             await asyncio.sleep(delay)
 
     def _replayable(self, hit: CachedAnswer, request: JudgeRequest) -> bool:
@@ -537,8 +556,11 @@ class OpenAIJudge:
         """
         ok = isinstance(hit.value, dict) and schema_problem(self._validators.get(request.schema), hit.value) is None
         if not ok:
-            logger.warning("judge %s: a cached answer to a %s request does not match its schema; asking again",
-                           self.config.model, request.task)
+            logger.warning(
+                "judge %s: a cached answer to a %s request does not match its schema; asking again",
+                self.config.model,
+                request.task,
+            )
         return ok
 
     def _lookup(self, keys: list[str]) -> dict[str, CachedAnswer]:
@@ -618,9 +640,12 @@ class OpenAIJudge:
             switching = self._mode == "json_schema"
             self._mode = "none"
         if switching:
-            logger.warning("judge %s: the server rejected response_format json_schema (%s); asking for "
-                           "plain JSON text with the schema in the prompt from now on",
-                           self.config.model, self._describe(err))
+            logger.warning(
+                "judge %s: the server rejected response_format json_schema (%s); asking for "
+                "plain JSON text with the schema in the prompt from now on",
+                self.config.model,
+                self._describe(err),
+            )
         return "none"
 
     def _count_transport(self, error: str | None) -> None:
@@ -633,8 +658,12 @@ class OpenAIJudge:
             self._transport_failures_in_a_row += 1
             if self._transport_failures_in_a_row >= UNREACHABLE_AFTER and self.stats.unreachable is None:
                 self.stats.unreachable = error
-                logger.warning("judge %s: %d requests in a row failed on transport (last: %s); the rest of the run is not sent",
-                               self.config.model, self._transport_failures_in_a_row, error)
+                logger.warning(
+                    "judge %s: %d requests in a row failed on transport (last: %s); the rest of the run is not sent",
+                    self.config.model,
+                    self._transport_failures_in_a_row,
+                    error,
+                )
 
     def _failure(self, request: JudgeRequest, error: str, attempts: int, raw: str | None = None) -> JudgeAnswer:
         if error.startswith(UNREACHABLE):  # said once, when the circuit opened
@@ -754,8 +783,10 @@ class OpenAIJudge:
             stats.prompt_tokens += counts["prompt_tokens"]
             stats.completion_tokens += counts["completion_tokens"]
             if config.price_per_million_input is not None or config.price_per_million_output is not None:
-                stats.estimated_cost = (stats.prompt_tokens * (config.price_per_million_input or 0.0)
-                                        + stats.completion_tokens * (config.price_per_million_output or 0.0)) / 1e6
+                stats.estimated_cost = (
+                    stats.prompt_tokens * (config.price_per_million_input or 0.0)
+                    + stats.completion_tokens * (config.price_per_million_output or 0.0)
+                ) / 1e6
         return counts
 
     def _count_answers(

@@ -174,7 +174,9 @@ def checks_for(data: Any, metrics: set[str]) -> list[str]:
     return controls.checks(metrics) if controls is not None else []
 
 
-def pair_outcomes(judge: Judge, controls: Sequence[Any], checks: Mapping[str, Check], names: Sequence[str]) -> list[Outcome]:
+def pair_outcomes(
+    judge: Judge, controls: Sequence[Any], checks: Mapping[str, Check], names: Sequence[str]
+) -> list[Outcome]:
     """Ask each check of ``names`` about the pair controls its expectations cover (``control.kind``,
     ``control.subject_id``, ``control.pair``), and score each verdict against its expectation."""
     out = []
@@ -183,10 +185,19 @@ def pair_outcomes(judge: Judge, controls: Sequence[Any], checks: Mapping[str, Ch
         asked = [c for c in controls if c.kind in check.expect]
         for control, verdict in zip(asked, check.evaluate(judge, [c.pair for c in asked])):
             expectation = check.expect[control.kind]
-            out.append(Outcome(
-                name, control.kind, control.subject_id, expectation.words, verdict.answer,
-                not verdict.failed and expectation.accept(verdict), verdict.says_yes, expectation.yes, verdict.detail,
-            ))
+            out.append(
+                Outcome(
+                    name,
+                    control.kind,
+                    control.subject_id,
+                    expectation.words,
+                    verdict.answer,
+                    not verdict.failed and expectation.accept(verdict),
+                    verdict.says_yes,
+                    expectation.yes,
+                    verdict.detail,
+                )
+            )
     return out
 
 

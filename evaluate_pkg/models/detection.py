@@ -138,7 +138,11 @@ def nms_per_label(boxes: Any, scores: Any, labels: Any, iou: float = SUBJECT_NMS
 
 
 def square_crop(
-    image: Image.Image, box: Sequence[float], pad: float = 0.05, keep: float = 1.0, fill: tuple[int, int, int] = CROP_FILL
+    image: Image.Image,
+    box: Sequence[float],
+    pad: float = 0.05,
+    keep: float = 1.0,
+    fill: tuple[int, int, int] = CROP_FILL,
 ) -> Image.Image:
     """The region ``box`` of ``image`` (grown by ``pad`` as :func:`crop` does), centred on a square canvas.
 
@@ -350,8 +354,13 @@ class GroundingDinoDetector:
             token_probs = torch.sigmoid(outputs.logits)  # (batch, boxes, max_text_len)
             for row, image_index in enumerate(chunk):
                 results[image_index] = self._assign(
-                    processed[row], token_probs[row], input_ids[row].tolist(), queries[image_index],
-                    box_threshold, text_threshold, sizes[row],
+                    processed[row],
+                    token_probs[row],
+                    input_ids[row].tolist(),
+                    queries[image_index],
+                    box_threshold,
+                    text_threshold,
+                    sizes[row],
                 )
         return results
 
@@ -557,7 +566,11 @@ def make_tiny_grounding_dino(path: Path, seed: int) -> Path:
     tokenizer = BertTokenizer(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=512)
     tokenizer.save_pretrained(path)  # tokenizer.json + tokenizer_config.json
     special = {
-        "cls_token": "[CLS]", "mask_token": "[MASK]", "pad_token": "[PAD]", "sep_token": "[SEP]", "unk_token": "[UNK]"
+        "cls_token": "[CLS]",
+        "mask_token": "[MASK]",
+        "pad_token": "[PAD]",
+        "sep_token": "[SEP]",
+        "unk_token": "[UNK]",
     }
     _write_json(path / "special_tokens_map.json", special)
     _write_json(path / "added_tokens.json", {token: vocab.index(token) for token in sorted(special.values())})
@@ -569,12 +582,25 @@ def make_tiny_grounding_dino(path: Path, seed: int) -> Path:
             embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=7, out_indices=[2, 3, 4]
         ),
         text_config={
-            "model_type": "bert", "vocab_size": len(vocab), "hidden_size": 16, "num_hidden_layers": 1,
-            "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 256,
+            "model_type": "bert",
+            "vocab_size": len(vocab),
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 32,
+            "max_position_embeddings": 256,
         },
-        d_model=32, encoder_layers=1, decoder_layers=2,  # 2: the box heads of decoder layers are tied
-        encoder_ffn_dim=32, decoder_ffn_dim=32, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_n_points=2, decoder_n_points=2, num_queries=30, max_text_len=256,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=2,  # 2: the box heads of decoder layers are tied
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_n_points=2,
+        decoder_n_points=2,
+        num_queries=30,
+        max_text_len=256,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -598,26 +624,42 @@ def make_tiny_sam2(path: Path, seed: int) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     size = 128
     backbone = Sam2HieraDetConfig(
-        hidden_size=12, image_size=size, blocks_per_stage=[1, 1, 2, 1], embed_dim_per_stage=[12, 24, 48, 96],
-        num_attention_heads_per_stage=[1, 1, 1, 1], window_size_per_stage=[8, 4, 4, 2],
+        hidden_size=12,
+        image_size=size,
+        blocks_per_stage=[1, 1, 2, 1],
+        embed_dim_per_stage=[12, 24, 48, 96],
+        num_attention_heads_per_stage=[1, 1, 1, 1],
+        window_size_per_stage=[8, 4, 4, 2],
         # A global-attention block may not open a stage (its query pooling needs a window size).
-        global_attention_blocks=[3], window_positional_embedding_background_size=[4, 4],
+        global_attention_blocks=[3],
+        window_positional_embedding_background_size=[4, 4],
     )
     vision = Sam2VisionConfig(
-        backbone_config=backbone, backbone_channel_list=[96, 48, 24, 12],
-        backbone_feature_sizes=[[size // 4] * 2, [size // 8] * 2, [size // 16] * 2], fpn_hidden_size=32,
+        backbone_config=backbone,
+        backbone_channel_list=[96, 48, 24, 12],
+        backbone_feature_sizes=[[size // 4] * 2, [size // 8] * 2, [size // 16] * 2],
+        fpn_hidden_size=32,
     )
     config = Sam2VideoConfig(
         vision_config=vision,
         prompt_encoder_config={"hidden_size": 32, "image_size": size, "patch_size": 16, "mask_input_channels": 8},
         mask_decoder_config={
-            "hidden_size": 32, "mlp_dim": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "hidden_size": 32,
+            "mlp_dim": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
             "iou_head_hidden_dim": 32,
         },
-        memory_attention_hidden_size=32, memory_attention_num_layers=1, memory_attention_feed_forward_hidden_size=32,
-        memory_attention_rope_feat_sizes=[size // 16, size // 16], memory_encoder_hidden_size=32,
-        memory_encoder_output_channels=16, mask_downsampler_embed_dim=32, memory_fuser_num_layers=1,
-        memory_fuser_embed_dim=32, memory_fuser_intermediate_dim=64,
+        memory_attention_hidden_size=32,
+        memory_attention_num_layers=1,
+        memory_attention_feed_forward_hidden_size=32,
+        memory_attention_rope_feat_sizes=[size // 16, size // 16],
+        memory_encoder_hidden_size=32,
+        memory_encoder_output_channels=16,
+        mask_downsampler_embed_dim=32,
+        memory_fuser_num_layers=1,
+        memory_fuser_embed_dim=32,
+        memory_fuser_intermediate_dim=64,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -163,9 +163,7 @@ def _load(
     target = torch.device(device)
     model = model_class.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     model.to(target).eval()
-    processor = AutoImageProcessor.from_pretrained(
-        folder, local_files_only=True, backend=IMAGE_BACKENDS[card.family]
-    )
+    processor = AutoImageProcessor.from_pretrained(folder, local_files_only=True, backend=IMAGE_BACKENDS[card.family])
     return DinoEncoder(
         card,
         registry.weights_key(card, folder, DINO_FILES),

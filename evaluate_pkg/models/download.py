@@ -146,11 +146,20 @@ def _step(role: str, card: ModelCard, models_dir: str | os.PathLike | None) -> S
     if registry.is_plumbing(card):
         return Step(role, card, "local", command="idbench models make-tiny, or on first use")
     if card.hub_id is not None:
-        return Step(role, card, "hub", files=registry.HUB_FILES.get(card.name, ()), licence=registry.HUB_NOTES.get(card.name))
+        return Step(
+            role, card, "hub", files=registry.HUB_FILES.get(card.name, ()), licence=registry.HUB_NOTES.get(card.name)
+        )
     if card.family == "arcface":
         from idbench.evaluate_pkg.models.faces import arcface_pack_dir
 
-        return Step(role, card, "url", urls=BUFFALO_L_URLS, target=arcface_pack_dir(card, models_dir), licence=INSIGHTFACE_LICENSE_NOTE)
+        return Step(
+            role,
+            card,
+            "url",
+            urls=BUFFALO_L_URLS,
+            target=arcface_pack_dir(card, models_dir),
+            licence=INSIGHTFACE_LICENSE_NOTE,
+        )
     if card.family == "dlib-face":
         return Step(role, card, "pip", command=DLIB_PIP)
     return Step(role, card, "pip", command=card.how_to_get)
@@ -259,11 +268,15 @@ def download(
             outcome = _pack(step, models_dir, fetch_url, INSIGHTFACE_LICENSE in accepted)
         elif step.kind == "pip":
             present, why = availability(step.card, models_dir)
-            outcome = Outcome(step, PRESENT, f"{step.name}: present") if present else Outcome(
-                step, NEEDS_PIP, f"{step.name}: missing ({why}); install it: {step.command}"
+            outcome = (
+                Outcome(step, PRESENT, f"{step.name}: present")
+                if present
+                else Outcome(step, NEEDS_PIP, f"{step.name}: missing ({why}); install it: {step.command}")
             )
         else:
-            outcome = Outcome(step, LOCAL, f"{step.name}: plumbing model, tiny random weights made locally ({step.command})")
+            outcome = Outcome(
+                step, LOCAL, f"{step.name}: plumbing model, tiny random weights made locally ({step.command})"
+            )
         report.outcomes.append(outcome)
         say(outcome.line)
     return report
@@ -288,8 +301,12 @@ def _hub(step: Step, hub_download: HubDownload | None) -> Outcome:
         if real_hub:
             unreachable = _network_problem()
             if unreachable:
-                return Outcome(step, FAILED, f"{step.name}: {filename} is not in the cache and {unreachable}: "
-                               "run idbench models download on a machine with network (or set HF_ENDPOINT)")  # fmt: skip
+                return Outcome(
+                    step,
+                    FAILED,
+                    f"{step.name}: {filename} is not in the cache and {unreachable}: "
+                    "run idbench models download on a machine with network (or set HF_ENDPOINT)",
+                )
         try:
             path = hub_download(card.hub_id, filename, revision=card.revision, cache_dir=cache)
         except Exception as error:  # noqa: BLE001 - sorted into one line per model below; the rest re-raised
@@ -298,8 +315,12 @@ def _hub(step: Step, hub_download: HubDownload | None) -> Outcome:
             return _hub_failure(step, filename, error)
         mismatch = blob_mismatch(Path(path))
         if mismatch:
-            return Outcome(step, FAILED, f"{step.name}: {filename} from {card.hub_id}@{card.revision} failed its check ({mismatch}); "
-                           "the file was removed: rerun to fetch it again, report it if it fails again")  # fmt: skip
+            return Outcome(
+                step,
+                FAILED,
+                f"{step.name}: {filename} from {card.hub_id}@{card.revision} failed its check ({mismatch}); "
+                "the file was removed: rerun to fetch it again, report it if it fails again",
+            )
         fetched.append(filename)
     present, why = availability(card)
     if not present:
@@ -316,20 +337,42 @@ def _hub_failure(step: Step, filename: str, error: BaseException) -> Outcome:
         note = registry.HUB_NOTES.get(card.name) or (
             f"Gated on the Hub: accept its license on https://huggingface.co/{card.hub_id} and log in (hf auth login)."
         )
-        return Outcome(step, NEEDS_LICENCE, f"{step.name}: {where} is gated. {note} Then rerun idbench models download.")
+        return Outcome(
+            step, NEEDS_LICENCE, f"{step.name}: {where} is gated. {note} Then rerun idbench models download."
+        )
     if isinstance(error, hub_errors.RevisionNotFoundError):
-        return Outcome(step, FAILED, f"{step.name}: revision {card.revision} not found in {card.hub_id}: the pinned "
-                       "commit is gone from the Hub; report it (the registry's pin needs updating)")  # fmt: skip
+        return Outcome(
+            step,
+            FAILED,
+            f"{step.name}: revision {card.revision} not found in {card.hub_id}: the pinned "
+            "commit is gone from the Hub; report it (the registry's pin needs updating)",
+        )
     if isinstance(error, hub_errors.RepositoryNotFoundError):
-        return Outcome(step, FAILED, f"{step.name}: {card.hub_id} not found or not visible to you: log in "
-                       "(hf auth login) if it is private, else report it")  # fmt: skip
+        return Outcome(
+            step,
+            FAILED,
+            f"{step.name}: {card.hub_id} not found or not visible to you: log in "
+            "(hf auth login) if it is private, else report it",
+        )
     if isinstance(error, hub_errors.RemoteEntryNotFoundError):
-        return Outcome(step, FAILED, f"{step.name}: {filename} is not in {where}: report it (the registry's file list needs updating)")
+        return Outcome(
+            step,
+            FAILED,
+            f"{step.name}: {filename} is not in {where}: report it (the registry's file list needs updating)",
+        )
     if isinstance(error, (hub_errors.LocalEntryNotFoundError, hub_errors.OfflineModeIsEnabled)) and _offline():
-        return Outcome(step, FAILED, f"{step.name}: offline (HF_HUB_OFFLINE is set), {filename} is not in the cache: "
-                       "unset HF_HUB_OFFLINE on a machine with network and rerun")  # fmt: skip
-    return Outcome(step, FAILED, f"{step.name}: {filename} could not be downloaded from {where} ({_one_line(error)}): "
-                   "check the network (or HF_ENDPOINT) and rerun; a partial file resumes")  # fmt: skip
+        return Outcome(
+            step,
+            FAILED,
+            f"{step.name}: offline (HF_HUB_OFFLINE is set), {filename} is not in the cache: "
+            "unset HF_HUB_OFFLINE on a machine with network and rerun",
+        )
+    return Outcome(
+        step,
+        FAILED,
+        f"{step.name}: {filename} could not be downloaded from {where} ({_one_line(error)}): "
+        "check the network (or HF_ENDPOINT) and rerun; a partial file resumes",
+    )
 
 
 def blob_mismatch(path: Path) -> str | None:
@@ -433,8 +476,11 @@ def _pack(step: Step, models_dir: str | os.PathLike | None, fetch_url: FetchUrl 
             return Outcome(step, PRESENT, f"{step.name}: present ({target})")
         return Outcome(step, FAILED, f"{step.name}: the pack is in {target} but not usable: {why}")
     if target.exists() or target.is_symlink():
-        return Outcome(step, FAILED, f"{step.name}: {target} exists without {' and '.join(BUFFALO_L_FILES)}: "
-                       "move it aside and rerun")  # fmt: skip
+        return Outcome(
+            step,
+            FAILED,
+            f"{step.name}: {target} exists without {' and '.join(BUFFALO_L_FILES)}: move it aside and rerun",
+        )
     if not accepted:
         return Outcome(step, SKIPPED, f"{step.name}: not fetched: {INSIGHTFACE_LICENSE_NOTE}")
     fetch = fetch_url or fetch_with_resume
@@ -454,15 +500,23 @@ def _pack(step: Step, models_dir: str | os.PathLike | None, fetch_url: FetchUrl 
             record = unpack_pack(part, target, url)
         except (UnsafeArchiveError, zipfile.BadZipFile, zlib.error, EOFError) as error:
             part.unlink(missing_ok=True)  # refused or corrupt: a rerun starts from zero, it does not resume it
-            return Outcome(step, FAILED, f"{step.name}: the zip from {url} was refused ({_one_line(error)}); nothing was unpacked")
+            return Outcome(
+                step, FAILED, f"{step.name}: the zip from {url} was refused ({_one_line(error)}); nothing was unpacked"
+            )
         part.unlink(missing_ok=True)
         present, why = availability(step.card, models_dir)
         if not present:
             return Outcome(step, FAILED, f"{step.name}: unpacked into {target} but not usable: {why}")
-        return Outcome(step, FETCHED, f"{step.name}: fetched {url} (sha256 {record['sha256']}) into {target}", BUFFALO_L_FILES)
+        return Outcome(
+            step, FETCHED, f"{step.name}: fetched {url} (sha256 {record['sha256']}) into {target}", BUFFALO_L_FILES
+        )
     offline = " (HF_HUB_OFFLINE is set: unset it on a machine with network)" if _offline() and fetch_url is None else ""
-    return Outcome(step, FAILED, f"{step.name}: buffalo_l.zip could not be downloaded{offline}: {'; '.join(errors)}; "
-                   "check the network and rerun (a partial file resumes)")  # fmt: skip
+    return Outcome(
+        step,
+        FAILED,
+        f"{step.name}: buffalo_l.zip could not be downloaded{offline}: {'; '.join(errors)}; "
+        "check the network and rerun (a partial file resumes)",
+    )
 
 
 def fetch_with_resume(url: str, destination: Path, *, timeout: float = 60.0, max_bytes: int = MAX_ZIP_BYTES) -> None:
@@ -553,7 +607,9 @@ def unpack_pack(
                     destination.parent.mkdir(parents=True, exist_ok=True)
                     sink = open(destination, "xb")
                 except (FileExistsError, NotADirectoryError, IsADirectoryError):
-                    raise UnsafeArchiveError(f"member {info.filename!r} is named twice or clashes with a folder") from None
+                    raise UnsafeArchiveError(
+                        f"member {info.filename!r} is named twice or clashes with a folder"
+                    ) from None
                 with bundle.open(info) as source, sink:
                     for block in iter(lambda: source.read(1 << 20), b""):
                         written_total += len(block)
@@ -597,7 +653,6 @@ def _common_top_folder(names: Sequence[PurePosixPath]) -> int:
     return 0
 
 
-
 # --- the listing -------------------------------------------------------------------------------------------
 
 
@@ -610,14 +665,18 @@ def list_lines(profile: str | None = None, models_dir: str | os.PathLike | None 
     profiles = list(registry.PROFILES) if profile is None else [profile]
     rows: list[tuple[str, ...]] = []
     for name in profiles:
-        rows.append((f"{name}:" + ("  (plumbing check: tiny random weights)" if registry.profile_is_plumbing(name) else ""),))
+        rows.append(
+            (f"{name}:" + ("  (plumbing check: tiny random weights)" if registry.profile_is_plumbing(name) else ""),)
+        )
         for step in plan(name, models_dir):
             card = step.card
             where = f"{card.hub_id}@{card.revision or 'main'}" if card.hub_id else "local"
             rows.append((step.role, card.name, where, _state(step, name, models_dir)))
     widths = [max(len(row[column]) for row in rows if len(row) > 1) for column in range(3)]
     return [
-        row[0] if len(row) == 1 else "  " + " ".join(f"{cell:{width}s}" for cell, width in zip(row, widths)) + f" {row[3]}"
+        row[0]
+        if len(row) == 1
+        else "  " + " ".join(f"{cell:{width}s}" for cell, width in zip(row, widths)) + f" {row[3]}"
         for row in rows
     ]
 

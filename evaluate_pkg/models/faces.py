@@ -559,9 +559,7 @@ def _check_pack(card: ModelCard, pack_dir: Path) -> None:
         raise ModelNotAvailableError(_missing_pack_message(card, pack_dir, "no .onnx files in it"))
 
 
-def arcface_pack_dir(
-    card: ModelCard, models_dir: str | os.PathLike | None = None, pack: str | None = None
-) -> Path:
+def arcface_pack_dir(card: ModelCard, models_dir: str | os.PathLike | None = None, pack: str | None = None) -> Path:
     """Where :func:`load_arcface` looks for ``card``'s pack (the tiny one is made there if absent).
 
     - a tiny card (``registry.is_plumbing``): the registry's tiny folder ``<models_dir>/tiny/<name>/``;

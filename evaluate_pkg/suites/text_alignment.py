@@ -27,7 +27,9 @@ METRICS = frozenset({"clip_t", "clip_t_whole"})
 DIAGNOSTICS: dict[str, str] = {TRUNCATED: "1 when the prompt passed CLIP's 77 tokens and clip_t read it cut, else 0"}
 
 
-def text_alignment(ctx: Context, metrics: set[str], image_embeddings: Mapping[tuple[str, int], np.ndarray]) -> list[Result]:
+def text_alignment(
+    ctx: Context, metrics: set[str], image_embeddings: Mapping[tuple[str, int], np.ndarray]
+) -> list[Result]:
     """``clip_t`` (+ its truncation flag) and ``clip_t_whole`` for every (prompt_id, seed) of ``image_embeddings``."""
     wanted = metrics & METRICS
     if not wanted:
@@ -40,6 +42,7 @@ def text_alignment(ctx: Context, metrics: set[str], image_embeddings: Mapping[tu
     images = np.stack([image_embeddings[pair] for pair in pairs])
     chunks: dict[str, list[str]] = {}
     if "clip_t_whole" in wanted:
+
         def count_tokens(text: str) -> int:
             return counts[text] if text in counts else clip.token_counts([text])[0]
 
@@ -57,8 +60,11 @@ def text_alignment(ctx: Context, metrics: set[str], image_embeddings: Mapping[tu
     if chunks:
         for (prompt_id, seed), image in zip(pairs, images):
             own = chunks[prompts[prompt_id]["prompt"]]
-            results.append(Result(prompt_id, seed, "clip_t_whole", clip_t_whole(image, np.stack([encoded[c] for c in own]))))
+            results.append(
+                Result(prompt_id, seed, "clip_t_whole", clip_t_whole(image, np.stack([encoded[c] for c in own])))
+            )
         ctx.notes["clip_t_whole_chunks_per_prompt"] = {
-            "mean": float(np.mean([len(c) for c in chunks.values()])), "max": max(len(c) for c in chunks.values())
-        }  # fmt: skip
+            "mean": float(np.mean([len(c) for c in chunks.values()])),
+            "max": max(len(c) for c in chunks.values()),
+        }
     return results

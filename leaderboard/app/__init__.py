@@ -25,9 +25,11 @@ def streamlit_command(port: int | None = None, headless: bool = True) -> list[st
     if port is not None:
         command += ["--server.port", str(int(port))]
     command += [
-        "--server.headless", "true" if headless else "false",
-        "--client.toolbarMode", "viewer",  # no "Deploy" or developer menu for the leaderboard's readers
-    ]  # fmt: skip
+        "--server.headless",
+        "true" if headless else "false",
+        "--client.toolbarMode",
+        "viewer",  # no "Deploy" or developer menu for the leaderboard's readers
+    ]
     return command
 
 

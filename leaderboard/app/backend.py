@@ -54,7 +54,9 @@ def hub_repos() -> tuple[str, str] | None:
     """(requests repo, results repo) of a Hub-backed deployment, or None for the embedded store."""
     requests, results = settings.hub_repos_text()
     if bool(requests) != bool(results):
-        _stop(f"Set both {REQUESTS_ENV} and {RESULTS_ENV} (one is set, the other is not), or neither for the embedded store.")
+        _stop(
+            f"Set both {REQUESTS_ENV} and {RESULTS_ENV} (one is set, the other is not), or neither for the embedded store."
+        )
     return (requests, results) if requests else None
 
 
@@ -98,7 +100,9 @@ def store() -> Store:
     try:
         return Store(mirror.get().store_home)
     except RuntimeError as error:  # no mirror at all yet (the first refresh failed); the cause is logged
-        _stop(f"The leaderboard cannot read its Hub repos {mirror.requests.repo_id} and {mirror.results.repo_id}: {error}")
+        _stop(
+            f"The leaderboard cannot read its Hub repos {mirror.requests.repo_id} and {mirror.results.repo_id}: {error}"
+        )
 
 
 # --- benchmark data ---------------------------------------------------------------------------------
@@ -153,7 +157,9 @@ def _no_token_message(requests: str) -> str:
     )
 
 
-SPACE_ENV = settings.SPACE  # set by the Hub in every Space's container (hub-docs, "Spaces Overview": helper environment variables)
+SPACE_ENV = (
+    settings.SPACE
+)  # set by the Hub in every Space's container (hub-docs, "Spaces Overview": helper environment variables)
 
 
 def _on_a_space() -> bool:
@@ -249,10 +255,22 @@ def queue_submission(
     """
     repos = hub_repos()
     if repos is None:
-        result = submit(s, path, data_dir(benchmark), model_name=model_name, submitter=submitter, family=family, link=link,
-                        rate_limit=rate_limit, client=client)  # fmt: skip
+        result = submit(
+            s,
+            path,
+            data_dir(benchmark),
+            model_name=model_name,
+            submitter=submitter,
+            family=family,
+            link=link,
+            rate_limit=rate_limit,
+            client=client,
+        )
         if result.duplicate:
-            return Queued(True, f"Already submitted: submission {result.submission_id}, job {result.job_id}. Nothing new was queued.")
+            return Queued(
+                True,
+                f"Already submitted: submission {result.submission_id}, job {result.job_id}. Nothing new was queued.",
+            )
         return Queued(False, f"Queued: submission {result.submission_id}, job {result.job_id}. See the Status page.")
 
     # The submitter's name is not published: the request record keeps only a digest of who submitted
@@ -262,10 +280,21 @@ def queue_submission(
     from idbench.leaderboard import hub_queue  # the request-file side (claims, workers) lives there
 
     try:
-        ref = hub_queue.submit_request(open_repo(repos[0]), path, data_dir(benchmark), model_name, family=family, link=link,
-                                       submitter=submitter, client=client, rate_limit=rate_limit)  # fmt: skip
+        ref = hub_queue.submit_request(
+            open_repo(repos[0]),
+            path,
+            data_dir(benchmark),
+            model_name,
+            family=family,
+            link=link,
+            submitter=submitter,
+            client=client,
+            rate_limit=rate_limit,
+        )
     except (HubRepoError, RepoConflict, OSError) as error:
-        raise QueueError(f"the Hub did not take the request ({type(error).__name__}: {error}); try again later") from None
+        raise QueueError(
+            f"the Hub did not take the request ({type(error).__name__}: {error}); try again later"
+        ) from None
     mirror = refresher()
     if mirror is not None:
         mirror.expire()  # the next rerun reads the new request, whatever the refresh interval

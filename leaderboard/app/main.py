@@ -33,8 +33,12 @@ pages = {
 page = st.navigation(pages)
 # One unit system for the whole app: every table, chart and model page reads this switch (render.units_raw).
 st.sidebar.radio(
-    "Units", query.UNITS, key=UNITS_KEY,
+    "Units",
+    query.UNITS,
+    key=UNITS_KEY,
     help="Display conventions: each metric as its paper reports it (x100, %, CLIPScore). Raw values: as stored.",
 )
-st.session_state[CURRENT_BENCHMARK] = next((name for name, p in benchmarks.items() if p.url_path == page.url_path), None)
+st.session_state[CURRENT_BENCHMARK] = next(
+    (name for name, p in benchmarks.items() if p.url_path == page.url_path), None
+)
 page.run()

@@ -125,7 +125,9 @@ def _sample_values(results_path: str, metric: str) -> pd.DataFrame | None:
     return None if frame is None else query.sample_values(frame, metric)
 
 
-def _read_results(results_path: str, required: tuple[str, ...], optional: tuple[str, ...] = (), metric: str | None = None) -> pd.DataFrame | None:
+def _read_results(
+    results_path: str, required: tuple[str, ...], optional: tuple[str, ...] = (), metric: str | None = None
+) -> pd.DataFrame | None:
     """The ``required`` (and present ``optional``) columns of a result's results.parquet, only ``metric``'s
     rows when given; None when the file is absent, unreadable or lacks a required column (the callers
     then say the values are not available)."""
@@ -145,7 +147,9 @@ def _read_results(results_path: str, required: tuple[str, ...], optional: tuple[
         if too_large:  # the callers say the values are not available; the log says why
             logger.warning("%s", too_large)
             return None
-        return pd.read_parquet(path, columns=columns, filters=[("metric", "==", metric)] if metric is not None else None)
+        return pd.read_parquet(
+            path, columns=columns, filters=[("metric", "==", metric)] if metric is not None else None
+        )
     except (OSError, ValueError, TypeError) as err:  # pyarrow's ArrowInvalid is a ValueError
         logger.warning("%s of a result not read (%s)", samples.RESULTS_FILE, type(err).__name__)
         return None
@@ -153,8 +157,12 @@ def _read_results(results_path: str, required: tuple[str, ...], optional: tuple[
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _rank_uncertainty(
-    paths: tuple[tuple[int, str], ...], metric: str, higher_is_better: bool, prompts: tuple[str, ...] | None,
-    factors: tuple[str, ...], units_json: str,
+    paths: tuple[tuple[int, str], ...],
+    metric: str,
+    higher_is_better: bool,
+    prompts: tuple[str, ...] | None,
+    factors: tuple[str, ...],
+    units_json: str,
 ) -> tuple[pd.DataFrame, int, list[int]]:
     # (rank intervals and tiers, prompts they rest on, submissions without per-sample values), cached
     # by the ranked rows' result folders, the metric, the cell's prompts and the resampling design
@@ -171,7 +179,9 @@ def _rank_uncertainty(
     return uncertainty, len(means), lacking
 
 
-def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, filters: dict) -> tuple[pd.DataFrame, str]:
+def rank_uncertainty(
+    ranked: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, filters: dict
+) -> tuple[pd.DataFrame, str]:
     """The ranked rows with their rank interval and tier (:func:`query.rank_uncertainty`, from the
     per-sample results), and a caption naming the resampling unit, or saying why there are none."""
     ranked_ids = [int(s) for s in ranked.loc[ranked[metric].notna(), "submission"]] if not ranked.empty else []
@@ -192,13 +202,16 @@ def rank_uncertainty(ranked: pd.DataFrame, results: pd.DataFrame, spec: Benchmar
     factors, units, method = query.resampling_design(records.get(i) for i in ranked_ids)
     higher = query.metric_specs(spec)[metric].higher_is_better
     uncertainty, n_prompts, lacking = _rank_uncertainty(
-        tuple((i, by_id[i]) for i in ranked_ids), metric, higher, prompts, factors, json.dumps(units, sort_keys=True))
+        tuple((i, by_id[i]) for i in ranked_ids), metric, higher, prompts, factors, json.dumps(units, sort_keys=True)
+    )
     if lacking:  # ranks among some of the models only would mislead: none then
         return query.with_rank_uncertainty(ranked), (
             f"Rank intervals and tiers: not shown ({len(lacking)} ranked result(s) have no per-sample values here)."
         )
     if n_prompts == 0:
-        return query.with_rank_uncertainty(ranked), "Rank intervals and tiers: not shown (no image that every ranked model was scored on)."
+        return query.with_rank_uncertainty(
+            ranked
+        ), "Rank intervals and tiers: not shown (no image that every ranked model was scored on)."
     caption = (
         f"Rank intervals and tiers hold jointly for the whole board at {query.RANK_LEVEL:.0%}: the chance that any of "
         "them claims a difference that is not there is at most "
@@ -221,7 +234,8 @@ def units_raw() -> bool:
 
 def units_caption() -> str:
     return (
-        "Numbers are raw stored values (the unit switch in the sidebar)." if units_raw()
+        "Numbers are raw stored values (the unit switch in the sidebar)."
+        if units_raw()
         else "Numbers are in each metric's display convention (docs/display-conventions.md); the sidebar switches to raw values."
     )
 
@@ -360,7 +374,11 @@ def benchmark_page(benchmark: str) -> None:
     search_column, picker_column = st.columns(2)
     initial(f"{benchmark}-search", "search", None, "", notes, parse=lambda raw: raw[:MAX_SEARCH])
     search = search_column.text_input(
-        "Search models", max_chars=MAX_SEARCH, key=f"{benchmark}-search", placeholder="part of a model name", help="Case-insensitive."
+        "Search models",
+        max_chars=MAX_SEARCH,
+        key=f"{benchmark}-search",
+        placeholder="part of a model name",
+        help="Case-insensitive.",
     )
     initial(f"{benchmark}-columns", "columns", metrics, metrics, notes, parse=lambda raw: _metric_list(raw, metrics))
     picked = picker_column.multiselect(
@@ -388,20 +406,33 @@ def benchmark_page(benchmark: str) -> None:
     )
     judge, include, judge_param = _judge_controls(benchmark, results, spec, metric, picked, notes)
     link_notes(notes)
-    chosen = {"metric": metric if metric != default_metric else None, **choices, "family": family, "search": search.strip() or None}
+    chosen = {
+        "metric": metric if metric != default_metric else None,
+        **choices,
+        "family": family,
+        "search": search.strip() or None,
+    }
     chosen |= judge_param
     chosen["columns"] = ",".join(picked) if set(picked) != set(metrics) else None
     chosen |= {"plumbing": _flag(plumbing, show_plumbing), "incomplete": _flag(incomplete, show_incomplete)}
     if len(query.tracks(spec)) > 1 and track != query.tracks(spec)[0]:
         chosen["track"] = track
     st.query_params.from_dict({k: v for k, v in chosen.items() if v is not None})
-    view = dict(include_plumbing=plumbing, include_incomplete=incomplete, family=family, judge=judge,
-                include_copies=include["copies"], include_uncalibrated=include["uncalibrated"],
-                include_judge_failures=include["judge_failures"])
+    view = dict(
+        include_plumbing=plumbing,
+        include_incomplete=incomplete,
+        family=family,
+        judge=judge,
+        include_copies=include["copies"],
+        include_uncalibrated=include["uncalibrated"],
+        include_judge_failures=include["judge_failures"],
+    )
 
     try:
         table = query.ranked_table(results, spec, metric=metric, filters=filters, **view)
-    except ValueError as error:  # a combination of filters no breakdown answers (e.g. type alone for a 2-axis-only spec)
+    except (
+        ValueError
+    ) as error:  # a combination of filters no breakdown answers (e.g. type alone for a 2-axis-only spec)
         st.warning(plain(str(error)))
         return
     table = query.keep_metrics(query.search_models(table, search), spec, {metric, *picked})
@@ -420,11 +451,17 @@ def benchmark_page(benchmark: str) -> None:
     table = pd.concat([ranked, query.with_rank_uncertainty(ranking.unranked)], ignore_index=True)
     full = query.display_table(table, spec, raw=units_raw())
     # What each displayed unit is and where its convention comes from (docs/display-conventions.md).
-    legend = [f"{column}: {text}" for column, text in query.display_legend(spec, units_raw()).items() if column in full.columns]
+    legend = [
+        f"{column}: {text}"
+        for column, text in query.display_legend(spec, units_raw()).items()
+        if column in full.columns
+    ]
     ci = results.iloc[0]["aggregates"].get("ci") or {}  # the scorer's interval, as it recorded it
     level = f"{ci['confidence']:.0%} " if isinstance(ci.get("confidence"), float) else ""
     st.caption(
-        "Shown as: " + "; ".join(legend) + f". Each cell is the mean and its {level}interval [low, high]"
+        "Shown as: "
+        + "; ".join(legend)
+        + f". Each cell is the mean and its {level}interval [low, high]"
         + (f" ({stored_text(ci['method'])})" if ci.get("method") else "")
         + ". The CSV has the same rows and columns with the numbers apart (value, ci_low, ci_high), "
         "in these displayed units; stored values are raw."
@@ -464,21 +501,36 @@ def _judge_controls(
         labels = {key: f"{label} ({n} row(s))" for key, label, n in choices}
         initial(f"{benchmark}-judge", "judge", keys, keys[0], notes)
         judge = st.selectbox(
-            "Judge of the judged columns", keys, format_func=lambda k: labels[k], key=f"{benchmark}-judge",
+            "Judge of the judged columns",
+            keys,
+            format_func=lambda k: labels[k],
+            key=f"{benchmark}-judge",
             help="A judged metric ranks only rows judged by one judge (model, revision or endpoint, decoding settings).",
         )
         params["judge"] = judge if judge != keys[0] else None
     facts = [query.row_facts(row, spec) for _, row in results.iterrows()]
     include = {}
     for name, present, label, help_text in (
-        ("copies", any(f.copies_marked for f in facts), "rank rows that copy references",
-         "A row whose generations are near-duplicates of the references (above the marked share) is shown apart by default."),
-        ("uncalibrated", any(f.calibrated is False for f in facts), "rank rows of an uncalibrated judge",
-         "A judge that failed its control pairs (the judge card) does not rank its rows on judged metrics by default."),
-        ("judge_failures", any(f.incomplete for f in facts), "rank rows whose judge failed on over 5 %",
-         "A row whose judge gave no usable answer on more than 5 % of a judged metric's questions is incomplete: "
-         "shown apart, not ranked on judged metrics by default (its judged columns count those failures as 0)."),
-    ):  # fmt: skip
+        (
+            "copies",
+            any(f.copies_marked for f in facts),
+            "rank rows that copy references",
+            "A row whose generations are near-duplicates of the references (above the marked share) is shown apart by default.",
+        ),
+        (
+            "uncalibrated",
+            any(f.calibrated is False for f in facts),
+            "rank rows of an uncalibrated judge",
+            "A judge that failed its control pairs (the judge card) does not rank its rows on judged metrics by default.",
+        ),
+        (
+            "judge_failures",
+            any(f.incomplete for f in facts),
+            "rank rows whose judge failed on over 5 %",
+            "A row whose judge gave no usable answer on more than 5 % of a judged metric's questions is incomplete: "
+            "shown apart, not ranked on judged metrics by default (its judged columns count those failures as 0).",
+        ),
+    ):
         include[name] = False
         if present:
             initial(f"{benchmark}-{name}", name, (True, False), False, notes, parse=parse_bool)
@@ -496,7 +548,11 @@ def _judge_captions(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkS
         return
     key = judge or choices[0][0]
     label = next(label for k, label, _ in choices if k == key)
-    who = "rows whose judge was not recorded (scored before results kept it)" if key == query.UNRECORDED_JUDGE else f"rows judged by {label}"
+    who = (
+        "rows whose judge was not recorded (scored before results kept it)"
+        if key == query.UNRECORDED_JUDGE
+        else f"rows judged by {label}"
+    )
     text = f"Judged columns ({', '.join(judged)}): values of {who}; a row judged by another judge shows '-' there (its judge column names it)."
     if specs[metric].judged:
         text = f"{metric}: ranked among {who}. " + text
@@ -506,7 +562,12 @@ def _judge_captions(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkS
 def _unranked(unranked: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, track: str, benchmark: str) -> None:
     """The rows shown apart from the ranking, each with why (plain text: model names are anyone's)."""
     st.subheader("Not ranked")
-    st.text("\n".join(f"{model} (submission {sub}): {why}" for model, sub, why in zip(unranked["model"], unranked["submission"], unranked[query.NOT_RANKED])))
+    st.text(
+        "\n".join(
+            f"{model} (submission {sub}): {why}"
+            for model, sub, why in zip(unranked["model"], unranked["submission"], unranked[query.NOT_RANKED])
+        )
+    )
     ranked_frame(unranked, results, spec, track, key=f"{benchmark}-unranked")
 
 
@@ -523,7 +584,9 @@ def _flag(value: bool, default: bool) -> str | None:
     return None if value == default else ("1" if value else "0")
 
 
-def ranked_frame(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, track: str, key: str | None = None) -> None:
+def ranked_frame(
+    table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, track: str, key: str | None = None
+) -> None:
     """A ranked table as the app shows it: one compact column per metric (value [interval]), the model
     name linking to its model page and the model's own http(s) link beside it; the plumbing banner
     above it when a plumbing-check row is among the rows."""
@@ -540,7 +603,9 @@ def ranked_frame(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec
     elif not table.empty and (table[query.NOT_RANKED] != "").all():
         # Rows shown apart: why (and the marks) is what a reader looks for first, so it follows the model.
         moved = [c for c in (query.NOT_RANKED, "marks") if c in shown.columns]
-        at = list(shown.columns).index("link") + 1 if "link" in shown.columns else list(shown.columns).index("model") + 1
+        at = (
+            list(shown.columns).index("link") + 1 if "link" in shown.columns else list(shown.columns).index("model") + 1
+        )
         rest = [c for c in shown.columns if c not in moved]
         shown = shown[rest[:at] + moved + rest[at:]]
     if not any(m.judged and m.name in table.columns for m in spec.metric_suite):  # no judged column: no judge to name
@@ -554,7 +619,9 @@ def ranked_frame(table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec
             "model": st.column_config.LinkColumn(
                 "model", display_text=query.MODEL_NAME_IN_URL, alignment="left", help="Opens the model page."
             ),
-            "link": st.column_config.LinkColumn("link", help="The model's own link (paper, code or weights), when given."),
+            "link": st.column_config.LinkColumn(
+                "link", help="The model's own link (paper, code or weights), when given."
+            ),
         },
     )
 
@@ -564,7 +631,9 @@ def _hidden_note(results: pd.DataFrame, spec: BenchmarkSpec, family: str | None)
     rows = query.visible_results(results, True, spec, True, family)
     plumbing = int(rows["plumbing"].astype(bool).sum())
     incomplete = sum(bool(query.missing_metrics(row, spec)) for _, row in rows.iterrows())
-    parts = [f"{plumbing} plumbing-check row(s)"] * bool(plumbing) + [f"{incomplete} incomplete-suite row(s)"] * bool(incomplete)
+    parts = [f"{plumbing} plumbing-check row(s)"] * bool(plumbing) + [f"{incomplete} incomplete-suite row(s)"] * bool(
+        incomplete
+    )
     return f"No rows to show; hidden: {', '.join(parts)}." if parts else "No rows to show."
 
 
@@ -574,10 +643,12 @@ CHART_HEIGHT = 320
 
 def _tooltip(value_title: str) -> list:
     return [
-        alt.Tooltip("model:N"), alt.Tooltip("value:Q", title=value_title, format=".4~f"),
-        alt.Tooltip("low:Q", title="interval low", format=".4~f"), alt.Tooltip("high:Q", title="interval high", format=".4~f"),
+        alt.Tooltip("model:N"),
+        alt.Tooltip("value:Q", title=value_title, format=".4~f"),
+        alt.Tooltip("low:Q", title="interval low", format=".4~f"),
+        alt.Tooltip("high:Q", title="interval high", format=".4~f"),
         alt.Tooltip("n:Q", title="n (prompts)"),
-    ]  # fmt: skip
+    ]
 
 
 def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
@@ -594,21 +665,33 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
             x=alt.X("N:O", title=f"{axis} (subjects in the prompt)", axis=alt.Axis(labelAngle=0)),
             color=alt.Color("model:N", legend=LEGEND),
         )
-        band = base.mark_area(opacity=0.15).encode(y=alt.Y("low:Q", title=name, scale=alt.Scale(zero=False)), y2="high:Q")
+        band = base.mark_area(opacity=0.15).encode(
+            y=alt.Y("low:Q", title=name, scale=alt.Scale(zero=False)), y2="high:Q"
+        )
         line = base.mark_line(point=True).encode(y="value:Q", tooltip=_tooltip(name))
         st.altair_chart((band + line).properties(height=CHART_HEIGHT), width="stretch", key="chart-degradation")
-        st.caption(f"Bands: each cell's interval ({len(by_size['model'].unique())} model(s)); hover a point for its values.")
+        st.caption(
+            f"Bands: each cell's interval ({len(by_size['model'].unique())} model(s)); hover a point for its values."
+        )
 
     matrix = query.type_style_matrix(results, spec, metric, include_plumbing=True)
     if not matrix.empty:
         st.subheader(f"{name} per subject type x style")
         cells = matrix.rename_axis("model").reset_index().melt(id_vars="model", var_name="cell", value_name="raw")
         cells["value"] = query.in_units(cells["raw"], spec, metric, raw)
-        chart = alt.Chart(cells.drop(columns="raw")).mark_rect().encode(
-            x=alt.X("cell:N", title="type x style", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
-            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=240)),
-            color=alt.Color("value:Q", title=name, legend=alt.Legend(orient="bottom")),
-            tooltip=[alt.Tooltip("model:N"), alt.Tooltip("cell:N"), alt.Tooltip("value:Q", title=name, format=".4~f")],
+        chart = (
+            alt.Chart(cells.drop(columns="raw"))
+            .mark_rect()
+            .encode(
+                x=alt.X("cell:N", title="type x style", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
+                y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=240)),
+                color=alt.Color("value:Q", title=name, legend=alt.Legend(orient="bottom")),
+                tooltip=[
+                    alt.Tooltip("model:N"),
+                    alt.Tooltip("cell:N"),
+                    alt.Tooltip("value:Q", title=name, format=".4~f"),
+                ],
+            )
         )
         st.altair_chart(chart, width="stretch", key="chart-type-style")
 
@@ -620,11 +703,16 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
         if points.empty:
             st.text(f"CLIP-T vs {identity}: no shown model has both values.")
         else:
-            chart = alt.Chart(points).mark_circle(size=90).encode(
-                x=alt.X(f"{x}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6, format="~g")),
-                y=alt.Y(f"{y}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6, format="~g")),
-                color=alt.Color("model:N", legend=LEGEND),
-                tooltip=[alt.Tooltip("model:N")] + [alt.Tooltip(f"{c}:Q", format=".4~f") for c in points.columns if c != "model"],
+            chart = (
+                alt.Chart(points)
+                .mark_circle(size=90)
+                .encode(
+                    x=alt.X(f"{x}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6, format="~g")),
+                    y=alt.Y(f"{y}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6, format="~g")),
+                    color=alt.Color("model:N", legend=LEGEND),
+                    tooltip=[alt.Tooltip("model:N")]
+                    + [alt.Tooltip(f"{c}:Q", format=".4~f") for c in points.columns if c != "model"],
+                )
             )
             st.altair_chart(chart.properties(height=CHART_HEIGHT), width="stretch", key="chart-clip-vs-identity")
 
@@ -636,12 +724,16 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
         if why:
             st.text(why)
         else:
-            chart = alt.Chart(rates).mark_bar().encode(
-                x=alt.X("model:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=200)),
-                xOffset="metric:N",
-                y=alt.Y("value:Q", title="share of references collapsed"),
-                color=alt.Color("metric:N", legend=LEGEND, title=None),
-                tooltip=[alt.Tooltip("metric:N", title="threshold")] + _tooltip("rate"),
+            chart = (
+                alt.Chart(rates)
+                .mark_bar()
+                .encode(
+                    x=alt.X("model:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=200)),
+                    xOffset="metric:N",
+                    y=alt.Y("value:Q", title="share of references collapsed"),
+                    color=alt.Color("metric:N", legend=LEGEND, title=None),
+                    tooltip=[alt.Tooltip("metric:N", title="threshold")] + _tooltip("rate"),
+                )
             )
             st.altair_chart(chart.properties(height=CHART_HEIGHT), width="stretch", key="chart-scr")
 
@@ -650,19 +742,30 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
     if not profile.empty and profile["metric"].nunique() >= 2:
         st.subheader("Profile: every metric, one panel each")
         if flat:  # an empty panel says nothing: one line instead
-            st.text("Not drawn, every model shown has the same value: " + "; ".join(f"{m} = {v:g}" for m, v in flat.items()) + ".")
+            st.text(
+                "Not drawn, every model shown has the same value: "
+                + "; ".join(f"{m} = {v:g}" for m, v in flat.items())
+                + "."
+            )
         profile = profile[~profile["metric"].isin(list(flat))]
     if not profile.empty and profile["metric"].nunique() >= 1:
-        bars = alt.Chart().mark_bar().encode(
-            x=alt.X("model:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
-            y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
-            color=alt.Color("model:N", legend=LEGEND),
-            tooltip=_tooltip("value"),
+        bars = (
+            alt.Chart()
+            .mark_bar()
+            .encode(
+                x=alt.X("model:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
+                y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+                color=alt.Color("model:N", legend=LEGEND),
+                tooltip=_tooltip("value"),
+            )
         )
         errors = alt.Chart().mark_rule().encode(x="model:N", y="low:Q", y2="high:Q")
-        chart = alt.layer(bars, errors, data=profile).properties(width=150, height=120).facet(
-            facet=alt.Facet("metric:N", title=None), columns=4
-        ).resolve_scale(y="independent")
+        chart = (
+            alt.layer(bars, errors, data=profile)
+            .properties(width=150, height=120)
+            .facet(facet=alt.Facet("metric:N", title=None), columns=4)
+            .resolve_scale(y="independent")
+        )
         st.altair_chart(chart, key="chart-profile")
         st.caption(
             "Each panel has its own scale (the metrics' units differ); a lower-is-better metric (a collapse rate) "
@@ -702,19 +805,34 @@ def model_page() -> None:
     # between, so an impostor's row cannot answer a link to the real one. An id, when given, wins.
     from idbench.names import resolve_name
 
-    rows = [(i, name, None if pd.isna(who) else str(who)) for i, name, who in zip(ids, results["model_name"].astype(str), results["submitter"])]
+    rows = [
+        (i, name, None if pd.isna(who) else str(who))
+        for i, name, who in zip(ids, results["model_name"].astype(str), results["submitter"])
+    ]
     if "submission" in st.query_params or "model-submission" in st.session_state:
         initial("model-submission", "submission", ids, ids[0], notes, parse=int)
     else:
         raw = st.query_params.get("model")
         match = resolve_name(raw, rows) if raw is not None else None
         if match is not None and len(match.candidates) > 1:
-            st.warning(plain(f"{len(match.candidates)} scored submissions are named {raw[:100]!r}; a link by name opens one only when it is unique. Choose one:"))
+            st.warning(
+                plain(
+                    f"{len(match.candidates)} scored submissions are named {raw[:100]!r}; a link by name opens one only when it is unique. Choose one:"
+                )
+            )
             choices = pd.DataFrame(
-                [(i, name, who or "(anonymous)", query.model_url(benchmark, track, i, name)) for i, name, who in match.candidates],
+                [
+                    (i, name, who or "(anonymous)", query.model_url(benchmark, track, i, name))
+                    for i, name, who in match.candidates
+                ],
                 columns=["submission", "model", "submitter", "open"],
             )
-            st.dataframe(choices, hide_index=True, column_config={"open": st.column_config.LinkColumn("open", display_text="open")}, key="model-choices")
+            st.dataframe(
+                choices,
+                hide_index=True,
+                column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+                key="model-choices",
+            )
             link_notes(notes)
             return
         chosen = match.chosen if match is not None else None
@@ -731,7 +849,9 @@ def model_page() -> None:
     warnings += [f"Incomplete suite: no value for {', '.join(missing)}."] * bool(missing)
     facts = query.row_facts(row, spec)
     warnings += [f"Not ranked by default: {facts.copies}."] * facts.copies_marked
-    warnings += ["Uncalibrated judge: its judged metrics are shown, not ranked by default."] * (facts.calibrated is False)
+    warnings += ["Uncalibrated judge: its judged metrics are shown, not ranked by default."] * (
+        facts.calibrated is False
+    )
     if warnings:
         st.warning(" ".join(warnings))
     st.subheader("Metadata")
@@ -747,7 +867,11 @@ def model_page() -> None:
     _judge_card(row, spec)
     _copy_check(row)
     st.subheader("Overall")
-    st.dataframe(query.display_table(_model_overall(results, spec, submission), spec, compact=True, raw=units_raw()), hide_index=True, key="model-overall")
+    st.dataframe(
+        query.display_table(_model_overall(results, spec, submission), spec, compact=True, raw=units_raw()),
+        hide_index=True,
+        key="model-overall",
+    )
     for name, table in query.breakdown_tables(row, spec).items():
         if not table.empty:
             st.subheader(f"By {name}")
@@ -785,9 +909,15 @@ def _run_of(row: dict[str, Any]):
         return None
     judge_key = row.get("judge_key")
     summary = {
-        "benchmark": row["benchmark"], "build": row.get("benchmark_version"), "suite_version": row["suite_version"],
-        "profile": row["profile"], "task": row.get("task"), "judge": {"key": judge_key} if isinstance(judge_key, str) else None,
-        "aggregates": row["aggregates"], "submission": {"model": str(row["model_name"])}, "plumbing": bool(row["plumbing"]),
+        "benchmark": row["benchmark"],
+        "build": row.get("benchmark_version"),
+        "suite_version": row["suite_version"],
+        "profile": row["profile"],
+        "task": row.get("task"),
+        "judge": {"key": judge_key} if isinstance(judge_key, str) else None,
+        "aggregates": row["aggregates"],
+        "submission": {"model": str(row["model_name"])},
+        "plumbing": bool(row["plumbing"]),
     }
     return Run(None, summary, frame)
 
@@ -806,8 +936,14 @@ def _comparison(path_a: str, path_b: str, _row_a: dict, _row_b: dict) -> tuple[d
         return None, f"Comparison: not run ({err})."
 
 
-def _compare_with(row: dict[str, Any], results: pd.DataFrame, spec: BenchmarkSpec, labels: dict[int, str], submission: int,
-                  compare_param: str | None = None) -> None:
+def _compare_with(
+    row: dict[str, Any],
+    results: pd.DataFrame,
+    spec: BenchmarkSpec,
+    labels: dict[int, str],
+    submission: int,
+    compare_param: str | None = None,
+) -> None:
     """The model page's "compare with ...": this result (A) against another current result (B) of the
     benchmark and track, per metric overall and per breakdown cell: B - A on the shared (prompt, seed)
     pairs with its interval, p and Holm-corrected p from the benchmark's resampling design."""
@@ -822,7 +958,11 @@ def _compare_with(row: dict[str, Any], results: pd.DataFrame, spec: BenchmarkSpe
     key = f"model-compare-{submission}"
     if key not in st.session_state:
         raw = compare_param  # the link's B, when it names another current result
-        st.session_state[key] = int(raw) if raw and raw.isascii() and raw.isdigit() and len(raw) < 12 and int(raw) in others else NO_COMPARISON
+        st.session_state[key] = (
+            int(raw)
+            if raw and raw.isascii() and raw.isdigit() and len(raw) < 12 and int(raw) in others
+            else NO_COMPARISON
+        )
     other = st.selectbox("Compare with", options, format_func=lambda i: i if i == NO_COMPARISON else labels[i], key=key)
     if other == NO_COMPARISON:
         st.query_params.pop("compare", None)
@@ -845,20 +985,28 @@ def _compare_with(row: dict[str, Any], results: pd.DataFrame, spec: BenchmarkSpe
     if tables:
         with st.expander(f"per breakdown cell ({len(tables)} cells)"):
             cells = pd.concat([t.assign(cell=name) for name, t in tables.items()], ignore_index=True)
-            st.dataframe(cells[["cell", *[c for c in cells.columns if c != "cell"]]], hide_index=True, key="model-compare-cells")
+            st.dataframe(
+                cells[["cell", *[c for c in cells.columns if c != "cell"]]], hide_index=True, key="model-compare-cells"
+            )
     notes = "; ".join(found["notes"])
     st.caption(
         f"{found['confidence']:.0%} interval and p from {stored_text(found['method'])} ({found['n_resamples']} paired resamples, the same "
         f"draws for A and B). p: {P_VALUE}. p_holm: {CORRECTION}; verdict at alpha {found['alpha']}. "
-        + ("Differences are raw values." if raw else "Values and differences in each metric's display convention "
-                                                      "(a difference scales by the convention's factor).")
+        + (
+            "Differences are raw values."
+            if raw
+            else "Values and differences in each metric's display convention "
+            "(a difference scales by the convention's factor)."
+        )
         + (f" Note: {notes}." if notes else "")
     )
 
 
 JUDGE_NOT_RECORDED = "Judge: not recorded (scored before results kept their judge)."
 CARD_NOT_RECORDED = "Judge card: not recorded (scored before judges ran control pairs)."
-COPIES_NOT_RECORDED = "Copy detection: not recorded (scored before generations were checked for copies of the references)."
+COPIES_NOT_RECORDED = (
+    "Copy detection: not recorded (scored before generations were checked for copies of the references)."
+)
 
 
 def _share(value: Any) -> str:
@@ -876,7 +1024,10 @@ def _judge_card(row: dict, spec: BenchmarkSpec) -> None:
         st.text(JUDGE_NOT_RECORDED)
         return
     judge = row["judge"]
-    st.text(f"Judge: {facts.judge}\nkey: {facts.judge_key}" + (f"\nendpoint: {judge['base_url']}" if judge.get("base_url") else ""))
+    st.text(
+        f"Judge: {facts.judge}\nkey: {facts.judge_key}"
+        + (f"\nendpoint: {judge['base_url']}" if judge.get("base_url") else "")
+    )
     card = judge.get("card")
     if not isinstance(card, dict):
         st.text(CARD_NOT_RECORDED)
@@ -884,21 +1035,30 @@ def _judge_card(row: dict, spec: BenchmarkSpec) -> None:
     controls = card.get("controls") or {}
     st.dataframe(
         pd.DataFrame(
-            [(kind, c.get("n"), c.get("correct"), c.get("accuracy"), c.get("failed")) for kind, c in controls.items() if isinstance(c, dict)],
+            [
+                (kind, c.get("n"), c.get("correct"), c.get("accuracy"), c.get("failed"))
+                for kind, c in controls.items()
+                if isinstance(c, dict)
+            ],
             columns=["control kind", "pairs", "correct", "accuracy", "failed"],
         ),
         hide_index=True,
         key="model-judge-card",
     )
     repeat = card.get("repeat") or {}
-    verdict = "calibrated" if card.get("calibrated") else "UNCALIBRATED: " + str(card.get("reason") or "below the floor")
+    verdict = (
+        "calibrated" if card.get("calibrated") else "UNCALIBRATED: " + str(card.get("reason") or "below the floor")
+    )
     st.text(
         f"accuracy on the controls {_share(card.get('accuracy'))} (floor {_share(card.get('floor'))}); "
         f"yes-rate {_share(card.get('yes_rate'))}; failure rate {_share(card.get('failure_rate'))}; "
         f"determinism: {_share(repeat.get('agreement'))} agreement over {repeat.get('n', 0)} repeated pairs\n{verdict}"
     )
     if facts.incomplete:
-        st.text("Incomplete (judge failures above the threshold): " + ", ".join(f"{m} {_share(r)}" for m, r in sorted(facts.incomplete.items())))
+        st.text(
+            "Incomplete (judge failures above the threshold): "
+            + ", ".join(f"{m} {_share(r)}" for m, r in sorted(facts.incomplete.items()))
+        )
 
 
 def _generation(row: dict) -> None:
@@ -932,11 +1092,18 @@ def _sample_grid(row: dict, spec: BenchmarkSpec) -> None:
     """Best and worst generated images by one metric, each beside its prompt's references (and judge evidence)."""
     s = store()
     submission = s.submission(int(row["submission_id"]))
-    computed = [m for m in query.available_metrics(pd.DataFrame([row]), spec) if m in row["aggregates"].get("overall", {})]
+    computed = [
+        m for m in query.available_metrics(pd.DataFrame([row]), spec) if m in row["aggregates"].get("overall", {})
+    ]
     if not computed:
         return
     st.subheader("Best and worst samples")
-    metric = st.selectbox("by metric", computed, index=computed.index(query.default_metric(pd.DataFrame([row]), spec)), key="model-sample-metric")
+    metric = st.selectbox(
+        "by metric",
+        computed,
+        index=computed.index(query.default_metric(pd.DataFrame([row]), spec)),
+        key="model-sample-metric",
+    )
     try:
         scores = samples.sample_scores(Path(row["results_path"]), metric)
     except samples.ResultsTooLarge as error:
@@ -1027,12 +1194,16 @@ def _assignment(data: BenchmarkData, stored: Path, image, record: dict) -> None:
             st.text("The generated image is not in the stored submission.")
         for person in table.itertuples():
             reference, face, text = st.columns([1, 1, 3])
-            reference.image(data.references[person.reference]["image"], caption=f"reference {person.slot}", width=FACE_PX)
+            reference.image(
+                data.references[person.reference]["image"], caption=f"reference {person.slot}", width=FACE_PX
+            )
             if generated is not None and person.box is not None:
                 face.image(samples.face_crop(generated, person.box), caption=f"face {person.face}", width=FACE_PX)
             else:
                 face.text("no face")
-            text.text(f"{person.slot}: {person.verdict}\ncosine {_number(person.cosine)}, margin {_number(person.margin)}")
+            text.text(
+                f"{person.slot}: {person.verdict}\ncosine {_number(person.cosine)}, margin {_number(person.margin)}"
+            )
         st.dataframe(table, hide_index=True)
         others = samples.unmatched_faces(record)
         if not record.get("faces"):
@@ -1058,7 +1229,11 @@ def _sample_row(data: BenchmarkData, stored: Path, result_dir: Path, sample, met
     refs = samples.reference_ids(data, sample.prompt_id)
     # Fixed widths: the generation larger than its references, whatever the images' own sizes.
     columns = st.columns([2] + [1] * max(len(refs), 1))
-    columns[0].image(str(samples.generation_file(stored, sample.prompt_id, sample.seed)), caption=f"generated (seed {sample.seed})", width=GENERATION_PX)
+    columns[0].image(
+        str(samples.generation_file(stored, sample.prompt_id, sample.seed)),
+        caption=f"generated (seed {sample.seed})",
+        width=GENERATION_PX,
+    )
     for column, ref in zip(columns[1:], refs):
         column.image(data.references[ref]["image"], caption=f"reference {ref}", width=REFERENCE_PX)
     st.text(f"{sample.prompt_id} seed {sample.seed}: {metric} = {sample.value:.4f}\n{prompt.get('prompt', '')}")
@@ -1107,14 +1282,27 @@ def submit_page() -> None:
     backend.submit_notice()
     # A form: typing in a field does not rerun the page; the button sends every field at once.
     form = st.form("submit-form", enter_to_submit=False)
-    benchmark = form.selectbox("Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark")
-    upload = form.file_uploader(
-        "Submission (.zip of manifest.csv, submission.json and images)", type=["zip"], max_upload_size=MAX_UPLOAD_MB, key="submit-file"
+    benchmark = form.selectbox(
+        "Benchmark", list(benchmark_names()), format_func=lambda n: BENCHMARKS[n].title, key="submit-benchmark"
     )
-    repo = form.text_input("... or a Hugging Face dataset repo (owner/name or owner/name@revision)", max_chars=200, key="submit-repo")
-    model_name = form.text_input("Model name (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["model"], key="submit-model")
-    family = form.text_input("Model family (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["family"], key="submit-family")
-    link = form.text_input("Link to the paper, code or weights (http(s))", max_chars=MAX_TEXT_CHARS["link"], key="submit-link")
+    upload = form.file_uploader(
+        "Submission (.zip of manifest.csv, submission.json and images)",
+        type=["zip"],
+        max_upload_size=MAX_UPLOAD_MB,
+        key="submit-file",
+    )
+    repo = form.text_input(
+        "... or a Hugging Face dataset repo (owner/name or owner/name@revision)", max_chars=200, key="submit-repo"
+    )
+    model_name = form.text_input(
+        "Model name (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["model"], key="submit-model"
+    )
+    family = form.text_input(
+        "Model family (empty: the one in submission.json)", max_chars=MAX_TEXT_CHARS["family"], key="submit-family"
+    )
+    link = form.text_input(
+        "Link to the paper, code or weights (http(s))", max_chars=MAX_TEXT_CHARS["link"], key="submit-link"
+    )
     submitter = form.text_input("Submitter (optional)", max_chars=MAX_SUBMITTER, key="submit-submitter")
     if not form.form_submit_button("Submit", key="submit-button"):
         return
@@ -1136,7 +1324,9 @@ def submit_page() -> None:
                 path = fetch_submission(repo, Path(folder) / "submission", max_bytes=MAX_UPLOAD_MB * 1024 * 1024)
             with st.spinner("Checking the submission (one at a time on this server; others may be ahead)..."):
                 if not VALIDATION_SLOT.acquire(timeout=VALIDATION_WAIT_S):
-                    st.error("The server is busy checking other submissions; nothing was queued. Try again in a few minutes.")
+                    st.error(
+                        "The server is busy checking other submissions; nothing was queued. Try again in a few minutes."
+                    )
                     return
                 try:
                     result = backend.queue_submission(
@@ -1229,7 +1419,9 @@ def _admin(submission_ids: list[int]) -> None:
                 st.success(f"Withdrew submission {submission}; its files and results are kept.")
             else:
                 job = rescore(store(), int(submission))
-                st.success(f"Queued job {job} for submission {submission}." if job else "A job is already queued for it.")
+                st.success(
+                    f"Queued job {job} for submission {submission}." if job else "A job is already queued for it."
+                )
         except (UnknownIdError, ValueError) as error:
             st.error(plain(str(error)))
 
@@ -1259,7 +1451,9 @@ def overview_page() -> None:
             plumbing, incomplete = query.default_switches(results, spec)
             # The leaders of the page's default ranking: within the spec's default group size, or pooled.
             filters = query.default_filters(results, spec)
-            table = query.ranked_table(results, spec, filters=filters, include_plumbing=plumbing, include_incomplete=incomplete)
+            table = query.ranked_table(
+                results, spec, filters=filters, include_plumbing=plumbing, include_incomplete=incomplete
+            )
             table = query.split_ranking(table).ranked  # the leaders: never a row shown apart (a copy, say)
             if table.empty:  # cannot happen with the defaults above, but never show an empty frame
                 st.text(f"{label}{len(results)} scored submission(s); none to rank.")
@@ -1267,12 +1461,31 @@ def overview_page() -> None:
             metric = query.default_metric(results, spec)
             scope = query.ranking_scope(spec, filters)
             table, _ = rank_uncertainty(table, results, spec, metric, filters)
-            st.text(f"{label}top of {len(table)} ranked submission(s), by {metric}" + (f", {scope}" if scope else "") + ":")
+            st.text(
+                f"{label}top of {len(table)} ranked submission(s), by {metric}" + (f", {scope}" if scope else "") + ":"
+            )
             tied = query.leaders_tied(table)
             if tied:
-                st.text(f"Tied for first: {', '.join(tied)} (tier 1: not told apart at the {query.RANK_LEVEL:.0%} level).")
-            keep = table.head(3)[["rank", query.RANK_INTERVAL, query.TIER, "model", "family", "marks", query.JUDGE, query.COPIES, query.NOT_RANKED, "submission",
-                                  metric, metric + query.CI_LOW, metric + query.CI_HIGH]]
+                st.text(
+                    f"Tied for first: {', '.join(tied)} (tier 1: not told apart at the {query.RANK_LEVEL:.0%} level)."
+                )
+            keep = table.head(3)[
+                [
+                    "rank",
+                    query.RANK_INTERVAL,
+                    query.TIER,
+                    "model",
+                    "family",
+                    "marks",
+                    query.JUDGE,
+                    query.COPIES,
+                    query.NOT_RANKED,
+                    "submission",
+                    metric,
+                    metric + query.CI_LOW,
+                    metric + query.CI_HIGH,
+                ]
+            ]
             ranked_frame(keep, results, spec, track, key=f"overview-{name}-{track}")
         st.page_link(pages[name], label=f"Open {spec.title}")
     _latest_submissions()

@@ -27,7 +27,9 @@ from idbench.curation.quality import QualityThresholds
 from idbench.evaluate_pkg.judge import JudgeAnswer
 
 # Keep every sample image (the samples are below the default 512 px floor).
-PERMISSIVE = QualityThresholds(min_side=16, min_blur=0.0, min_pixel_std=0.0, max_aspect_ratio=10, min_aesthetic=None, min_relevance=None)
+PERMISSIVE = QualityThresholds(
+    min_side=16, min_blur=0.0, min_pixel_std=0.0, max_aspect_ratio=10, min_aesthetic=None, min_relevance=None
+)
 PHRASES = {
     "pose": "leaping in the air",
     "expression": "with a wide grin",
@@ -53,8 +55,12 @@ class CurationJudge:
     def answer(self, request):
         task, schema = request.task, request.schema["properties"]
         if task == "curation.metadata.identity":
-            return {"age_group": schema["age_group"]["enum"][0], "gender": schema["gender"]["enum"][0],
-                    "ethnicity": schema["ethnicity"]["enum"][0], "apparel": ["a coat"]}  # fmt: skip
+            return {
+                "age_group": schema["age_group"]["enum"][0],
+                "gender": schema["gender"]["enum"][0],
+                "ethnicity": schema["ethnicity"]["enum"][0],
+                "apparel": ["a coat"],
+            }
         if task == "curation.metadata.item":
             return {"size_category": schema["size_category"]["enum"][0], "interactions": ["hold"]}
         if task == "curation.metadata.background":
@@ -65,14 +71,24 @@ class CurationJudge:
             items = re.findall(r'"([^"]+)"', rules.split("name the items exactly as")[1].split("; state")[0])
             return {"prompt": f"Written: {', '.join(f'{s} with {i}' for s, i in zip(slots, items))}."}
         if task == "curation.cogcanvas.verify":
-            return {"interaction_plausible": True, "layout_feasible": True, "scene_compatible": True, "faithful": True, "reasons": []}
+            return {
+                "interaction_plausible": True,
+                "layout_feasible": True,
+                "scene_compatible": True,
+                "faithful": True,
+                "reasons": [],
+            }
         if task == "curation.charis.propose":
             combos = [list(c) for c in itertools.combinations(PHRASES, 5)] + [list(PHRASES)]  # 6 + 1 distinct
-            return {"proposals": [
-                {"prompt": "The subject " + ", ".join(PHRASES[a] for a in axes) + ".",
-                 "transformations": [{"axis": a, "phrase": PHRASES[a]} for a in axes]}
-                for axes in combos
-            ]}  # fmt: skip
+            return {
+                "proposals": [
+                    {
+                        "prompt": "The subject " + ", ".join(PHRASES[a] for a in axes) + ".",
+                        "transformations": [{"axis": a, "phrase": PHRASES[a]} for a in axes],
+                    }
+                    for axes in combos
+                ]
+            }
         raise AssertionError(f"unexpected task {task}")
 
 
@@ -101,7 +117,14 @@ def test_cogcanvas_curated_build(cogcanvas_source, tmp_path, fresh_cache):
     judge = CurationJudge()
     info = build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curator=_curator(judge))
     stages = info["curation"]
-    assert list(stages) == ["quality", "embedding_dedup", "faces", "metadata", "demographic_balance", "prompt_synthesis"]
+    assert list(stages) == [
+        "quality",
+        "embedding_dedup",
+        "faces",
+        "metadata",
+        "demographic_balance",
+        "prompt_synthesis",
+    ]
     assert stages["embedding_dedup"]["plumbing"] is True  # tiny weights: labelled as a plumbing check
     assert stages["metadata"]["filled"] >= 2 and stages["metadata"]["failed"] == []
     assert stages["prompt_synthesis"]["accepted"] == info["configs"]["prompts"]["rows"]
@@ -117,8 +140,15 @@ def test_cogcanvas_curated_build(cogcanvas_source, tmp_path, fresh_cache):
     written = datasets.load_dataset(str(tmp_path / "out"), "prompts", split="test", cache_dir=fresh_cache)
     assert all(p["prompt"].startswith("Written: person") for p in written)
     audit = tmp_path / "out" / "curation"
-    for name in ("quality.json", "quality.csv", "embedding_dedup.json", "embedding_dedup.csv", "metadata.json",
-                 "demographic_balance.csv", "prompt_synthesis.json"):  # fmt: skip
+    for name in (
+        "quality.json",
+        "quality.csv",
+        "embedding_dedup.json",
+        "embedding_dedup.csv",
+        "metadata.json",
+        "demographic_balance.csv",
+        "prompt_synthesis.json",
+    ):
         assert (audit / name).is_file(), name
     assert "curation (audit files in curation/)" in format_report(info)
 
@@ -137,8 +167,12 @@ def test_without_a_judge_the_mllm_stages_are_skipped_and_said_so(cogcanvas_sourc
 def test_a_failed_metadata_answer_stops_the_build_naming_the_row(cogcanvas_source, tmp_path):
     class Broken(CurationJudge):
         def ask(self, requests):
-            return [JudgeAnswer(error="HTTP 500") if r.task == "curation.metadata.identity" else JudgeAnswer(value=self.answer(r))
-                    for r in requests]  # fmt: skip
+            return [
+                JudgeAnswer(error="HTTP 500")
+                if r.task == "curation.metadata.identity"
+                else JudgeAnswer(value=self.answer(r))
+                for r in requests
+            ]
 
     with pytest.raises(SourceError, match=r"row \d+: .* still lacks age_group after metadata extraction"):
         build("cogcanvas", out=tmp_path / "out", source=cogcanvas_source / "cogcanvas.csv", curator=_curator(Broken()))
@@ -149,7 +183,9 @@ def test_charis_proposals_then_a_reviewed_export(tmp_path):
     judge = CurationJudge()
     info = build("charis", out=tmp_path / "out", curator=_curator(judge))
     stages = info["curation"]
-    assert stages["charis_prompts"]["source"] == "VLM proposals" and stages["charis_prompts"]["incomplete_subjects"] == []
+    assert (
+        stages["charis_prompts"]["source"] == "VLM proposals" and stages["charis_prompts"]["incomplete_subjects"] == []
+    )
     subjects = info["configs"]["subjects"]["rows"]
     assert info["configs"]["prompts"]["rows"] == 7 * subjects
     review = tmp_path / "out" / "curation" / "review"
@@ -165,7 +201,9 @@ def test_charis_proposals_then_a_reviewed_export(tmp_path):
         writer.writeheader()
         writer.writerows(rows)
     shutil.copy(review / "baseline.jsonl", tmp_path / "baseline.jsonl")
-    again = build("charis", out=tmp_path / "again", curator=Curation(CurateOptions(reviewed_prompts=edited, image_stages=False)))
+    again = build(
+        "charis", out=tmp_path / "again", curator=Curation(CurateOptions(reviewed_prompts=edited, image_stages=False))
+    )
     assert again["curation"]["charis_prompts"]["source"] == "reviewed export"
     assert again["configs"]["prompts"]["rows"] == info["configs"]["prompts"]["rows"]
     build_info = json.loads((tmp_path / "again" / "build_info.json").read_text())
@@ -183,9 +221,16 @@ def test_cli_curated_build_through_the_real_client(tmp_path, monkeypatch):
     from idbench.cli import main
 
     scripted = CurationJudge()
-    tasks = {name.replace(".", "_"): name for name in (
-        "curation.metadata.identity", "curation.metadata.item", "curation.metadata.background",
-        "curation.cogcanvas.write", "curation.cogcanvas.verify")}  # fmt: skip
+    tasks = {
+        name.replace(".", "_"): name
+        for name in (
+            "curation.metadata.identity",
+            "curation.metadata.item",
+            "curation.metadata.background",
+            "curation.cogcanvas.write",
+            "curation.cogcanvas.verify",
+        )
+    }
 
     def reply(body):
         response = body["response_format"]["json_schema"]
@@ -194,10 +239,21 @@ def test_cli_curated_build_through_the_real_client(tmp_path, monkeypatch):
 
     # Out of the box: the shipped samples, their own thresholds, the default dedup threshold.
     with ScriptedServer(reply) as server:
-        code = main([
-            "build", "cogcanvas", "--out", str(tmp_path / "out"), "--curate", "--profile", "tiny",
-            "--judge-url", server.base_url, "--judge-model", "scripted-mllm",
-        ])  # fmt: skip
+        code = main(
+            [
+                "build",
+                "cogcanvas",
+                "--out",
+                str(tmp_path / "out"),
+                "--curate",
+                "--profile",
+                "tiny",
+                "--judge-url",
+                server.base_url,
+                "--judge-model",
+                "scripted-mllm",
+            ]
+        )
         sent = len(server.requests)
     assert code == 0
     info = json.loads((tmp_path / "out" / "build_info.json").read_text())
@@ -210,8 +266,22 @@ def test_cli_curated_build_through_the_real_client(tmp_path, monkeypatch):
     # A malformed thresholds file is one error naming it, and nothing is built.
     thresholds = tmp_path / "thresholds.json"
     thresholds.write_text('{"min_sid": 3}')
-    assert main(["build", "cogcanvas", "--out", str(tmp_path / "bad"), "--curate", "--profile", "tiny",
-                 "--quality-thresholds", str(thresholds)]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "build",
+                "cogcanvas",
+                "--out",
+                str(tmp_path / "bad"),
+                "--curate",
+                "--profile",
+                "tiny",
+                "--quality-thresholds",
+                str(thresholds),
+            ]
+        )
+        == 2
+    )
     assert not (tmp_path / "bad").exists()
 
 
@@ -225,8 +295,13 @@ def test_an_implausible_tuple_is_drawn_again_with_its_retrieval_rows(tmp_path, f
         def answer(self, request):
             if request.task == "curation.cogcanvas.verify" and not self.rejected:
                 self.rejected = True
-                return {"interaction_plausible": False, "layout_feasible": True, "scene_compatible": True, "faithful": True,
-                        "reasons": ["person A cannot do that with this item"]}  # fmt: skip
+                return {
+                    "interaction_plausible": False,
+                    "layout_feasible": True,
+                    "scene_compatible": True,
+                    "faithful": True,
+                    "reasons": ["person A cannot do that with this item"],
+                }
             return super().answer(request)
 
     def load(folder: str, config: str):
@@ -239,12 +314,18 @@ def test_an_implausible_tuple_is_drawn_again_with_its_retrieval_rows(tmp_path, f
     old = {p["prompt_id"]: p for p in load("plain", "prompts")}[redrawn]
     new = {p["prompt_id"]: p for p in load("out", "prompts")}[redrawn]
     assert new["n_persons"] == old["n_persons"] and new["layout"] == old["layout"]
-    drawn = lambda p: ([q["entity_id"] for q in p["persons"]], [q["item_entity_id"] for q in p["persons"]], p["background_ref_id"])  # noqa: E731
+    drawn = lambda p: (
+        [q["entity_id"] for q in p["persons"]],
+        [q["item_entity_id"] for q in p["persons"]],
+        p["background_ref_id"],
+    )  # noqa: E731
     assert drawn(new) != drawn(old)
     # Its retrieval rows follow the new draw; every other prompt's rows are as before.
     rows = load("out", "retrieval")
     mine = {r["slot"]: r["ground_truth_ref_id"] for r in rows if r["prompt_id"] == redrawn}
-    expected = {p["slot"]: p["ref_id"] for p in new["persons"]} | {f"{p['slot']}.item": p["item_ref_id"] for p in new["persons"]}
+    expected = {p["slot"]: p["ref_id"] for p in new["persons"]} | {
+        f"{p['slot']}.item": p["item_ref_id"] for p in new["persons"]
+    }
     assert mine == expected | {"background": new["background_ref_id"]}
     others = lambda table: [dict(r) for r in table if r["prompt_id"] != redrawn]  # noqa: E731
     assert others(rows) == others(load("plain", "retrieval"))
@@ -271,7 +352,10 @@ def test_curated_sample_build_works_out_of_the_box(benchmark, tmp_path, capsys):
     # The shipped samples' thresholds applied, and the build says why.
     shipped = json.loads((SAMPLES / "quality-thresholds.json").read_text())
     assert stages["quality"]["thresholds"] == shipped
-    assert "shipped samples" in stages["quality"]["thresholds_from"] and "no --quality-thresholds" in stages["quality"]["thresholds_from"]
+    assert (
+        "shipped samples" in stages["quality"]["thresholds_from"]
+        and "no --quality-thresholds" in stages["quality"]["thresholds_from"]
+    )
     assert "thresholds_from" in report
     # Tiny weights: the model scores are computed and in the audit, labelled plumbing, and remove nothing.
     audit = json.loads((out / "curation" / "quality.json").read_text())
@@ -282,11 +366,15 @@ def test_curated_sample_build_works_out_of_the_box(benchmark, tmp_path, capsys):
     dedup = json.loads((out / "curation" / "embedding_dedup.json").read_text())
     assert dedup["applied"] is False and stages["embedding_dedup"]["removed"] == 0
     # Nothing but the pHash dedup removed a sample: every manifest row (less those) is in the build.
-    manifest = {"cogcanvas": "cogcanvas.csv", "charis": "charis.csv", "identity-collapse": "identity-collapse.csv"}[benchmark]
+    manifest = {"cogcanvas": "cogcanvas.csv", "charis": "charis.csv", "identity-collapse": "identity-collapse.csv"}[
+        benchmark
+    ]
     table = "references" if benchmark == "cogcanvas" else "subjects"
     assert info["configs"][table]["rows"] == len(manifest_rows(manifest)) - len(info["dropped_duplicates"])
     # No judge: the MLLM stages are skipped and say so.
-    skipped = {"cogcanvas": ["metadata", "prompt_synthesis"], "charis": ["charis_prompts"], "identity-collapse": []}[benchmark]
+    skipped = {"cogcanvas": ["metadata", "prompt_synthesis"], "charis": ["charis_prompts"], "identity-collapse": []}[
+        benchmark
+    ]
     for stage in skipped:
         assert stages[stage].startswith(NO_JUDGE), stage
         assert f"{stage}: skipped: no judge configured" in report
@@ -298,8 +386,22 @@ def test_explicit_quality_thresholds_win_over_the_sample_ones(tmp_path):
     mine = {"min_side": 100, "min_blur": 1.0, "min_aesthetic": None}
     thresholds = tmp_path / "mine.json"
     thresholds.write_text(json.dumps(mine))
-    assert main(["build", "identity-collapse", "--out", str(tmp_path / "out"), "--curate", "--profile", "tiny",
-                 "--quality-thresholds", str(thresholds)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "build",
+                "identity-collapse",
+                "--out",
+                str(tmp_path / "out"),
+                "--curate",
+                "--profile",
+                "tiny",
+                "--quality-thresholds",
+                str(thresholds),
+            ]
+        )
+        == 0
+    )
     quality = json.loads((tmp_path / "out" / "build_info.json").read_text())["curation"]["quality"]
     assert quality["thresholds_from"] == f"--quality-thresholds {thresholds}"
     expected = {**json.loads(json.dumps(QualityThresholds().__dict__)), **mine}  # the defaults, overridden
@@ -326,8 +428,21 @@ def test_a_stage_that_removes_every_person_is_named_with_counts_and_thresholds(t
         shrink(source / row["file"], 32)
     (tmp_path / "t.json").write_text(json.dumps({"min_side": 64}))
     out = tmp_path / "built" / "cogcanvas"
-    code = main(["build", "cogcanvas", "--source", str(source / "cogcanvas.csv"), "--out", str(out),
-                 "--curate", "--profile", "tiny", "--quality-thresholds", str(tmp_path / "t.json")])  # fmt: skip
+    code = main(
+        [
+            "build",
+            "cogcanvas",
+            "--source",
+            str(source / "cogcanvas.csv"),
+            "--out",
+            str(out),
+            "--curate",
+            "--profile",
+            "tiny",
+            "--quality-thresholds",
+            str(tmp_path / "t.json"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     [line] = err.strip().splitlines()
@@ -348,8 +463,24 @@ def test_a_stage_that_removes_every_person_is_named_with_counts_and_thresholds(t
     # Fixed source, build again: the stale audit of the failed attempt does not stay beside the new output.
     shutil.rmtree(source)
     shutil.copytree(SAMPLES, source)
-    assert main(["build", "cogcanvas", "--source", str(source / "cogcanvas.csv"), "--out", str(out), "--curate",
-                 "--profile", "tiny", "--quality-thresholds", str(SAMPLES / "quality-thresholds.json")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "build",
+                "cogcanvas",
+                "--source",
+                str(source / "cogcanvas.csv"),
+                "--out",
+                str(out),
+                "--curate",
+                "--profile",
+                "tiny",
+                "--quality-thresholds",
+                str(SAMPLES / "quality-thresholds.json"),
+            ]
+        )
+        == 0
+    )
     assert (out / "build_info.json").is_file() and not audit.exists()
     assert f"removed {audit}" in capsys.readouterr().out
 
@@ -369,7 +500,9 @@ def test_too_few_subjects_left_for_the_sampler_names_the_stage(tmp_path):
         build("identity-collapse", out=tmp_path / "out", source=manifest, curator=run)
     error = run.failure(caught.value, tmp_path / "audit")
     assert isinstance(error, CurationError) and isinstance(error, SourceError)  # a user error: one CLI line
-    assert str(error).startswith("quality filter removed 3 of 6 animal references (min_side=40: 3); left: 3 animal, 6 human references")
+    assert str(error).startswith(
+        "quality filter removed 3 of 6 animal references (min_side=40: 3); left: 3 animal, 6 human references"
+    )
     assert "identity-collapse needs at least 10 distinct subjects, the source has 9" in str(error)
     assert (tmp_path / "audit" / "quality.json").is_file() and not (tmp_path / "out").exists()
 
@@ -384,8 +517,24 @@ def test_person_references_without_a_face_are_named_at_build_time(tmp_path, caps
     faceless, donor = persons[0], next(r for r in rows if r["kind"] == "object")
     shutil.copyfile(source / donor["file"], source / faceless["file"])
     out = tmp_path / "out"
-    assert main(["build", "cogcanvas", "--source", str(source / "cogcanvas.csv"), "--out", str(out), "--curate",
-                 "--profile", "tiny", "--quality-thresholds", str(SAMPLES / "quality-thresholds.json")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "build",
+                "cogcanvas",
+                "--source",
+                str(source / "cogcanvas.csv"),
+                "--out",
+                str(out),
+                "--curate",
+                "--profile",
+                "tiny",
+                "--quality-thresholds",
+                str(SAMPLES / "quality-thresholds.json"),
+            ]
+        )
+        == 0
+    )
     faces = json.loads((out / "build_info.json").read_text())["curation"]["faces"]
     assert faces["backend"] == "dlib-face" and faces["checked"] == len(persons)
     # every other sample person is a photo with a visible face, which dlib (real weights) finds

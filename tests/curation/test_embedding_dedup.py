@@ -88,7 +88,7 @@ def test_index_search_finds_what_a_faiss_ivf_flat_index_finds(monkeypatch):
     monkeypatch.setattr(dedup, "ivf_cells", recording)
     nprobe = 2  # few cells, so that some pairs are missed (isotropic 64-d vectors are a hard case)
     i, j, _ = similar_pairs(unit, 0.9, index="ivf", nprobe=nprobe)
-    (centroids, _), = cells
+    ((centroids, _),) = cells
 
     search = unit.astype(np.float32)
     quantizer = faiss.IndexFlatIP(search.shape[1])
@@ -99,8 +99,11 @@ def test_index_search_finds_what_a_faiss_ivf_flat_index_finds(monkeypatch):
     ivf.nprobe = nprobe
     limits, _, labels = ivf.range_search(search, 0.9 - dedup.CANDIDATE_SLACK)
     queries = np.repeat(np.arange(len(search)), np.diff(limits.astype(np.int64)))
-    faiss_pairs = {(min(a, b), max(a, b)) for a, b in zip(queries.tolist(), labels.tolist())
-                   if a != b and float(unit[a] @ unit[b]) >= 0.9}
+    faiss_pairs = {
+        (min(a, b), max(a, b))
+        for a, b in zip(queries.tolist(), labels.tolist())
+        if a != b and float(unit[a] @ unit[b]) >= 0.9
+    }
     ours = set(zip(i.tolist(), j.tolist()))
     exact_i, exact_j, _ = similar_pairs(unit, 0.9, index="exact")
     assert ours == faiss_pairs
@@ -157,7 +160,8 @@ def test_keep_rule_quality_then_resolution_then_id():
     by_pixels = find_near_duplicates(vectors, 0.99, resolution={"x": (10, 10), "y": (30, 20), "z": 600, "far": 1})
     assert by_pixels.clusters[0].kept == ("y",)  # 600 pixels each; y's id is smaller than z's
     by_quality = find_near_duplicates(
-        vectors, 0.99,
+        vectors,
+        0.99,
         quality={"x": 1.0, "y": 1.0, "z": 5.0, "far": 0.0},
         resolution={"x": 9, "y": 600, "z": 1, "far": 1},
     )
@@ -216,12 +220,26 @@ def test_report_serialises_to_json_and_csv(tmp_path):
     report = find_near_duplicates(vectors, 0.9, quality=quality, resolution={k: (100, 100) for k in vectors})
     assert report.removed
     data = json.loads(report.write_json(tmp_path / "audit" / "dedup.json").read_text())
-    assert data["counts"] == {"images": len(vectors), "kept": len(report.kept), "removed": len(report.removed),
-                              "clusters": len(report.clusters)}
+    assert data["counts"] == {
+        "images": len(vectors),
+        "kept": len(report.kept),
+        "removed": len(report.removed),
+        "clusters": len(report.clusters),
+    }
     assert data["threshold"] == 0.9 and data["settings"]["index"] == "exact"
     first = data["removed"][0]
-    assert set(first) >= {"id", "kept_id", "similarity", "linkage_similarity", "chained", "cluster",
-                          "quality_removed", "quality_kept", "resolution_removed", "resolution_kept"}
+    assert set(first) >= {
+        "id",
+        "kept_id",
+        "similarity",
+        "linkage_similarity",
+        "chained",
+        "cluster",
+        "quality_removed",
+        "quality_kept",
+        "resolution_removed",
+        "resolution_kept",
+    }
     rows = list(csv.DictReader(io.StringIO(report.write_csv(tmp_path / "audit" / "dedup.csv").read_text())))
     assert [(r["id"], r["kept_id"]) for r in rows] == [(r.id, r.kept_id) for r in report.removed]
     assert all(float(r["similarity"]) >= 0.9 for r in rows)

@@ -41,8 +41,10 @@ def sharp_texture(size: tuple[int, int], seed: int = 0) -> Image.Image:
     """Blocky random texture: hard edges everywhere, as sharp as an image gets."""
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, size=(size[1] // 8 + 1, size[0] // 8 + 1, 3), dtype=np.uint8)
-    return Image.fromarray(blocks).resize((blocks.shape[1] * 8, blocks.shape[0] * 8), Image.Resampling.NEAREST).crop(
-        (0, 0, *size)
+    return (
+        Image.fromarray(blocks)
+        .resize((blocks.shape[1] * 8, blocks.shape[0] * 8), Image.Resampling.NEAREST)
+        .crop((0, 0, *size))
     )
 
 
@@ -112,8 +114,10 @@ def test_each_reason_carries_the_measured_value_and_the_threshold():
 
 def test_blur_measure_does_not_depend_on_the_file_resolution():
     large = sharp_texture((2048, 1536)).filter(ImageFilter.GaussianBlur(2))
-    values = [measure_image(png(large.resize((w, w * 3 // 4), Image.Resampling.LANCZOS)), where="x").blur
-              for w in (2048, 1024, 512)]
+    values = [
+        measure_image(png(large.resize((w, w * 3 // 4), Image.Resampling.LANCZOS)), where="x").blur
+        for w in (2048, 1024, 512)
+    ]
     assert max(values) / min(values) < 1.25, values
     native = np.asarray(large.convert("L"), dtype=float)  # what a per-pixel measure at full size sees
     lap = native[:-2, 1:-1] + native[2:, 1:-1] + native[1:-1, :-2] + native[1:-1, 2:] - 4 * native[1:-1, 1:-1]
@@ -210,8 +214,13 @@ def test_stage_two_values_equal_a_direct_computation(tmp_path, tiny_models):
 
 def test_stage_two_thresholds_remove_what_falls_below_them(tmp_path, tiny_models):
     images, texts = stage2_pool()
-    probe = filter_images(images, texts, QualityThresholds(min_side=180, min_aesthetic=-100.0, min_relevance=-1.0),
-                          models=tiny_models, cache_dir=tmp_path)
+    probe = filter_images(
+        images,
+        texts,
+        QualityThresholds(min_side=180, min_aesthetic=-100.0, min_relevance=-1.0),
+        models=tiny_models,
+        cache_dir=tmp_path,
+    )
     scored = {i: e for i, e in probe.images.items() if e.aesthetic is not None}
     # Tiny random weights give meaningless values, so the thresholds are placed among the measured ones.
     aesthetic_cut = float(np.median([e.aesthetic for e in scored.values()]))
@@ -241,8 +250,13 @@ def test_stage_two_thresholds_remove_what_falls_below_them(tmp_path, tiny_models
 def test_model_checks_not_applied_are_reported_but_remove_nothing(tmp_path, tiny_models):
     """apply_model_checks=False (the pipeline's rule for tiny weights): stage 2 is measured, only pixels decide."""
     images, texts = stage2_pool()
-    probe = filter_images(images, texts, QualityThresholds(min_side=180, min_aesthetic=-100.0, min_relevance=-1.0),
-                          models=tiny_models, cache_dir=tmp_path)
+    probe = filter_images(
+        images,
+        texts,
+        QualityThresholds(min_side=180, min_aesthetic=-100.0, min_relevance=-1.0),
+        models=tiny_models,
+        cache_dir=tmp_path,
+    )
     scored = {i: e for i, e in probe.images.items() if e.aesthetic is not None}
     cut = float(np.median([e.aesthetic for e in scored.values()]))
     t = QualityThresholds(min_side=180, min_aesthetic=cut, min_relevance=None)
@@ -264,13 +278,19 @@ def test_model_checks_not_applied_are_reported_but_remove_nothing(tmp_path, tiny
 
 def test_relevance_needs_texts_and_says_when_it_was_not_checked(tmp_path, tiny_models):
     images, texts = stage2_pool()
-    report = filter_images(images, None, QualityThresholds(min_side=180, min_aesthetic=None),
-                           models=NoModels(), cache_dir=tmp_path)
+    report = filter_images(
+        images, None, QualityThresholds(min_side=180, min_aesthetic=None), models=NoModels(), cache_dir=tmp_path
+    )
     assert "relevance not checked: no entity texts were given" in report.notes
     assert report.profile is None and report.models == {}
     with pytest.raises(ValueError, match="no entity text for 1 image.*'gc_horse'"):
-        filter_images(images, {k: v for k, v in texts.items() if k != "gc_horse"},
-                      QualityThresholds(min_side=180, min_aesthetic=None), models=tiny_models, cache_dir=tmp_path)
+        filter_images(
+            images,
+            {k: v for k, v in texts.items() if k != "gc_horse"},
+            QualityThresholds(min_side=180, min_aesthetic=None),
+            models=tiny_models,
+            cache_dir=tmp_path,
+        )
 
 
 def test_only_the_pixel_checks_run_when_no_model_threshold_is_set(tmp_path):
@@ -285,11 +305,21 @@ def test_report_lists_every_image_with_values_and_reasons(tmp_path):
     report = filter_images(images, None, QualityThresholds(min_aesthetic=None, min_relevance=None), models=NoModels())
     assert report.kept == ("ok",) and report.removed(1) == ("tiny", "broken")
     data = json.loads(report.write_json(tmp_path / "q.json").read_text())
-    assert data["counts"] == {"images": 3, "kept": 1, "removed_stage_1": 2, "removed_stage_2": 0, "failed_stage_2_not_applied": 0}
+    assert data["counts"] == {
+        "images": 3,
+        "kept": 1,
+        "removed_stage_1": 2,
+        "removed_stage_2": 0,
+        "failed_stage_2_not_applied": 0,
+    }
     assert data["not_checked"] == NOT_CHECKED and "single_subject" in NOT_CHECKED and "watermark" in NOT_CHECKED
     by_id = {row["id"]: row for row in data["images"]}
     assert by_id["tiny"]["reasons"][0] == {
-        "stage": 1, "check": "min_side", "value": 64, "threshold": 512, "message": "shorter side 64 px < 512 px (64x64)"
+        "stage": 1,
+        "check": "min_side",
+        "value": 64,
+        "threshold": 512,
+        "message": "shorter side 64 px < 512 px (64x64)",
     }
     assert by_id["broken"]["reasons"][0]["check"] == "unreadable" and "width" not in by_id["broken"]
     rows = {r["id"]: r for r in csv.DictReader(io.StringIO(report.write_csv(tmp_path / "q.csv").read_text()))}

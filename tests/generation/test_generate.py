@@ -34,7 +34,9 @@ def side_by_side(request):
     images = request.images
     for k, image in enumerate(images):
         width = request.resolution // len(images)
-        canvas.paste(image.convert("RGB").resize((width, request.resolution // 2)), (k * width, request.resolution // 4))
+        canvas.paste(
+            image.convert("RGB").resize((width, request.resolution // 2)), (k * width, request.resolution // 4)
+        )
     return canvas
 
 
@@ -118,7 +120,9 @@ def test_text_to_image_has_no_references(built, tmp_path):
         seen.append(request.references)
         return side_by_side(request)
 
-    generate_submission(data, text_only, tmp_path / "t2i", resolution=SIZE, task="text-to-image", limit=3, progress=False)
+    generate_submission(
+        data, text_only, tmp_path / "t2i", resolution=SIZE, task="text-to-image", limit=3, progress=False
+    )
     assert seen == [(), (), ()]
     metadata = json.loads((tmp_path / "t2i" / "submission.json").read_text())
     assert metadata["task"] == "text-to-image" and metadata["generation"]["task"] == "text-to-image"
@@ -147,8 +151,20 @@ def test_a_rerun_generates_only_the_missing_images_and_the_same_bytes(built, tmp
 def test_the_cli_runs_a_registered_adapter_and_reports_the_skips(built, tmp_path, capsys):
     register_generator("test-side-by-side", side_by_side)
     data = built["identity-collapse"]
-    argv = ["generate", "identity-collapse", "--data", str(data.folder), "--model", "test-side-by-side",
-            "--out", str(tmp_path / "sub"), "--resolution", str(SIZE), "--name", "Side by side"]  # fmt: skip
+    argv = [
+        "generate",
+        "identity-collapse",
+        "--data",
+        str(data.folder),
+        "--model",
+        "test-side-by-side",
+        "--out",
+        str(tmp_path / "sub"),
+        "--resolution",
+        str(SIZE),
+        "--name",
+        "Side by side",
+    ]
     assert main(argv + ["--limit", "4"]) == 0
     assert "generated 4 images" in capsys.readouterr().out
     assert main(argv) == 0
@@ -165,9 +181,10 @@ def test_an_entry_point_adapter_and_module_attr_run(built, tmp_path, monkeypatch
     point = importlib.metadata.EntryPoint("user-model", "user_generators:Factory", "idbench.generators")
     real = importlib.metadata.entry_points
     monkeypatch.setattr(
-        importlib.metadata, "entry_points",
+        importlib.metadata,
+        "entry_points",
         lambda **kw: importlib.metadata.EntryPoints([point]) if kw.get("group") == "idbench.generators" else real(**kw),
-    )  # fmt: skip
+    )
     adapter = load_generator("user-model")
     assert isinstance(adapter, CountingAdapter)
     generate_submission(built["charis"], adapter, tmp_path / "ep", resolution=SIZE, limit=2, progress=False)

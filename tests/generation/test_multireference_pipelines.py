@@ -35,7 +35,11 @@ SIZE = 32
 # (234 x 512 items) above that. OmniGen takes any size: 64 keeps it fast.
 # Kontext: the side of a collage's cells.
 REFERENCE_SIDE = {"diffusers-image-list": 160, "diffusers-omnigen": 64, "diffusers-kontext": 64}
-PIPELINE_CLASS = {"diffusers-image-list": "Flux2KleinPipeline", "diffusers-omnigen": "OmniGenPipeline", "diffusers-kontext": "FluxKontextPipeline"}
+PIPELINE_CLASS = {
+    "diffusers-image-list": "Flux2KleinPipeline",
+    "diffusers-omnigen": "OmniGenPipeline",
+    "diffusers-kontext": "FluxKontextPipeline",
+}
 # FLUX.2 klein's guidance 1 skips its second (unconditioned) pass; a short prompt sequence (its default is
 # 512 tokens) keeps the tiny transformer's attention small. Both halve the test's time.
 KLEIN_GUIDANCE = 1.0
@@ -52,7 +56,9 @@ def word_tokenizer(chat_template: str | None = None):
 
     model = Tokenizer(models.WordLevel({word: k for k, word in enumerate(WORDS)}, unk_token="[UNK]"))
     model.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="[UNK]", pad_token="[PAD]", model_max_length=512)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=model, unk_token="[UNK]", pad_token="[PAD]", model_max_length=512
+    )
     if chat_template:
         tokenizer.chat_template = chat_template
     return tokenizer
@@ -66,21 +72,48 @@ def tiny_flux2_klein():
 
     torch.manual_seed(0)
     transformer = diffusers.Flux2Transformer2DModel(
-        patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
-        joint_attention_dim=48, timestep_guidance_channels=256, axes_dims_rope=[4, 4, 4, 4], guidance_embeds=False,
-    )  # fmt: skip
-    text_encoder = Qwen3ForCausalLM(Qwen3Config(
-        intermediate_size=16, hidden_size=16, num_hidden_layers=28, num_attention_heads=2, num_key_value_heads=2,
-        vocab_size=len(WORDS), max_position_embeddings=512,
-    ))  # fmt: skip
+        patch_size=1,
+        in_channels=4,
+        num_layers=1,
+        num_single_layers=1,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=48,
+        timestep_guidance_channels=256,
+        axes_dims_rope=[4, 4, 4, 4],
+        guidance_embeds=False,
+    )
+    text_encoder = Qwen3ForCausalLM(
+        Qwen3Config(
+            intermediate_size=16,
+            hidden_size=16,
+            num_hidden_layers=28,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            vocab_size=len(WORDS),
+            max_position_embeddings=512,
+        )
+    )
     vae = diffusers.AutoencoderKLFlux2(
-        sample_size=32, in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 4,
-        up_block_types=("UpDecoderBlock2D",) * 4, block_out_channels=(4,) * 4, layers_per_block=1, latent_channels=1,
-        norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
-    )  # fmt: skip
+        sample_size=32,
+        in_channels=3,
+        out_channels=3,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        block_out_channels=(4,) * 4,
+        layers_per_block=1,
+        latent_channels=1,
+        norm_num_groups=1,
+        use_quant_conv=False,
+        use_post_quant_conv=False,
+    )
     tokenizer = word_tokenizer("{% for message in messages %}{{ message['content'] }}{% endfor %}")
     return diffusers.Flux2KleinPipeline(
-        scheduler=diffusers.FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, transformer=transformer
+        scheduler=diffusers.FlowMatchEulerDiscreteScheduler(),
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        transformer=transformer,
     )
 
 
@@ -89,15 +122,36 @@ def tiny_omnigen():
     OmniGen's processor assumes when it counts an image's tokens)."""
     torch.manual_seed(0)
     transformer = diffusers.OmniGenTransformer2DModel(
-        in_channels=4, patch_size=2, hidden_size=16, num_attention_heads=2, num_key_value_heads=2, intermediate_size=32,
-        num_layers=1, pad_token_id=1, vocab_size=len(WORDS), pos_embed_max_size=32, time_step_dim=32,
+        in_channels=4,
+        patch_size=2,
+        hidden_size=16,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        num_layers=1,
+        pad_token_id=1,
+        vocab_size=len(WORDS),
+        pos_embed_max_size=32,
+        time_step_dim=32,
         rope_scaling={"short_factor": [1.0] * 4, "long_factor": [1.0] * 4},
-    )  # fmt: skip
+    )
     vae = diffusers.AutoencoderKL(
-        sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,) * 4, layers_per_block=1, latent_channels=4,
-        norm_num_groups=1, down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-    )  # fmt: skip
-    return diffusers.OmniGenPipeline(transformer=transformer, vae=vae, scheduler=diffusers.FlowMatchEulerDiscreteScheduler(), tokenizer=word_tokenizer())
+        sample_size=32,
+        in_channels=3,
+        out_channels=3,
+        block_out_channels=(4,) * 4,
+        layers_per_block=1,
+        latent_channels=4,
+        norm_num_groups=1,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+    )
+    return diffusers.OmniGenPipeline(
+        transformer=transformer,
+        vae=vae,
+        scheduler=diffusers.FlowMatchEulerDiscreteScheduler(),
+        tokenizer=word_tokenizer(),
+    )
 
 
 def tiny_flux_kontext(folder):
@@ -107,26 +161,60 @@ def tiny_flux_kontext(folder):
 
     torch.manual_seed(0)
     transformer = diffusers.FluxTransformer2DModel(
-        patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
-        joint_attention_dim=32, pooled_projection_dim=32, axes_dims_rope=[4, 4, 8],
-    )  # fmt: skip
-    clip = CLIPTextModel(CLIPTextConfig(
-        bos_token_id=49406, eos_token_id=49407, hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=1,
-        pad_token_id=49407, vocab_size=49408, max_position_embeddings=77, projection_dim=32,
-    ))  # fmt: skip
+        patch_size=1,
+        in_channels=4,
+        num_layers=1,
+        num_single_layers=1,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=32,
+        pooled_projection_dim=32,
+        axes_dims_rope=[4, 4, 8],
+    )
+    clip = CLIPTextModel(
+        CLIPTextConfig(
+            bos_token_id=49406,
+            eos_token_id=49407,
+            hidden_size=32,
+            intermediate_size=37,
+            num_attention_heads=4,
+            num_hidden_layers=1,
+            pad_token_id=49407,
+            vocab_size=49408,
+            max_position_embeddings=77,
+            projection_dim=32,
+        )
+    )
     t5 = T5EncoderModel(T5Config(vocab_size=len(WORDS), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4))
     vae = diffusers.AutoencoderKL(
-        sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,) * 4, layers_per_block=1, latent_channels=1,
-        norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035,
-        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-    )  # fmt: skip
+        sample_size=32,
+        in_channels=3,
+        out_channels=3,
+        block_out_channels=(4,) * 4,
+        layers_per_block=1,
+        latent_channels=1,
+        norm_num_groups=1,
+        use_quant_conv=False,
+        use_post_quant_conv=False,
+        shift_factor=0.0609,
+        scaling_factor=1.5035,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+    )
     folder.mkdir(parents=True)
     write_clip_tokenizer_files(folder)
     tokenizer = CLIPTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"), model_max_length=77)
     return diffusers.FluxKontextPipeline(
-        scheduler=diffusers.FlowMatchEulerDiscreteScheduler(), text_encoder=clip, text_encoder_2=t5, tokenizer=tokenizer,
-        tokenizer_2=word_tokenizer(), transformer=transformer, vae=vae, image_encoder=None, feature_extractor=None,
-    )  # fmt: skip
+        scheduler=diffusers.FlowMatchEulerDiscreteScheduler(),
+        text_encoder=clip,
+        text_encoder_2=t5,
+        tokenizer=tokenizer,
+        tokenizer_2=word_tokenizer(),
+        transformer=transformer,
+        vae=vae,
+        image_encoder=None,
+        feature_extractor=None,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +223,11 @@ def setup(tmp_path_factory):
     for name in BENCHMARKS:
         build(name, out=root / name)
     folders = {}
-    makers = {"diffusers-image-list": tiny_flux2_klein, "diffusers-omnigen": tiny_omnigen, "diffusers-kontext": lambda: tiny_flux_kontext(root / "clip-files")}
+    makers = {
+        "diffusers-image-list": tiny_flux2_klein,
+        "diffusers-omnigen": tiny_omnigen,
+        "diffusers-kontext": lambda: tiny_flux_kontext(root / "clip-files"),
+    }
     for adapter, make in makers.items():
         folders[adapter] = root / PIPELINE_CLASS[adapter]
         make().save_pretrained(folders[adapter])
@@ -146,11 +238,22 @@ def setup(tmp_path_factory):
 def adapters(setup):
     """Each family loaded from its folder once, as ``--model-id FOLDER`` does, references bounded."""
     _, folders = setup
-    klein = GeneratorOptions(model_id=str(folders["diffusers-image-list"]), steps=1, guidance=KLEIN_GUIDANCE, reference_side=REFERENCE_SIDE["diffusers-image-list"])
-    omnigen = GeneratorOptions(model_id=str(folders["diffusers-omnigen"]), steps=1, reference_side=REFERENCE_SIDE["diffusers-omnigen"])
-    kontext = GeneratorOptions(model_id=str(folders["diffusers-kontext"]), steps=1, reference_side=REFERENCE_SIDE["diffusers-kontext"])
+    klein = GeneratorOptions(
+        model_id=str(folders["diffusers-image-list"]),
+        steps=1,
+        guidance=KLEIN_GUIDANCE,
+        reference_side=REFERENCE_SIDE["diffusers-image-list"],
+    )
+    omnigen = GeneratorOptions(
+        model_id=str(folders["diffusers-omnigen"]), steps=1, reference_side=REFERENCE_SIDE["diffusers-omnigen"]
+    )
+    kontext = GeneratorOptions(
+        model_id=str(folders["diffusers-kontext"]), steps=1, reference_side=REFERENCE_SIDE["diffusers-kontext"]
+    )
     return {
-        "diffusers-image-list": DiffusersImageList(klein, call_arguments=KLEIN_CALL),  # what load_generator builds, plus call arguments
+        "diffusers-image-list": DiffusersImageList(
+            klein, call_arguments=KLEIN_CALL
+        ),  # what load_generator builds, plus call arguments
         "diffusers-omnigen": load_generator("diffusers-omnigen", omnigen),
         "diffusers-kontext": DiffusersKontext(kontext, call_arguments=KONTEXT_CALL),
     }
@@ -183,8 +286,14 @@ def expected_roles(data, prompt_id: str) -> list[str]:
     prompt = data.prompt_rows[prompt_id]
     if data.name == "cogcanvas":
         slots = sorted(person["slot"] for person in prompt["persons"])
-        items = [f"person {p['slot']}'s item" for p in sorted(prompt["persons"], key=lambda p: p["slot"]) if p.get("item_ref_id")]
-        return [f"person {slot}" for slot in slots] + items + (["background"] if prompt.get("background_ref_id") else [])
+        items = [
+            f"person {p['slot']}'s item"
+            for p in sorted(prompt["persons"], key=lambda p: p["slot"])
+            if p.get("item_ref_id")
+        ]
+        return (
+            [f"person {slot}" for slot in slots] + items + (["background"] if prompt.get("background_ref_id") else [])
+        )
     if data.name == "charis":
         return ["subject"]
     return [f"subject {k}" for k in range(1, len(prompt["subject_ids"]) + 1)]
@@ -195,7 +304,10 @@ def collage_cells(collage, count: int, cell: int) -> list:
     (docs/generation.md: ceil(sqrt(n)) columns)."""
     columns = int(np.ceil(np.sqrt(count)))
     assert collage.size == (columns * cell, int(np.ceil(count / columns)) * cell)
-    return [collage.crop(((k % columns) * cell, (k // columns) * cell, (k % columns + 1) * cell, (k // columns + 1) * cell)) for k in range(count)]
+    return [
+        collage.crop(((k % columns) * cell, (k // columns) * cell, (k % columns + 1) * cell, (k // columns + 1) * cell))
+        for k in range(count)
+    ]
 
 
 def check_only_the_left_out_rows_fail(out, data, generated: int) -> None:
@@ -214,8 +326,24 @@ def test_the_command_line_runs_a_saved_family_folder(setup, tmp_path, adapter_na
     data_by_name, folders = setup
     data = data_by_name["charis"]  # one 512 x 512 reference per prompt: fast at full size
     out = tmp_path / "sub"
-    argv = ["generate", "charis", "--data", str(data.folder), "--model", adapter_name, "--model-id", str(folders[adapter_name]),
-            "--resolution", str(SIZE), "--steps", "1", "--limit", "1", "--out", str(out)]  # fmt: skip
+    argv = [
+        "generate",
+        "charis",
+        "--data",
+        str(data.folder),
+        "--model",
+        adapter_name,
+        "--model-id",
+        str(folders[adapter_name]),
+        "--resolution",
+        str(SIZE),
+        "--steps",
+        "1",
+        "--limit",
+        "1",
+        "--out",
+        str(out),
+    ]
     if adapter_name == "diffusers-image-list":
         argv += ["--guidance", str(KLEIN_GUIDANCE)]
     side = 64 if adapter_name == "diffusers-omnigen" else None  # one family with the flag, the others as given
@@ -231,7 +359,9 @@ def test_the_command_line_runs_a_saved_family_folder(setup, tmp_path, adapter_na
 
 @pytest.mark.parametrize("benchmark", BENCHMARKS)
 @pytest.mark.parametrize("adapter_name", sorted(PIPELINE_CLASS))
-def test_each_family_gets_the_references_in_order_on_every_benchmark(setup, adapters, tmp_path, adapter_name, benchmark):
+def test_each_family_gets_the_references_in_order_on_every_benchmark(
+    setup, adapters, tmp_path, adapter_name, benchmark
+):
     data = setup[0][benchmark]
     adapter = adapters[adapter_name]
     pipeline_class = type(adapter.pipeline)
@@ -252,8 +382,11 @@ def test_each_family_gets_the_references_in_order_on_every_benchmark(setup, adap
             assert [closest(cell, originals) for cell in cells] == ids
             assert arguments["max_area"] == SIZE * SIZE
             continue
-        passed = {"diffusers-image-list": lambda: arguments["image"], "diffusers-omnigen": lambda: arguments["input_images"],
-                  "diffusers-kontext": lambda: [arguments["image"]]}[adapter_name]()  # fmt: skip
+        passed = {
+            "diffusers-image-list": lambda: arguments["image"],
+            "diffusers-omnigen": lambda: arguments["input_images"],
+            "diffusers-kontext": lambda: [arguments["image"]],
+        }[adapter_name]()
         assert [closest(image, originals) for image in passed] == ids
         for image, ref_id in zip(passed, ids):
             width, height = originals[ref_id].size
@@ -261,7 +394,9 @@ def test_each_family_gets_the_references_in_order_on_every_benchmark(setup, adap
             assert abs(image.width / image.height - width / height) < 0.05  # aspect kept
         if adapter_name == "diffusers-omnigen":
             named = re.findall(r"([^:,]+): <img><\|image_(\d+)\|></img>", arguments["prompt"].split(" References: ")[1])
-            assert [(role.strip(), int(k)) for role, k in named] == [(role, k + 1) for k, role in enumerate(expected_roles(data, prompt_id))]
+            assert [(role.strip(), int(k)) for role, k in named] == [
+                (role, k + 1) for k, role in enumerate(expected_roles(data, prompt_id))
+            ]
             assert arguments["prompt"].startswith(prompt["prompt"].rstrip())
         else:
             assert arguments["prompt"] == prompt["prompt"]
@@ -270,7 +405,10 @@ def test_each_family_gets_the_references_in_order_on_every_benchmark(setup, adap
     assert record["adapter"] == adapter_name and record["pipeline_class"] == PIPELINE_CLASS[adapter_name]
     assert record["reference_side"] == REFERENCE_SIDE[adapter_name] and "request's order" in record["references"]
     if adapter_name == "diffusers-omnigen":
-        assert "<img><|image_{k}|></img>" in record["prompt_rule"] and "torch.manual_seed(seed)" in record["global_seed_rule"]
+        assert (
+            "<img><|image_{k}|></img>" in record["prompt_rule"]
+            and "torch.manual_seed(seed)" in record["global_seed_rule"]
+        )
     # The same seed gives the same bytes: remove the first image, generate it again.
     first = out / rows[0][2]
     before = hashlib.sha256(first.read_bytes()).digest()

@@ -36,7 +36,11 @@ def data(tmp_path_factory):
 
 def listing(folder: Path) -> set[str]:
     """Every path under ``folder`` (the output folder's parent: nothing may appear there but the output)."""
-    return {os.path.relpath(os.path.join(root, name), folder) for root, dirs, files in os.walk(folder) for name in dirs + files}
+    return {
+        os.path.relpath(os.path.join(root, name), folder)
+        for root, dirs, files in os.walk(folder)
+        for name in dirs + files
+    }
 
 
 def started(data, out: Path) -> list[list[str]]:
@@ -106,12 +110,25 @@ def test_a_crafted_resume_folder_is_one_line_and_writes_nothing_outside(data, tm
     spoil(out, rows)
     before = listing(parent)
     CALLS.clear()
-    argv = ["generate", "charis", "--data", str(data.folder), "--model", "test-plain-resume", "--out", str(out), "--resolution", str(SIZE)]
+    argv = [
+        "generate",
+        "charis",
+        "--data",
+        str(data.folder),
+        "--model",
+        "test-plain-resume",
+        "--out",
+        str(out),
+        "--resolution",
+        str(SIZE),
+    ]
     code = main(argv)
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     after = listing(parent)
-    assert {path for path in after - before if not path.startswith("sub" + os.sep)} == set()  # nothing outside the output folder
+    assert {
+        path for path in after - before if not path.startswith("sub" + os.sep)
+    } == set()  # nothing outside the output folder
     if expected is None:
         assert code == 0, captured.err
         assert not list(out.rglob("*.tmp"))
@@ -126,7 +143,22 @@ def test_run_refuses_a_crafted_resume_folder_in_one_line(data, tmp_path, capsys)
     out = tmp_path / "run"
     rows = started(data, out / "submission")
     spoil_file(".")(out / "submission", rows)
-    code = main(["run", "charis", "--data", str(data.folder), "--model", "test-plain-resume", "--out", str(out), "--resolution", str(SIZE), "--profile", "tiny"])
+    code = main(
+        [
+            "run",
+            "charis",
+            "--data",
+            str(data.folder),
+            "--model",
+            "test-plain-resume",
+            "--out",
+            str(out),
+            "--resolution",
+            str(SIZE),
+            "--profile",
+            "tiny",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "names a folder" in err[0], err
 
@@ -165,7 +197,20 @@ def test_an_adapter_image_a_submission_may_not_hold_stops_the_run_at_the_first_r
 
 def test_the_cli_names_the_adapter_row_and_rule_in_one_line(data, tmp_path, capsys):
     register_generator("test-wide", lambda request: Image.new("RGB", (2560, 256)))
-    argv = ["generate", "charis", "--data", str(data.folder), "--model", "test-wide", "--out", str(tmp_path / "sub"), "--resolution", str(SIZE)]
+    argv = [
+        "generate",
+        "charis",
+        "--data",
+        str(data.folder),
+        "--model",
+        "test-wide",
+        "--out",
+        str(tmp_path / "sub"),
+        "--resolution",
+        str(SIZE),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "adapter test-wide, prompt_id" in err[0] and "aspect ratio over the 8:1 limit" in err[0], err
+    assert len(err) == 1 and "adapter test-wide, prompt_id" in err[0] and "aspect ratio over the 8:1 limit" in err[0], (
+        err
+    )

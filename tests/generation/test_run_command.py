@@ -26,8 +26,23 @@ def standin_on_path():
 def test_run_builds_generates_validates_scores_and_submits(tmp_path, monkeypatch, capsys, standin_on_path):
     monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
     out = tmp_path / "run"
-    argv = ["run", "cogcanvas", "--model", "standin_adapters:tinted", "--out", str(out), "--resolution", "32",
-            "--profile", "tiny", "--metrics", "clip_t", "--cache-dir", str(tmp_path / "cache"), "--submit"]  # fmt: skip
+    argv = [
+        "run",
+        "cogcanvas",
+        "--model",
+        "standin_adapters:tinted",
+        "--out",
+        str(out),
+        "--resolution",
+        "32",
+        "--profile",
+        "tiny",
+        "--metrics",
+        "clip_t",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--submit",
+    ]
     assert main(argv) == 0
     said = capsys.readouterr().out
     for step in ("[1/4] build", "[2/4] generate", "[3/4] validate", "[4/4] score", "queued: submission"):
@@ -51,9 +66,13 @@ def test_generate_from_python_with_a_callable_or_a_name(tmp_path, standin_on_pat
     from idbench.builders.build import build
 
     build("charis", out=tmp_path / "charis")
-    report = idbench.generate(tmp_path / "charis", standin_on_path.tinted, tmp_path / "a", resolution=32, limit=4, progress=False)
+    report = idbench.generate(
+        tmp_path / "charis", standin_on_path.tinted, tmp_path / "a", resolution=32, limit=4, progress=False
+    )
     assert (report.generated, report.skipped, report.total) == (4, 0, 4)
-    by_name = idbench.generate(tmp_path / "charis", "standin_adapters:tinted", tmp_path / "b", resolution=32, limit=4, progress=False)
+    by_name = idbench.generate(
+        tmp_path / "charis", "standin_adapters:tinted", tmp_path / "b", resolution=32, limit=4, progress=False
+    )
     assert by_name.generated == 4
     images_a = sorted(p.read_bytes() for p in (tmp_path / "a").rglob("*.png"))
     assert images_a == sorted(p.read_bytes() for p in (tmp_path / "b").rglob("*.png"))
@@ -73,7 +92,20 @@ def test_the_run_command_is_idbench_run(tmp_path, monkeypatch, capsys):
         return idbench.api.RunResult(out / "data", out / "submission", out / "results", None, {})
 
     monkeypatch.setattr(idbench.api, "run", recorded_run)
-    argv = ["run", "charis", "--model", "m", "--out", str(tmp_path), "--metrics", "clip_t,dino_sim", "--steps", "3", "--profile", "tiny"]
+    argv = [
+        "run",
+        "charis",
+        "--model",
+        "m",
+        "--out",
+        str(tmp_path),
+        "--metrics",
+        "clip_t,dino_sim",
+        "--steps",
+        "3",
+        "--profile",
+        "tiny",
+    ]
     assert main(argv) == 0
     assert capsys.readouterr().out == "[2/4] generate: recorded\n"
     assert (seen["benchmark"], seen["model"], seen["out"], seen["data"]) == ("charis", "m", tmp_path, None)

@@ -30,25 +30,50 @@ def data_dir(tmp_path_factory):
 
 
 def child_env() -> dict:
-    return {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-            "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}  # fmt: skip
+    return {
+        **os.environ,
+        "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
 
 
 def generate_command(data_dir: Path, out: Path, model: str) -> list[str]:
-    return ["-m", "idbench", "generate", "cogcanvas", "--data", str(data_dir), "--model", model, "--out", str(out),
-            "--resolution", "32", "--limit", str(LIMIT)]  # fmt: skip
+    return [
+        "-m",
+        "idbench",
+        "generate",
+        "cogcanvas",
+        "--data",
+        str(data_dir),
+        "--model",
+        model,
+        "--out",
+        str(out),
+        "--resolution",
+        "32",
+        "--limit",
+        str(LIMIT),
+    ]
 
 
 def images(out: Path) -> dict[str, str]:
     """file name -> sha256 of every image in the submission (temporaries excluded)."""
-    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out.rglob("*.png"))}  # fmt: skip
+    return {
+        p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*.png"))
+    }
 
 
 def test_kill_9_mid_run_then_a_rerun_generates_only_the_missing_images(data_dir, tmp_path):
     out = tmp_path / "sub"
-    child = subprocess.Popen([sys.executable, *generate_command(data_dir, out, "standin_adapters:StopsAfterThree")],
-                             env=child_env(), stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, *generate_command(data_dir, out, "standin_adapters:StopsAfterThree")],
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for line in child.stderr:  # blocks until the adapter says it stopped
             if "STOPPED-AFTER-3" in line:
@@ -66,8 +91,13 @@ def test_kill_9_mid_run_then_a_rerun_generates_only_the_missing_images(data_dir,
     stale = (out / missing_file).parent / f".{Path(missing_file).name}.abc123.tmp"
     stale.write_bytes(b"half a png")
 
-    rerun = subprocess.run([sys.executable, *generate_command(data_dir, out, "standin_adapters:tinted")],
-                           env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    rerun = subprocess.run(
+        [sys.executable, *generate_command(data_dir, out, "standin_adapters:tinted")],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"generated {LIMIT - 3} images" in rerun.stdout and "skipped 3 already there" in rerun.stdout
     assert not stale.exists()
@@ -76,8 +106,13 @@ def test_kill_9_mid_run_then_a_rerun_generates_only_the_missing_images(data_dir,
 
     # The same images as one uninterrupted run: the kill changed nothing that was kept.
     fresh = tmp_path / "fresh"
-    whole = subprocess.run([sys.executable, *generate_command(data_dir, fresh, "standin_adapters:tinted")],
-                           env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    whole = subprocess.run(
+        [sys.executable, *generate_command(data_dir, fresh, "standin_adapters:tinted")],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert whole.returncode == 0, whole.stderr[-2000:]
     assert images(fresh) == resumed
 
@@ -91,12 +126,31 @@ def free_port() -> int:
 def test_two_processes_under_accelerate_write_the_one_process_images_once(data_dir, tmp_path):
     pytest.importorskip("accelerate")
     one, two = tmp_path / "one", tmp_path / "two"
-    single = subprocess.run([sys.executable, *generate_command(data_dir, one, "standin_adapters:tinted")],
-                            env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    single = subprocess.run(
+        [sys.executable, *generate_command(data_dir, one, "standin_adapters:tinted")],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert single.returncode == 0, single.stderr[-2000:]
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-              *generate_command(data_dir, two, "standin_adapters:tinted")]  # fmt: skip
+    launch = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        *generate_command(data_dir, two, "standin_adapters:tinted"),
+    ]
     done = subprocess.run(launch, env=child_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     assert images(two) == images(one) and len(images(one)) == LIMIT
@@ -115,8 +169,15 @@ def test_the_estimate_after_the_first_images(data_dir, tmp_path):
 
     sys.path.insert(0, str(HERE))
     try:
-        report = generate_submission(load_benchmark_data(data_dir), adapter, tmp_path / "s", resolution=32, limit=LIMIT,
-                                     progress=False, say=lines.append)  # fmt: skip
+        report = generate_submission(
+            load_benchmark_data(data_dir),
+            adapter,
+            tmp_path / "s",
+            resolution=32,
+            limit=LIMIT,
+            progress=False,
+            say=lines.append,
+        )
     finally:
         sys.path.remove(str(HERE))
     assert report.generated == LIMIT and len(lines) == 1

@@ -64,11 +64,19 @@ def charis_value(request: JudgeRequest, seen: str) -> Any:
             "attributes": {n: {"in_reference": True, "in_generated": seen not in ("blank", "occluded")} for n in names},
         }
     changed = seen == "other"
-    return {"features": {
-        n: {"observation": seen, "in_reference": True, "in_generated": True, "changed": changed,
-            "transformations": [], "harmful_changes": ["shape"] if changed else []}
-        for n in props["features"]["properties"]
-    }}
+    return {
+        "features": {
+            n: {
+                "observation": seen,
+                "in_reference": True,
+                "in_generated": True,
+                "changed": changed,
+                "transformations": [],
+                "harmful_changes": ["shape"] if changed else [],
+            }
+            for n in props["features"]["properties"]
+        }
+    }
 
 
 class TruthfulJudge:
@@ -94,9 +102,14 @@ class TruthfulJudge:
         elif image.shape[:2] == (512, 512):
             if prompt_id not in self._collages:
                 picture = baselines.collage(self.data, self.data.prompt_rows[prompt_id], 512)
-                self._collages[prompt_id] = (pixels(baselines._png(picture)), pixels(baselines._png(ImageOps.mirror(picture))))
+                self._collages[prompt_id] = (
+                    pixels(baselines._png(picture)),
+                    pixels(baselines._png(ImageOps.mirror(picture))),
+                )
             collage, mirror = self._collages[prompt_id]
-            seen = "collage" if np.array_equal(image, collage) else "mirror" if np.array_equal(image, mirror) else "other"
+            seen = (
+                "collage" if np.array_equal(image, collage) else "mirror" if np.array_equal(image, mirror) else "other"
+            )
 
         def say(q: str) -> str:
             if seen == "blank":
@@ -145,4 +158,3 @@ class CountingJudge:
     def ask(self, requests: Sequence[JudgeRequest]) -> list[JudgeAnswer]:
         self.requests += len(requests)
         return self.judge.ask(requests)
-

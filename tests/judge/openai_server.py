@@ -75,14 +75,24 @@ def status(code: int, message: str = "", retry_after: float | None = None) -> Be
 
 def reject_response_format(otherwise: Behaviour) -> Behaviour:
     """HTTP 400 if the request asks for ``response_format``, else ``otherwise`` (a server without it)."""
-    return Behaviour(status=400, message="response_format is not supported by this server",
-                     only_with_response_format=True, otherwise=otherwise)
+    return Behaviour(
+        status=400,
+        message="response_format is not supported by this server",
+        only_with_response_format=True,
+        otherwise=otherwise,
+    )
 
 
 def delay(seconds: float, then: Behaviour) -> Behaviour:
     """``then``, after sleeping ``seconds`` (beyond the client's timeout: a timeout)."""
-    return Behaviour(status=then.status, content=then.content, message=then.message, delay_s=seconds,
-                     finish_reason=then.finish_reason, headers=then.headers)
+    return Behaviour(
+        status=then.status,
+        content=then.content,
+        message=then.message,
+        delay_s=seconds,
+        finish_reason=then.finish_reason,
+        headers=then.headers,
+    )
 
 
 Script = Iterable[Behaviour] | Callable[[dict[str, Any]], Behaviour]
@@ -129,8 +139,9 @@ class ScriptedServer:
 
     def start(self) -> ScriptedServer:
         self._httpd = _HTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="scripted-openai-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-openai-server", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -228,8 +239,14 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 if behaviour.status == 200:
                     reply = _completion(body, behaviour, server.usage)
                 else:
-                    reply = _error_body(behaviour.message, "rate_limit_error" if behaviour.status == 429
-                                        else "invalid_request_error" if behaviour.status < 500 else "server_error")
+                    reply = _error_body(
+                        behaviour.message,
+                        "rate_limit_error"
+                        if behaviour.status == 429
+                        else "invalid_request_error"
+                        if behaviour.status < 500
+                        else "server_error",
+                    )
                 self._send(behaviour.status, reply, behaviour.headers)
             finally:
                 server._leave()
@@ -257,13 +274,18 @@ def _completion(body: dict[str, Any], behaviour: Behaviour, usage: tuple[int, in
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "scripted"),
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": behaviour.content},
-            "finish_reason": behaviour.finish_reason,
-        }],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": behaviour.content},
+                "finish_reason": behaviour.finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 

@@ -95,8 +95,12 @@ def test_answers_come_back_in_order_with_usage_and_stats():
 def test_strict_mode_is_asked_for_only_when_the_schema_allows_it():
     from idbench.evaluate_pkg.judge.client import strict_compatible
 
-    closed = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
-              "additionalProperties": False}
+    closed = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     assert strict_compatible(closed)
     assert strict_compatible({**closed, "properties": {"a": {"type": "array", "items": closed}}})
     assert not strict_compatible({**closed, "required": []})
@@ -325,10 +329,25 @@ def test_the_cache_key_covers_what_changes_an_answer(tmp_path):
         OpenAIJudge(make_config(server, max_image_side=64), cache=cache).ask([make_request(2)])
         assert len(server.requests) == 6
 
-    base = dict(model="m", system=None, prompt="p", schema=SCHEMA, image_hashes=["a"], temperature=0.0,
-                max_tokens=10, structured="json_schema", image_settings="s")
-    variants = [{"prompt": "q"}, {"system": "s"}, {"schema": {"type": "object"}}, {"image_hashes": ["b"]},
-                {"structured": "none"}, {"image_settings": "t"}]
+    base = dict(
+        model="m",
+        system=None,
+        prompt="p",
+        schema=SCHEMA,
+        image_hashes=["a"],
+        temperature=0.0,
+        max_tokens=10,
+        structured="json_schema",
+        image_settings="s",
+    )
+    variants = [
+        {"prompt": "q"},
+        {"system": "s"},
+        {"schema": {"type": "object"}},
+        {"image_hashes": ["b"]},
+        {"structured": "none"},
+        {"image_settings": "t"},
+    ]
     keys = {answer_key(**base)} | {answer_key(**{**base, **change}) for change in variants}
     assert len(keys) == 1 + len(variants)
 
@@ -413,8 +432,11 @@ def test_request_budget_fails_the_rest_without_sending(caplog):
 
 def test_token_budget_and_cost_estimate():
     with ScriptedServer(usage=(100, 10)) as server:
-        judge = OpenAIJudge(make_config(server, concurrency=1, token_budget=200,
-                                        price_per_million_input=1.0, price_per_million_output=2.0))
+        judge = OpenAIJudge(
+            make_config(
+                server, concurrency=1, token_budget=200, price_per_million_input=1.0, price_per_million_output=2.0
+            )
+        )
         answers = judge.ask([make_request(i) for i in range(4)])
     assert [a.ok for a in answers] == [True, True, False, False]  # 110 tokens each: the third would pass 200
     assert judge.stats.estimated_cost == pytest.approx((200 * 1.0 + 20 * 2.0) / 1e6)
@@ -446,8 +468,12 @@ def test_images_arrive_downscaled_as_jpeg_data_urls():
 def test_the_api_key_never_leaks(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("IDBENCH_JUDGE_API_KEY", KEY)
     cache_path = tmp_path / "answers.sqlite3"
-    script = [status(500, f"server echoes the key {KEY}"), malformed(), answer({"ok": True}),
-              status(401, f"unauthorized: {KEY}")]
+    script = [
+        status(500, f"server echoes the key {KEY}"),
+        malformed(),
+        answer({"ok": True}),
+        status(401, f"unauthorized: {KEY}"),
+    ]
     with ScriptedServer(script, default=answer({"ok": False, "why": "fine"})) as server:
         monkeypatch.setenv("IDBENCH_JUDGE_URL", server.base_url)
         monkeypatch.setenv("IDBENCH_JUDGE_MODEL", "judge-test")
@@ -460,8 +486,16 @@ def test_the_api_key_never_leaks(monkeypatch, tmp_path, caplog):
     assert [a.ok for a in answers] == [True, False, True, True]
     assert "unauthorized" in answers[1].error and "***" in answers[1].error
 
-    outputs = [caplog.text, repr(config), str(config), repr(judge), repr(answers), repr(judge.stats),
-               json.dumps(judge.stats.as_dict()), repr(vars(judge))]
+    outputs = [
+        caplog.text,
+        repr(config),
+        str(config),
+        repr(judge),
+        repr(answers),
+        repr(judge.stats),
+        json.dumps(judge.stats.as_dict()),
+        repr(vars(judge)),
+    ]
     for text in outputs:
         assert KEY not in text
     judge.cache.close()
@@ -481,7 +515,11 @@ def test_config_from_env_and_overrides(monkeypatch):
     monkeypatch.setenv("IDBENCH_JUDGE_MODEL", "env-model")
     config = JudgeConfig.from_env()
     assert (config.base_url, config.model, config.structured, config.temperature) == (
-        "http://env-host:8000/v1", "env-model", "auto", 0.0)
+        "http://env-host:8000/v1",
+        "env-model",
+        "auto",
+        0.0,
+    )
     config = JudgeConfig.from_env(url="http://flag:1/v1", model="flag-model", concurrency=32)
     assert (config.base_url, config.model, config.concurrency) == ("http://flag:1/v1", "flag-model", 32)
     with pytest.raises(TypeError, match="api_key"):
@@ -534,7 +572,9 @@ def test_a_judge_url_with_credentials_is_refused_without_repeating_them(url, say
 def test_a_plain_judge_url_with_a_port_and_path_is_accepted():
     from idbench.evaluate_pkg.judge import JudgeConfig
 
-    assert JudgeConfig(base_url="http://localhost:8000/v1?api-version=2024-06-01", model="m").base_url.startswith("http://localhost")
+    assert JudgeConfig(base_url="http://localhost:8000/v1?api-version=2024-06-01", model="m").base_url.startswith(
+        "http://localhost"
+    )
 
 
 # --- a judge that is down ---------------------------------------------------------------------------
@@ -552,8 +592,15 @@ def _closed_port() -> int:
 def test_a_judge_that_refuses_connections_is_found_unreachable_and_the_rest_is_not_sent():
     from idbench.evaluate_pkg.judge.client import UNREACHABLE, UNREACHABLE_AFTER
 
-    config = JudgeConfig(base_url=f"http://127.0.0.1:{_closed_port()}/v1", model="judge-test", max_retries=1,
-                         backoff_s=0.001, backoff_cap_s=0.002, timeout_s=1.0, concurrency=1)  # fmt: skip
+    config = JudgeConfig(
+        base_url=f"http://127.0.0.1:{_closed_port()}/v1",
+        model="judge-test",
+        max_retries=1,
+        backoff_s=0.001,
+        backoff_cap_s=0.002,
+        timeout_s=1.0,
+        concurrency=1,
+    )
     judge = OpenAIJudge(config)
     n = UNREACHABLE_AFTER + 20
     answers = judge.ask([make_request(i) for i in range(n)])
@@ -580,4 +627,6 @@ def test_judge_unavailable_counts_unreachable_and_a_failure_share_above_the_limi
     at_limit = round(100 * UNAVAILABLE_ABOVE)
     assert judge_unavailable({"model": "m", "stats": {"answers": 100, "failures": at_limit}}) is None
     assert "failed 51 of 100" in judge_unavailable({"model": "m", "stats": {"answers": 100, "failures": at_limit + 1}})
-    assert "unreachable" in judge_unavailable({"model": "m", "stats": {"answers": 9, "failures": 9, "unreachable": "connection error"}})
+    assert "unreachable" in judge_unavailable(
+        {"model": "m", "stats": {"answers": 9, "failures": 9, "unreachable": "connection error"}}
+    )

@@ -38,14 +38,24 @@ def built(tmp_path_factory):
 
 def _score(built: Path, benchmark: str, judge, out: Path | None, metrics) -> dict:
     options = ScoreOptions(profile="tiny", metrics=metrics, judge=judge)
-    return score_submission(built / f"{benchmark}-sub", built / benchmark, out, options,
-                            cache_dir=out.parent / "cache" if out else None, progress=False)
+    return score_submission(
+        built / f"{benchmark}-sub",
+        built / benchmark,
+        out,
+        options,
+        cache_dir=out.parent / "cache" if out else None,
+        progress=False,
+    )
 
 
 def test_a_truthful_judge_passes_its_controls(built, tmp_path):
     for benchmark, metrics, kinds in (
-        ("charis", CHARIS_METRICS, {f"charis_score.{k}" for k in ("copy", "mirror", "other_identity", "blank", "occlusion")}
-         | {f"holistic_score.{k}" for k in ("copy", "mirror", "other_identity", "blank")}),
+        (
+            "charis",
+            CHARIS_METRICS,
+            {f"charis_score.{k}" for k in ("copy", "mirror", "other_identity", "blank", "occlusion")}
+            | {f"holistic_score.{k}" for k in ("copy", "mirror", "other_identity", "blank")},
+        ),
         ("cogcanvas", VQA_METRICS, {"attr_vqa.collage", "attr_vqa.mirrored", "attr_vqa.blank"}),
     ):
         data = load_benchmark_data(built / benchmark)
@@ -79,9 +89,14 @@ def test_a_lenient_judge_fails_its_controls_and_its_run_is_marked(built, tmp_pat
     card = summary["judge"]["card"]
     # "Nothing changed" is right for a copy and a mirror image only, wrong for the three other kinds.
     assert {k: e["accuracy"] for k, e in card["controls"].items()} == {
-        "charis_score.copy": 1.0, "charis_score.mirror": 1.0, "charis_score.other_identity": 0.0,
-        "charis_score.blank": 0.0, "charis_score.occlusion": 0.0,
-        "holistic_score.copy": 1.0, "holistic_score.mirror": 1.0, "holistic_score.other_identity": 0.0,
+        "charis_score.copy": 1.0,
+        "charis_score.mirror": 1.0,
+        "charis_score.other_identity": 0.0,
+        "charis_score.blank": 0.0,
+        "charis_score.occlusion": 0.0,
+        "holistic_score.copy": 1.0,
+        "holistic_score.mirror": 1.0,
+        "holistic_score.other_identity": 0.0,
         "holistic_score.blank": 0.0,
     }
     assert card["accuracy"] == pytest.approx(4 / 9) and card["yes_rate"] == 1.0
@@ -95,7 +110,10 @@ def test_a_lenient_judge_fails_its_controls_and_its_run_is_marked(built, tmp_pat
     # "yes" to everything: the facts of the collage and the negatives of its mirror image right, half of
     # each; every question about a blank picture wrong.
     assert {k: e["accuracy"] for k, e in card["controls"].items()} == {
-        "attr_vqa.collage": 0.5, "attr_vqa.mirrored": 0.5, "attr_vqa.blank": 0.0}
+        "attr_vqa.collage": 0.5,
+        "attr_vqa.mirrored": 0.5,
+        "attr_vqa.blank": 0.0,
+    }
     assert card["yes_rate"] == 1.0 and summary["judge"]["calibrated"] is False
     report = (tmp_path / "cogcanvas" / "report.md").read_text()
     assert "uncalibrated judge" in next(line for line in report.splitlines() if line.startswith("| `attr_vqa` |"))
@@ -106,8 +124,10 @@ def test_an_always_no_judge_is_uncalibrated_although_it_is_right_on_every_blank(
         model = "scripted-always-no"
 
         def ask(self, requests):
-            return [JudgeAnswer(value={"answers": [{"question_id": q, "answer": "no"} for q in question_ids(r.schema)]})
-                    for r in requests]
+            return [
+                JudgeAnswer(value={"answers": [{"question_id": q, "answer": "no"} for q in question_ids(r.schema)]})
+                for r in requests
+            ]
 
     summary = _score(built, "cogcanvas", AlwaysNo(), None, ("attr_vqa",))
     card = summary["judge"]["card"]
@@ -165,13 +185,21 @@ def test_the_judge_key_names_model_revision_and_settings_and_nothing_secret():
 
     same = key()
     assert same == key() == key(concurrency=64, max_retries=9)  # throughput settings do not change answers
-    assert same == ("Qwen/Qwen2.5-VL-7B-Instruct@judge.example.org;temperature=0.0;max_tokens=1024;"
-                    "max_image_side=768;structured=auto")
+    assert same == (
+        "Qwen/Qwen2.5-VL-7B-Instruct@judge.example.org;temperature=0.0;max_tokens=1024;"
+        "max_image_side=768;structured=auto"
+    )
     assert "sk-secret" not in same and "8443" not in same
     with pytest.raises(ValueError, match="carries credentials"):  # a key in the URL never gets as far as a judge
         key(base_url="https://user:hunter2@judge.example.org:8443/v1")
-    others = {key(model="Qwen/Qwen2.5-VL-72B-Instruct"), key(temperature=0.7), key(max_image_side=448),
-              key(revision="abc123"), key(structured="json_schema"), key(max_tokens=512)}
+    others = {
+        key(model="Qwen/Qwen2.5-VL-72B-Instruct"),
+        key(temperature=0.7),
+        key(max_image_side=448),
+        key(revision="abc123"),
+        key(structured="json_schema"),
+        key(max_tokens=512),
+    }
     assert len(others) == 6 and same not in others
     assert key(revision="abc123").startswith("Qwen/Qwen2.5-VL-7B-Instruct@abc123;")
     assert judge_key(judge_summary(LenientJudge())) == "scripted-lenient"
@@ -202,8 +230,9 @@ def test_controls_are_asked_once_the_second_run_sends_nothing(built, tmp_path, m
         again = _score(built, "cogcanvas", config, tmp_path / "two", ("attr_vqa",))
         assert len(server.requests) == sent  # nothing new: controls and repeats came from the cache
         assert again["judge"]["card"]["requests"]["cached"] == card["requests"]["answers"]
-        assert {k: v for k, v in again["judge"]["card"].items() if k != "requests"} == \
-            {k: v for k, v in card.items() if k != "requests"}
+        assert {k: v for k, v in again["judge"]["card"].items() if k != "requests"} == {
+            k: v for k, v in card.items() if k != "requests"
+        }
 
 
 def test_counting_wrapper_sees_each_control_request_once_per_run(built):
@@ -240,7 +269,12 @@ def test_a_repeat_is_a_new_sample_and_a_bad_cached_value_is_asked_again(tmp_path
     from openai_server import ScriptedServer, answer
     from idbench.evaluate_pkg.judge import AnswerCache, JudgeConfig, JudgeRequest, OpenAIJudge
 
-    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
     request = JudgeRequest(task="t", prompt="Is it?", schema=schema)
     with ScriptedServer(lambda body: answer({"ok": True})) as server:
         judge = OpenAIJudge(JudgeConfig(base_url=server.base_url, model="m"), cache=AnswerCache(tmp_path / "a.sqlite3"))

@@ -78,7 +78,12 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("judged")
     for name in ("charis", "cogcanvas"):
         build(name, out=root / name)
-        make_baseline("collage" if name == "cogcanvas" else "clone", load_benchmark_data(root / name), root / f"{name}-sub", size=64)
+        make_baseline(
+            "collage" if name == "cogcanvas" else "clone",
+            load_benchmark_data(root / name),
+            root / f"{name}-sub",
+            size=64,
+        )
     return root
 
 
@@ -90,11 +95,28 @@ def server(monkeypatch):
 
 
 def _score(built: Path, benchmark: str, metrics: str, out: Path, url: str, cache: Path) -> dict:
-    code = main([
-        "score", str(built / f"{benchmark}-sub"), "--data", str(built / benchmark), "--out", str(out),
-        "--profile", "tiny", "--metrics", metrics, "--cache-dir", str(cache),
-        "--judge-url", url, "--judge-model", "scripted-vlm", "--judge-concurrency", "16",
-    ])  # fmt: skip
+    code = main(
+        [
+            "score",
+            str(built / f"{benchmark}-sub"),
+            "--data",
+            str(built / benchmark),
+            "--out",
+            str(out),
+            "--profile",
+            "tiny",
+            "--metrics",
+            metrics,
+            "--cache-dir",
+            str(cache),
+            "--judge-url",
+            url,
+            "--judge-model",
+            "scripted-vlm",
+            "--judge-concurrency",
+            "16",
+        ]
+    )
     assert code == 0
     return json.loads((out / "aggregates.json").read_text())
 
@@ -125,7 +147,9 @@ def _expected_charis_scores(data) -> dict[str, float]:
 
 
 def test_charis_judged_end_to_end_and_cached(built, server, tmp_path):
-    summary = _score(built, "charis", "charis_score,holistic_score", tmp_path / "out", server.base_url, tmp_path / "cache")
+    summary = _score(
+        built, "charis", "charis_score,holistic_score", tmp_path / "out", server.base_url, tmp_path / "cache"
+    )
     data = load_benchmark_data(built / "charis")
     results = pd.read_parquet(tmp_path / "out" / "results.parquet")
     scores = results[results["metric"] == "charis_score"].set_index("prompt_id")["value"].to_dict()
@@ -146,9 +170,13 @@ def test_charis_judged_end_to_end_and_cached(built, server, tmp_path):
     ekb = load_ekb()
     expected = sum(2 + len(ekb.attributes_for(r["type"], r["style"])) for r in data.prompt_rows.values())
     # The judge's controls (judge/controls.py) come on top, counted on its card, not in its statistics.
-    assert sent - summary["judge"]["card"]["requests"]["answers"] == expected == summary["judge"]["stats"]["requests_sent"]
+    assert (
+        sent - summary["judge"]["card"]["requests"]["answers"] == expected == summary["judge"]["stats"]["requests_sent"]
+    )
     # A rerun of the unchanged submission asks nothing: every answer comes from the cache.
-    again = _score(built, "charis", "charis_score,holistic_score", tmp_path / "again", server.base_url, tmp_path / "cache")
+    again = _score(
+        built, "charis", "charis_score,holistic_score", tmp_path / "again", server.base_url, tmp_path / "cache"
+    )
     assert len(server.requests) == sent and again["judge"]["stats"]["cache_hits"] == expected
     assert pd.read_parquet(tmp_path / "again" / "results.parquet")["value"].tolist() == results["value"].tolist()
     # The key was sent to the server and written nowhere.
@@ -168,7 +196,14 @@ def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
     options = ScoreOptions(profile="tiny", metrics=("holistic_score",), judge=judge)
     BROKEN_HOLISTIC = True  # every holistic answer is malformed JSON, retried once, then a failure
     try:
-        summary = score_submission(built / "charis-sub", built / "charis", tmp_path / "out", options, cache_dir=tmp_path / "cache", progress=False)
+        summary = score_submission(
+            built / "charis-sub",
+            built / "charis",
+            tmp_path / "out",
+            options,
+            cache_dir=tmp_path / "cache",
+            progress=False,
+        )
     finally:
         BROKEN_HOLISTIC = False
     results = pd.read_parquet(tmp_path / "out" / "results.parquet")
@@ -182,15 +217,31 @@ def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
     stats = summary["judge"]["stats"]
     assert stats["failures"] == len(holistic) and stats["requests_sent"] == 2 * len(holistic)  # each tried twice
     # Failures are not cached: with the judge mended, a rerun asks again and scores.
-    summary = score_submission(built / "charis-sub", built / "charis", tmp_path / "mended", options, cache_dir=tmp_path / "cache", progress=False)
+    summary = score_submission(
+        built / "charis-sub",
+        built / "charis",
+        tmp_path / "mended",
+        options,
+        cache_dir=tmp_path / "cache",
+        progress=False,
+    )
     assert summary["aggregates"]["overall"]["holistic_score"]["mean"] == 0.75
 
 
 def test_cogcanvas_attr_vqa_end_to_end(built, server, tmp_path):
-    summary = _score(built, "cogcanvas", "attr_vqa,igc,attr_vqa_paired,igc_paired", tmp_path / "out", server.base_url, tmp_path / "cache")
+    summary = _score(
+        built,
+        "cogcanvas",
+        "attr_vqa,igc,attr_vqa_paired,igc_paired",
+        tmp_path / "out",
+        server.base_url,
+        tmp_path / "cache",
+    )
     data = load_benchmark_data(built / "cogcanvas")
     results = pd.read_parquet(tmp_path / "out" / "results.parquet")
-    values = {m: results[results["metric"] == m].set_index("prompt_id")["value"].to_dict() for m in set(results["metric"])}
+    values = {
+        m: results[results["metric"] == m].set_index("prompt_id")["value"].to_dict() for m in set(results["metric"])
+    }
     # The scripted judge answers "yes" to everything: it confirms every fact (the paper's Attr-VQA and
     # IGC give it 1 on every image), but never denies a negative, so the paired variants give it 0
     # wherever a prompt has a paired fact, and its yes-rate on the negatives is 1.
@@ -198,7 +249,9 @@ def test_cogcanvas_attr_vqa_end_to_end(built, server, tmp_path):
         assert values["attr_vqa"][prompt_id] == 1.0 and values["igc"][prompt_id] == 1.0
         assert values["attr_vqa_paired"][prompt_id] == 0.0 and values["igc_paired"][prompt_id] == 0.0
         assert values["attr_vqa.negative_yes_rate"][prompt_id] == 1.0
-        assert sum(q["answer"] == "no" for q in row["questions"]) > 0 and all(q["negates"] for q in row["questions"] if q["answer"] == "no")
+        assert sum(q["answer"] == "no" for q in row["questions"]) > 0 and all(
+            q["negates"] for q in row["questions"] if q["answer"] == "no"
+        )
     overall = summary["aggregates"]["overall"]
     assert overall["attr_vqa.failure_rate"]["mean"] == 0 and overall["igc.failure_rate"]["mean"] == 0
     # One request per image, plus the judge's controls (counted on its card).
@@ -216,8 +269,20 @@ def test_without_a_judge_the_judged_metrics_are_not_run(built):
 
 def test_half_a_judge_configuration_is_an_error(built, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("IDBENCH_JUDGE_MODEL", raising=False)
-    code = main(["score", str(built / "charis-sub"), "--data", str(built / "charis"), "--out", str(tmp_path / "o"),
-                 "--profile", "tiny", "--judge-url", "http://127.0.0.1:9/v1"])  # fmt: skip
+    code = main(
+        [
+            "score",
+            str(built / "charis-sub"),
+            "--data",
+            str(built / "charis"),
+            "--out",
+            str(tmp_path / "o"),
+            "--profile",
+            "tiny",
+            "--judge-url",
+            "http://127.0.0.1:9/v1",
+        ]
+    )
     assert code == 2 and "--judge-model" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
@@ -231,8 +296,19 @@ def test_judged_metrics_run_in_chunks_with_the_same_results(built, server, tmp_p
     chunked = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "chunked", server.base_url, tmp_path / "c2")
     assert chunked["aggregates"] == whole["aggregates"]
     assert chunked["notes"]["attr_vqa"]["requests"] == whole["notes"]["attr_vqa"]["requests"] == 82
-    a = pd.read_parquet(tmp_path / "whole" / "results.parquet").sort_values(["prompt_id", "metric"]).reset_index(drop=True)
-    b = pd.read_parquet(tmp_path / "chunked" / "results.parquet").sort_values(["prompt_id", "metric"]).reset_index(drop=True)
+    a = (
+        pd.read_parquet(tmp_path / "whole" / "results.parquet")
+        .sort_values(["prompt_id", "metric"])
+        .reset_index(drop=True)
+    )
+    b = (
+        pd.read_parquet(tmp_path / "chunked" / "results.parquet")
+        .sort_values(["prompt_id", "metric"])
+        .reset_index(drop=True)
+    )
     pd.testing.assert_frame_equal(a, b)
     charis = _score(built, "charis", "charis_score", tmp_path / "charis", server.base_url, tmp_path / "c3")
-    assert charis["notes"]["charis_judge"]["pairs"] == 203 and charis["aggregates"]["overall"]["charis_score.failure_rate"]["mean"] == 0
+    assert (
+        charis["notes"]["charis_judge"]["pairs"] == 203
+        and charis["aggregates"]["overall"]["charis_score.failure_rate"]["mean"] == 0
+    )

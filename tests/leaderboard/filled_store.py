@@ -27,7 +27,9 @@ def lift_copy_marks(store_path: Path) -> None:
     mark itself is tested on stores that keep it (test_judge_and_copies.py, test_app_judges.py).
     """
     with sqlite3.connect(store_path) as db:
-        db.execute("UPDATE results SET copies_json = json_set(copies_json, '$.marked', json('false')) WHERE copies_json IS NOT NULL")
+        db.execute(
+            "UPDATE results SET copies_json = json_set(copies_json, '$.marked', json('false')) WHERE copies_json IS NOT NULL"
+        )
 
 
 def fill_store(root: Path, cogcanvas: bool = False) -> Path:
@@ -52,7 +54,9 @@ def fill_store(root: Path, cogcanvas: bool = False) -> Path:
     run_worker(store, once=True, options=ScoreOptions(profile="tiny"))
     with sqlite3.connect(store.path) as db:
         db.execute("UPDATE results SET plumbing = 0 WHERE submission_id = 1")
-        db.execute("UPDATE submissions SET metadata_json = json_set(metadata_json, '$.family', 'Collages') WHERE id = 1")
+        db.execute(
+            "UPDATE submissions SET metadata_json = json_set(metadata_json, '$.family', 'Collages') WHERE id = 1"
+        )
     if cogcanvas:
         add_cogcanvas(root, home)
     lift_copy_marks(store.path)

@@ -35,7 +35,9 @@ def running(command: Sequence[str], env: Mapping[str, str], port: int, log_path:
             deadline = time.monotonic() + STARTUP_TIMEOUT
             while True:
                 if process.poll() is not None:
-                    pytest.fail(f"streamlit exited with {process.returncode}:\n{Path(log_path).read_text(errors='replace')}")
+                    pytest.fail(
+                        f"streamlit exited with {process.returncode}:\n{Path(log_path).read_text(errors='replace')}"
+                    )
                 try:
                     with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
                         if answer.status == 200:
@@ -43,7 +45,9 @@ def running(command: Sequence[str], env: Mapping[str, str], port: int, log_path:
                 except OSError:
                     pass
                 if time.monotonic() > deadline:
-                    pytest.fail(f"nothing answered on port {port} in {STARTUP_TIMEOUT}s:\n{Path(log_path).read_text(errors='replace')}")
+                    pytest.fail(
+                        f"nothing answered on port {port} in {STARTUP_TIMEOUT}s:\n{Path(log_path).read_text(errors='replace')}"
+                    )
                 time.sleep(0.2)  # polling the health endpoint, not waiting on a page
             yield url
         finally:

@@ -71,13 +71,19 @@ def test_family_and_link_override_the_metadata(store, collapse):
     result = submit(store, collapse / "collage", collapse / "data", family="Collage", link="https://example.org/paper")
     metadata = store.submission(result.submission_id)["metadata"]
     assert metadata["family"] == "Collage" and metadata["link"] == "https://example.org/paper"
-    stored = json.loads((store.submissions_dir / store.submission(result.submission_id)["content_hash"] / "submission.json").read_text())
+    stored = json.loads(
+        (store.submissions_dir / store.submission(result.submission_id)["content_hash"] / "submission.json").read_text()
+    )
     assert stored["family"] == "Collage"
 
 
 @pytest.mark.parametrize(
     "overrides, message",
-    [({"link": "javascript:alert(1)"}, "http"), ({"family": "x" * 101}, "101 characters"), ({"model_name": "m" * 101}, "101 characters")],
+    [
+        ({"link": "javascript:alert(1)"}, "http"),
+        ({"family": "x" * 101}, "101 characters"),
+        ({"model_name": "m" * 101}, "101 characters"),
+    ],
 )
 def test_bad_overrides_are_refused_before_anything_is_stored(store, collapse, overrides, message):
     with pytest.raises(SubmissionError, match=message):
@@ -98,7 +104,10 @@ def test_withdraw_keeps_everything_but_leaves_the_rankings(store, collapse):
     second = submit(store, collapse / "clone", collapse / "data")
     store.withdraw(second.submission_id, "duplicate account")
     states = {row["submission"]: (row["state"], row["reason"], row["withdrawn"]) for row in jobs_table(store)}
-    assert states[second.submission_id][0] == "FAILED" and states[second.submission_id][1] == "withdrawn: duplicate account"
+    assert (
+        states[second.submission_id][0] == "FAILED"
+        and states[second.submission_id][1] == "withdrawn: duplicate account"
+    )
     assert states[second.submission_id][2] is not None and states[first.submission_id] == ("PENDING", None, None)
     # The files and the row are still there; no worker claims the withdrawn job.
     assert store.submission(second.submission_id)["withdrawn_reason"] == "duplicate account"

@@ -75,7 +75,9 @@ def _unescape(text: str) -> str:
 def _aggregates(home: Path, submission: int) -> dict:
     """A result's aggregates as stored (read with sqlite3, not through the store or the app)."""
     with sqlite3.connect(home / "leaderboard.sqlite3") as db:
-        (text,) = db.execute("SELECT aggregates_json FROM results WHERE submission_id = ? AND current", (submission,)).fetchone()
+        (text,) = db.execute(
+            "SELECT aggregates_json FROM results WHERE submission_id = ? AND current", (submission,)
+        ).fetchone()
     return json.loads(text)
 
 
@@ -187,7 +189,14 @@ def test_csv_download_equals_the_shown_table(filled, monkeypatch):
     csv = pd.read_csv(io.BytesIO(csvs[0]))
     assert csv["model"].tolist() == _names(shown) and csv["rank"].tolist() == shown["rank"].tolist()
     # The full numbers, each bound in a numeric column of its own, in the displayed units (SCR in percent).
-    for column in ("dino_sim", "dino_sim ci_low", "dino_sim ci_high", "scr@0.5 (%)", "scr@0.5 (%) ci_low", "scr@0.5 (%) ci_high"):
+    for column in (
+        "dino_sim",
+        "dino_sim ci_low",
+        "dino_sim ci_high",
+        "scr@0.5 (%)",
+        "scr@0.5 (%) ci_low",
+        "scr@0.5 (%) ci_high",
+    ):
         assert pd.api.types.is_float_dtype(csv[column]), column
     assert "dino_sim ci_low" not in shown.columns and "scr@0.5 (%) ci_high" not in shown.columns  # compact on screen
     for _, row in csv.iterrows():
@@ -246,7 +255,11 @@ def test_status_model_and_about_pages(app):
     lines = [t.value for t in app.text if " seed " in t.value and "dino_sim = " in t.value]
     assert len(lines) == 6
     app.switch_page("views/about.py").run()
-    assert [h.value for h in app.header] == ["Identity Collapse", "CHARIS", "CogCanvas"]  # page order, as the navigation
+    assert [h.value for h in app.header] == [
+        "Identity Collapse",
+        "CHARIS",
+        "CogCanvas",
+    ]  # page order, as the navigation
     assert len(app.code) == 3
 
 
@@ -263,13 +276,17 @@ def test_results_files_over_their_bounds_are_not_read(app, monkeypatch):
         app.switch_page("views/model.py").run()
         assert not app.exception and app.title[0].value == "Model"
         warnings = [_unescape(w.value) for w in app.warning]
-        assert any("too large to read here" in w and "rows, over the 10 a results file may have" in w for w in warnings), warnings
+        assert any(
+            "too large to read here" in w and "rows, over the 10 a results file may have" in w for w in warnings
+        ), warnings
         assert not [t.value for t in app.text if " seed " in t.value and "dino_sim = " in t.value]
         assert not any("/results/" in w for w in warnings)  # the server's paths are not shown
         app.switch_page(PAGE).run()
         app.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
         assert not app.exception
-        assert any("Rank intervals and tiers: not shown" in c.value for c in app.caption), [c.value for c in app.caption]
+        assert any("Rank intervals and tiers: not shown" in c.value for c in app.caption), [
+            c.value for c in app.caption
+        ]
     finally:
         st.cache_data.clear()  # and nothing read under the lowered bound is left for the next tests
 
@@ -306,7 +323,12 @@ def test_submit_page_rate_limits_each_submitter(home_copy, filled, monkeypatch):
 def test_submit_page_refuses_a_bad_link_and_queues_nothing(home_copy, filled):
     before = jobs_table(Store(home_copy))
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
-    _submit(at, file=("a.zip", zip_folder(filled.parent / "clone"), "application/zip"), model="x", link="javascript:alert(1)")
+    _submit(
+        at,
+        file=("a.zip", zip_folder(filled.parent / "clone"), "application/zip"),
+        model="x",
+        link="javascript:alert(1)",
+    )
     assert any("http" in e.value for e in at.error) and not at.success
     assert jobs_table(Store(home_copy)) == before
 
@@ -379,11 +401,16 @@ def test_a_method_edited_in_a_results_file_is_shown_as_text(home_copy):
     captions as escaped text, one line, cut to a bound; nothing renders as an image or a link."""
     hostile = "![x](https://evil.example/x.png) **bold** [link](https://evil.example)\n# heading " + "y" * 400
     with sqlite3.connect(home_copy / "leaderboard.sqlite3") as db:
-        for submission, text in db.execute("SELECT submission_id, aggregates_json FROM results WHERE current").fetchall():
+        for submission, text in db.execute(
+            "SELECT submission_id, aggregates_json FROM results WHERE current"
+        ).fetchall():
             aggregates = json.loads(text)
             aggregates.setdefault("resampling", {})["method"] = hostile
             aggregates.setdefault("ci", {})["method"] = hostile
-            db.execute("UPDATE results SET aggregates_json = ? WHERE submission_id = ? AND current", (json.dumps(aggregates), submission))
+            db.execute(
+                "UPDATE results SET aggregates_json = ? WHERE submission_id = ? AND current",
+                (json.dumps(aggregates), submission),
+            )
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run().switch_page(PAGE).run()
     at.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
     assert not at.exception
@@ -411,7 +438,13 @@ def test_model_search_is_a_case_insensitive_substring(app):
 def test_a_deep_link_sets_the_filters_and_an_invalid_value_is_ignored(filled, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(filled))
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
-    for name, value in {"n_subjects": "4", "search": "swap", "plumbing": "1", "metric": "scr@0.5", "scene": "underwater"}.items():
+    for name, value in {
+        "n_subjects": "4",
+        "search": "swap",
+        "plumbing": "1",
+        "metric": "scr@0.5",
+        "scene": "underwater",
+    }.items():
         at.query_params[name] = value
     at.switch_page(PAGE).run()
     assert not at.exception and not at.error
@@ -422,8 +455,13 @@ def test_a_deep_link_sets_the_filters_and_an_invalid_value_is_ignored(filled, mo
     table = _table(at)
     assert _names(table) == ["baseline-swap"]
     cell = _aggregates(filled, 3)["breakdowns"]["n_subjects"]["4"]["scr@0.5"]
-    assert table.loc[0, "scr@0.5 (%)"] == f"{100 * cell['mean']:.2f} [{100 * cell['ci_low']:.2f}, {100 * cell['ci_high']:.2f}]"
-    assert "scene" not in at.query_params and at.query_params["metric"] == "scr@0.5"  # the ignored value leaves the link
+    assert (
+        table.loc[0, "scr@0.5 (%)"]
+        == f"{100 * cell['mean']:.2f} [{100 * cell['ci_low']:.2f}, {100 * cell['ci_high']:.2f}]"
+    )
+    assert (
+        "scene" not in at.query_params and at.query_params["metric"] == "scr@0.5"
+    )  # the ignored value leaves the link
 
 
 def test_compact_intervals_and_the_column_picker(app, filled):
@@ -446,7 +484,10 @@ def test_compact_intervals_and_the_column_picker(app, filled):
 def test_model_names_link_to_the_model_page_and_to_their_own_link(home_copy):
     with sqlite3.connect(home_copy / "leaderboard.sqlite3") as db:
         for submission, link in ((1, "https://example.org/collage"), (2, "javascript:alert(1)")):
-            db.execute("UPDATE submissions SET metadata_json = json_set(metadata_json, '$.link', ?) WHERE id = ?", (link, submission))
+            db.execute(
+                "UPDATE submissions SET metadata_json = json_set(metadata_json, '$.link', ?) WHERE id = ?",
+                (link, submission),
+            )
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run().switch_page(PAGE).run()
     at.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
     [frame] = at.dataframe
@@ -457,7 +498,9 @@ def test_model_names_link_to_the_model_page_and_to_their_own_link(home_copy):
     table = frame.value
     by_name = dict(zip(_names(table), table["link"]))
     assert by_name["baseline-collage"] == "https://example.org/collage"
-    assert pd.isna(by_name["baseline-clone"]) and pd.isna(by_name["baseline-swap"])  # not http(s), or none: no link at all
+    assert pd.isna(by_name["baseline-clone"]) and pd.isna(
+        by_name["baseline-swap"]
+    )  # not http(s), or none: no link at all
     for url, submission in zip(table["model"], table["submission"]):
         assert url.startswith("./model?") and parse_qs(urlsplit(url).query)["submission"] == [str(submission)]
         assert pattern.search(url).group(1) == parse_qs(urlsplit(url).query)["model"][0]
@@ -495,13 +538,23 @@ def test_a_model_link_opens_its_model_page_with_the_metadata_table(filled, monke
 
 def test_the_model_page_shows_the_generation_record_as_plain_text(home_copy):
     record = {
-        "adapter": "diffusers-image-list", "model_id": "black-forest-labs/FLUX.2-klein", "revision": "a" * 40,
-        "pipeline_class": "Flux2KleinPipeline", "dtype": "bfloat16", "steps": 4, "guidance": 1.0, "resolution": 1024,
-        "seed_rule": "**bold** <b>x</b> " + "z" * 400, "seconds_per_image": 1.25,
+        "adapter": "diffusers-image-list",
+        "model_id": "black-forest-labs/FLUX.2-klein",
+        "revision": "a" * 40,
+        "pipeline_class": "Flux2KleinPipeline",
+        "dtype": "bfloat16",
+        "steps": 4,
+        "guidance": 1.0,
+        "resolution": 1024,
+        "seed_rule": "**bold** <b>x</b> " + "z" * 400,
+        "seconds_per_image": 1.25,
         "libraries": {"diffusers": "0.42.1", "torch": "2.14.1"},
-    }  # fmt: skip
+    }
     with sqlite3.connect(Store(home_copy).path) as db:
-        db.execute("UPDATE submissions SET metadata_json = json_set(metadata_json, '$.generation', json(?)) WHERE id = 2", (json.dumps(record),))
+        db.execute(
+            "UPDATE submissions SET metadata_json = json_set(metadata_json, '$.generation', json(?)) WHERE id = 2",
+            (json.dumps(record),),
+        )
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
     at.query_params.update({"benchmark": BENCHMARK, "submission": "2"})
     at.switch_page("views/model.py").run()
@@ -601,10 +654,15 @@ def test_cogcanvas_ranks_within_n_2_by_default_and_offers_the_pooled_mean(cogcan
 def test_the_overview_says_which_n_the_leaders_are_for(cogcanvas_home, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(cogcanvas_home))
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
-    assert any(t.value.startswith("reference-based track: top of 1 ranked submission(s), by dino_sim, N = 2:") for t in at.text)
+    assert any(
+        t.value.startswith("reference-based track: top of 1 ranked submission(s), by dino_sim, N = 2:") for t in at.text
+    )
     stored = _aggregates(cogcanvas_home, 1)["breakdowns"]["n_persons"]["2"]["dino_sim"]
     [top] = [d.value for d in at.dataframe if "dino_sim (x100)" in d.value.columns]
-    assert top.loc[0, "dino_sim (x100)"] == f"{100 * stored['mean']:.2f} [{100 * stored['ci_low']:.2f}, {100 * stored['ci_high']:.2f}]"
+    assert (
+        top.loc[0, "dino_sim (x100)"]
+        == f"{100 * stored['mean']:.2f} [{100 * stored['ci_low']:.2f}, {100 * stored['ci_high']:.2f}]"
+    )
 
 
 def test_the_model_page_shows_the_subject_breakdowns(cogcanvas_home, monkeypatch):
@@ -684,7 +742,9 @@ def test_charts_draw_the_stored_values_in_the_app_units(filled, monkeypatch):
         got = degradation[degradation["model"] == name].set_index("N")
         for size, stats in cells.items():
             s = stats["dino_sim"]
-            assert got.loc[int(size), ["value", "low", "high"]].tolist() == pytest.approx([s["mean"], s["ci_low"], s["ci_high"]])
+            assert got.loc[int(size), ["value", "low", "high"]].tolist() == pytest.approx(
+                [s["mean"], s["ci_low"], s["ci_high"]]
+            )
             assert got.loc[int(size), "n"] == s["n_prompts"]
     # Every collapse rate of these baselines is 0: one line says so instead of a chart of zeros.
     assert all(_aggregates(filled, s)["overall"]["scr@0.5"]["mean"] == 0 for s in names)
@@ -694,11 +754,16 @@ def test_charts_draw_the_stored_values_in_the_app_units(filled, monkeypatch):
     # One panel per metric that tells the models apart, named as the table's columns are; the all-zero
     # collapse rates get one line instead of empty panels (named in their units: SCR in percent here).
     assert set(profile["metric"]) <= set(_table(at).columns) and not any(m.startswith("scr") for m in profile["metric"])
-    assert any(t.value.startswith("Not drawn, every model shown has the same value: ") and "scr@0.5 (%) = 0" in t.value for t in at.text)
+    assert any(
+        t.value.startswith("Not drawn, every model shown has the same value: ") and "scr@0.5 (%) = 0" in t.value
+        for t in at.text
+    )
     dino = profile[profile["metric"] == "dino_sim"].set_index("model")
     for submission, name in names.items():
         s = _aggregates(filled, submission)["overall"]["dino_sim"]
-        assert dino.loc[name, ["value", "low", "high", "n"]].tolist() == pytest.approx([s["mean"], s["ci_low"], s["ci_high"], s["n_prompts"]])
+        assert dino.loc[name, ["value", "low", "high", "n"]].tolist() == pytest.approx(
+            [s["mean"], s["ci_low"], s["ci_high"], s["n_prompts"]]
+        )
     # The one unit switch: raw values everywhere, table and charts.
     at.sidebar.radio(key="idbench-units").set_value("raw values").run()
     assert "scr@0.5" in _table(at).columns and "scr@0.5 (%)" not in _table(at).columns
@@ -732,10 +797,10 @@ def test_the_model_page_compares_with_another_result(filled, monkeypatch):
         metric = shown["metric"].split(" ")[0]
         pairs = both.xs(metric, level="metric")
         display = DISPLAYS[specs[metric].display]
-        assert shown["A"] == pytest.approx(show(pairs["a"].mean(), display.name), abs=10 ** -display.decimals)
-        assert shown["B"] == pytest.approx(show(pairs["b"].mean(), display.name), abs=10 ** -display.decimals)
+        assert shown["A"] == pytest.approx(show(pairs["a"].mean(), display.name), abs=10**-display.decimals)
+        assert shown["B"] == pytest.approx(show(pairs["b"].mean(), display.name), abs=10**-display.decimals)
         factor = display.apply(1.0) - display.apply(0.0)
-        assert shown["B - A"] == pytest.approx(factor * (pairs["b"] - pairs["a"]).mean(), abs=10 ** -display.decimals)
+        assert shown["B - A"] == pytest.approx(factor * (pairs["b"] - pairs["a"]).mean(), abs=10**-display.decimals)
         assert shown["images"] == len(pairs) and shown["verdict"] in {"tied", "A better", "B better"}
         assert 0 < shown["p"] <= shown["p_holm"] <= 1
         checked += 1

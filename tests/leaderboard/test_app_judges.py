@@ -28,15 +28,31 @@ SMALL_LABEL = "Qwen/Qwen2.5-VL-3B-Instruct (temperature 0.0, max_tokens 512)"
 
 
 def _card(calibrated: bool, reason: str | None = None) -> dict:
-    controls = {"exact_copy": {"n": 4, "correct": 4 if calibrated else 1, "accuracy": 1.0 if calibrated else 0.25, "failed": 0},
-                "blank": {"n": 4, "correct": 4, "accuracy": 1.0, "failed": 0}}  # fmt: skip
-    return {"controls": controls, "accuracy": 1.0 if calibrated else 0.625, "yes_rate": 0.5, "failure_rate": 0.0,
-            "repeat": {"n": 4, "agreement": 1.0}, "floor": 0.8, "calibrated": calibrated, "reason": reason}  # fmt: skip
+    controls = {
+        "exact_copy": {"n": 4, "correct": 4 if calibrated else 1, "accuracy": 1.0 if calibrated else 0.25, "failed": 0},
+        "blank": {"n": 4, "correct": 4, "accuracy": 1.0, "failed": 0},
+    }
+    return {
+        "controls": controls,
+        "accuracy": 1.0 if calibrated else 0.625,
+        "yes_rate": 0.5,
+        "failure_rate": 0.0,
+        "repeat": {"n": 4, "agreement": 1.0},
+        "floor": 0.8,
+        "calibrated": calibrated,
+        "reason": reason,
+    }
 
 
 def _copies(share: float, marked: bool) -> dict:
-    return {"images": 50, "flagged": round(50 * share), "share": share, "mark_above_share": 0.2, "marked": marked,
-            "criteria": {"phash_bits": 8}}  # fmt: skip
+    return {
+        "images": 50,
+        "flagged": round(50 * share),
+        "share": share,
+        "mark_above_share": 0.2,
+        "marked": marked,
+        "criteria": {"phash_bits": 8},
+    }
 
 
 ROWS = [
@@ -44,7 +60,12 @@ ROWS = [
     ("follows", 0.80, SMALL | {"card": _card(True), "calibrated": True}, _copies(0.0, False)),
     ("other", 0.70, SMALL | {"card": _card(True), "calibrated": True}, _copies(0.02, False)),
     ("large", 0.90, LARGE | {"card": _card(True), "calibrated": True}, _copies(0.0, False)),
-    ("lenient", 0.95, SMALL | {"card": _card(False, "exact_copy accuracy 0.25 below the floor 0.8"), "calibrated": False}, None),
+    (
+        "lenient",
+        0.95,
+        SMALL | {"card": _card(False, "exact_copy accuracy 0.25 below the floor 0.8"), "calibrated": False},
+        None,
+    ),
     ("older", 0.60, None, None),
 ]
 
@@ -58,15 +79,33 @@ def _fill(root: Path, rows) -> Path:
     """A store at ``root`` holding one scored CHARIS result per (model, number, judge, copies) of ``rows``."""
     store = Store(root)
     for model, charis, judge, copies in rows:
-        overall = {m.name: {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.55, "n": 10, "n_nan": 0} for m in CHARIS.task_metrics("reference")}
+        overall = {
+            m.name: {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.55, "n": 10, "n_nan": 0}
+            for m in CHARIS.task_metrics("reference")
+        }
         # The default ranking (charis_overall) and the paper's score get the row's number, 2 of 10 pairs NaN.
         for name in ("charis_overall", "charis_score"):
             overall[name] = {"mean": charis, "ci_low": charis - 0.05, "ci_high": charis + 0.05, "n": 8, "n_nan": 2}
         overall["dino_sim"] = {"mean": charis, "ci_low": charis - 0.05, "ci_high": charis + 0.05, "n": 10, "n_nan": 0}
-        store.add_submission(benchmark="charis", benchmark_version="v", data_dir=root / "none", model_name=model, metadata={},
-                             content_hash=model.ljust(64, "0"), stored_path=root / "none")  # fmt: skip
-        summary = {"benchmark": "charis", "suite_version": "s", "profile": "paper", "plumbing": False, "idbench_version": "0",
-                   "models": {}, "aggregates": {"overall": overall, "breakdowns": {}}, "not_run": {}}  # fmt: skip
+        store.add_submission(
+            benchmark="charis",
+            benchmark_version="v",
+            data_dir=root / "none",
+            model_name=model,
+            metadata={},
+            content_hash=model.ljust(64, "0"),
+            stored_path=root / "none",
+        )
+        summary = {
+            "benchmark": "charis",
+            "suite_version": "s",
+            "profile": "paper",
+            "plumbing": False,
+            "idbench_version": "0",
+            "models": {},
+            "aggregates": {"overall": overall, "breakdowns": {}},
+            "not_run": {},
+        }
         if judge is not None:
             summary["judge"] = judge
         if copies is not None:
@@ -94,7 +133,9 @@ def test_a_judged_ranking_is_among_one_judge_and_copies_stand_apart(home, monkey
     at = AppTest.from_function(_charis_page, default_timeout=TIMEOUT).run()
     assert not at.exception and at.selectbox(key="charis-metric").value == "charis_overall"
     selector = at.selectbox(key="charis-judge")
-    assert selector.options[0].startswith(SMALL_LABEL) and "(4 row(s))" in selector.options[0]  # the most used judge first
+    assert (
+        selector.options[0].startswith(SMALL_LABEL) and "(4 row(s))" in selector.options[0]
+    )  # the most used judge first
     ranked, apart = at.dataframe
     assert _models(ranked.value) == ["follows", "other"]  # not the copy, not the lenient judge, not the 72B row
     assert _models(apart.value) == ["copy", "lenient", "large", "older"]
@@ -104,7 +145,9 @@ def test_a_judged_ranking_is_among_one_judge_and_copies_stand_apart(home, monkey
     assert "copy (submission 1): copies references: 62 % of images" in text
     assert "lenient (submission 5): uncalibrated judge: exact_copy accuracy 0.25 below the floor 0.8" in text
     assert "large (submission 4): judged by another judge: Qwen/Qwen2.5-VL-72B-Instruct" in text
-    assert "charis_overall coverage (%)" in ranked.value.columns and set(ranked.value["charis_overall coverage (%)"]) == {80.0}
+    assert "charis_overall coverage (%)" in ranked.value.columns and set(
+        ranked.value["charis_overall coverage (%)"]
+    ) == {80.0}
 
     # The other judge: its row alone is ranked on the judged metric, and the URL says so.
     at.selectbox(key="charis-judge").select_index(1).run()
@@ -119,8 +162,12 @@ def test_a_judged_ranking_is_among_one_judge_and_copies_stand_apart(home, monkey
 # A judge that failed on 31 % of charis_overall's pairs (judge.card: incomplete above 5 %).
 INCOMPLETE = [
     ("follows", 0.80, SMALL | {"card": _card(True), "calibrated": True, "incomplete": {}}, _copies(0.0, False)),
-    ("failing-judge", 0.99, SMALL | {"card": _card(True), "calibrated": True, "incomplete": {"charis_overall": 0.31}},
-     _copies(0.0, False)),
+    (
+        "failing-judge",
+        0.99,
+        SMALL | {"card": _card(True), "calibrated": True, "incomplete": {"charis_overall": 0.31}},
+        _copies(0.0, False),
+    ),
 ]
 
 
@@ -167,7 +214,10 @@ def test_the_model_page_shows_the_judge_card_and_the_copy_check(home, monkeypatc
     assert f"Judge: {SMALL_LABEL}" in text and "determinism: 100.0 % agreement over 4 repeated pairs" in text
     assert "31 of 50 images flagged" in text and "MARKED" in text
     card = next(d.value for d in at.dataframe if "control kind" in d.value.columns)
-    assert card["control kind"].tolist() == ["blank", "exact_copy"] and card["accuracy"].tolist() == [1.0, 1.0]  # as stored: sorted keys
+    assert card["control kind"].tolist() == ["blank", "exact_copy"] and card["accuracy"].tolist() == [
+        1.0,
+        1.0,
+    ]  # as stored: sorted keys
 
     at = _model_page(home, monkeypatch, 5)
     text = "\n".join(t.value for t in at.text)

@@ -29,8 +29,12 @@ def charis_board(rng):
 
     def values(offsets):
         k = len(offsets)
-        return (rng.normal(size=(subjects, 1))[subject] + rng.normal(0, 0.5, size=(subjects, k))[subject]
-                + rng.normal(size=(len(prompts), k)) + np.asarray(offsets))
+        return (
+            rng.normal(size=(subjects, 1))[subject]
+            + rng.normal(0, 0.5, size=(subjects, k))[subject]
+            + rng.normal(size=(len(prompts), k))
+            + np.asarray(offsets)
+        )
 
     return design, values
 

@@ -41,9 +41,14 @@ from streamlit_server import free_port, running
 BENCHMARK = "identity-collapse"
 CHROMIUM = Path(os.environ.get("IDBENCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 WAIT_MS = 60_000  # per wait on the page: the first render imports matplotlib and reads the store
 INSTALL_HINT = (
@@ -83,10 +88,24 @@ def server(sync_api, filled, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
     env = {**os.environ, "IDBENCH_HOME": str(filled), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     command = [
-        sys.executable, "-m", "streamlit", "run", str(APP_PATH),
-        "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-        "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer", "--server.fileWatcherType", "none",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP_PATH),
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
+        "--server.fileWatcherType",
+        "none",
+    ]
     with running(command, env, port, log_path) as url:
         yield url
 
@@ -128,7 +147,9 @@ def _screenshot(page, name: str) -> None:
         " ...[...document.querySelectorAll('[data-testid=stMain], [data-testid=stAppViewContainer]')].map(e => e.scrollHeight))"
     )
     page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), SCREENSHOT_MAX_PX))})
-    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")  # let the grids redraw
+    page.evaluate(
+        "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+    )  # let the grids redraw
     page.screenshot(path=str(ARTIFACTS / f"browser-{name}.png"), full_page=True)
     page.set_viewport_size(size)
 
@@ -174,7 +195,9 @@ def _models(page, nth: int = 0) -> list[str]:
 def _aggregates(home: Path, submission: int) -> dict:
     """A result's aggregates as stored (read with sqlite3, not through the app)."""
     with sqlite3.connect(home / "leaderboard.sqlite3") as db:
-        (text,) = db.execute("SELECT aggregates_json FROM results WHERE submission_id = ? AND current", (submission,)).fetchone()
+        (text,) = db.execute(
+            "SELECT aggregates_json FROM results WHERE submission_id = ? AND current", (submission,)
+        ).fetchone()
     return json.loads(text)
 
 
@@ -216,7 +239,12 @@ def test_navigation_between_benchmark_pages(page, server, sync_api):
     _screenshot(page, "overview")
 
     nav = page.get_by_test_id("stSidebarNav")
-    for link, path in (("Identity Collapse", "/identity_collapse"), ("CogCanvas", "/cogcanvas"), ("CHARIS", "/charis"), ("Overview", "/")):
+    for link, path in (
+        ("Identity Collapse", "/identity_collapse"),
+        ("CogCanvas", "/cogcanvas"),
+        ("CHARIS", "/charis"),
+        ("Overview", "/"),
+    ):
         nav.get_by_role("link", name=link, exact=True).click()
         _title(page, "idbench leaderboard" if link == "Overview" else link, expect)
         expect(page).to_have_url(re.compile(re.escape(server + path) + "$"))
@@ -226,8 +254,14 @@ def test_navigation_between_benchmark_pages(page, server, sync_api):
             expect(page.get_by_text("No scored submissions yet.")).to_be_visible()
             _screenshot(page, link.lower())
     # Each page also opens by its own URL, with no "Page not found" dialog.
-    pages = (("/", "idbench leaderboard"), ("/identity_collapse", "Identity Collapse"), ("/cogcanvas", "CogCanvas"),
-             ("/charis", "CHARIS"), ("/submit", "Submit"), ("/model", "Model"))  # fmt: skip
+    pages = (
+        ("/", "idbench leaderboard"),
+        ("/identity_collapse", "Identity Collapse"),
+        ("/cogcanvas", "CogCanvas"),
+        ("/charis", "CHARIS"),
+        ("/submit", "Submit"),
+        ("/model", "Model"),
+    )
     for path, title in pages:
         page.goto(server + path)
         _title(page, title, expect)
@@ -255,7 +289,9 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     column = header.index("dino_sim")
 
     page.get_by_role("combobox", name="n_subjects").click()
-    page.get_by_role("option", name="N = 4", exact=True).click()  # group sizes read "N = 4"; "all N (pooled)" first here
+    page.get_by_role(
+        "option", name="N = 4", exact=True
+    ).click()  # group sizes read "N = 4"; "all N (pooled)" first here
     expect(page.get_by_role("combobox", name="n_subjects")).to_have_value("N = 4")
     cell = page.get_by_test_id("stDataFrame").locator("table tbody tr").first.locator("td").nth(column)
     expect(cell).not_to_have_text(before[0][column])
@@ -276,21 +312,31 @@ def test_a_plumbing_only_benchmark_shows_its_rows_under_the_banner(page, server,
     expect = sync_api.expect
     page.goto(server + "/cogcanvas")
     _title(page, "CogCanvas", expect)
-    expect(page.get_by_test_id("stAlertContentWarning").first).to_contain_text("Plumbing check: random weights, not model scores")
+    expect(page.get_by_test_id("stAlertContentWarning").first).to_contain_text(
+        "Plumbing check: random weights, not model scores"
+    )
     _idle(page, expect)
     [row] = _rows(page)
     header = _header(page)
-    assert _name(row[header.index("model")]) == "baseline-collage" and row[header.index("marks")] == "plumbing, incomplete suite"
+    assert (
+        _name(row[header.index("model")]) == "baseline-collage"
+        and row[header.index("marks")] == "plumbing, incomplete suite"
+    )
     expect(page.get_by_role("checkbox", name="show plumbing-check rows")).to_be_checked()
     assert not page.get_by_text("No rows to show").count()
     # CogCanvas ranks within N = 2 by default (the pooled mean is a choice): the row shows that cell.
     expect(page.get_by_role("combobox", name="n_persons")).to_have_value("N = 2")
     expect(page.get_by_text("Ranked within N = 2")).to_be_visible()
     cell = _aggregates(filled, 4)["breakdowns"]["n_persons"]["2"]["dino_sim"]  # dino_sim is shown x100 on CogCanvas
-    assert row[header.index("dino_sim (x100)")] == f"{100 * cell['mean']:.2f} [{100 * cell['ci_low']:.2f}, {100 * cell['ci_high']:.2f}]"
+    assert (
+        row[header.index("dino_sim (x100)")]
+        == f"{100 * cell['mean']:.2f} [{100 * cell['ci_low']:.2f}, {100 * cell['ci_high']:.2f}]"
+    )
     csv = _download_csv(page)
     assert csv["model"].tolist() == ["baseline-collage"]
-    assert csv.loc[0, "dino_sim (x100) ci_low"] == pytest.approx(100 * cell["ci_low"], abs=5e-3)  # full numbers, numeric
+    assert csv.loc[0, "dino_sim (x100) ci_low"] == pytest.approx(
+        100 * cell["ci_low"], abs=5e-3
+    )  # full numbers, numeric
     _screenshot(page, "cogcanvas-page")
     assert not page.get_by_test_id("stException").count()
 

@@ -20,9 +20,15 @@ def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys):
     make_baseline("clone", load_benchmark_data(data_dir), broken, size=128)
     (broken / "images" / "05_s1.png").write_bytes(b"not an image")
 
-    assert main(["submit", str(tmp_path / "collage"), "--benchmark", "identity-collapse", "--model-name", "collage-test"]) == 0
+    assert (
+        main(["submit", str(tmp_path / "collage"), "--benchmark", "identity-collapse", "--model-name", "collage-test"])
+        == 0
+    )
     assert "queued: submission 1, job 1" in capsys.readouterr().out
-    assert main(["submit", str(tmp_path / "collage"), "--benchmark", "identity-collapse", "--model-name", "collage-test"]) == 0
+    assert (
+        main(["submit", str(tmp_path / "collage"), "--benchmark", "identity-collapse", "--model-name", "collage-test"])
+        == 0
+    )
     assert "already submitted" in capsys.readouterr().out
     # a malformed submission: one message naming the id and file, nothing queued
     assert main(["submit", str(broken), "--benchmark", "identity-collapse"]) == 2
@@ -34,7 +40,9 @@ def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys):
     assert "worker finished 1 job(s)" in captured.out
     # stderr is no terminal: one line when the job starts, one when it ends, its stage lines between
     lines = captured.err.splitlines()
-    assert lines[0] == "job 1 (collage-test): scoring, attempt 1" and re.fullmatch(r"job 1: FINISHED in [\d.]+ s", lines[-1])
+    assert lines[0] == "job 1 (collage-test): scoring, attempt 1" and re.fullmatch(
+        r"job 1: FINISHED in [\d.]+ s", lines[-1]
+    )
     assert all(line.startswith("job 1: ") for line in lines[1:]) and "\r" not in captured.err, captured.err
     assert any(re.fullmatch(r"job 1: clip features: done in [\d.]+ s, .*", line) for line in lines), captured.err
     assert main(["jobs", "--json"]) == 0
@@ -59,9 +67,24 @@ def test_hub_commands_offline(tmp_path, monkeypatch, capsys):
     assert "  eval.yaml" in capsys.readouterr().out
     # a tiny-profile score must never become a model's published Eval Result
     make_baseline("collage", load_benchmark_data(data_dir), tmp_path / "collage", size=128)
-    code = main(["score", str(tmp_path / "collage"), "--data", str(data_dir), "--out", str(tmp_path / "out"),
-                 "--profile", "tiny", "--metrics", "clip_t", "--hub-eval-results", str(tmp_path / "model-repo"),
-                 "--dataset-id", "org/identity-collapse"])
+    code = main(
+        [
+            "score",
+            str(tmp_path / "collage"),
+            "--data",
+            str(data_dir),
+            "--out",
+            str(tmp_path / "out"),
+            "--profile",
+            "tiny",
+            "--metrics",
+            "clip_t",
+            "--hub-eval-results",
+            str(tmp_path / "model-repo"),
+            "--dataset-id",
+            "org/identity-collapse",
+        ]
+    )
     assert code == 2
     assert "plumbing" in capsys.readouterr().err.lower()
     assert not (tmp_path / "model-repo" / ".eval_results").exists()

@@ -36,7 +36,10 @@ def _stats(mean: float) -> dict[str, Any]:
 def collapse_summary(profile: str = "standard", plumbing: bool = False) -> dict[str, Any]:
     """A scoring summary shaped like evaluate_pkg.runner.summarize's, for identity-collapse."""
     overall = {"clip_t": _stats(0.25), "dino_sim": _stats(0.5), "scr@0.5": _stats(0.3), "scr@0.4": _stats(0.2)}
-    sizes = {str(n): {"dino_sim": _stats(0.5 - n / 100), "scr@0.5": _stats(n / 100), "clip_t": _stats(0.2)} for n in (2, 4, 6, 8, 10)}
+    sizes = {
+        str(n): {"dino_sim": _stats(0.5 - n / 100), "scr@0.5": _stats(n / 100), "clip_t": _stats(0.2)}
+        for n in (2, 4, 6, 8, 10)
+    }
     return {
         "benchmark": "identity-collapse",
         "submission": {"model": "my-model"},
@@ -74,19 +77,30 @@ def test_eval_yaml_group_sizes_come_from_the_benchmark_and_are_absent_without_on
     cog = [task["id"] for task in hub.eval_yaml(COGCANVAS)["tasks"]]
     assert "id_sim" in cog and "id_sim-n_persons-5" in cog and "id_sim-n_persons-6" not in cog
     assert len(cog) == len(COGCANVAS.ranking) * (1 + 4)
-    assert [task["id"] for task in hub.eval_yaml(CHARIS)["tasks"]] == ["charis_overall", "charis_score_itt", "dino_sim", "clip_i"]  # the paper's charis_score: shown, never ranked
+    assert [task["id"] for task in hub.eval_yaml(CHARIS)["tasks"]] == [
+        "charis_overall",
+        "charis_score_itt",
+        "dino_sim",
+        "clip_i",
+    ]  # the paper's charis_score: shown, never ranked
 
 
 # --- .eval_results -----------------------------------------------------------------------------------
 
 
 def test_entries_one_per_headline_metric_and_group_size_with_raw_values():
-    source = {"url": "https://huggingface.co/spaces/idbench/leaderboard", "name": "idbench leaderboard", "user": "idbench"}
+    source = {
+        "url": "https://huggingface.co/spaces/idbench/leaderboard",
+        "name": "idbench leaderboard",
+        "user": "idbench",
+    }
     entries = hub.eval_results_entries(collapse_summary(), COLLAPSE, DATASET, REVISION, source)
     declared = {task["id"] for task in hub.eval_yaml(COLLAPSE)["tasks"]}
     ids = [e["dataset"]["task_id"] for e in entries]
     assert len(ids) == len(set(ids)) == 3 * 6 and set(ids) == declared  # every declared task, nothing else
-    assert all(e["dataset"] == {"id": DATASET, "task_id": e["dataset"]["task_id"], "revision": REVISION} for e in entries)
+    assert all(
+        e["dataset"] == {"id": DATASET, "task_id": e["dataset"]["task_id"], "revision": REVISION} for e in entries
+    )
     by_id = {e["dataset"]["task_id"]: e for e in entries}
     assert by_id["dino_sim"]["value"] == 0.5  # raw, not x100
     assert by_id["dino_sim-n_subjects-4"]["value"] == pytest.approx(0.46)
@@ -99,7 +113,9 @@ def test_entries_one_per_headline_metric_and_group_size_with_raw_values():
     summary = collapse_summary()
     summary["aggregates"]["ci"] = {"method": "percentile bootstrap over prompts", "unit": "prompt", "n_boot": 1000}
     summary["aggregates"]["overall"]["dino_sim"]["n_prompts"] = 15
-    recorded = {e["dataset"]["task_id"]: e for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, REVISION, source)}
+    recorded = {
+        e["dataset"]["task_id"]: e for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, REVISION, source)
+    }
     assert "(percentile bootstrap over prompts, 15 prompts)" in recorded["dino_sim"]["notes"]
     assert "prompts)" not in by_id["dino_sim"]["notes"]  # older summaries: nothing claimed
     assert "date" not in by_id["clip_t"]  # deterministic by default: the Hub uses the commit time
@@ -194,7 +210,9 @@ def store(tmp_path) -> Store:
         job = claim(store, "w", 60)
         out = tmp_path / "results" / str(job.id)
         out.mkdir(parents=True)
-        pd.DataFrame({"prompt_id": ["01"], "seed": [0], "metric": ["dino_sim"], "value": [0.5]}).to_parquet(out / "results.parquet")
+        pd.DataFrame({"prompt_id": ["01"], "seed": [0], "metric": ["dino_sim"], "value": [0.5]}).to_parquet(
+            out / "results.parquet"
+        )
         finish(store, job, collapse_summary(profile, plumbing=profile == "tiny"), out)
     return store
 
@@ -250,9 +268,15 @@ def test_a_text_to_image_result_is_synced_on_its_own_track(tmp_path):
     store = Store(tmp_path / "home")
     for k, task in ((1, "reference"), (2, "text-to-image")):
         store.add_submission(
-            benchmark="identity-collapse", benchmark_version="v1", data_dir=Path("/nowhere"), model_name=f"m-{task}",
-            metadata={"model": f"m-{task}"}, content_hash=str(k) * 64, stored_path=Path("/nowhere"), task=task,
-        )  # fmt: skip
+            benchmark="identity-collapse",
+            benchmark_version="v1",
+            data_dir=Path("/nowhere"),
+            model_name=f"m-{task}",
+            metadata={"model": f"m-{task}"},
+            content_hash=str(k) * 64,
+            stored_path=Path("/nowhere"),
+            task=task,
+        )
         job = claim(store, "w", 60)
         out = tmp_path / "results" / str(job.id)
         out.mkdir(parents=True)

@@ -26,6 +26,7 @@ def model_names(links) -> list[str]:
 
     return [parse_qs(urlsplit(url).query)["model"][0] for url in links]
 
+
 BENCHMARK = "identity-collapse"
 HASH_A = "a" * 64
 HASH_B = "b" * 64
@@ -43,22 +44,41 @@ def aggregates(dino: float) -> dict:
 def result_record(model: str, digest: str, dino: float, slug: str | None = None, **extra) -> dict:
     folder = f"{BENCHMARK}/{slug or model}/{digest[:12]}"
     return {
-        "model": model, "benchmark": BENCHMARK, "benchmark_version": "v1", "suite_version": "s1",
-        "idbench_version": "0.1.0", "profile": "paper", "models": {"dino": "facebook/dinov2-base@abc"},
-        "aggregates": aggregates(dino), "not_run": {}, "scored_at": "2026-01-02T03:04:05+00:00",
-        "content_hash": digest, "samples": f"{folder}/results.parquet", "task": "reference",
+        "model": model,
+        "benchmark": BENCHMARK,
+        "benchmark_version": "v1",
+        "suite_version": "s1",
+        "idbench_version": "0.1.0",
+        "profile": "paper",
+        "models": {"dino": "facebook/dinov2-base@abc"},
+        "aggregates": aggregates(dino),
+        "not_run": {},
+        "scored_at": "2026-01-02T03:04:05+00:00",
+        "content_hash": digest,
+        "samples": f"{folder}/results.parquet",
+        "task": "reference",
         "metadata": {"family": "Hand-made", "link": "https://example.org/model"},
-    } | extra  # fmt: skip
+    } | extra
 
 
 def request_record(model: str, digest: str, state: str, **extra) -> dict:
     return {
-        "schema": 1, "model": model, "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": digest,
-        "task": "reference", "metadata": {"family": "Hand-made", "link": "https://example.org/model", "model": model},
-        "state": state, "submitted_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T01:00:00+00:00",
-        "attempts": 1 if state != "PENDING" else 0, "worker": None, "lease_until": None, "reason": None,
+        "schema": 1,
+        "model": model,
+        "benchmark": BENCHMARK,
+        "benchmark_version": "v1",
+        "content_hash": digest,
+        "task": "reference",
+        "metadata": {"family": "Hand-made", "link": "https://example.org/model", "model": model},
+        "state": state,
+        "submitted_at": "2026-01-01T00:00:00+00:00",
+        "updated_at": "2026-01-01T01:00:00+00:00",
+        "attempts": 1 if state != "PENDING" else 0,
+        "worker": None,
+        "lease_until": None,
+        "reason": None,
         "files": f"{BENCHMARK}/{model}/{digest[:12]}.zip",
-    } | extra  # fmt: skip
+    } | extra
 
 
 def _json(record: dict) -> bytes:
@@ -66,7 +86,9 @@ def _json(record: dict) -> bytes:
 
 
 def samples_parquet(tmp_path, values: list[float]) -> bytes:
-    frame = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(len(values))], "seed": 0, "metric": "dino_sim", "value": values})
+    frame = pd.DataFrame(
+        {"prompt_id": [f"p{i}" for i in range(len(values))], "seed": 0, "metric": "dino_sim", "value": values}
+    )
     path = tmp_path / "samples.parquet"
     frame.to_parquet(path, index=False)
     return path.read_bytes()
@@ -86,7 +108,14 @@ def add_request(repo: LocalRepoStandIn, record: dict) -> str:
     return repo.commit([FileAdd(path, data=_json(record))], "request", repo.head())
 
 
-def add_scored(requests: LocalRepoStandIn, results: LocalRepoStandIn, model: str, digest: str, dino: float, parquet: bytes | None = None) -> None:
+def add_scored(
+    requests: LocalRepoStandIn,
+    results: LocalRepoStandIn,
+    model: str,
+    digest: str,
+    dino: float,
+    parquet: bytes | None = None,
+) -> None:
     """A FINISHED request and its result: the two commits a worker makes (a result is shown only with its request)."""
     add_request(requests, request_record(model, digest, "FINISHED"))
     add_result(results, result_record(model, digest, dino), parquet)
@@ -94,7 +123,9 @@ def add_scored(requests: LocalRepoStandIn, results: LocalRepoStandIn, model: str
 
 @pytest.fixture
 def repos(tmp_path):
-    return LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests"), LocalRepoStandIn(tmp_path / "hub" / "org" / "results", "org/results")
+    return LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests"), LocalRepoStandIn(
+        tmp_path / "hub" / "org" / "results", "org/results"
+    )
 
 
 def test_results_and_requests_become_the_stores_rows(repos, tmp_path):
@@ -110,8 +141,18 @@ def test_results_and_requests_become_the_stores_rows(repos, tmp_path):
     store = Store(info.store_home)
     [row] = store.current_results(BENCHMARK).to_dict("records")
     assert row["model_name"] == "model-a" and row["content_hash"] == HASH_A and row["submitter"] is None
-    assert row["aggregates"]["overall"]["dino_sim"] == {"mean": 0.71, "ci_low": 0.71 - 0.05, "ci_high": 0.71 + 0.05, "n": 10}
-    assert (row["profile"], row["suite_version"], row["benchmark_version"], row["plumbing"]) == ("paper", "s1", "v1", False)
+    assert row["aggregates"]["overall"]["dino_sim"] == {
+        "mean": 0.71,
+        "ci_low": 0.71 - 0.05,
+        "ci_high": 0.71 + 0.05,
+        "n": 10,
+    }
+    assert (row["profile"], row["suite_version"], row["benchmark_version"], row["plumbing"]) == (
+        "paper",
+        "s1",
+        "v1",
+        False,
+    )
     assert row["metadata"] == {"family": "Hand-made", "link": "https://example.org/model", "model": "model-a"}
     assert row["models"] == {"dino": "facebook/dinov2-base@abc"}
     assert pd.read_parquet(f"{row['results_path']}/results.parquet")["value"].tolist() == [0.5, 0.9]
@@ -133,7 +174,9 @@ def test_a_new_commit_is_mirrored_and_an_unchanged_head_is_not_rebuilt(repos, tm
     assert second.store_home != first.store_home and hub_mirror.current(tmp_path / "mirror") == second
     table = Store(second.store_home).current_results(BENCHMARK)
     assert sorted(table["model_name"]) == ["model-a", "model-b"]
-    assert Store(first.store_home).current_results(BENCHMARK)["model_name"].tolist() == ["model-a"]  # the old build is untouched
+    assert Store(first.store_home).current_results(BENCHMARK)["model_name"].tolist() == [
+        "model-a"
+    ]  # the old build is untouched
 
 
 def test_a_withdrawn_result_disappears(repos, tmp_path):
@@ -147,7 +190,9 @@ def test_a_withdrawn_result_disappears(repos, tmp_path):
     between = Store(hub_mirror.mirror(requests, results, tmp_path / "m").store_home)
     assert between.current_results(BENCHMARK).empty  # the files are still there, the withdrawn request hides them
     folder = f"{BENCHMARK}/model-a/{HASH_A[:12]}"
-    results.commit([FileDelete(f"{folder}/aggregates.json"), FileDelete(f"{folder}/results.parquet")], "withdraw", results.head())
+    results.commit(
+        [FileDelete(f"{folder}/aggregates.json"), FileDelete(f"{folder}/results.parquet")], "withdraw", results.head()
+    )
     after = Store(hub_mirror.mirror(requests, results, tmp_path / "m").store_home)
     assert after.current_results(BENCHMARK).empty and after.results() == []
     [job] = jobs_table(after)
@@ -159,12 +204,24 @@ def test_malformed_files_are_skipped_and_reported_by_path(repos, tmp_path):
     add_scored(requests, results, "good", HASH_A, 0.7)
     bad = [
         FileAdd(f"{BENCHMARK}/broken/{HASH_B[:12]}/aggregates.json", data=b"{not json"),
-        FileAdd(f"{BENCHMARK}/noagg/{HASH_C[:12]}/aggregates.json", data=_json({k: v for k, v in result_record("noagg", HASH_C, 0.1).items() if k != "aggregates"})),
-        FileAdd(f"charis/moved/{'d' * 12}/aggregates.json", data=_json(result_record("moved", "d" * 64, 0.2, slug="moved"))),
-        FileAdd(f"{BENCHMARK}/tiny/{'e' * 12}/aggregates.json", data=_json(result_record("tiny", "e" * 64, 0.3, profile="tiny"))),
+        FileAdd(
+            f"{BENCHMARK}/noagg/{HASH_C[:12]}/aggregates.json",
+            data=_json({k: v for k, v in result_record("noagg", HASH_C, 0.1).items() if k != "aggregates"}),
+        ),
+        FileAdd(
+            f"charis/moved/{'d' * 12}/aggregates.json", data=_json(result_record("moved", "d" * 64, 0.2, slug="moved"))
+        ),
+        FileAdd(
+            f"{BENCHMARK}/tiny/{'e' * 12}/aggregates.json",
+            data=_json(result_record("tiny", "e" * 64, 0.3, profile="tiny")),
+        ),
     ]
     results.commit(bad, "bad files", results.head())
-    requests.commit([FileAdd(f"{BENCHMARK}/x/{'f' * 12}.json", data=_json(request_record("x", "f" * 64, "DONE")))], "bad", requests.head())
+    requests.commit(
+        [FileAdd(f"{BENCHMARK}/x/{'f' * 12}.json", data=_json(request_record("x", "f" * 64, "DONE")))],
+        "bad",
+        requests.head(),
+    )
 
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     assert Store(info.store_home).current_results(BENCHMARK)["model_name"].tolist() == ["good"]
@@ -181,8 +238,14 @@ def test_malformed_files_are_skipped_and_reported_by_path(repos, tmp_path):
 
 def test_records_of_the_older_sync_get_defaults(repos, tmp_path):
     requests, results = repos
-    old = {"model": "old", "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": HASH_A, "state": "PENDING",
-           "submitted_at": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+    old = {
+        "model": "old",
+        "benchmark": BENCHMARK,
+        "benchmark_version": "v1",
+        "content_hash": HASH_A,
+        "state": "PENDING",
+        "submitted_at": "2026-01-01T00:00:00+00:00",
+    }
     add_request(requests, old)
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     assert info.skipped == ()
@@ -286,7 +349,9 @@ def test_the_status_page_reports_a_malformed_file(hub_app):
     at = _app().switch_page("views/status.py").run()
     assert not at.exception
     assert any("1 file(s)" in w.value for w in at.warning)
-    assert any(f"org/results: {BENCHMARK}/bad/{HASH_C[:12]}/aggregates.json: not a JSON object" in t.value for t in at.text)
+    assert any(
+        f"org/results: {BENCHMARK}/bad/{HASH_C[:12]}/aggregates.json: not a JSON object" in t.value for t in at.text
+    )
 
 
 class FakeHubQueue:
@@ -296,15 +361,31 @@ class FakeHubQueue:
     def __init__(self):
         self.calls = []
 
-    def submit_request(self, requests, submission_path, data_dir, model_name=None, *, family=None, link=None, submitter=None, **options):
+    def submit_request(
+        self, requests, submission_path, data_dir, model_name=None, *, family=None, link=None, submitter=None, **options
+    ):
         from types import SimpleNamespace
 
         # options: what else the page passes (client, rate_limit); test_hub_queue.py checks their effect
-        self.calls.append(dict(repo=requests.repo_id, data_dir=data_dir, model_name=model_name, family=family, link=link,
-                               submitter=submitter, **options))  # fmt: skip
-        record = request_record(model_name, HASH_A, "PENDING", metadata={"family": family, "link": link, "model": model_name})
+        self.calls.append(
+            dict(
+                repo=requests.repo_id,
+                data_dir=data_dir,
+                model_name=model_name,
+                family=family,
+                link=link,
+                submitter=submitter,
+                **options,
+            )
+        )
+        record = request_record(
+            model_name, HASH_A, "PENDING", metadata={"family": family, "link": link, "model": model_name}
+        )
         path = f"{BENCHMARK}/{model_name}/{HASH_A[:12]}"
-        ops = [FileAdd(f"{path}.json", data=_json(record)), FileAdd(f"{path}.zip", data=Path(submission_path).read_bytes())]
+        ops = [
+            FileAdd(f"{path}.json", data=_json(record)),
+            FileAdd(f"{path}.zip", data=Path(submission_path).read_bytes()),
+        ]
         requests.commit(ops, "submission", requests.head())
         return SimpleNamespace(path=f"{path}.json", duplicate=False)
 
@@ -325,7 +406,10 @@ def test_the_submit_page_queues_a_request_on_the_hub(hub_app, tmp_path, monkeypa
     [call] = fake.calls
     assert call["repo"] == "org/requests" and call["data_dir"] == tmp_path / "benchmarks" / BENCHMARK
     assert (call["model_name"], call["family"], call["submitter"]) == ("my-model", "Mine", "carol")
-    files = sorted(p.relative_to(requests.snapshot(requests.head())).as_posix() for p in requests.snapshot(requests.head()).rglob("*.*"))
+    files = sorted(
+        p.relative_to(requests.snapshot(requests.head())).as_posix()
+        for p in requests.snapshot(requests.head()).rglob("*.*")
+    )
     assert files == [f"{BENCHMARK}/my-model/{HASH_A[:12]}.json", f"{BENCHMARK}/my-model/{HASH_A[:12]}.zip"]
 
     at.switch_page("views/status.py").run()  # the mirror reads the new request at once
@@ -378,7 +462,9 @@ def test_a_forged_request_carrying_anothers_hash_relabels_nothing(repos, tmp_pat
     assert names == {"model-b"}
     assert (info.submissions, info.results, info.skipped) == (1, 1, ())
     for path in (f"{BENCHMARK}/FLUX.1-dev/{HASH_A[:12]}.json", f"{BENCHMARK}/model-a/{HASH_A[:12]}.json"):
-        assert _listed(info.conflicts, path).startswith("org/requests: ") and "conflict: 2 request records" in _listed(info.conflicts, path)
+        assert _listed(info.conflicts, path).startswith("org/requests: ") and "conflict: 2 request records" in _listed(
+            info.conflicts, path
+        )
     assert _listed(info.conflicts, f"{BENCHMARK}/model-a/{HASH_A[:12]}/aggregates.json").startswith("org/results: ")
     assert hub_mirror.current(tmp_path / "mirror").conflicts == info.conflicts  # what the Status page reads
 
@@ -386,10 +472,14 @@ def test_a_forged_request_carrying_anothers_hash_relabels_nothing(repos, tmp_pat
 def test_a_second_result_for_a_real_hash_replaces_nothing(repos, tmp_path):
     requests, results = repos
     add_scored(requests, results, "model-a", HASH_A, 0.71)
-    add_result(results, result_record("FLUX.1-dev", HASH_A, 0.99), None)  # better numbers, another folder, the same hash
+    add_result(
+        results, result_record("FLUX.1-dev", HASH_A, 0.99), None
+    )  # better numbers, another folder, the same hash
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     assert _shown(info) == [] and jobs_table(Store(info.store_home)) == []
-    assert "conflict: 2 results claim content hash" in _listed(info.conflicts, f"{BENCHMARK}/FLUX.1-dev/{HASH_A[:12]}/aggregates.json")
+    assert "conflict: 2 results claim content hash" in _listed(
+        info.conflicts, f"{BENCHMARK}/FLUX.1-dev/{HASH_A[:12]}/aggregates.json"
+    )
     assert "conflict: 2 results" in _listed(info.conflicts, f"{BENCHMARK}/model-a/{HASH_A[:12]}/aggregates.json")
     assert "conflict: 2 results" in _listed(info.conflicts, f"{BENCHMARK}/model-a/{HASH_A[:12]}.json")
 
@@ -402,7 +492,9 @@ def test_a_result_without_a_request_or_unlike_its_request_is_not_ranked(repos, t
     add_result(results, result_record("model-c", HASH_C, 0.8, task="text-to-image"), None)  # its request says otherwise
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     assert _shown(info) == [("model-a", HASH_A)]
-    assert "no request record for content hash" in _listed(info.conflicts, f"{BENCHMARK}/orphan/{HASH_B[:12]}/aggregates.json")
+    assert "no request record for content hash" in _listed(
+        info.conflicts, f"{BENCHMARK}/orphan/{HASH_B[:12]}/aggregates.json"
+    )
     mismatch = _listed(info.conflicts, f"{BENCHMARK}/model-c/{HASH_C[:12]}/aggregates.json")
     assert "does not match the request record" in mismatch and "'text-to-image'" in mismatch
     jobs = {job["model"]: job["state"] for job in jobs_table(Store(info.store_home))}
@@ -427,18 +519,33 @@ def test_hostile_files_are_skipped_and_listed_and_the_rest_is_shown(repos, tmp_p
     bad_stats["aggregates"]["overall"]["dino_sim"]["ci_low"] = "x"
     huge = result_record("huge", "f" * 64, 0.5)
     huge["aggregates"]["overall"]["dino_sim"]["mean"] = 1e308
-    results.commit([
-        FileAdd(f"{BENCHMARK}/nested/{'d' * 12}/aggregates.json", data=nested),
-        FileAdd(f"{BENCHMARK}/ci-text/{'e' * 12}/aggregates.json", data=_json(bad_stats)),
-        FileAdd(f"{BENCHMARK}/huge/{'f' * 12}/aggregates.json", data=_json(huge)),
-        FileAdd(f"{BENCHMARK}/torn/{'0' * 12}/aggregates.json", data=_json(result_record("torn", "0" * 64, 0.5))),
-        FileAdd(f"{BENCHMARK}/torn/{'0' * 12}/results.parquet", data=corrupt),
-    ], "hostile results", results.head())  # fmt: skip
-    requests.commit([
-        FileAdd(f"{BENCHMARK}/big/{'1' * 12}.json", data=nested),  # over a request's size limit, said before parsing
-        FileAdd(f"{BENCHMARK}/deep/{'3' * 12}.json", data=b"[" * 30_000 + b"]" * 30_000),  # 60 KB: within it, too deep
-        FileAdd(f"{BENCHMARK}/early/{'2' * 12}.json", data=_json(request_record("early", "2" * 64, "PENDING", submitted_at="0000"))),
-    ], "hostile requests", requests.head())  # fmt: skip
+    results.commit(
+        [
+            FileAdd(f"{BENCHMARK}/nested/{'d' * 12}/aggregates.json", data=nested),
+            FileAdd(f"{BENCHMARK}/ci-text/{'e' * 12}/aggregates.json", data=_json(bad_stats)),
+            FileAdd(f"{BENCHMARK}/huge/{'f' * 12}/aggregates.json", data=_json(huge)),
+            FileAdd(f"{BENCHMARK}/torn/{'0' * 12}/aggregates.json", data=_json(result_record("torn", "0" * 64, 0.5))),
+            FileAdd(f"{BENCHMARK}/torn/{'0' * 12}/results.parquet", data=corrupt),
+        ],
+        "hostile results",
+        results.head(),
+    )
+    requests.commit(
+        [
+            FileAdd(
+                f"{BENCHMARK}/big/{'1' * 12}.json", data=nested
+            ),  # over a request's size limit, said before parsing
+            FileAdd(
+                f"{BENCHMARK}/deep/{'3' * 12}.json", data=b"[" * 30_000 + b"]" * 30_000
+            ),  # 60 KB: within it, too deep
+            FileAdd(
+                f"{BENCHMARK}/early/{'2' * 12}.json",
+                data=_json(request_record("early", "2" * 64, "PENDING", submitted_at="0000")),
+            ),
+        ],
+        "hostile requests",
+        requests.head(),
+    )
 
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     assert _shown(info) == [("good", HASH_A)]
@@ -447,7 +554,9 @@ def test_hostile_files_are_skipped_and_listed_and_the_rest_is_shown(repos, tmp_p
     assert "nested 30000 levels deep" in _listed(info.skipped, f"{BENCHMARK}/deep/{'3' * 12}.json")
     assert "ci_low is 'x'" in _listed(info.skipped, f"{BENCHMARK}/ci-text/{'e' * 12}/aggregates.json")
     assert "mean is 1e+308" in _listed(info.skipped, f"{BENCHMARK}/huge/{'f' * 12}/aggregates.json")
-    assert "results.parquet is not a readable parquet file" in _listed(info.skipped, f"{BENCHMARK}/torn/{'0' * 12}/aggregates.json")
+    assert "results.parquet is not a readable parquet file" in _listed(
+        info.skipped, f"{BENCHMARK}/torn/{'0' * 12}/aggregates.json"
+    )
     assert "'submitted_at' is not an ISO 8601 time" in _listed(info.skipped, f"{BENCHMARK}/early/{'2' * 12}.json")
     assert len(info.skipped) == 7 and info.conflicts == ()
     jobs = {job["model"] for job in jobs_table(Store(info.store_home))}
@@ -457,10 +566,16 @@ def test_hostile_files_are_skipped_and_listed_and_the_rest_is_shown(repos, tmp_p
 def test_a_judges_evidence_is_mirrored_beside_the_samples(repos, tmp_path):
     requests, results = repos
     add_scored(requests, results, "judged", HASH_A, 0.7, samples_parquet(tmp_path, [0.7]))
-    evidence = pd.DataFrame({"prompt_id": ["p0"], "seed": [0], "metric": ["judge_score"], "evidence": ['{"answer": "yes"}']})
+    evidence = pd.DataFrame(
+        {"prompt_id": ["p0"], "seed": [0], "metric": ["judge_score"], "evidence": ['{"answer": "yes"}']}
+    )
     evidence.to_parquet(tmp_path / "evidence.parquet", index=False)
     folder = f"{BENCHMARK}/judged/{HASH_A[:12]}"
-    results.commit([FileAdd(f"{folder}/judge_evidence.parquet", data=(tmp_path / "evidence.parquet").read_bytes())], "evidence", results.head())
+    results.commit(
+        [FileAdd(f"{folder}/judge_evidence.parquet", data=(tmp_path / "evidence.parquet").read_bytes())],
+        "evidence",
+        results.head(),
+    )
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     [row] = Store(info.store_home).current_results(BENCHMARK).to_dict("records")
     assert pd.read_parquet(Path(row["results_path"]) / "judge_evidence.parquet").equals(evidence)
@@ -483,7 +598,11 @@ def test_the_status_page_lists_at_most_max_problems_conflicts(hub_app):
 
     requests, results = hub_app
     orphans = [f"{n:012x}" + "0" * 52 for n in range(MAX_PROBLEMS + 3)]
-    results.commit([FileAdd(f"{BENCHMARK}/o/{d[:12]}/aggregates.json", data=_json(result_record("o", d, 0.5))) for d in orphans], "orphans", None)
+    results.commit(
+        [FileAdd(f"{BENCHMARK}/o/{d[:12]}/aggregates.json", data=_json(result_record("o", d, 0.5))) for d in orphans],
+        "orphans",
+        None,
+    )
     at = _app().switch_page("views/status.py").run()
     assert not at.exception
     assert any(f"{MAX_PROBLEMS + 3} record(s) in the Hub repos are not shown" in w.value for w in at.warning)

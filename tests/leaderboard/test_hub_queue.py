@@ -50,7 +50,9 @@ def collapse(tmp_path_factory):
 
 @pytest.fixture
 def repos(tmp_path):
-    return LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests"), LocalRepoStandIn(tmp_path / "hub" / "org" / "results", "org/results")
+    return LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests"), LocalRepoStandIn(
+        tmp_path / "hub" / "org" / "results", "org/results"
+    )
 
 
 def _record(repo, path) -> dict:
@@ -79,19 +81,26 @@ def _published(submission, data_dir, out, options, cache_dir):
 
 def test_submit_request_commits_record_and_zip_once(repos, collapse):
     requests, _ = repos
-    ref = submit_request(requests, collapse / "collage", collapse / "data", "org/collage", family="Collages", submitter="alice")
+    ref = submit_request(
+        requests, collapse / "collage", collapse / "data", "org/collage", family="Collages", submitter="alice"
+    )
     assert not ref.duplicate and requests.head() == ref.revision and len(_log(requests)) == 1  # one commit
     assert ref.path == f"{BENCH}/org__collage/{ref.content_hash[:12]}.json" and ref.files == ref.path[:-5] + ".zip"
     record = _record(requests, ref.path)
     assert record["state"] == "PENDING" and record["attempts"] == 0 and record["worker"] is None
     assert record["model"] == "org/collage" and record["benchmark_version"] == benchmark_version(collapse / "data")
-    assert record["metadata"] == {"family": "Collages", "link": None, "model": "org/collage"} and record["task"] == "reference"
+    assert (
+        record["metadata"] == {"family": "Collages", "link": None, "model": "org/collage"}
+        and record["task"] == "reference"
+    )
     assert b"alice" not in (requests.snapshot(ref.revision) / ref.path).read_bytes()  # the submitter is not published
     with zipfile.ZipFile(requests.snapshot(ref.revision) / ref.files) as zf:
         names = zf.namelist()
         assert json.loads(zf.read("submission.json"))["model"] == "org/collage"
     n_images = len(pd.read_csv(collapse / "collage" / "manifest.csv"))
-    assert {"submission.json", "manifest.csv"} <= set(names) and all(n.startswith("images/") for n in set(names) - {"submission.json", "manifest.csv"})
+    assert {"submission.json", "manifest.csv"} <= set(names) and all(
+        n.startswith("images/") for n in set(names) - {"submission.json", "manifest.csv"}
+    )
     assert 0 < len(names) - 2 <= n_images
     again = submit_request(requests, collapse / "collage", collapse / "data", "org/collage")
     assert again.duplicate and again.path == ref.path and len(_log(requests)) == 1  # nothing committed
@@ -116,8 +125,16 @@ def _fake_requests(requests, n: int) -> list[str]:
     for k in range(n):
         digest = f"{k:02d}" + "a" * 62
         path = f"{BENCH}/m{k}/{digest[:12]}.json"
-        record = Request(path=path, model=f"m{k}", benchmark=BENCH, benchmark_version="v", content_hash=digest,
-                         state="PENDING", submitted_at=f"2025-01-01T00:00:{k:02d}+00:00", files=path[:-5] + ".zip")
+        record = Request(
+            path=path,
+            model=f"m{k}",
+            benchmark=BENCH,
+            benchmark_version="v",
+            content_hash=digest,
+            state="PENDING",
+            submitted_at=f"2025-01-01T00:00:{k:02d}+00:00",
+            files=path[:-5] + ".zip",
+        )
         ops.append(FileAdd(path, data=record.to_bytes()))
         paths.append(path)
     requests.commit(ops, "seed", parent=requests.head())
@@ -147,7 +164,9 @@ def test_two_workers_never_win_the_same_request(repos):
     assert sorted(claims) == sorted(paths)
     for worker, paths_won in won.items():
         assert paths_won == sorted(paths_won)
-        assert all(_record(requests, p)["worker"] == worker and _record(requests, p)["attempts"] == 1 for p in paths_won)
+        assert all(
+            _record(requests, p)["worker"] == worker and _record(requests, p)["attempts"] == 1 for p in paths_won
+        )
 
 
 def test_expired_leases_are_claimed_again_then_parked(repos):
@@ -158,7 +177,11 @@ def test_expired_leases_are_claimed_again_then_parked(repos):
         assert claim is not None and claim.attempts == attempt
     assert claim_request(requests, "next", lease_seconds=600) is None
     record = _record(requests, path)
-    assert record["state"] == "PARKED" and "lease expired" in record["reason"] and "not a fault of the submission" in record["reason"]
+    assert (
+        record["state"] == "PARKED"
+        and "lease expired" in record["reason"]
+        and "not a fault of the submission" in record["reason"]
+    )
 
 
 def test_a_malformed_record_is_reported_by_path_and_skipped(repos, caplog, capsys, tmp_path, monkeypatch):
@@ -193,7 +216,9 @@ def test_worker_fault_puts_the_request_back_then_parks_it(repos, collapse, tmp_p
         assert record["state"] == ("PENDING" if attempt < MAX_ATTEMPTS else "PARKED")
         assert (tmp_path / "home" / "logs" / f"{ref.path[:-5].replace('/', '--')}-attempt-{attempt}.log").is_file()
     assert "back in the queue" not in record["reason"] and "not a fault of the submission" in record["reason"]
-    assert run_hub_worker(requests, results, data_dirs, TINY, once=True, scorer=_raising(oom), home=tmp_path / "home") == 0
+    assert (
+        run_hub_worker(requests, results, data_dirs, TINY, once=True, scorer=_raising(oom), home=tmp_path / "home") == 0
+    )
     assert results.head() is None
     monkeypatch.setenv("IDBENCH_HUB_STAND_IN", str(tmp_path / "hub"))  # an admin requeues it once the workers are fixed
     assert main(["rescore", "--hub", "org/requests", "--request", ref.content_hash[:12]]) == 0
@@ -204,7 +229,12 @@ def test_submission_fault_ends_failed_with_the_reason(repos, collapse, tmp_path)
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
     fault = SubmissionError([Problem("01", 0, "images/x.png", "does not decode")])
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_raising(fault), home=tmp_path) == 1
+    assert (
+        run_hub_worker(
+            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_raising(fault), home=tmp_path
+        )
+        == 1
+    )
     record = _record(requests, ref.path)
     assert record["state"] == "FAILED" and record["attempts"] == 1
     assert "SubmissionError" in record["reason"] and "images/x.png" in record["reason"] and "\n" not in record["reason"]
@@ -225,7 +255,9 @@ def test_files_that_are_not_the_requested_ones_fail_the_request(repos, collapse,
     requests.commit([FileAdd(ref.files, local_path=other)], "swap the zip", parent=requests.head())
     assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, home=tmp_path) == 1
     record = _record(requests, ref.path)
-    assert record["state"] == "FAILED" and "not the ones the request names" in record["reason"] and results.head() is None
+    assert (
+        record["state"] == "FAILED" and "not the ones the request names" in record["reason"] and results.head() is None
+    )
 
 
 def test_a_misconfigured_worker_claims_nothing(repos, collapse, tmp_path, monkeypatch):
@@ -243,7 +275,9 @@ def test_a_misconfigured_worker_claims_nothing(repos, collapse, tmp_path, monkey
     monkeypatch.setenv("IDBENCH_MODELS", str(tmp_path / "no-models"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub-cache"))
     with pytest.raises(WorkerNotReadyError, match="model\\(s\\) of profile 'paper' not on this machine"):
-        run_hub_worker(requests, results, {BENCH: collapse / "data"}, ScoreOptions(profile="paper"), once=True, home=tmp_path)
+        run_hub_worker(
+            requests, results, {BENCH: collapse / "data"}, ScoreOptions(profile="paper"), once=True, home=tmp_path
+        )
     assert requests.head() == head and _record(requests, ref.path)["state"] == "PENDING" and results.head() is None
 
 
@@ -262,26 +296,46 @@ def test_requests_of_an_older_build_are_skipped_not_blocking(repos, collapse, tm
 
 def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collapse, tmp_path):
     requests, results = repos
-    ref = submit_request(requests, collapse / "collage", collapse / "data", "org/collage", family="Collages", link="https://example.org/c")
+    ref = submit_request(
+        requests,
+        collapse / "collage",
+        collapse / "data",
+        "org/collage",
+        family="Collages",
+        link="https://example.org/c",
+    )
     out = tmp_path / "home"
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=out) == 1
+    assert (
+        run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=out) == 1
+    )
     record = _record(requests, ref.path)
     assert record["state"] == "FINISHED" and record["attempts"] == 1 and record["lease_until"] is None
     folder = f"{BENCH}/org__collage/{ref.content_hash[:12]}"
     files = results.snapshot(results.head())
-    assert sorted(p.relative_to(files).as_posix() for p in files.rglob("*") if p.is_file()) == [f"{folder}/aggregates.json", f"{folder}/results.parquet"]
+    assert sorted(p.relative_to(files).as_posix() for p in files.rglob("*") if p.is_file()) == [
+        f"{folder}/aggregates.json",
+        f"{folder}/results.parquet",
+    ]
     # compared by hand with what the scorer wrote locally (its own aggregates.json)
     summary = json.loads((out / "hub-worker" / folder / "attempt-1" / "aggregates.json").read_text())
     published = json.loads((files / folder / "aggregates.json").read_text())
     assert published["model"] == "org/collage" and published["benchmark"] == BENCH
-    assert published["benchmark_version"] == benchmark_version(collapse / "data") and published["content_hash"] == ref.content_hash
+    assert (
+        published["benchmark_version"] == benchmark_version(collapse / "data")
+        and published["content_hash"] == ref.content_hash
+    )
     assert published["aggregates"] == summary["aggregates"] and published["models"] == summary["models"]
     assert published["not_run"] == summary["not_run"] and published["suite_version"] == summary["suite_version"]
     assert published["idbench_version"] == summary["idbench_version"] and published["profile"] == "standard"
-    assert published["task"] == "reference" and published["metadata"] == {"family": "Collages", "link": "https://example.org/c"}
+    assert published["task"] == "reference" and published["metadata"] == {
+        "family": "Collages",
+        "link": "https://example.org/c",
+    }
     assert published["samples"] == f"{folder}/results.parquet" and published["scored_at"]
     samples = pd.read_parquet(files / folder / "results.parquet")
-    assert set(samples["metric"]) >= {"clip_t"} and len(samples) == len(pd.read_parquet(out / "hub-worker" / folder / "attempt-1" / "results.parquet"))
+    assert set(samples["metric"]) >= {"clip_t"} and len(samples) == len(
+        pd.read_parquet(out / "hub-worker" / folder / "attempt-1" / "results.parquet")
+    )
     # results first, then FINISHED: the results commit precedes the finish commit
     assert [line.split()[1] for line in _log(requests)] == ["submit", "claim", "finish"]
 
@@ -289,7 +343,9 @@ def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collap
     assert request.state == "WITHDRAWN" and _record(requests, ref.path)["reason"] == "asked by the authors"
     assert deleted == [f"{folder}/aggregates.json", f"{folder}/results.parquet"]
     assert not any(p.is_file() for p in results.snapshot(results.head()).rglob("*"))
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=out) == 0
+    assert (
+        run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=out) == 0
+    )
 
 
 def test_plumbing_results_are_never_published(repos, collapse, tmp_path):
@@ -305,7 +361,12 @@ def test_dry_run_lists_and_commits_nothing(repos, collapse, tmp_path):
     ref = submit_request(requests, collapse / "collage", collapse / "data")
     head = requests.head()
     lines: list[str] = []
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, dry_run=True, home=tmp_path, echo=lines.append) == 1
+    assert (
+        run_hub_worker(
+            requests, results, {BENCH: collapse / "data"}, TINY, dry_run=True, home=tmp_path, echo=lines.append
+        )
+        == 1
+    )
     assert lines == [f"would claim {ref.path}  PENDING  attempts 0"]
     assert requests.head() == head and results.head() is None
 
@@ -319,24 +380,84 @@ def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypat
     # The one worker loop's default scorer (local and Hub alike), wrapped to publish its summary.
     monkeypatch.setattr(worker, "score_work", _real_then_published(worker.score_work))
     data = f"{BENCH}={collapse / 'data'}"
-    assert main(["submit", str(collapse / "collage"), "--benchmark", BENCH, "--data", str(collapse / "data"), "--hub", "org/requests"]) == 0
+    assert (
+        main(
+            [
+                "submit",
+                str(collapse / "collage"),
+                "--benchmark",
+                BENCH,
+                "--data",
+                str(collapse / "data"),
+                "--hub",
+                "org/requests",
+            ]
+        )
+        == 0
+    )
     assert "requested: org/requests:" in capsys.readouterr().out
     requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
     results = LocalRepoStandIn(tmp_path / "hub" / "org" / "results", "org/results")
     [request] = list_requests(requests)
 
-    assert main(["worker", "--hub", "org/requests", "--results", "org/results", "--data", data, "--profile", "tiny", "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "worker",
+                "--hub",
+                "org/requests",
+                "--results",
+                "org/results",
+                "--data",
+                data,
+                "--profile",
+                "tiny",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert f"would claim {request.path}" in out and "nothing was changed" in out
     assert "org/results: using the LOCAL STAND-IN" in caplog.text  # said, in the log
-    assert main(["worker", "--hub", "org/requests", "--results", "org/results", "--data", data, "--profile", "tiny", "--once"]) == 0
+    assert (
+        main(
+            [
+                "worker",
+                "--hub",
+                "org/requests",
+                "--results",
+                "org/results",
+                "--data",
+                data,
+                "--profile",
+                "tiny",
+                "--once",
+            ]
+        )
+        == 0
+    )
     assert "worker finished 1 request(s)" in capsys.readouterr().out
     aggregates = results.snapshot(results.head()) / request.path.removesuffix(".json") / "aggregates.json"
     assert json.loads(aggregates.read_text())["content_hash"] == request.content_hash
 
     assert main(["jobs", "--hub", "org/requests"]) == 0
     assert f"FINISHED  attempts 1  {request.path}" in capsys.readouterr().out
-    assert main(["withdraw", request.content_hash[:12], "--hub", "org/requests", "--results", "org/results", "--reason", "test"]) == 0
+    assert (
+        main(
+            [
+                "withdraw",
+                request.content_hash[:12],
+                "--hub",
+                "org/requests",
+                "--results",
+                "org/results",
+                "--reason",
+                "test",
+            ]
+        )
+        == 0
+    )
     assert "deleted 2 result file(s)" in capsys.readouterr().out
     assert not any(p.is_file() for p in results.snapshot(results.head()).rglob("*"))  # the stand-in keeps empty folders
     assert _record(requests, request.path)["state"] == "WITHDRAWN"
@@ -346,7 +467,23 @@ def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypat
     head = requests.head()
     rebuilt = shutil.copytree(collapse / "data", tmp_path / "rebuilt")
     (rebuilt / "extra.txt").write_text("a changed build\n")
-    assert main(["worker", "--hub", "org/requests", "--results", "org/results", "--data", f"{BENCH}={rebuilt}", "--profile", "tiny", "--once"]) == 2
+    assert (
+        main(
+            [
+                "worker",
+                "--hub",
+                "org/requests",
+                "--results",
+                "org/results",
+                "--data",
+                f"{BENCH}={rebuilt}",
+                "--profile",
+                "tiny",
+                "--once",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("idbench worker: error: not ready, no request claimed") and "submitted against build" in err
     assert main(["worker", "--hub", "org/requests", "--once"]) == 2
@@ -355,7 +492,9 @@ def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypat
 
 
 def _real_then_published(real):
-    def scorer(submission, data_dir, out, options, cache_dir, **keywords):  # models=, progress=: as the worker passes them
+    def scorer(
+        submission, data_dir, out, options, cache_dir, **keywords
+    ):  # models=, progress=: as the worker passes them
         return dict(real(submission, data_dir, out, options, cache_dir, **keywords), plumbing=False, profile="standard")
 
     return scorer
@@ -370,7 +509,12 @@ def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, co
         withdraw(requests, results, ref.path, "withdrawn meanwhile")  # before the worker pushes
         return summary
 
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=withdrawn_then_scored, home=tmp_path) == 0
+    assert (
+        run_hub_worker(
+            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=withdrawn_then_scored, home=tmp_path
+        )
+        == 0
+    )
     assert _record(requests, ref.path)["state"] == "WITHDRAWN"
     assert results.head() is None  # the lease check before the push saw the withdrawal: nothing pushed
 
@@ -387,7 +531,10 @@ def test_a_withdrawal_between_the_lease_check_and_the_push_still_wins(repos, col
         return real(*args, **kwargs)
 
     monkeypatch.setattr(hub_queue, "result_operations", withdrawn_then_operations)
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=tmp_path) == 0
+    assert (
+        run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=tmp_path)
+        == 0
+    )
     assert _record(requests, ref.path)["state"] == "WITHDRAWN"
     pushed_then_deleted = results.snapshot(results.head())
     assert results.head() is not None and not any(p.is_file() for p in pushed_then_deleted.rglob("*"))
@@ -413,7 +560,19 @@ def test_the_heartbeat_extends_the_lease_while_a_request_is_scored(repos, collap
         return _published(submission, data_dir, out, options, cache_dir)
 
     monkeypatch.setattr(hub_queue, "heartbeat", counted)
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=scorer, home=tmp_path, lease_seconds=0.6) == 1
+    assert (
+        run_hub_worker(
+            requests,
+            results,
+            {BENCH: collapse / "data"},
+            TINY,
+            once=True,
+            scorer=scorer,
+            home=tmp_path,
+            lease_seconds=0.6,
+        )
+        == 1
+    )
     assert leases == sorted(leases)  # never moved back (ISO seconds: two renewals may share one)
     steps = [line.split()[1] for line in _log(requests)]
     assert steps[:2] == ["submit", "claim"] and steps[-1] == "finish" and steps.count("heartbeat") >= 2
@@ -434,8 +593,15 @@ def test_the_space_shows_results_a_worker_pushed(repos, collapse, tmp_path, monk
 
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data", "org/collage", family="Collages")
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=tmp_path / "worker") == 1
-    published = json.loads((results.snapshot(results.head()) / f"{BENCH}/org__collage/{ref.content_hash[:12]}/aggregates.json").read_text())
+    assert (
+        run_hub_worker(
+            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=tmp_path / "worker"
+        )
+        == 1
+    )
+    published = json.loads(
+        (results.snapshot(results.head()) / f"{BENCH}/org__collage/{ref.content_hash[:12]}/aggregates.json").read_text()
+    )
 
     info = hub_mirror.mirror(requests, results, tmp_path / "space")
     [row] = Store(info.store_home).current_results(BENCH).to_dict("records")

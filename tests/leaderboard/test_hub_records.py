@@ -12,7 +12,14 @@ import pytest
 
 from idbench.errors import IdbenchError
 from idbench.leaderboard import hub_records
-from idbench.leaderboard.hub_records import MalformedRecord, checked_request, checked_result, lease_end, lease_expired, load_record
+from idbench.leaderboard.hub_records import (
+    MalformedRecord,
+    checked_request,
+    checked_result,
+    lease_end,
+    lease_expired,
+    load_record,
+)
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc).timestamp()
 DIGEST = "0123456789abcdef" * 4
@@ -23,24 +30,48 @@ RESULT_PATH = f"{BENCHMARK}/model-a/{DIGEST[:12]}/aggregates.json"
 
 def request(**changes) -> dict:
     record = {
-        "schema": 1, "model": "model-a", "benchmark": BENCHMARK, "benchmark_version": "v1", "content_hash": DIGEST,
-        "task": "reference", "metadata": {"family": "F", "link": "https://example.org/m", "model": "model-a"},
-        "state": "RUNNING", "submitted_at": "2026-05-01T00:00:00+00:00", "updated_at": "2026-05-31T23:55:00+00:00",
-        "attempts": 1, "worker": "w1", "lease_until": "2026-06-01T00:05:00+00:00", "reason": None,
+        "schema": 1,
+        "model": "model-a",
+        "benchmark": BENCHMARK,
+        "benchmark_version": "v1",
+        "content_hash": DIGEST,
+        "task": "reference",
+        "metadata": {"family": "F", "link": "https://example.org/m", "model": "model-a"},
+        "state": "RUNNING",
+        "submitted_at": "2026-05-01T00:00:00+00:00",
+        "updated_at": "2026-05-31T23:55:00+00:00",
+        "attempts": 1,
+        "worker": "w1",
+        "lease_until": "2026-06-01T00:05:00+00:00",
+        "reason": None,
         "files": f"{BENCHMARK}/model-a/{DIGEST[:12]}.zip",
-    }  # fmt: skip
+    }
     return {k: v for k, v in (record | changes).items() if v is not ...}
 
 
 def result(**changes) -> dict:
     stats = {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10, "n_nan": 0, "n_prompts": 5}
     record = {
-        "model": "model-a", "benchmark": BENCHMARK, "benchmark_version": "v1", "suite_version": "s1",
-        "idbench_version": "0.1.0", "profile": "paper", "models": {}, "not_run": {}, "judge": None, "copies": None,
-        "aggregates": {"overall": {"dino_sim": dict(stats)}, "breakdowns": {"style": {"photo": {"dino_sim": dict(stats)}}}},
-        "scored_at": "2026-05-02T00:00:00+00:00", "content_hash": DIGEST,
-        "samples": f"{BENCHMARK}/model-a/{DIGEST[:12]}/results.parquet", "task": "reference", "metadata": {},
-    }  # fmt: skip
+        "model": "model-a",
+        "benchmark": BENCHMARK,
+        "benchmark_version": "v1",
+        "suite_version": "s1",
+        "idbench_version": "0.1.0",
+        "profile": "paper",
+        "models": {},
+        "not_run": {},
+        "judge": None,
+        "copies": None,
+        "aggregates": {
+            "overall": {"dino_sim": dict(stats)},
+            "breakdowns": {"style": {"photo": {"dino_sim": dict(stats)}}},
+        },
+        "scored_at": "2026-05-02T00:00:00+00:00",
+        "content_hash": DIGEST,
+        "samples": f"{BENCHMARK}/model-a/{DIGEST[:12]}/results.parquet",
+        "task": "reference",
+        "metadata": {},
+    }
     return record | changes
 
 
@@ -61,7 +92,9 @@ def refused(call, *args, **kwargs) -> MalformedRecord:
 def test_valid_records_pass_unchanged():
     assert checked_request(REQUEST_PATH, raw(request()), now=NOW) == request()
     assert checked_result(RESULT_PATH, raw(result()), now=NOW) == result()
-    old_sync = {k: request()[k] for k in ("model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at")}
+    old_sync = {
+        k: request()[k] for k in ("model", "benchmark", "benchmark_version", "content_hash", "state", "submitted_at")
+    }
     assert checked_request(REQUEST_PATH, raw(old_sync), now=NOW) == old_sync
 
 
@@ -104,7 +137,10 @@ def test_read_record_reads_no_more_than_the_limit(tmp_path):
     with open(tmp_path / "big.json", "wb") as file:  # a sparse 1 GB file: only max_bytes + 1 of it are read
         file.write(b'{"a": "')
         file.truncate(10**9)
-    for path, why in (("big.json", "big.json: over the 1000-byte limit"), ("absent.json", "absent.json: cannot be read")):
+    for path, why in (
+        ("big.json", "big.json: over the 1000-byte limit"),
+        ("absent.json", "absent.json: cannot be read"),
+    ):
         with pytest.raises(MalformedRecord, match=why):
             hub_records.read_record(tmp_path, path, max_bytes=1000)
 
@@ -138,7 +174,10 @@ def test_read_record_reads_no_more_than_the_limit(tmp_path):
         ({"schema": 2}, "'schema' is 2, not 1"),
         ({"priority": 1}, "unknown field 'priority'"),
         ({"files": "elsewhere.zip"}, "is not the record's own zip"),
-        ({"model": "FLUX.1-dev"}, f"belong at {BENCHMARK}/FLUX.1-dev/{DIGEST[:12]}.json"),  # a name its path does not carry
+        (
+            {"model": "FLUX.1-dev"},
+            f"belong at {BENCHMARK}/FLUX.1-dev/{DIGEST[:12]}.json",
+        ),  # a name its path does not carry
     ],
 )
 def test_malformed_request_records_are_refused_with_the_reason(changes, why):
@@ -152,7 +191,9 @@ def test_a_lease_far_in_the_future_is_capped_not_kept_forever():
     written = datetime.fromisoformat(forever["updated_at"]).timestamp()
     assert lease_end(forever) == written + hub_records.MAX_LEASE_SECONDS
     assert not lease_expired(forever, written + hub_records.MAX_LEASE_SECONDS - 1)
-    assert lease_expired(forever, written + hub_records.MAX_LEASE_SECONDS + 1)  # then claimed again like a dead worker's
+    assert lease_expired(
+        forever, written + hub_records.MAX_LEASE_SECONDS + 1
+    )  # then claimed again like a dead worker's
     ordinary = request()
     assert lease_end(ordinary) == datetime.fromisoformat(ordinary["lease_until"]).timestamp()
     assert lease_expired(request(lease_until=None), NOW)  # no lease: nothing holds it
@@ -163,7 +204,11 @@ def test_a_lease_far_in_the_future_is_capped_not_kept_forever():
 
 def _with_stat(key, value, where="overall"):
     record = result()
-    stats = record["aggregates"]["overall"]["dino_sim"] if where == "overall" else record["aggregates"]["breakdowns"]["style"]["photo"]["dino_sim"]
+    stats = (
+        record["aggregates"]["overall"]["dino_sim"]
+        if where == "overall"
+        else record["aggregates"]["breakdowns"]["style"]["photo"]["dino_sim"]
+    )
     stats[key] = value
     return record
 
@@ -192,13 +237,20 @@ def test_malformed_result_records_are_refused_with_the_reason(record, why):
 
 
 def test_null_statistics_are_allowed():
-    assert checked_result(RESULT_PATH, raw(_with_stat("ci_low", None)), now=NOW)["aggregates"]["overall"]["dino_sim"]["ci_low"] is None
+    assert (
+        checked_result(RESULT_PATH, raw(_with_stat("ci_low", None)), now=NOW)["aggregates"]["overall"]["dino_sim"][
+            "ci_low"
+        ]
+        is None
+    )
 
 
 def test_result_size_limit_is_larger_than_a_requests():
     padded = result(not_run={"x": "y" * (hub_records.MAX_REQUEST_BYTES * 2)})
     assert checked_result(RESULT_PATH, raw(padded), now=NOW)["not_run"]["x"].startswith("y")
-    assert "over the" in str(refused(checked_request, REQUEST_PATH, raw(request(reason="y" * hub_records.MAX_REQUEST_BYTES)), now=NOW))
+    assert "over the" in str(
+        refused(checked_request, REQUEST_PATH, raw(request(reason="y" * hub_records.MAX_REQUEST_BYTES)), now=NOW)
+    )
 
 
 # --- parquet footers -------------------------------------------------------------------------------
@@ -206,7 +258,9 @@ def test_result_size_limit_is_larger_than_a_requests():
 
 def test_a_corrupt_or_oversized_parquet_is_found_from_its_footer(tmp_path):
     good = tmp_path / "results.parquet"
-    pd.DataFrame({"prompt_id": ["p0", "p1"], "seed": 0, "metric": "dino_sim", "value": [0.1, 0.2]}).to_parquet(good, index=False)
+    pd.DataFrame({"prompt_id": ["p0", "p1"], "seed": 0, "metric": "dino_sim", "value": [0.1, 0.2]}).to_parquet(
+        good, index=False
+    )
     assert hub_records.samples_problem(good) is None
     corrupt = tmp_path / "corrupt.parquet"
     corrupt.write_bytes(good.read_bytes()[:-20] + b"\x00" * 20)  # the footer's length and magic overwritten
@@ -230,6 +284,10 @@ def test_read_request_checks_a_snapshot_file_as_checked_request_does(tmp_path):
 def test_contested_hashes_names_every_path_of_a_hash_claimed_twice():
     forged = f"{BENCHMARK}/FLUX.1-dev/{DIGEST[:12]}.json"
     other = "f" * 64
-    records = [(REQUEST_PATH, request()), (forged, request(model="FLUX.1-dev")), (f"{BENCHMARK}/b/{other[:12]}.json", request(content_hash=other))]
+    records = [
+        (REQUEST_PATH, request()),
+        (forged, request(model="FLUX.1-dev")),
+        (f"{BENCHMARK}/b/{other[:12]}.json", request(content_hash=other)),
+    ]
     assert hub_records.contested_hashes(records) == {DIGEST: sorted([REQUEST_PATH, forged])}
     assert hub_records.contested_hashes(records[2:]) == {}

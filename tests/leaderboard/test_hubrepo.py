@@ -12,8 +12,14 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError
 
 from idbench.leaderboard.hubrepo import (
-    FileAdd, FileDelete, HubDatasetRepo, HubRepoError, LocalRepoStandIn, RepoConflict, open_repo,
-)  # fmt: skip
+    FileAdd,
+    FileDelete,
+    HubDatasetRepo,
+    HubRepoError,
+    LocalRepoStandIn,
+    RepoConflict,
+    open_repo,
+)
 
 
 def files(folder: Path) -> dict[str, bytes]:
@@ -24,7 +30,9 @@ def test_commits_stack_and_old_revisions_stay_readable(tmp_path):
     repo = LocalRepoStandIn(tmp_path / "org" / "requests")
     assert repo.head() is None
     first = repo.commit([FileAdd("a/x.json", b"1"), FileAdd("b.json", b"2")], "first", parent=None)
-    second = repo.commit([FileAdd("a/x.json", b"3"), FileDelete("b.json"), FileDelete("absent.json")], "second", parent=first)
+    second = repo.commit(
+        [FileAdd("a/x.json", b"3"), FileDelete("b.json"), FileDelete("absent.json")], "second", parent=first
+    )
     assert repo.head() == second and len(second) == 40 and second != first
     assert files(repo.snapshot(first)) == {"a/x.json": b"1", "b.json": b"2"}
     assert files(repo.snapshot(second)) == {"a/x.json": b"3"}
@@ -59,7 +67,9 @@ def test_concurrent_processes_on_one_parent_exactly_one_wins(tmp_path):
     repo = LocalRepoStandIn(tmp_path / "r")
     base = repo.commit([FileAdd("q.json", b"pending")], "base", parent=None)
     procs = {
-        f"w{i}": subprocess.Popen([sys.executable, "-c", RACE, str(repo.root), base, f"w{i}"], stdout=subprocess.PIPE, text=True)
+        f"w{i}": subprocess.Popen(
+            [sys.executable, "-c", RACE, str(repo.root), base, f"w{i}"], stdout=subprocess.PIPE, text=True
+        )
         for i in range(4)
     }
     outcomes = {name: p.communicate(timeout=120)[0].strip() for name, p in procs.items()}
@@ -100,7 +110,9 @@ class FakeApi:
 
     def create_commit(self, *, repo_id, repo_type, revision, operations, commit_message, parent_commit):
         if parent_commit != self.sha:
-            raise HfHubHTTPError("412 Precondition Failed", response=SimpleNamespace(status_code=412, headers={}, request=None))
+            raise HfHubHTTPError(
+                "412 Precondition Failed", response=SimpleNamespace(status_code=412, headers={}, request=None)
+            )
         self.commits.append((commit_message, [op.path_in_repo for op in operations]))
         self.sha = f"{len(self.commits):040x}"
         return SimpleNamespace(oid=self.sha)
@@ -123,7 +135,9 @@ def test_hub_snapshots_download_only_the_patterns_asked(monkeypatch, tmp_path):
     from idbench.leaderboard.hubrepo import JSON_FILES
 
     calls = []
-    monkeypatch.setattr("huggingface_hub.snapshot_download", lambda repo_id, **kw: calls.append((repo_id, kw)) or str(tmp_path))
+    monkeypatch.setattr(
+        "huggingface_hub.snapshot_download", lambda repo_id, **kw: calls.append((repo_id, kw)) or str(tmp_path)
+    )
     repo = HubDatasetRepo("org/requests", api=FakeApi("a" * 40))
     assert repo.snapshot("a" * 40, JSON_FILES) == tmp_path
     [(repo_id, kw)] = calls
@@ -145,7 +159,9 @@ class LaggingApi(FakeApi):
 
     def create_commit(self, *, parent_commit, **kwargs):
         if parent_commit != self.sha or self.status != 412:
-            raise HfHubHTTPError(f"{self.status} refused", response=SimpleNamespace(status_code=self.status, headers={}, request=None))
+            raise HfHubHTTPError(
+                f"{self.status} refused", response=SimpleNamespace(status_code=self.status, headers={}, request=None)
+            )
         return super().create_commit(parent_commit=parent_commit, **kwargs)
 
 

@@ -21,17 +21,30 @@ from idbench.leaderboard import query
 
 CHARIS = get_benchmark("charis")
 JUDGE = {"model": "Qwen/Qwen2.5-VL-3B-Instruct", "revision": "r", "url": "http://judge", "calibrated": True}
-ITT = 25 / 36  # charis_score_itt and charis_overall of every case: 25 easy prompts of the 36 that do not hide the subject
+ITT = (
+    25 / 36
+)  # charis_score_itt and charis_overall of every case: 25 easy prompts of the 36 that do not hide the subject
 FAILED = {m: 0.3 for m in ("charis_score", "charis_score_itt", "prompt_adherence", "charis_overall", "holistic_score")}
 
 
-def _row(submission: int, model: str, overall: dict[str, float], incomplete: dict[str, float] | None = None,
-         suite_version: str | None = None) -> dict:
+def _row(
+    submission: int,
+    model: str,
+    overall: dict[str, float],
+    incomplete: dict[str, float] | None = None,
+    suite_version: str | None = None,
+) -> dict:
     stats = lambda mean: {"mean": mean, "ci_low": mean, "ci_high": mean, "n": 10, "n_nan": 0}  # noqa: E731
     row = {
-        "submission_id": submission, "model_name": model, "submitter": None, "profile": "full", "plumbing": False,
-        "not_run": {}, "aggregates": {"overall": {m: stats(v) for m, v in overall.items()}, "breakdowns": {}},
-        "judge": {**JUDGE, "incomplete": incomplete or {}}, "copies": {"marked": False, "share": 0.0},
+        "submission_id": submission,
+        "model_name": model,
+        "submitter": None,
+        "profile": "full",
+        "plumbing": False,
+        "not_run": {},
+        "aggregates": {"overall": {m: stats(v) for m, v in overall.items()}, "breakdowns": {}},
+        "judge": {**JUDGE, "incomplete": incomplete or {}},
+        "copies": {"marked": False, "share": 0.0},
     }
     if suite_version is not None:
         row["suite_version"] = suite_version
@@ -39,16 +52,24 @@ def _row(submission: int, model: str, overall: dict[str, float], incomplete: dic
 
 
 def _values(charis_score, adherence, holistic):
-    return {"charis_score": charis_score, "charis_score_itt": ITT, "prompt_adherence": adherence, "charis_overall": ITT,
-            "holistic_score": holistic, "dino_sim": 0.5}
+    return {
+        "charis_score": charis_score,
+        "charis_score_itt": ITT,
+        "prompt_adherence": adherence,
+        "charis_overall": ITT,
+        "holistic_score": holistic,
+        "dino_sim": 0.5,
+    }
 
 
-ROWS = pd.DataFrame([
-    _row(1, "honest", _values(0.700, 0.756, 0.775)),
-    _row(2, "blurred subject", _values(1.000, 0.700, 0.700)),
-    _row(3, "blank on hard prompts", _values(0.700, 0.700, 0.700)),
-    _row(4, "failing judge", _values(1.000, 0.700, 0.700), incomplete=FAILED),
-])
+ROWS = pd.DataFrame(
+    [
+        _row(1, "honest", _values(0.700, 0.756, 0.775)),
+        _row(2, "blurred subject", _values(1.000, 0.700, 0.700)),
+        _row(3, "blank on hard prompts", _values(0.700, 0.700, 0.700)),
+        _row(4, "failing judge", _values(1.000, 0.700, 0.700), incomplete=FAILED),
+    ]
+)
 
 
 def test_every_benchmark_names_a_twin_for_each_judged_metric_that_leaves_failures_out():
@@ -68,13 +89,23 @@ def test_every_benchmark_names_a_twin_for_each_judged_metric_that_leaves_failure
     assert twins == {"charis_score": "charis_score_itt"}
     cog = get_benchmark("cogcanvas")
     assert {m.name: m.itt_twin for m in cog.metric_suite if m.itt_twin} == {
-        "attr_vqa": "attr_vqa_itt", "igc": "igc_itt", "attr_vqa.binding": "attr_vqa.binding_itt"}
+        "attr_vqa": "attr_vqa_itt",
+        "igc": "igc_itt",
+        "attr_vqa.binding": "attr_vqa.binding_itt",
+    }
     assert "attr_vqa.binding_itt" in cog.ranking and "attr_vqa.binding" not in cog.ranking
     # The project's judged metrics that were redefined say since when (old rows are not read as them).
-    assert {m.name: m.defined_in for m in CHARIS.metric_suite if m.defined_in} == {"prompt_adherence": "0.4", "holistic_score": "0.4"}
+    assert {m.name: m.defined_in for m in CHARIS.metric_suite if m.defined_in} == {
+        "prompt_adherence": "0.4",
+        "holistic_score": "0.4",
+    }
     assert CHARIS.suite_version == "0.4" and cog.suite_version == "0.6"
     assert {m.name for m in cog.metric_suite if m.defined_in == "0.6"} == {
-        "attr_vqa_paired", "igc_paired", "binding_grounded_vqa", "binding_grounded_vqa_paired"}
+        "attr_vqa_paired",
+        "igc_paired",
+        "binding_grounded_vqa",
+        "binding_grounded_vqa_paired",
+    }
 
 
 def test_a_spec_may_not_rank_on_a_metric_shown_beside_its_twin():
@@ -102,7 +133,8 @@ def test_hidden_subjects_and_judge_failures_lift_no_ranked_column():
     assert list(apart.index) == ["failing judge"]
     assert apart.loc["failing judge", query.NOT_RANKED] == (
         "judge failed on 30 % of charis_overall, 30 % of charis_score, 30 % of charis_score_itt, 30 % of holistic_score, "
-        "30 % of prompt_adherence (over 5 %)")
+        "30 % of prompt_adherence (over 5 %)"
+    )
     assert "incomplete: charis_overall (judge failed 30 %)" in apart.loc["failing judge", "marks"]
     # On every rankable judged column the blur, the blank and the failing judge score no higher than
     # the honest run; only the paper's charis_score, never ranked, puts the blur and the failing judge first.
@@ -115,8 +147,15 @@ def test_hidden_subjects_and_judge_failures_lift_no_ranked_column():
     assert table.shape[0] == 4
     again = query.ranked_table(ROWS, CHARIS, include_judge_failures=True)
     assert again["rank"].notna().all()
-    by_adherence = query.ranked_table(ROWS, CHARIS, metric="prompt_adherence", include_judge_failures=True).set_index("model")
-    assert by_adherence["rank"].to_dict() == {"honest": 1, "blurred subject": 2, "blank on hard prompts": 2, "failing judge": 2}
+    by_adherence = query.ranked_table(ROWS, CHARIS, metric="prompt_adherence", include_judge_failures=True).set_index(
+        "model"
+    )
+    assert by_adherence["rank"].to_dict() == {
+        "honest": 1,
+        "blurred subject": 2,
+        "blank on hard prompts": 2,
+        "failing judge": 2,
+    }
     by_embedding = query.ranked_table(ROWS, CHARIS, metric="dino_sim")
     assert by_embedding["rank"].notna().all()
 
@@ -129,15 +168,32 @@ def test_a_metric_redefined_since_a_rows_suite_is_not_shown_or_ranked_under_its_
     new = _row(6, "scored with 0.4", {**_values(0.700, 0.756, 0.775), **complete}, suite_version="0.4")
     rows = pd.DataFrame([old, new])
     assert query.stale_metrics(old, CHARIS) == ["prompt_adherence", "holistic_score"]
-    assert query.stale_metrics(new, CHARIS) == [] and query.stale_metrics(ROWS.iloc[0], CHARIS) == []  # no version: none
+    assert (
+        query.stale_metrics(new, CHARIS) == [] and query.stale_metrics(ROWS.iloc[0], CHARIS) == []
+    )  # no version: none
     now = query.as_defined_now(rows, CHARIS)
-    assert "prompt_adherence" not in now.iloc[0]["aggregates"]["overall"] and "charis_score" in now.iloc[0]["aggregates"]["overall"]
+    assert (
+        "prompt_adherence" not in now.iloc[0]["aggregates"]["overall"]
+        and "charis_score" in now.iloc[0]["aggregates"]["overall"]
+    )
     assert rows.iloc[0]["aggregates"]["overall"]["prompt_adherence"]["mean"] == 1.0  # the input is left as it was
-    assert query.missing_metrics(now.iloc[0], CHARIS) == ["prompt_adherence", "holistic_score", "clip_i", "clip_t", "clip_t_whole"]
+    assert query.missing_metrics(now.iloc[0], CHARIS) == [
+        "prompt_adherence",
+        "holistic_score",
+        "clip_i",
+        "clip_t",
+        "clip_t_whole",
+    ]
     table = query.ranked_table(rows, CHARIS, metric="prompt_adherence").set_index("model")
-    assert pd.isna(table.loc["scored with 0.3", "prompt_adherence"]) and table.loc["scored with 0.4", "prompt_adherence"] == 0.756
+    assert (
+        pd.isna(table.loc["scored with 0.3", "prompt_adherence"])
+        and table.loc["scored with 0.4", "prompt_adherence"] == 0.756
+    )
     assert table.loc["scored with 0.4", "rank"] == 1
-    assert "suite 0.3: prompt_adherence, holistic_score redefined since (score again)" in table.loc["scored with 0.3", "marks"]
+    assert (
+        "suite 0.3: prompt_adherence, holistic_score redefined since (score again)"
+        in table.loc["scored with 0.3", "marks"]
+    )
     # Hidden with the incomplete suites when the switch says so, like any row that lacks a metric.
     assert query.missing_metrics(new, CHARIS) == []
     assert query.ranked_table(rows, CHARIS, include_incomplete=False)["model"].tolist() == ["scored with 0.4"]

@@ -31,25 +31,56 @@ def _stats(mean: float, n: int = 10, n_nan: int = 0) -> dict:
     return {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n": n, "n_nan": n_nan}
 
 
-def _row(submission: int, charis: float, dino: float, judge: dict | None = None, copies: dict | None = None, n_nan: int = 0) -> dict:
+def _row(
+    submission: int, charis: float, dino: float, judge: dict | None = None, copies: dict | None = None, n_nan: int = 0
+) -> dict:
     """A complete CHARIS result row (every reference metric), as Store.current_results gives it."""
     overall = {m.name: _stats(0.5) for m in CHARIS.task_metrics("reference")}
     overall |= {"charis_score": _stats(charis, 10 - n_nan, n_nan), "dino_sim": _stats(dino)}
     return {
-        "submission_id": submission, "model_name": f"m{submission}", "submitter": None, "profile": "paper",
-        "plumbing": False, "not_run": {}, "metadata": {}, "aggregates": {"overall": overall, "breakdowns": {}},
-        "judge": judge, "judge_key": judges.judge_key(judge), "copies": copies,
-    }  # fmt: skip
+        "submission_id": submission,
+        "model_name": f"m{submission}",
+        "submitter": None,
+        "profile": "paper",
+        "plumbing": False,
+        "not_run": {},
+        "metadata": {},
+        "aggregates": {"overall": overall, "breakdowns": {}},
+        "judge": judge,
+        "judge_key": judges.judge_key(judge),
+        "copies": copies,
+    }
 
 
 def _copies(share: float, marked: bool) -> dict:
-    return {"images": 50, "flagged": round(50 * share), "share": share, "mark_above_share": 0.2, "marked": marked, "criteria": {}}
+    return {
+        "images": 50,
+        "flagged": round(50 * share),
+        "share": share,
+        "mark_above_share": 0.2,
+        "marked": marked,
+        "criteria": {},
+    }
 
 
 def _card(calibrated: bool, reason: str | None = None) -> dict:
-    return {"controls": {"exact_copy": {"n": 4, "correct": 4 if calibrated else 1, "accuracy": 1.0 if calibrated else 0.25, "failed": 0}},
-            "accuracy": 1.0 if calibrated else 0.25, "yes_rate": 0.5, "failure_rate": 0.0, "repeat": {"n": 4, "agreement": 1.0},
-            "floor": 0.8, "calibrated": calibrated, "reason": reason}  # fmt: skip
+    return {
+        "controls": {
+            "exact_copy": {
+                "n": 4,
+                "correct": 4 if calibrated else 1,
+                "accuracy": 1.0 if calibrated else 0.25,
+                "failed": 0,
+            }
+        },
+        "accuracy": 1.0 if calibrated else 0.25,
+        "yes_rate": 0.5,
+        "failure_rate": 0.0,
+        "repeat": {"n": 4, "agreement": 1.0},
+        "floor": 0.8,
+        "calibrated": calibrated,
+        "reason": reason,
+    }
 
 
 def _ranked(table: pd.DataFrame) -> list[int]:
@@ -65,9 +96,14 @@ def _apart(table: pd.DataFrame) -> dict[int, str]:
 
 
 def test_two_judges_rows_are_never_ranked_together_on_a_judged_metric():
-    rows = pd.DataFrame([
-        _row(1, 0.60, 0.5, SMALL), _row(2, 0.90, 0.6, LARGE), _row(3, 0.70, 0.7, SMALL), _row(4, 0.80, 0.4, SMALL),
-    ])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            _row(1, 0.60, 0.5, SMALL),
+            _row(2, 0.90, 0.6, LARGE),
+            _row(3, 0.70, 0.7, SMALL),
+            _row(4, 0.80, 0.4, SMALL),
+        ]
+    )
     choices = query.judge_choices(rows, CHARIS)
     assert [(label, n) for _, label, n in choices] == [
         ("Qwen/Qwen2.5-VL-3B-Instruct (temperature 0.0, max_tokens 512)", 3),  # most rows first
@@ -75,7 +111,9 @@ def test_two_judges_rows_are_never_ranked_together_on_a_judged_metric():
     ]
     table = query.ranked_table(rows, CHARIS, metric="charis_score")  # default: the judge with most rows
     assert _ranked(table) == [4, 3, 1] and table["rank"].tolist()[:3] == [1, 2, 3]
-    assert _apart(table) == {2: "judged by another judge: Qwen/Qwen2.5-VL-72B-Instruct (temperature 0.0, max_tokens 512)"}
+    assert _apart(table) == {
+        2: "judged by another judge: Qwen/Qwen2.5-VL-72B-Instruct (temperature 0.0, max_tokens 512)"
+    }
     other = query.ranked_table(rows, CHARIS, metric="charis_score", judge=choices[1][0])
     assert _ranked(other) == [2] and set(_apart(other)) == {1, 3, 4}
     # On an unjudged metric all rank; the judged column holds only the chosen judge's values.
@@ -87,7 +125,9 @@ def test_two_judges_rows_are_never_ranked_together_on_a_judged_metric():
 
 
 def test_the_fallback_key_separates_decoding_settings_and_prefers_the_recorded_key():
-    assert judges.judge_key(SMALL) == "Qwen/Qwen2.5-VL-3B-Instruct temperature=0.0 max_tokens=512"  # concurrency is not part of it
+    assert (
+        judges.judge_key(SMALL) == "Qwen/Qwen2.5-VL-3B-Instruct temperature=0.0 max_tokens=512"
+    )  # concurrency is not part of it
     warmer = SMALL | {"settings": {"temperature": 0.7, "max_tokens": 512}}
     assert judges.judge_key(warmer) != judges.judge_key(SMALL)
     assert judges.judge_key(SMALL | {"key": "qwen-3b@rev1|t=0"}) == "qwen-3b@rev1|t=0"
@@ -108,16 +148,24 @@ def test_an_uncalibrated_judges_row_is_shown_with_the_reason_but_not_ranked_by_d
 
 
 def test_a_copy_marked_row_is_never_first_by_default_while_shown():
-    rows = pd.DataFrame([
-        _row(1, 1.00, 1.00, SMALL, _copies(0.62, True)), _row(2, 0.70, 0.6, SMALL, _copies(0.0, False)), _row(3, 0.50, 0.5, SMALL),
-    ])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            _row(1, 1.00, 1.00, SMALL, _copies(0.62, True)),
+            _row(2, 0.70, 0.6, SMALL, _copies(0.0, False)),
+            _row(3, 0.50, 0.5, SMALL),
+        ]
+    )
     for metric in ("charis_score", "dino_sim", "clip_i"):
         table = query.ranked_table(rows, CHARIS, metric=metric)
         assert 1 not in _ranked(table) and _apart(table) == {1: "copies references: 62 % of images"}
         assert table["submission"].tolist()[-1] == 1  # shown, below the ranked rows
     table = query.ranked_table(rows, CHARIS, metric="dino_sim")
     copies = dict(zip(table["submission"], table["copies"]))
-    assert copies == {1: "copies references: 62 % of images", 2: "copies 0 % of images (below the mark)", 3: "not checked"}
+    assert copies == {
+        1: "copies references: 62 % of images",
+        2: "copies 0 % of images (below the mark)",
+        3: "not checked",
+    }
     assert "copies references: 62 % of images" in table.set_index("submission").loc[1, "marks"]
     assert _ranked(query.ranked_table(rows, CHARIS, metric="dino_sim", include_copies=True)) == [1, 2, 3]
 
@@ -148,15 +196,32 @@ def test_coverage_and_incomplete_marks_beside_judged_scores():
 
 
 def _summary(judge: dict | None, copies: dict | None) -> dict:
-    return {"benchmark": "charis", "suite_version": "s", "profile": "paper", "plumbing": False, "idbench_version": "0",
-            "models": {}, "aggregates": {"overall": {"dino_sim": _stats(0.5)}}, "not_run": {}, "judge": judge, "copies": copies}  # fmt: skip
+    return {
+        "benchmark": "charis",
+        "suite_version": "s",
+        "profile": "paper",
+        "plumbing": False,
+        "idbench_version": "0",
+        "models": {},
+        "aggregates": {"overall": {"dino_sim": _stats(0.5)}},
+        "not_run": {},
+        "judge": judge,
+        "copies": copies,
+    }
 
 
 def _finished(store: Store, digest: str, summary: dict) -> int:
     from idbench.leaderboard.queue import claim, finish
 
-    store.add_submission(benchmark="charis", benchmark_version="v", data_dir=Path("/d"), model_name=digest, metadata={},
-                         content_hash=digest, stored_path=Path("/s"))  # fmt: skip
+    store.add_submission(
+        benchmark="charis",
+        benchmark_version="v",
+        data_dir=Path("/d"),
+        model_name=digest,
+        metadata={},
+        content_hash=digest,
+        stored_path=Path("/s"),
+    )
     job = claim(store, "w", 60)
     return finish(store, job, summary, Path("/r"))
 
@@ -180,8 +245,15 @@ def test_the_migration_from_the_previous_schema_keeps_every_row(tmp_path, monkey
     monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS[:previous])
     old = Store(tmp_path)
     for digest in ("a" * 64, "b" * 64, "c" * 64):
-        old.add_submission(benchmark="charis", benchmark_version="v", data_dir=Path("/d"), model_name=digest[:3], metadata={},
-                           content_hash=digest, stored_path=Path("/s"))  # fmt: skip
+        old.add_submission(
+            benchmark="charis",
+            benchmark_version="v",
+            data_dir=Path("/d"),
+            model_name=digest[:3],
+            metadata={},
+            content_hash=digest,
+            stored_path=Path("/s"),
+        )
     with sqlite3.connect(old.path) as db:
         for sid in (1, 2, 3):
             db.execute(
@@ -205,9 +277,14 @@ def test_the_migration_from_the_previous_schema_keeps_every_row(tmp_path, monkey
 
 def _hub_record(model: str, digest: str, **extra) -> dict:
     return hub_result_record(
-        _summary(SMALL | {"stats": {"calls": 3}}, _copies(0.1, False)) | extra, model=model, benchmark="charis",
-        benchmark_version="v1", content_hash=digest, scored_at="2026-01-02T03:04:05+00:00", samples=None,
-    )  # fmt: skip
+        _summary(SMALL | {"stats": {"calls": 3}}, _copies(0.1, False)) | extra,
+        model=model,
+        benchmark="charis",
+        benchmark_version="v1",
+        content_hash=digest,
+        scored_at="2026-01-02T03:04:05+00:00",
+        samples=None,
+    )
 
 
 def test_hub_records_carry_the_judge_and_copies_and_hostile_ones_are_refused_by_name(tmp_path):
@@ -216,17 +293,37 @@ def test_hub_records_carry_the_judge_and_copies_and_hostile_ones_are_refused_by_
     good = _hub_record("good", "a" * 64)
     assert "stats" not in good["judge"] and good["copies"]["share"] == 0.1
     old = {k: v for k, v in _hub_record("old", "b" * 64).items() if k not in ("judge", "copies")}
-    huge = _hub_record("huge", "c" * 64, judge=SMALL | {"card": {"controls": {f"k{i}": {"n": i} for i in range(20000)}}})
+    huge = _hub_record(
+        "huge", "c" * 64, judge=SMALL | {"card": {"controls": {f"k{i}": {"n": i} for i in range(20000)}}}
+    )
     malformed = _hub_record("bad", "d" * 64, copies={"images": "many", "flagged": 1, "marked": True})
     files = [(r["model"], r) for r in (good, old, huge, malformed)]
     results.commit(
-        [FileAdd(f"charis/{m}/{r['content_hash'][:12]}/aggregates.json", data=json.dumps(r).encode()) for m, r in files], "r", None
+        [
+            FileAdd(f"charis/{m}/{r['content_hash'][:12]}/aggregates.json", data=json.dumps(r).encode())
+            for m, r in files
+        ],
+        "r",
+        None,
     )
-    request = {"model": None, "benchmark": "charis", "benchmark_version": "v1", "state": "FINISHED", "submitted_at": "2026-01-01T00:00:00+00:00"}
+    request = {
+        "model": None,
+        "benchmark": "charis",
+        "benchmark_version": "v1",
+        "state": "FINISHED",
+        "submitted_at": "2026-01-01T00:00:00+00:00",
+    }
     requests.commit(  # a result is shown only beside its request record (hub_mirror.prove)
-        [FileAdd(f"charis/{m}/{r['content_hash'][:12]}.json", data=json.dumps(request | {"model": m, "content_hash": r["content_hash"]}).encode())
-         for m, r in files], "q", None,
-    )  # fmt: skip
+        [
+            FileAdd(
+                f"charis/{m}/{r['content_hash'][:12]}.json",
+                data=json.dumps(request | {"model": m, "content_hash": r["content_hash"]}).encode(),
+            )
+            for m, r in files
+        ],
+        "q",
+        None,
+    )
     info = hub_mirror.mirror(requests, results, tmp_path / "mirror")
     rows = Store(info.store_home).current_results("charis").set_index("model_name")
     assert sorted(rows.index) == ["good", "old"]

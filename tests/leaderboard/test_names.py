@@ -77,7 +77,14 @@ def test_hostile_names_are_refused_naming_field_and_character(case):
 
 
 def test_plain_names_of_one_script_and_digits_pass():
-    for text in ("FLUX.1-dev", "Stable Diffusion 3.5 (large)", "Ζεύς", "Кандинский 3.1", "通义万相 Wan 2.1", "InstantID+IP-Adapter_v2"):
+    for text in (
+        "FLUX.1-dev",
+        "Stable Diffusion 3.5 (large)",
+        "Ζεύς",
+        "Кандинский 3.1",
+        "通义万相 Wan 2.1",
+        "InstantID+IP-Adapter_v2",
+    ):
         assert name_problems("model", text) == [], text
 
 
@@ -109,7 +116,12 @@ def test_links_need_a_plain_host(url, part):
 
 
 def test_plain_links_pass():
-    for url in ("https://huggingface.co/black-forest-labs/FLUX.1-dev", "http://example.org:8080/a?b=c#d", "https://xn--bcher-kva.example/", ""):
+    for url in (
+        "https://huggingface.co/black-forest-labs/FLUX.1-dev",
+        "http://example.org:8080/a?b=c#d",
+        "https://xn--bcher-kva.example/",
+        "",
+    ):
         assert link_problems(url) == [], url
 
 
@@ -122,7 +134,12 @@ def test_terminal_safe_leaves_no_raw_control_or_format_character():
 
 
 def test_submitter_identity_normalises_names_and_keys_anonymous_clients():
-    assert submitter_identity("Alice") == submitter_identity(" alice ") == submitter_identity("ＡＬＩＣＥ") == "submitter:alice"
+    assert (
+        submitter_identity("Alice")
+        == submitter_identity(" alice ")
+        == submitter_identity("ＡＬＩＣＥ")
+        == "submitter:alice"
+    )
     assert submitter_identity(None, "198.51.100.7") != submitter_identity(None, "203.0.113.9")
     assert "198.51.100.7" not in submitter_identity(None, "198.51.100.7")  # only a digest is kept
     assert submitter_identity(None) == submitter_identity("  ") == "anonymous"
@@ -132,12 +149,19 @@ def test_request_client_prefers_the_hub_user_then_an_address_the_client_cannot_c
     headers = {"x-forwarded-for": "10.0.0.1, 198.51.100.7"}  # the first hop is the client's own claim
     assert request_client(headers, "192.0.2.5", hub_user="Carol") == "hf:carol"
     # No trusted proxy (the default: a directly exposed `idbench serve`): the header is ignored, the peer counts.
-    assert request_client(headers, "192.0.2.5") == request_client({"X-Forwarded-For": "203.0.113.1"}, "192.0.2.5") == "ip:192.0.2.5"
+    assert (
+        request_client(headers, "192.0.2.5")
+        == request_client({"X-Forwarded-For": "203.0.113.1"}, "192.0.2.5")
+        == "ip:192.0.2.5"
+    )
     # One trusted proxy: the entry it appended (the last); what the client wrote before it does not count.
     assert request_client(headers, "192.0.2.5", proxies=1) == "ip:198.51.100.7"
     assert request_client({"X-Forwarded-For": "spoofed, 198.51.100.7"}, "192.0.2.5", proxies=1) == "ip:198.51.100.7"
     # Two: the one the first proxy appended; a header shorter than the chain did not pass it (the peer).
-    assert request_client({"x-forwarded-for": "forged, 198.51.100.7, 10.0.0.2"}, "10.0.0.3", proxies=2) == "ip:198.51.100.7"
+    assert (
+        request_client({"x-forwarded-for": "forged, 198.51.100.7, 10.0.0.2"}, "10.0.0.3", proxies=2)
+        == "ip:198.51.100.7"
+    )
     assert request_client({"x-forwarded-for": "198.51.100.7"}, "10.0.0.3", proxies=2) == "ip:10.0.0.3"
     assert request_client({}, "203.0.113.9") == "ip:203.0.113.9"
     assert request_client(None) == "ip:loopback"  # Streamlit's None for a loopback peer: one client, not none
@@ -223,7 +247,9 @@ def test_submit_refuses_hostile_family_link_and_submitter(store, collapse):
 
 
 def test_submit_stores_the_nfkc_name(store, collapse):
-    result = submit(store, collapse / "collage", collapse / "data", model_name="\uff26\uff2c\uff35\uff38.1-dev", family="ＢＦＬ")
+    result = submit(
+        store, collapse / "collage", collapse / "data", model_name="\uff26\uff2c\uff35\uff38.1-dev", family="ＢＦＬ"
+    )
     row = store.submission(result.submission_id)
     assert row["model_name"] == row["metadata"]["model"] == "FLUX.1-dev" and row["metadata"]["family"] == "BFL"
 
@@ -235,7 +261,9 @@ def test_a_name_of_another_submitter_is_refused_the_same_submitter_may_resubmit(
         with pytest.raises(SubmissionError) as caught:
             submit(store, collapse / "clone", collapse / "data", model_name=impostor, submitter="mallory")
         (problem,) = caught.value.problems
-        assert "already used on identity-collapse by another submitter" in str(problem) and f"submission {first.submission_id}" in str(problem)
+        assert "already used on identity-collapse by another submitter" in str(
+            problem
+        ) and f"submission {first.submission_id}" in str(problem)
     with pytest.raises(SubmissionError, match="another submitter"):  # anonymous is not alice either
         submit(store, collapse / "clone", collapse / "data", model_name="FLUX.1-dev")
     # The same submitter (however their name is spelled) with new files under their name: a new submission.
@@ -252,7 +280,9 @@ def test_anonymous_clients_own_names_each_on_their_own(store, collapse):
     submit(store, collapse / "collage", collapse / "data", model_name="anon-model", client="hf:carol")
     with pytest.raises(SubmissionError, match="another submitter"):
         submit(store, collapse / "clone", collapse / "data", model_name="anon-model", client="198.51.100.7")
-    assert not submit(store, collapse / "clone", collapse / "data", model_name="anon-model", client="hf:carol").duplicate
+    assert not submit(
+        store, collapse / "clone", collapse / "data", model_name="anon-model", client="hf:carol"
+    ).duplicate
 
 
 def test_rate_limit_counts_one_person_however_the_name_is_spelled(store, collapse):
@@ -281,17 +311,29 @@ def test_anonymous_clients_are_limited_separately(store, collapse):
 
 
 def test_lookalikes_and_invisible_names_of_a_held_name_are_refused_in_one_line(store, collapse):
-    first = submit(store, collapse / "collage", collapse / "data", model_name="FLUX.1-dev", submitter="alice", client="hf:alice")
+    first = submit(
+        store, collapse / "collage", collapse / "data", model_name="FLUX.1-dev", submitter="alice", client="hf:alice"
+    )
     for text in [t for t, _ in INVISIBLE_NAMES.values()] + list(LOOKALIKE_NAMES.values()):
         with pytest.raises(SubmissionError) as caught:
-            submit(store, collapse / "clone", collapse / "data", model_name=text, submitter="mallory", client="hf:mallory")
+            submit(
+                store, collapse / "clone", collapse / "data", model_name=text, submitter="mallory", client="hf:mallory"
+            )
         (problem,) = caught.value.problems  # one line
         line = str(problem)
-        assert "\n" not in line and ("invisible" in line or f"submission {first.submission_id} ('FLUX.1-dev')" in line), line
+        assert "\n" not in line and (
+            "invisible" in line or f"submission {first.submission_id} ('FLUX.1-dev')" in line
+        ), line
     assert len(jobs_table(store)) == 1
     # Lookalikes of one's own name stay one's own (a new version), unless invisible.
-    assert not submit(store, collapse / "clone", collapse / "data", model_name=LOOKALIKE_NAMES["en dash"], submitter="alice",
-                      client="hf:alice").duplicate  # fmt: skip
+    assert not submit(
+        store,
+        collapse / "clone",
+        collapse / "data",
+        model_name=LOOKALIKE_NAMES["en dash"],
+        submitter="alice",
+        client="hf:alice",
+    ).duplicate
 
 
 def test_hub_submit_refuses_lookalikes_of_a_held_name(tmp_path, collapse):
@@ -314,11 +356,21 @@ def test_rate_limit_is_per_client_whatever_name_is_typed(store, collapse):
     for submitter, forwarded in (("bob", "203.0.113.2"), (None, "198.51.100.9"), ("alice", "10.1.1.1, 10.2.2.2")):
         spoofed = request_client({"x-forwarded-for": forwarded}, "192.0.2.5")
         with pytest.raises(RateLimitError, match="limit is 1"):
-            submit(store, collapse / "clone", collapse / "data", model_name="m2", submitter=submitter, rate_limit=limit, client=spoofed)
+            submit(
+                store,
+                collapse / "clone",
+                collapse / "data",
+                model_name="m2",
+                submitter=submitter,
+                rate_limit=limit,
+                client=spoofed,
+            )
     assert len(jobs_table(store)) == 1
     # Another connection has its own allowance.
     other = request_client({}, "192.0.2.6")
-    assert not submit(store, collapse / "clone", collapse / "data", model_name="m2", submitter="bob", rate_limit=limit, client=other).duplicate
+    assert not submit(
+        store, collapse / "clone", collapse / "data", model_name="m2", submitter="bob", rate_limit=limit, client=other
+    ).duplicate
 
 
 def test_hub_rate_limit_is_per_client_whatever_name_is_typed(tmp_path, collapse):
@@ -326,24 +378,56 @@ def test_hub_rate_limit_is_per_client_whatever_name_is_typed(tmp_path, collapse)
 
     requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
     limit = RateLimit(1, 86400)
-    first = submit_request(requests, collapse / "collage", collapse / "data", "m1", submitter="alice", client="ip:192.0.2.5", rate_limit=limit)
+    first = submit_request(
+        requests,
+        collapse / "collage",
+        collapse / "data",
+        "m1",
+        submitter="alice",
+        client="ip:192.0.2.5",
+        rate_limit=limit,
+    )
     record = json.loads((requests.snapshot(requests.head()) / first.path).read_text())
-    assert record["requester"].startswith("owner:") and record["requester"] != record["owner"] and "192.0.2.5" not in json.dumps(record)
+    assert (
+        record["requester"].startswith("owner:")
+        and record["requester"] != record["owner"]
+        and "192.0.2.5" not in json.dumps(record)
+    )
     for submitter in ("bob", None):
         with pytest.raises(RateLimitError, match="limit is 1"):
-            submit_request(requests, collapse / "clone", collapse / "data", "m2", submitter=submitter, client="ip:192.0.2.5", rate_limit=limit)
-    assert not submit_request(requests, collapse / "clone", collapse / "data", "m2", submitter="bob", client="ip:192.0.2.6",
-                              rate_limit=limit).duplicate  # fmt: skip
+            submit_request(
+                requests,
+                collapse / "clone",
+                collapse / "data",
+                "m2",
+                submitter=submitter,
+                client="ip:192.0.2.5",
+                rate_limit=limit,
+            )
+    assert not submit_request(
+        requests, collapse / "clone", collapse / "data", "m2", submitter="bob", client="ip:192.0.2.6", rate_limit=limit
+    ).duplicate
 
 
 def test_jobs_prints_names_escaped(store, monkeypatch, capsys):
     # A row from before names were checked (written straight into the store): the terminal still gets text.
-    store.add_submission(benchmark="charis", benchmark_version="v", data_dir=Path("/d"), model_name="\x1b[2J" + RLO_NAME, metadata={},
-                         content_hash="a" * 64, stored_path=Path("/d"))  # fmt: skip
+    store.add_submission(
+        benchmark="charis",
+        benchmark_version="v",
+        data_dir=Path("/d"),
+        model_name="\x1b[2J" + RLO_NAME,
+        metadata={},
+        content_hash="a" * 64,
+        stored_path=Path("/d"),
+    )
     monkeypatch.setenv("IDBENCH_HOME", str(store.home))
     assert main(["jobs"]) == 0
     out = capsys.readouterr().out
-    assert not [ch for ch in out if unicodedata.category(ch) in REFUSED_IN_OUTPUT - {"Cc"} or (unicodedata.category(ch) == "Cc" and ch != "\n")]
+    assert not [
+        ch
+        for ch in out
+        if unicodedata.category(ch) in REFUSED_IN_OUTPUT - {"Cc"} or (unicodedata.category(ch) == "Cc" and ch != "\n")
+    ]
     assert "\\x1b[2Jevil-\\u202eved.1-XULF" in out
 
 
@@ -366,7 +450,6 @@ def test_hub_submit_refuses_a_taken_or_hostile_name(tmp_path, collapse):
     assert submit_request(requests, collapse / "collage", collapse / "data", "FLUX.1-dev").duplicate
 
 
-
 def test_hub_requests_carry_an_owner_who_keeps_the_name_and_counts_against_the_limit(tmp_path, collapse):
     import json
 
@@ -384,7 +467,9 @@ def test_hub_requests_carry_an_owner_who_keeps_the_name_and_counts_against_the_l
     limit = RateLimit(2, 86400)
     with pytest.raises(RateLimitError, match="2 submissions in the last 24 h"):
         submit_request(requests, collapse / "clone", collapse / "data", "alice-3", client=alice, rate_limit=limit)
-    assert not submit_request(requests, collapse / "clone", collapse / "data", "bob-1", client="addr:198.51.100.7", rate_limit=limit).duplicate
+    assert not submit_request(
+        requests, collapse / "clone", collapse / "data", "bob-1", client="addr:198.51.100.7", rate_limit=limit
+    ).duplicate
     assert sorted(r.model for r in list_requests(requests)) == ["FLUX.1-dev", "FLUX.1-dev", "bob-1"]
 
 
@@ -398,12 +483,31 @@ def charis_home(tmp_path_factory) -> Path:
     """Three hand-made CHARIS results: two rows of one name (from before names were owned) and one other."""
     root = tmp_path_factory.mktemp("names-app") / "home"
     store = Store(root)
-    overall = {m.name: {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.55, "n": 10, "n_nan": 0} for m in CHARIS.task_metrics("reference")}
+    overall = {
+        m.name: {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.55, "n": 10, "n_nan": 0}
+        for m in CHARIS.task_metrics("reference")
+    }
     for model, submitter in (("FLUX.1-dev", "bfl"), ("flux.1-DEV", "mallory"), ("SD3", None)):
-        store.add_submission(benchmark="charis", benchmark_version="v", data_dir=root / "none", model_name=model, metadata={},
-                             content_hash=model.ljust(64, "0"), stored_path=root / "none", submitter=submitter)  # fmt: skip
-        summary = {"benchmark": "charis", "suite_version": "s", "profile": "paper", "plumbing": False, "idbench_version": "0",
-                   "models": {}, "aggregates": {"overall": overall, "breakdowns": {}}, "not_run": {}}  # fmt: skip
+        store.add_submission(
+            benchmark="charis",
+            benchmark_version="v",
+            data_dir=root / "none",
+            model_name=model,
+            metadata={},
+            content_hash=model.ljust(64, "0"),
+            stored_path=root / "none",
+            submitter=submitter,
+        )
+        summary = {
+            "benchmark": "charis",
+            "suite_version": "s",
+            "profile": "paper",
+            "plumbing": False,
+            "idbench_version": "0",
+            "models": {},
+            "aggregates": {"overall": overall, "breakdowns": {}},
+            "not_run": {},
+        }
         finish(store, claim(store, "w", 60), summary, root / "none")
     return root
 
@@ -435,7 +539,10 @@ def test_a_link_by_an_ambiguous_name_lists_the_choices(charis_home, monkeypatch)
 def test_a_link_by_a_unique_name_or_by_id_opens_it(charis_home, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(charis_home))
     assert _open({"benchmark": "charis", "model": "sd3"}).selectbox(key="model-submission").value == 3
-    assert _open({"benchmark": "charis", "submission": "2", "model": "FLUX.1-dev"}).selectbox(key="model-submission").value == 2
+    assert (
+        _open({"benchmark": "charis", "submission": "2", "model": "FLUX.1-dev"}).selectbox(key="model-submission").value
+        == 2
+    )
     at = _open({"benchmark": "charis", "model": "nothing"})
     assert not at.exception and "model=nothing" in " ".join(c.value for c in at.caption).replace("\\", "")
 
@@ -444,7 +551,9 @@ def test_validate_applies_the_same_name_rules_as_the_queue():
     """``idbench validate`` (metadata_text_problems) refuses what the queue refuses, one line per field."""
     from idbench.evaluate_pkg.submission import metadata_text_problems
 
-    problems = metadata_text_problems({"model": "evil-\u202eved.1-XULF", "family": "FLUX", "link": "https://huggingface.co@evil.example/x"})
+    problems = metadata_text_problems(
+        {"model": "evil-\u202eved.1-XULF", "family": "FLUX", "link": "https://huggingface.co@evil.example/x"}
+    )
     assert len(problems) == 2
     assert problems[0].startswith("field 'model'") and "U+202E" in problems[0]
     assert problems[1].startswith("field 'link'")

@@ -88,7 +88,9 @@ def test_overall_and_filtered_means_match_the_parquet(filled):
         expected = _parquet_means(results, prompts, "dino_sim", **cell)
         got = dict(zip(table["submission"], table["dino_sim"]))
         assert got == pytest.approx(expected, abs=1e-6), filters
-        assert (table["dino_sim ci_low"] <= table["dino_sim"]).all() and (table["dino_sim"] <= table["dino_sim ci_high"]).all()
+        assert (table["dino_sim ci_low"] <= table["dino_sim"]).all() and (
+            table["dino_sim"] <= table["dino_sim ci_high"]
+        ).all()
     # the 4-subject occlusion cell differs from the overall mean: the filter really changes the table
     overall = query.ranked_table(results, SPEC, include_plumbing=True)
     cell = query.ranked_table(results, SPEC, filters={"n_subjects": "4", "scene": "occlusion"}, include_plumbing=True)
@@ -151,7 +153,9 @@ def test_breakdown_tables_and_radar(filled):
 # --- hand-made rows: lower-is-better sorting, display conventions, CHARIS matrix ------------------
 
 
-def _row(submission: int, overall: dict, plumbing: bool = False, breakdowns: dict | None = None, model: str | None = None) -> dict:
+def _row(
+    submission: int, overall: dict, plumbing: bool = False, breakdowns: dict | None = None, model: str | None = None
+) -> dict:
     stats = lambda mean: {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n": 10, "n_nan": 0}  # noqa: E731
     return {
         "submission_id": submission,
@@ -245,7 +249,10 @@ def test_type_style_matrix_for_charis_and_duplicate_names():
         _row(3, {"dino_sim": 0.9}, plumbing=True, breakdowns={"type x style": cells}),
     ]
     matrix = query.type_style_matrix(pd.DataFrame(rows), charis, "dino_sim")
-    assert list(matrix.index) == ["same #1", "same #2"] and list(matrix.columns) == ["animal x cartoon", "human x photo"]
+    assert list(matrix.index) == ["same #1", "same #2"] and list(matrix.columns) == [
+        "animal x cartoon",
+        "human x photo",
+    ]
     assert matrix.loc["same #1", "human x photo"] == 0.7 and math.isnan(matrix.loc["same #2", "animal x cartoon"])
     assert query.metric_vs_group_size(pd.DataFrame(rows), charis, "dino_sim").empty  # CHARIS has no group size
     assert query.type_style_matrix(pd.DataFrame(rows), SPEC, "dino_sim").empty
@@ -264,15 +271,23 @@ def test_metrics_of_other_tasks_do_not_make_a_row_incomplete():
     assert "attr_vqa" in generation and not any(name.startswith("retrieval") for name in generation)
     # A text-to-image row is complete with its own metrics (written out by hand: paper 001's protocol, count
     # accuracy and binding Attr-VQA, the latter beside its intent-to-treat twin since suite 0.6).
-    t2i = _result_row({"count_accuracy": {"mean": 0.5}, "attr_vqa.binding": {"mean": 0.2}, "attr_vqa.binding_itt": {"mean": 0.2}},
-                      task="text-to-image")
+    t2i = _result_row(
+        {"count_accuracy": {"mean": 0.5}, "attr_vqa.binding": {"mean": 0.2}, "attr_vqa.binding_itt": {"mean": 0.2}},
+        task="text-to-image",
+    )
     assert query.missing_metrics(t2i, spec) == [] and query.marks(t2i, spec) == ""
     assert query.missing_metrics(_result_row({"count_accuracy": {"mean": 0.5}}, task="text-to-image"), spec) == [
-        "attr_vqa.binding", "attr_vqa.binding_itt"]
+        "attr_vqa.binding",
+        "attr_vqa.binding_itt",
+    ]
     complete = _result_row({name: {"mean": 0.5} for name in generation})
     assert query.missing_metrics(complete, spec) == [] and query.marks(complete, spec) == ""
-    without_judge = _result_row({name: {"mean": 0.5} for name in generation if not name.startswith(("attr_vqa", "igc"))})
-    assert set(query.missing_metrics(without_judge, spec)) == {m for m in generation if m.startswith(("attr_vqa", "igc"))}
+    without_judge = _result_row(
+        {name: {"mean": 0.5} for name in generation if not name.startswith(("attr_vqa", "igc"))}
+    )
+    assert set(query.missing_metrics(without_judge, spec)) == {
+        m for m in generation if m.startswith(("attr_vqa", "igc"))
+    }
     assert query.marks(without_judge, spec) == "incomplete suite"
 
 
@@ -313,7 +328,9 @@ def test_sample_extremes_and_their_images(filled):
     assert samples.reference_ids(data, pick["prompt_id"]) == list(data.prompt_rows[pick["prompt_id"]]["subject_ids"])
     # The collage pastes its references: the only evidence of its images is the copy check's (no judge ran).
     evidence = samples.evidence(Path(row["results_path"]), pick["prompt_id"], int(pick["seed"]))
-    assert set(evidence) == {"copies"} and set(evidence["copies"]["found"]) <= set(samples.reference_ids(data, pick["prompt_id"]))
+    assert set(evidence) == {"copies"} and set(evidence["copies"]["found"]) <= set(
+        samples.reference_ids(data, pick["prompt_id"])
+    )
     with pytest.raises(KeyError, match="no image for prompt 'nope'"):
         samples.generation_file(Path(submission["stored_path"]), "nope", 0)
 
@@ -343,17 +360,29 @@ def test_reference_ids_of_a_cogcanvas_prompt():
 def test_judged_metrics_carry_their_failure_rate():
     spec = get_benchmark("charis")
     row = {
-        "submission_id": 7, "model_name": "m", "submitter": "", "profile": "paper", "plumbing": False, "metadata": {},
-        "aggregates": {"overall": {
-            "charis_score": {"mean": 0.6, "ci_low": 0.5, "ci_high": 0.7},
-            "charis_score.failure_rate": {"mean": 0.125},
-            "clip_i": {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9},
-        }},
-    }  # fmt: skip
+        "submission_id": 7,
+        "model_name": "m",
+        "submitter": "",
+        "profile": "paper",
+        "plumbing": False,
+        "metadata": {},
+        "aggregates": {
+            "overall": {
+                "charis_score": {"mean": 0.6, "ci_low": 0.5, "ci_high": 0.7},
+                "charis_score.failure_rate": {"mean": 0.125},
+                "clip_i": {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9},
+            }
+        },
+    }
     table = query.ranked_table(pd.DataFrame([row]), spec, include_plumbing=True)
     columns = list(table.columns)
     at = columns.index("charis_score")
-    assert columns[at:at + 4] == ["charis_score", "charis_score ci_low", "charis_score ci_high", "charis_score judge failures"]
+    assert columns[at : at + 4] == [
+        "charis_score",
+        "charis_score ci_low",
+        "charis_score ci_high",
+        "charis_score judge failures",
+    ]
     assert table.loc[0, "charis_score judge failures"] == 0.125
     assert "clip_i judge failures" not in columns  # an encoder metric has no judge to fail
     shown = query.display_table(table, spec)
@@ -363,7 +392,9 @@ def test_judged_metrics_carry_their_failure_rate():
 def test_a_retrieval_metric_shows_its_random_ranker_beside_it():
     cog = get_benchmark("cogcanvas")
     # hand-made raw means: P@1 0.8 against a random ranker's 0.5 (two candidates a slot), shown in percent
-    rows = [_row(1, {"retrieval_p@1": 0.8, "retrieval_p@1.random": 0.5, "retrieval_r@5": 1.0, "retrieval_r@5.random": 1.0})]
+    rows = [
+        _row(1, {"retrieval_p@1": 0.8, "retrieval_p@1.random": 0.5, "retrieval_r@5": 1.0, "retrieval_r@5.random": 1.0})
+    ]
     table = query.ranked_table(pd.DataFrame(rows), cog, metric="retrieval_p@1", include_incomplete=True)
     columns = list(table.columns)
     assert columns.index("retrieval_p@1 random") == columns.index("retrieval_p@1 ci_high") + 1
@@ -371,7 +402,10 @@ def test_a_retrieval_metric_shows_its_random_ranker_beside_it():
     shown = query.display_table(table, cog)
     assert shown.loc[0, "retrieval_p@1 (%)"] == 80.0 and shown.loc[0, "retrieval_p@1 (%) random"] == 50.0
     # a metric that declares no chance level gets no such column
-    assert not any(c.startswith("id_sim") and c.endswith(" random") for c in query.ranked_table(pd.DataFrame([_row(1, {"id_sim": 0.4})]), cog).columns)
+    assert not any(
+        c.startswith("id_sim") and c.endswith(" random")
+        for c in query.ranked_table(pd.DataFrame([_row(1, {"id_sim": 0.4})]), cog).columns
+    )
 
 
 def _stats(mean: float, prompts: int) -> dict:
@@ -389,10 +423,12 @@ def test_cogcanvas_ranks_within_n_2_first_and_offers_the_pooled_mean():
     cog = get_benchmark("cogcanvas")
     prompts = {"2": 41, "3": 28, "4": 17, "5": 14}  # the paper's proportions, roughly
     # m1 wins the pooled mean, m2 wins at N = 2: the default must rank m2 first
-    rows = pd.DataFrame([
-        _cog_row(1, 0.50, {"2": 0.55, "3": 0.5, "4": 0.45, "5": 0.4}, prompts),
-        _cog_row(2, 0.40, {"2": 0.60, "3": 0.3, "4": 0.2, "5": 0.1}, prompts),
-    ])
+    rows = pd.DataFrame(
+        [
+            _cog_row(1, 0.50, {"2": 0.55, "3": 0.5, "4": 0.45, "5": 0.4}, prompts),
+            _cog_row(2, 0.40, {"2": 0.60, "3": 0.3, "4": 0.2, "5": 0.1}, prompts),
+        ]
+    )
     filters = query.default_filters(rows, cog)
     assert filters == {"n_persons": "2"} and query.ranking_scope(cog, filters) == "N = 2"
     table = query.ranked_table(rows, cog, metric="id_sim", filters=filters)
@@ -413,20 +449,26 @@ def test_default_group_size_falls_back_and_other_benchmarks_pool():
     assert query.default_filters(only_3, cog) == {"n_persons": "3"}  # N = 2 not stored: the smallest that is
     assert query.default_filters(pd.DataFrame([_row(1, {"id_sim": 0.5})]), cog) == {"n_persons": None}
     # Identity Collapse ranks pooled (a balanced grid); CHARIS has no group size
-    assert query.default_filters(pd.DataFrame([_row(1, {"dino_sim": 0.5}, breakdowns={"n_subjects": {"2": {"dino_sim": 0.5}}})]), SPEC) == {
-        "n_subjects": None, "scene": None}
+    assert query.default_filters(
+        pd.DataFrame([_row(1, {"dino_sim": 0.5}, breakdowns={"n_subjects": {"2": {"dino_sim": 0.5}}})]), SPEC
+    ) == {"n_subjects": None, "scene": None}
     charis = get_benchmark("charis")
     assert all(v is None for v in query.default_filters(pd.DataFrame(), charis).values())
-    assert query.ranking_scope(charis, {}) == "" and query.group_size_note(pd.DataFrame(), charis, "charis_score", {}) == ""
+    assert (
+        query.ranking_scope(charis, {}) == ""
+        and query.group_size_note(pd.DataFrame(), charis, "charis_score", {}) == ""
+    )
 
 
 def test_breakdown_tables_show_subject_breakdowns_with_counts():
     cog = get_benchmark("cogcanvas")
     row = _cog_row(1, 0.5, {"2": 0.5}, {"2": 3})
-    row["aggregates"]["subject_breakdowns"] = {"gender": {
-        "unknown": {"id_sim": {**_stats(0.2, 1), "n": 2}},
-        "female": {"id_sim": {**_stats(0.4, 3), "n": 5, "n_nan": 1}},
-    }}
+    row["aggregates"]["subject_breakdowns"] = {
+        "gender": {
+            "unknown": {"id_sim": {**_stats(0.2, 1), "n": 2}},
+            "female": {"id_sim": {**_stats(0.4, 3), "n": 5, "n_nan": 1}},
+        }
+    }
     tables = query.breakdown_tables(row, cog)
     assert list(tables) == ["n_persons", "gender"]  # axes the result lacks get no table
     gender = tables["gender"]

@@ -41,7 +41,9 @@ def test_two_identical_models_share_rank_one_and_a_tier():
 def test_a_clearly_better_model_is_alone_in_tier_one():
     rng = np.random.default_rng(2)
     base = rng.uniform(0.2, 0.6, 30)
-    out = query.rank_uncertainty(_means({1: base.tolist(), 2: base.tolist(), 3: (base + 0.3).tolist()}), higher_is_better=True)
+    out = query.rank_uncertainty(
+        _means({1: base.tolist(), 2: base.tolist(), 3: (base + 0.3).tolist()}), higher_is_better=True
+    )
     assert out.loc[3, "rank"] == 1 and out.loc[3, query.TIER] == 1 and out.loc[3, query.RANK_INTERVAL] == "1"
     assert out.loc[[1, 2], "rank"].tolist() == [2, 2] and out.loc[[1, 2], query.TIER].tolist() == [2, 2]
     table = pd.DataFrame({"model": ["c", "a", "b"], "rank": [1, 2, 2], query.TIER: [1, 2, 2]})
@@ -85,7 +87,13 @@ def test_shared_prompt_means_use_the_pairs_every_model_has():
     assert means.loc["p0", 1] == 0.2 and means.loc["p0", 2] == 0.1 and list(means.index) == ["p0", "p1", "p2"]
     assert list(query.shared_prompt_means({1: a, 2: b}, prompts=["p2"]).index) == ["p2"]
     frame = pd.DataFrame(
-        {"prompt_id": ["p0", "p0", "p0"], "seed": [0, 0, 0], "metric": ["id_sim"] * 3, "subject": ["", "s1", "s2"], "value": [0.5, 0.1, 0.9]}
+        {
+            "prompt_id": ["p0", "p0", "p0"],
+            "seed": [0, 0, 0],
+            "metric": ["id_sim"] * 3,
+            "subject": ["", "s1", "s2"],
+            "value": [0.5, 0.1, 0.9],
+        }
     )
     assert query.sample_values(frame, "id_sim")["value"].tolist() == [0.5]  # whole-image row, as the aggregates
     only_subjects = frame[frame["subject"] != ""]
@@ -93,7 +101,11 @@ def test_shared_prompt_means_use_the_pairs_every_model_has():
 
 
 def test_cell_prompts_select_by_the_stored_labels():
-    rows = {"p0": {"n_subjects": 2, "scene": "neutral"}, "p1": {"n_subjects": 4, "scene": "neutral"}, "p2": {"n_subjects": 4, "scene": "occlusion"}}
+    rows = {
+        "p0": {"n_subjects": 2, "scene": "neutral"},
+        "p1": {"n_subjects": 4, "scene": "neutral"},
+        "p2": {"n_subjects": 4, "scene": "occlusion"},
+    }
     assert query.cell_prompts(rows, SPEC, {"n_subjects": "4", "scene": None}) == ["p1", "p2"]
     assert query.cell_prompts(rows, SPEC, {"n_subjects": None}) is None
 
@@ -101,13 +113,22 @@ def test_cell_prompts_select_by_the_stored_labels():
 def test_ranked_table_gives_equal_scores_one_rank_whatever_the_submission_order():
     stats = lambda mean: {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n": 10, "n_nan": 0}  # noqa: E731
     rows = [
-        {"submission_id": s, "model_name": f"m{s}", "submitter": None, "profile": "full", "plumbing": False, "not_run": {},
-         "aggregates": {"overall": {m.name: stats(v) for m in SPEC.metric_suite}, "breakdowns": {}}}
+        {
+            "submission_id": s,
+            "model_name": f"m{s}",
+            "submitter": None,
+            "profile": "full",
+            "plumbing": False,
+            "not_run": {},
+            "aggregates": {"overall": {m.name: stats(v) for m in SPEC.metric_suite}, "breakdowns": {}},
+        }
         for s, v in ((1, 0.5), (2, 0.7), (3, 0.7))
-    ]  # fmt: skip
+    ]
     table = query.ranked_table(pd.DataFrame(rows), SPEC, metric="dino_sim")
     assert table["submission"].tolist() == [2, 3, 1] and table["rank"].tolist() == [1, 1, 3]
-    shown = query.with_rank_uncertainty(table, query.rank_uncertainty(_means({2: [0.7, 0.7], 3: [0.7, 0.7], 1: [0.5, 0.5]}), True))
+    shown = query.with_rank_uncertainty(
+        table, query.rank_uncertainty(_means({2: [0.7, 0.7], 3: [0.7, 0.7], 1: [0.5, 0.5]}), True)
+    )
     assert shown.columns[:3].tolist() == ["rank", query.RANK_INTERVAL, query.TIER]
     assert shown[query.TIER].tolist() == [1, 1, 2] and query.leaders_tied(shown) == ["m2", "m3"]
 
@@ -122,8 +143,12 @@ def test_nested_design_ranks_resample_subjects_with_their_prompts():
     subjects = [f"s{i:02d}" for i in range(12)]
     prompt_ids = [f"{s}-{k}" for s in subjects for k in range(4)]
     per_prompt = pd.DataFrame(
-        {m: np.repeat(rng.normal(0.5, 0.1, 12), 4) + offset + rng.normal(0, 0.01, 48) for m, offset in ((1, 0.0), (2, 0.05), (3, 0.10))},
-        index=pd.Index(prompt_ids, name="prompt_id"))
+        {
+            m: np.repeat(rng.normal(0.5, 0.1, 12), 4) + offset + rng.normal(0, 0.01, 48)
+            for m, offset in ((1, 0.0), (2, 0.05), (3, 0.10))
+        },
+        index=pd.Index(prompt_ids, name="prompt_id"),
+    )
     units = {p: {"subject": [p.split("-")[0]]} for p in prompt_ids}
     nested = query.rank_uncertainty(per_prompt, True, factors=("subject",), units=units, n_draws=500)
     per_subject = per_prompt.groupby(lambda p: p.split("-")[0]).mean()
@@ -147,13 +172,22 @@ def test_a_design_with_one_level_tells_no_model_apart():
 def test_resampling_design_is_read_from_the_results():
     record = {"resampling": {"factors": ["subject"], "method": "subjects", "prompt_units": {"a": {"subject": ["s1"]}}}}
     other = {"resampling": {"factors": ["subject"], "method": "subjects", "prompt_units": {"b": {"subject": ["s2"]}}}}
-    assert query.resampling_design([record, other]) == (("subject",), {"a": {"subject": ["s1"]}, "b": {"subject": ["s2"]}}, "subjects")
+    assert query.resampling_design([record, other]) == (
+        ("subject",),
+        {"a": {"subject": ["s1"]}, "b": {"subject": ["s2"]}},
+        "subjects",
+    )
     assert query.resampling_design([{}, None]) == (("prompt",), {}, query.PROMPTS_ONLY)
 
 
 def test_flat_metrics_are_named_not_drawn():
-    profile = pd.DataFrame({"model": ["a", "b", "a", "b", "a"], "metric": ["scr", "scr", "dino", "dino", "solo"],
-                            "value": [0.0, 0.0, 0.9, 0.8, 0.5]})
+    profile = pd.DataFrame(
+        {
+            "model": ["a", "b", "a", "b", "a"],
+            "metric": ["scr", "scr", "dino", "dino", "solo"],
+            "value": [0.0, 0.0, 0.9, 0.8, 0.5],
+        }
+    )
     assert query.flat_metrics(profile) == {"scr": 0.0}  # one model alone is not "every model equal"
 
 
@@ -170,7 +204,9 @@ def test_an_unreadable_or_incomplete_results_file_counts_as_no_values(tmp_path):
     pd.DataFrame({"prompt_id": ["p0"], "seed": [0], "value": [0.5]}).to_parquet(partial / "results.parquet")
     whole = tmp_path / "whole"
     whole.mkdir()
-    pd.DataFrame({"prompt_id": ["p0", "p0"], "seed": [0, 0], "metric": ["dino_sim", "clip_t"], "value": [0.5, 0.1]}).to_parquet(whole / "results.parquet")
+    pd.DataFrame(
+        {"prompt_id": ["p0", "p0"], "seed": [0, 0], "metric": ["dino_sim", "clip_t"], "value": [0.5, 0.1]}
+    ).to_parquet(whole / "results.parquet")
     required = ("prompt_id", "seed", "metric", "value")
     assert render._read_results(str(garbage), required) is None
     assert render._read_results(str(partial), required) is None

@@ -12,6 +12,7 @@ from idbench.cli import main
 
 from streamlit_server import free_port, running
 
+
 def _option(command: list[str], name: str) -> str | None:
     return command[command.index(name) + 1] if name in command else None
 
@@ -38,9 +39,12 @@ def test_streamlit_server_port_from_the_environment_is_used(tmp_path):
     pytest.importorskip("streamlit")
     port = free_port()
     env = {
-        **os.environ, "IDBENCH_HOME": str(tmp_path / "home"), "STREAMLIT_SERVER_PORT": str(port),
-        "STREAMLIT_SERVER_ADDRESS": "127.0.0.1", "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+        **os.environ,
+        "IDBENCH_HOME": str(tmp_path / "home"),
+        "STREAMLIT_SERVER_PORT": str(port),
+        "STREAMLIT_SERVER_ADDRESS": "127.0.0.1",
+        "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
         "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none",
-    }  # fmt: skip
+    }
     with running(app.streamlit_command(), env, port, tmp_path / "serve.log") as url:
         assert url.endswith(f":{port}")  # running() returned: the health endpoint answered on that port

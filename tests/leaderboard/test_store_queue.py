@@ -90,7 +90,12 @@ def test_duplicate_is_recognised_also_as_a_zip_but_not_under_another_model(store
     assert again.duplicate and (again.submission_id, again.job_id) == (first.submission_id, first.job_id)
     other = submit(store, collapse / "collage", collapse / "data", model_name="renamed")
     assert not other.duplicate and other.submission_id != first.submission_id
-    assert json.loads((Path(store.submission(other.submission_id)["stored_path"]) / "submission.json").read_text())["model"] == "renamed"
+    assert (
+        json.loads((Path(store.submission(other.submission_id)["stored_path"]) / "submission.json").read_text())[
+            "model"
+        ]
+        == "renamed"
+    )
     assert len(jobs_table(store)) == 2
 
 
@@ -100,7 +105,12 @@ def test_worker_once_scores_and_finishes(store, collapse):
     [row] = jobs_table(store)
     assert row["state"] == "FINISHED" and row["reason"] is None and row["attempts"] == 1
     [res] = store.results(result.submission_id)
-    assert res["current"] and res["suite_version"] == get_benchmark(res["benchmark"]).suite_version and res["profile"] == "tiny" and res["plumbing"]
+    assert (
+        res["current"]
+        and res["suite_version"] == get_benchmark(res["benchmark"]).suite_version
+        and res["profile"] == "tiny"
+        and res["plumbing"]
+    )
     assert "clip" in res["models"] and {"hub_id", "revision"} <= set(res["models"]["clip"])
     assert res["benchmark_version"] == store.submission(result.submission_id)["benchmark_version"]
     out = Path(res["results_path"])
@@ -125,7 +135,9 @@ def test_lease_expiry_reclaims_a_killed_workers_job(store, collapse, tmp_path):
     with pytest.raises(LeaseLostError):  # the "killed" worker waking up cannot record anything
         finish(store, dead, {}, tmp_path)
     [res] = store.results(result.submission_id)
-    clean = score_submission(collapse / "collage", collapse / "data", None, TINY, cache_dir=tmp_path / "clean", progress=False)
+    clean = score_submission(
+        collapse / "collage", collapse / "data", None, TINY, cache_dir=tmp_path / "clean", progress=False
+    )
     assert res["aggregates"] == json.loads(json.dumps(clean["aggregates"], sort_keys=True, default=str))
 
 
@@ -207,10 +219,13 @@ def test_concurrent_workers_never_claim_twice_and_lose_nothing(store, monkeypatc
 
 @pytest.mark.parametrize(
     "error",
-    [sqlite3.OperationalError("disk I/O error"), sqlite3.OperationalError("database or disk is full"),
-     OSError(28, "No space left on device")],
+    [
+        sqlite3.OperationalError("disk I/O error"),
+        sqlite3.OperationalError("database or disk is full"),
+        OSError(28, "No space left on device"),
+    ],
     ids=["io-error", "sqlite-full", "enospc"],
-)  # fmt: skip
+)
 def test_a_failing_store_is_one_line_naming_it_for_jobs_and_submit(store, collapse, monkeypatch, capsys, error):
     from idbench.cli import main
 
@@ -218,7 +233,19 @@ def test_a_failing_store_is_one_line_naming_it_for_jobs_and_submit(store, collap
         raise error
 
     monkeypatch.setattr(Store, "_connect", broken)
-    for argv in (["jobs"], ["submit", str(collapse / "collage"), "--benchmark", "identity-collapse", "--data", str(collapse / "data"), "--model-name", "m"]):
+    for argv in (
+        ["jobs"],
+        [
+            "submit",
+            str(collapse / "collage"),
+            "--benchmark",
+            "identity-collapse",
+            "--data",
+            str(collapse / "data"),
+            "--model-name",
+            "m",
+        ],
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
@@ -238,9 +265,27 @@ def test_a_full_disk_while_storing_the_files_of_a_submission_is_one_line(store, 
         return real(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", full)
-    assert main(["submit", str(collapse / "collage"), "--benchmark", "identity-collapse", "--data", str(collapse / "data"), "--model-name", "m"]) == 2
+    assert (
+        main(
+            [
+                "submit",
+                str(collapse / "collage"),
+                "--benchmark",
+                "identity-collapse",
+                "--data",
+                str(collapse / "data"),
+                "--model-name",
+                "m",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("idbench submit: error: disk full") and str(store.submissions_dir) in err
+    assert (
+        err.count("\n") == 1
+        and err.startswith("idbench submit: error: disk full")
+        and str(store.submissions_dir) in err
+    )
     assert jobs_table(store) == []  # nothing queued
 
 
@@ -262,6 +307,13 @@ def test_a_real_file_size_limit_is_one_line_not_a_traceback(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
 
     env = dict(os.environ, IDBENCH_HOME=str(tmp_path / "home"))
-    done = subprocess.run([sys.executable, "-m", "idbench", "jobs"], preexec_fn=limited, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "idbench", "jobs"],
+        preexec_fn=limited,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1 and str(tmp_path / "home" / "leaderboard.sqlite3") in done.stderr

@@ -36,7 +36,9 @@ COUNTS = ["found", "missing", "swapped", "cloned", "extra"]
 # --- pure functions ------------------------------------------------------------------------------
 
 
-def _record(counts: dict, identities: list[dict] | None = None, faces: list | None = None, clone_group: list | None = None) -> dict:
+def _record(
+    counts: dict, identities: list[dict] | None = None, faces: list | None = None, clone_group: list | None = None
+) -> dict:
     return {
         "identities": identities or [],
         "faces": faces or [],
@@ -45,10 +47,20 @@ def _record(counts: dict, identities: list[dict] | None = None, faces: list | No
     }
 
 
-def _identity(slot: str, face: int, found: bool, in_place: bool, has_reference: bool = True, cosine=0.5, margin=0.1) -> dict:
+def _identity(
+    slot: str, face: int, found: bool, in_place: bool, has_reference: bool = True, cosine=0.5, margin=0.1
+) -> dict:
     box = [10.0 * face, 0.0, 10.0 * face + 8, 8.0] if face >= 0 else None
-    return {"slot": slot, "face": face, "box": box, "cosine": cosine if face >= 0 else None,
-            "margin": margin if face >= 0 else None, "found": found, "has_reference": has_reference, "in_place": in_place}  # fmt: skip
+    return {
+        "slot": slot,
+        "face": face,
+        "box": box,
+        "cosine": cosine if face >= 0 else None,
+        "margin": margin if face >= 0 else None,
+        "found": found,
+        "has_reference": has_reference,
+        "in_place": in_place,
+    }
 
 
 def test_worst_images_come_first_by_errors_then_lowest_strict_id_sim():
@@ -60,7 +72,9 @@ def test_worst_images_come_first_by_errors_then_lowest_strict_id_sim():
         ("p5", 1): _record({"cloned": 2}),  # 2 errors, no id_sim_strict value: after p1 and p3
         ("p0", 0): _record({"missing": 2}),  # 2 errors, same value as p1: prompt order breaks the tie
     }
-    strict = pd.DataFrame({"prompt_id": ["p1", "p2", "p3", "p4", "p0"], "seed": [0] * 5, "value": [0.4, 0.9, 0.1, 0.8, 0.4]})
+    strict = pd.DataFrame(
+        {"prompt_id": ["p1", "p2", "p3", "p4", "p0"], "seed": [0] * 5, "value": [0.4, 0.9, 0.1, 0.8, 0.4]}
+    )
     worst = samples.worst_assignments(records, strict, k=5)
     assert list(zip(worst["prompt_id"], worst["seed"])) == [("p2", 0), ("p3", 0), ("p0", 0), ("p1", 0), ("p5", 1)]
     assert worst["errors"].tolist() == [3, 2, 2, 2, 2]
@@ -79,11 +93,13 @@ def test_summary_by_group_size_from_the_aggregates():
 
     aggregates = {
         "overall": cell({"found": 1.5, "missing": 0.75, "swapped": 0.5, "cloned": 0.25, "extra": 0.125}, 8),
-        "breakdowns": {"n_persons": {
-            "3": cell({"found": 1.0, "missing": 1.5, "swapped": 0.0, "cloned": 0.5, "extra": 0.25}, 4),
-            "2": cell({"found": 2.0, "missing": 0.0, "swapped": 1.0, "cloned": 0.0, "extra": 0.0}, 4),
-        }},
-    }  # fmt: skip
+        "breakdowns": {
+            "n_persons": {
+                "3": cell({"found": 1.0, "missing": 1.5, "swapped": 0.0, "cloned": 0.5, "extra": 0.25}, 4),
+                "2": cell({"found": 2.0, "missing": 0.0, "swapped": 1.0, "cloned": 0.0, "extra": 0.0}, 4),
+            }
+        },
+    }
     table = query.who_summary(aggregates, SPEC)
     assert table.index.name == "N" and table.index.tolist() == ["2", "3", "all"]
     assert table.columns.tolist() == [*COUNTS, "images"]
@@ -117,7 +133,9 @@ def test_each_person_gets_a_verdict_and_the_unmatched_faces_are_listed():
     assert table.columns.tolist() == ["slot", "reference", "verdict", "cosine", "margin", "face", "box"]
     assert table["verdict"].tolist() == ["found + cloned", "swapped", "missing", "no reference face"]
     assert table["reference"].tolist() == ["ref-a", "ref-b", "ref-c", "ref-d"]
-    assert table["face"].tolist() == [0, 1, -1, -1] and table.loc[2, "box"] is None and math.isnan(table.loc[2, "cosine"])
+    assert (
+        table["face"].tolist() == [0, 1, -1, -1] and table.loc[2, "box"] is None and math.isnan(table.loc[2, "cosine"])
+    )
     others = samples.unmatched_faces(record)
     assert others["face"].tolist() == [2, 3] and others["repeats"].tolist() == ["A", ""]
     assert samples.who_errors(record) == 4
@@ -137,7 +155,9 @@ def test_the_names_and_definitions_agree_with_the_scorer():
     from idbench.benchmarks.cogcanvas import suite as cogcanvas
 
     assert samples.WHO_BECAME_WHOM == cogcanvas.WHO
-    assert {f"who.{name}" for name in query.WHO_COUNTS} == {name for name in cogcanvas.DIAGNOSTICS if name.startswith("who.")}
+    assert {f"who.{name}" for name in query.WHO_COUNTS} == {
+        name for name in cogcanvas.DIAGNOSTICS if name.startswith("who.")
+    }
     defined = re.findall(r"^- \*\*(\w+)\*\*: (.*?)(?=^- |\Z)", identity.__doc__, flags=re.M | re.S)
     doc = {name: " ".join(text.split()) for name, text in defined}
     assert set(doc) == set(query.WHO_COUNTS)
@@ -167,7 +187,9 @@ def _model_page(home: Path, monkeypatch) -> AppTest:
 def _stored(home: Path) -> tuple[dict, Path]:
     """Submission 1's aggregates and result folder, as stored (sqlite3, not the store or the app)."""
     with sqlite3.connect(home / "leaderboard.sqlite3") as db:
-        text, folder = db.execute("SELECT aggregates_json, results_path FROM results WHERE submission_id = 1 AND current").fetchone()
+        text, folder = db.execute(
+            "SELECT aggregates_json, results_path FROM results WHERE submission_id = 1 AND current"
+        ).fetchone()
     return json.loads(text), Path(folder)
 
 
@@ -197,15 +219,23 @@ def test_the_model_page_shows_the_summary_by_n_and_the_worst_assignments(scored,
     # The worst images, worst first: as many errors as the evidence file's worst records.
     evidence = pd.read_parquet(folder / "judge_evidence.parquet")
     records = [json.loads(e) for e in evidence[evidence["metric"] == "who_became_whom"]["evidence"]]
-    errors = sorted((sum(r["counts"][c] for c in ("swapped", "cloned", "missing", "extra")) for r in records), reverse=True)
+    errors = sorted(
+        (sum(r["counts"][c] for c in ("swapped", "cloned", "missing", "extra")) for r in records), reverse=True
+    )
     expanders = _who_expanders(at)
     assert len(expanders) == min(6, len(records))
-    shown_errors = [sum(int(n) for n in re.findall(r"(\d+) (?:swapped|cloned|missing|extra)", e.label)) for e in expanders]
+    shown_errors = [
+        sum(int(n) for n in re.findall(r"(\d+) (?:swapped|cloned|missing|extra)", e.label)) for e in expanders
+    ]
     assert shown_errors == errors[: len(expanders)]
     # Inside one: a row per person of its prompt with its verdict, and each person's reference thumbnail.
     first = expanders[0]
     prompt_id, seed = re.match(r"(\S+) seed (\d+)", first.label.replace("\\", "")).groups()
-    mine = (evidence["prompt_id"] == prompt_id) & (evidence["seed"] == int(seed)) & (evidence["metric"] == "who_became_whom")
+    mine = (
+        (evidence["prompt_id"] == prompt_id)
+        & (evidence["seed"] == int(seed))
+        & (evidence["metric"] == "who_became_whom")
+    )
     [stored] = evidence[mine]["evidence"]
     identities = json.loads(stored)["identities"]
     [persons] = first.dataframe
@@ -233,7 +263,8 @@ def test_a_result_scored_before_suite_0_3_says_it_was_not_recorded(scored, tmp_p
             cells[label] = strip(cells[label])
     with sqlite3.connect(home / "leaderboard.sqlite3") as db:
         db.execute(
-            "UPDATE results SET aggregates_json = ?, suite_version = '0.2', results_path = ?", (json.dumps(aggregates), str(home / "old"))
+            "UPDATE results SET aggregates_json = ?, suite_version = '0.2', results_path = ?",
+            (json.dumps(aggregates), str(home / "old")),
         )
     (home / "old").mkdir()
     shutil.copy(folder / "results.parquet", home / "old" / "results.parquet")

@@ -63,7 +63,9 @@ def _raising(error: BaseException):
 # --- checks before any claim ---------------------------------------------------------------------
 
 
-def test_worker_without_the_paper_models_claims_nothing_and_exits_with_the_reason(store, collapse, tmp_path, monkeypatch, capsys):
+def test_worker_without_the_paper_models_claims_nothing_and_exits_with_the_reason(
+    store, collapse, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("IDBENCH_MODELS", str(tmp_path / "no-models"))  # empty model folder and Hub cache
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub-cache"))
     submit(store, collapse / "collage", collapse / "data")
@@ -86,7 +88,9 @@ def test_worker_refuses_a_malformed_judge_url(store, collapse):
     with pytest.raises(ValueError, match="http\\(s\\) URL with a host"):  # a JudgeConfig refuses it when made
         JudgeConfig(base_url="localhost:8000", model="m")
     # A configuration that did not go through JudgeConfig is checked again before anything is claimed.
-    options = ScoreOptions(profile="tiny", metrics=("clip_t",), judge=SimpleNamespace(base_url="localhost:8000", model="m"))
+    options = ScoreOptions(
+        profile="tiny", metrics=("clip_t",), judge=SimpleNamespace(base_url="localhost:8000", model="m")
+    )
     with pytest.raises(WorkerNotReadyError, match="judge URL 'localhost:8000' is not an http"):
         run_worker(store, once=True, options=options)
     _untouched(store)
@@ -143,14 +147,23 @@ def test_repeated_worker_faults_park_the_job_not_fail_it(store, collapse, capsys
 
 def test_lease_expired_three_times_parks_the_job(store):
     store.add_submission(
-        benchmark="identity-collapse", benchmark_version="v", data_dir=Path("/nowhere"), model_name="m",
-        metadata={"model": "m"}, content_hash="0" * 64, stored_path=Path("/nowhere"),
-    )  # fmt: skip
+        benchmark="identity-collapse",
+        benchmark_version="v",
+        data_dir=Path("/nowhere"),
+        model_name="m",
+        metadata={"model": "m"},
+        content_hash="0" * 64,
+        stored_path=Path("/nowhere"),
+    )
     for _ in range(3):  # three workers, each killed at once (a lease that has already run out)
         assert claim(store, "killed", lease_seconds=-1) is not None
     assert claim(store, "next", lease_seconds=60) is None
     [row] = jobs_table(store)
-    assert row["state"] == "PARKED" and "lease expired" in row["reason"] and "not a fault of the submission" in row["reason"]
+    assert (
+        row["state"] == "PARKED"
+        and "lease expired" in row["reason"]
+        and "not a fault of the submission" in row["reason"]
+    )
 
 
 def test_submission_fault_still_ends_failed_with_what_to_fix(store, collapse):
@@ -181,8 +194,12 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
             "INSERT INTO submissions (id, benchmark, benchmark_version, data_dir, model_name, metadata_json, content_hash,"
             " stored_path, created_at) VALUES (7, 'identity-collapse', 'v', '/d', 'm', '{}', 'h', '/s', 1.0)"
         )
-        db.execute("INSERT INTO jobs (id, submission_id, state, reason, attempts, created_at) VALUES (5, 7, 'FAILED', 'old', 2, 2.0)")
-        db.execute("INSERT INTO jobs (id, submission_id, state, attempts, created_at) VALUES (6, 7, 'FINISHED', 1, 3.0)")
+        db.execute(
+            "INSERT INTO jobs (id, submission_id, state, reason, attempts, created_at) VALUES (5, 7, 'FAILED', 'old', 2, 2.0)"
+        )
+        db.execute(
+            "INSERT INTO jobs (id, submission_id, state, attempts, created_at) VALUES (6, 7, 'FINISHED', 1, 3.0)"
+        )
         db.execute(
             "INSERT INTO results (submission_id, job_id, benchmark, benchmark_version, suite_version, profile, plumbing,"
             " models_json, idbench_version, aggregates_json, not_run_json, results_path, created_at, current)"
@@ -192,7 +209,10 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
             db.execute("UPDATE jobs SET state = 'PARKED' WHERE id = 5")
     store = Store(home)
     assert store.schema_version() == len(MIGRATIONS) == 5
-    assert [(j["id"], j["state"], j["reason"], j["attempts"]) for j in store.list_jobs()] == [(5, "FAILED", "old", 2), (6, "FINISHED", None, 1)]
+    assert [(j["id"], j["state"], j["reason"], j["attempts"]) for j in store.list_jobs()] == [
+        (5, "FAILED", "old", 2),
+        (6, "FINISHED", None, 1),
+    ]
     assert [r["job_id"] for r in store.results()] == [6]
     with store.transaction() as db:
         db.execute("UPDATE jobs SET state = 'PARKED' WHERE id = 5")
@@ -214,7 +234,9 @@ def test_a_worker_start_clears_what_a_killed_worker_left_mid_write(tmp_path, cap
     import sys
 
     store = Store(tmp_path / "home")
-    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+    gone = int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    )
     holder = store.home / "results" / "1" / ".2.staging-k9"
     (holder / "2.old").mkdir(parents=True)
     (holder / "2.old" / "aggregates.json").write_text("{}")
@@ -233,8 +255,17 @@ def _summary_with_judge(stats: dict):
     """A scorer whose run asked a judge with these statistics (and otherwise scored nothing)."""
 
     def scorer(submission, data_dir, out, options, cache_dir):
-        return {"benchmark": "identity-collapse", "suite_version": "s", "profile": "tiny", "plumbing": True, "idbench_version": "0",
-                "models": {}, "aggregates": {}, "not_run": {}, "judge": {"model": "vlm", "stats": stats}}  # fmt: skip
+        return {
+            "benchmark": "identity-collapse",
+            "suite_version": "s",
+            "profile": "tiny",
+            "plumbing": True,
+            "idbench_version": "0",
+            "models": {},
+            "aggregates": {},
+            "not_run": {},
+            "judge": {"model": "vlm", "stats": stats},
+        }
 
     return scorer
 
@@ -242,7 +273,9 @@ def _summary_with_judge(stats: dict):
 def test_a_judge_that_was_down_puts_the_job_back_instead_of_finishing_it(store, collapse):
     result = submit(store, collapse / "collage", collapse / "data")
     down = _summary_with_judge({"answers": 40, "failures": 40, "unreachable": "connection error: Connection refused"})
-    with pytest.raises(WorkerFaultError, match="back in the queue .*JudgeUnavailableError: the judge 'vlm' was unreachable"):
+    with pytest.raises(
+        WorkerFaultError, match="back in the queue .*JudgeUnavailableError: the judge 'vlm' was unreachable"
+    ):
         run_worker(store, once=True, options=TINY, scorer=down)
     job = store.job(result.job_id)
     assert job["state"] == "PENDING" and job["attempts"] == 1 and "JudgeUnavailableError" in job["reason"]
@@ -271,7 +304,11 @@ def test_a_job_past_its_time_limit_is_parked_and_the_worker_goes_on(store, colla
 
     assert run_worker(store, once=True, options=TINY, scorer=hangs_once, job_seconds=0.3) == 2
     parked, done = store.job(first.job_id), store.job(second.job_id)
-    assert parked["state"] == "PARKED" and "wall-time limit of 0.3 s" in parked["reason"] and "not a fault of the submission" in parked["reason"]
+    assert (
+        parked["state"] == "PARKED"
+        and "wall-time limit of 0.3 s" in parked["reason"]
+        and "not a fault of the submission" in parked["reason"]
+    )
     assert done["state"] == "FINISHED"
     assert (store.logs_dir / f"job-{first.job_id}-attempt-1.log").is_file()
 
@@ -297,7 +334,9 @@ def test_reasons_and_worker_ids_carry_no_host_or_server_path(store, collapse):
     with pytest.raises(WorkerFaultError):
         run_worker(store, once=True, options=TINY, scorer=_raising(RuntimeError(f"{socket.gethostname()}: {broken}")))
     reason = store.job(result.job_id)["reason"]
-    assert str(store.home) not in reason and str(secret_path.parent) not in reason and socket.gethostname() not in reason
+    assert (
+        str(store.home) not in reason and str(secret_path.parent) not in reason and socket.gethostname() not in reason
+    )
     assert "weights.safetensors" in reason and "job-1-attempt-1.log" in reason  # what is useful stays
     job = claim(store, "x", lease_seconds=60)
     from idbench.leaderboard.worker import default_worker_id
@@ -313,11 +352,24 @@ def test_both_backends_implement_every_operation_of_the_queue_interface():
     from idbench.leaderboard.queue import StoreQueue
 
     operations = {name for name, _ in inspect.getmembers(JobQueue, inspect.isfunction) if not name.startswith("_")}
-    assert {"claim", "heartbeat", "finish", "fail", "requeue", "park", "release", "list_jobs", "withdraw", "rescore"} <= operations
+    assert {
+        "claim",
+        "heartbeat",
+        "finish",
+        "fail",
+        "requeue",
+        "park",
+        "release",
+        "list_jobs",
+        "withdraw",
+        "rescore",
+    } <= operations
     for backend in (StoreQueue, HubQueue):
         for name in operations:
             ours, theirs = inspect.signature(getattr(JobQueue, name)), inspect.signature(getattr(backend, name))
-            assert list(ours.parameters) == list(theirs.parameters), f"{backend.__name__}.{name}{theirs} differs from {ours}"
+            assert list(ours.parameters) == list(theirs.parameters), (
+                f"{backend.__name__}.{name}{theirs} differs from {ours}"
+            )
         assert isinstance(backend.unit, str)
 
 
@@ -345,7 +397,10 @@ def test_the_worker_says_one_line_when_a_job_starts_and_one_when_it_ends(store, 
         return served(submission, data_dir, out, options, cache_dir)
 
     with caplog.at_level("WARNING", logger="idbench.leaderboard.worker"):
-        assert run_worker(store, once=True, options=TINY, scorer=scorer, progress=LogLines(stream, clock=lambda: now[0])) == 2
+        assert (
+            run_worker(store, once=True, options=TINY, scorer=scorer, progress=LogLines(stream, clock=lambda: now[0]))
+            == 2
+        )
     assert stream.getvalue().splitlines() == [
         "job 1 (collage-model): scoring, attempt 1",
         "job 1: FINISHED in 12 s",
@@ -396,13 +451,20 @@ def test_a_result_that_cannot_be_recorded_puts_the_job_back_at_once(store, colla
             run_worker(store, once=True, options=TINY, scorer=_finished_scorer, lease_seconds=3600)
     message = str(error.value)
     # the reason is public: the store is named by its file name only (paths are the server's business)
-    assert "\n" not in message and "back in the queue" in message and "leaderboard.sqlite3" in message and "disk I/O error" in message
+    assert (
+        "\n" not in message
+        and "back in the queue" in message
+        and "leaderboard.sqlite3" in message
+        and "disk I/O error" in message
+    )
     job = store.job(result.job_id)
     assert job["state"] == "PENDING" and job["lease_owner"] is None  # not RUNNING for the hour of its lease
     assert claim(store, "another-worker", lease_seconds=60).id == result.job_id
 
 
-@pytest.mark.parametrize("error", [sqlite3.OperationalError("database or disk is full"), sqlite3.OperationalError("disk I/O error")])
+@pytest.mark.parametrize(
+    "error", [sqlite3.OperationalError("database or disk is full"), sqlite3.OperationalError("disk I/O error")]
+)
 def test_when_the_requeue_fails_too_the_lease_is_released(store, collapse, error):
     from idbench.leaderboard.worker import DiskFullError
 
@@ -433,17 +495,32 @@ def test_a_failed_outcome_that_cannot_be_recorded_releases_the_lease(store, coll
     result = submit(store, collapse / "collage", collapse / "data")
     full = OSError(28, "No space left on device")
     with pytest.MonkeyPatch.context() as patch:
-        _failing_writes(patch, store, lambda sql: sql.startswith("UPDATE jobs SET state = 'FAILED'"), sqlite3.OperationalError("database or disk is full"))
+        _failing_writes(
+            patch,
+            store,
+            lambda sql: sql.startswith("UPDATE jobs SET state = 'FAILED'"),
+            sqlite3.OperationalError("database or disk is full"),
+        )
         with pytest.raises(WorkerFaultError) as raised:
-            run_worker(store, once=True, options=TINY, scorer=_raising(SubmissionError(f"image 05: unreadable ({full})")), lease_seconds=3600)
+            run_worker(
+                store,
+                once=True,
+                options=TINY,
+                scorer=_raising(SubmissionError(f"image 05: unreadable ({full})")),
+                lease_seconds=3600,
+            )
     message = str(raised.value)
-    assert message.startswith("disk full: job 1: its outcome (FAILED: SubmissionError") and "released back to the queue" in message
+    assert (
+        message.startswith("disk full: job 1: its outcome (FAILED: SubmissionError")
+        and "released back to the queue" in message
+    )
     job = store.job(result.job_id)
     assert job["state"] == "PENDING" and job["lease_owner"] is None
 
 
 def test_a_store_that_refuses_every_write_says_the_lease_runs_out_in_one_line(store, collapse):
     result = submit(store, collapse / "collage", collapse / "data")
+
     def fails(sql: str) -> bool:  # every write after the claim
         return sql.startswith(("INSERT", "UPDATE")) and not sql.startswith("UPDATE jobs SET state = 'RUNNING'")
 

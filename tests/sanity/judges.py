@@ -71,8 +71,13 @@ def is_adherence(request: JudgeRequest) -> bool:
 
 
 def charis_answer(
-    request: JudgeRequest, *, visible: bool, changed: bool, hide_levels: frozenset[str] = frozenset(),
-    realised: bool = False, generated_type: str | None = None,
+    request: JudgeRequest,
+    *,
+    visible: bool,
+    changed: bool,
+    hide_levels: frozenset[str] = frozenset(),
+    realised: bool = False,
+    generated_type: str | None = None,
 ) -> Any:
     """A CHARIS answer with every boolean set by rule; the generated type and style are the reference's
     unless ``generated_type`` is given (only the yes/no questions vary otherwise).
@@ -123,12 +128,17 @@ def judges(truth: Mapping[str, str]) -> dict[str, RuleJudge]:
       transformation realised.
     """
     return {
-        "always-yes": RuleJudge("always-yes", lambda q: "yes", lambda r: charis_answer(r, visible=True, changed=True, realised=True)),
+        "always-yes": RuleJudge(
+            "always-yes", lambda q: "yes", lambda r: charis_answer(r, visible=True, changed=True, realised=True)
+        ),
         "always-no": RuleJudge("always-no", lambda q: "no", lambda r: charis_answer(r, visible=False, changed=False)),
         "truth": RuleJudge("truth", lambda q: truth[q], lambda r: charis_answer(r, visible=True, changed=False)),
         "back-view": RuleJudge(
-            "back-view", lambda q: "no",
-            lambda r: charis_answer(r, visible=True, changed=False, hide_levels=frozenset({"decisive", "core"}), realised=True),
+            "back-view",
+            lambda q: "no",
+            lambda r: charis_answer(
+                r, visible=True, changed=False, hide_levels=frozenset({"decisive", "core"}), realised=True
+            ),
         ),
     }
 

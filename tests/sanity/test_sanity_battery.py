@@ -58,7 +58,16 @@ RUNS: dict[str, tuple[int | None, int, tuple[str, ...]]] = {
 # Judged runs: (benchmark, picture, judge, metrics). Scripted judges never look at the picture; it is
 # named for what the judge's answers would be true of.
 # attr_vqa.binding: the T2I track's Attr-VQA; the _itt twins are the ranked ones (a failed answer not confirmed).
-VQA = ("attr_vqa", "attr_vqa_itt", "igc", "igc_itt", "attr_vqa_paired", "igc_paired", "attr_vqa.binding", "attr_vqa.binding_itt")
+VQA = (
+    "attr_vqa",
+    "attr_vqa_itt",
+    "igc",
+    "igc_itt",
+    "attr_vqa_paired",
+    "igc_paired",
+    "attr_vqa.binding",
+    "attr_vqa.binding_itt",
+)
 JUDGED = (
     ("charis", "copy", "always-yes", ("charis_score",)),
     ("charis", "copy", "always-no", ("charis_score",)),
@@ -107,10 +116,14 @@ def measured(tmp_path_factory) -> dict[str, dict[str, Run]]:
     def score(benchmark, data, baseline, label, options):
         started = time.perf_counter()
         target = root / "scores" / benchmark / label
-        summary = score_submission(root / benchmark / baseline, data, target, options, cache_dir=cache, progress=False, models=models)
+        summary = score_submission(
+            root / benchmark / baseline, data, target, options, cache_dir=cache, progress=False, models=models
+        )
         axis = data.spec.group_size_axis
         sizes = {p: int(row[axis]) if axis else 1 for p, row in data.prompt_rows.items()}
-        out[benchmark][label] = Run(summary["aggregates"]["overall"], pd.read_parquet(target / "results.parquet"), summary["notes"], sizes)
+        out[benchmark][label] = Run(
+            summary["aggregates"]["overall"], pd.read_parquet(target / "results.parquet"), summary["notes"], sizes
+        )
         SECONDS[f"{benchmark}/{label}"] = round(time.perf_counter() - started, 1)
 
     datas = {}
@@ -125,7 +138,13 @@ def measured(tmp_path_factory) -> dict[str, dict[str, Run]]:
             score(benchmark, data, baseline, baseline, ScoreOptions(profile=PROFILE, metrics=encoders))
     for benchmark, picture, judge, metrics in JUDGED:
         scripted = judges(_truth(datas[benchmark]))[judge]
-        score(benchmark, datas[benchmark], picture, f"{picture}+{judge}", ScoreOptions(profile=PROFILE, metrics=metrics, judge=scripted))
+        score(
+            benchmark,
+            datas[benchmark],
+            picture,
+            f"{picture}+{judge}",
+            ScoreOptions(profile=PROFILE, metrics=metrics, judge=scripted),
+        )
     return out
 
 
@@ -140,10 +159,20 @@ def battery(measured) -> dict:
             passed, shown = False, f"error: {type(err).__name__}: {err}"
         checks[prop.id] = {**prop.record(), "passed": bool(passed), "measured": shown}
     values = {
-        b: {label: {m: (None if math.isnan(r.mean(m)) else round(r.mean(m), 6)) for m in sorted(r.overall)} for label, r in runs.items()}
+        b: {
+            label: {m: (None if math.isnan(r.mean(m)) else round(r.mean(m), 6)) for m in sorted(r.overall)}
+            for label, r in runs.items()
+        }
         for b, runs in measured.items()
     }
-    result = {"profile": PROFILE, "face_model": "dlib (real weights)", "runs": {b: list(RUNS[b][:2]) for b in RUNS}, "values": values, "properties": list(checks.values()), "seconds": SECONDS}
+    result = {
+        "profile": PROFILE,
+        "face_model": "dlib (real weights)",
+        "runs": {b: list(RUNS[b][:2]) for b in RUNS},
+        "values": values,
+        "properties": list(checks.values()),
+        "seconds": SECONDS,
+    }
     text = json.dumps(result, indent=1, sort_keys=True) + "\n"
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text, encoding="utf-8")
@@ -170,8 +199,13 @@ class Prop:
         return f"{self.benchmark}:{self.metric}:{self.pictures}:{self.expect}"
 
     def record(self) -> dict:
-        return {"benchmark": self.benchmark, "pictures": self.pictures, "metric": self.metric, "expect": self.expect,
-                "depends_on": None if self.depends is None else f"issue 11 item {self.depends}"}
+        return {
+            "benchmark": self.benchmark,
+            "pictures": self.pictures,
+            "metric": self.metric,
+            "expect": self.expect,
+            "depends_on": None if self.depends is None else f"issue 11 item {self.depends}",
+        }
 
 
 def _f(x: float) -> str:
@@ -212,7 +246,9 @@ def same(a: str, b: str, metric: str) -> Check:
     def check(m):
         x, y = m[a].images(metric), m[b].images(metric)
         diff = float(np.nanmax(np.abs(x.to_numpy() - y.to_numpy()))) if len(x) else float("nan")
-        return x.index.equals(y.index) and np.array_equal(np.isnan(x.to_numpy()), np.isnan(y.to_numpy())) and diff <= 1e-6, _diff(diff)
+        return x.index.equals(y.index) and np.array_equal(
+            np.isnan(x.to_numpy()), np.isnan(y.to_numpy())
+        ) and diff <= 1e-6, _diff(diff)
 
     return check
 
@@ -297,7 +333,9 @@ def no_faces(run: str) -> Check:
 
     def check(m):
         faces, sim = m[run].images("faces_detected").to_numpy(), m[run].images("id_sim").to_numpy()
-        return bool(len(sim) and (faces == 0).all() and (sim == 0).all()), f"{run}: faces {int(faces.sum())}, id_sim {_f(np.mean(sim))}, NaN {int(np.isnan(sim).sum())}"
+        return bool(
+            len(sim) and (faces == 0).all() and (sim == 0).all()
+        ), f"{run}: faces {int(faces.sum())}, id_sim {_f(np.mean(sim))}, NaN {int(np.isnan(sim).sum())}"
 
     return check
 
@@ -356,7 +394,9 @@ def charis_insufficient(run: str) -> Check:
         scores = m[run].images("charis_score").to_numpy()
         names = [k for k in m[run].overall if k.startswith("charis_score.") and "insufficient" in k]
         counted = bool(names) and all(m[run].mean(k) == pytest.approx(1.0) for k in names)
-        return bool(np.isnan(scores).all() and counted), f"{run}: NaN {int(np.isnan(scores).sum())}/{len(scores)}, counts: {', '.join(names) or 'none'}"
+        return bool(
+            np.isnan(scores).all() and counted
+        ), f"{run}: NaN {int(np.isnan(scores).sum())}/{len(scores)}, counts: {', '.join(names) or 'none'}"
 
     return check
 
@@ -367,36 +407,123 @@ ALL_VQA = (*VQA, "attr_vqa.negative_yes_rate")
 def copy_flags(benchmark: str) -> list[Prop]:
     """The copy check on every benchmark: pasted references flagged, pictures without them never."""
     pasted = "copy" if benchmark == "charis" else "collage"
-    props = [Prop(benchmark, pasted, "copy.flag", "> 0.5 of the images flagged: the references pasted whole", mean_above(pasted, "copy.flag", 0.5))]
-    props += [Prop(benchmark, run, "copy.flag", "= 0 on every image: no reference in the picture", equals(run, "copy.flag", 0.0))
-              for run in ("blank", "noise")]
+    props = [
+        Prop(
+            benchmark,
+            pasted,
+            "copy.flag",
+            "> 0.5 of the images flagged: the references pasted whole",
+            mean_above(pasted, "copy.flag", 0.5),
+        )
+    ]
+    props += [
+        Prop(
+            benchmark,
+            run,
+            "copy.flag",
+            "= 0 on every image: no reference in the picture",
+            equals(run, "copy.flag", 0.0),
+        )
+        for run in ("blank", "noise")
+    ]
     return props
 
 
 def _charis() -> list[Prop]:
     b = "charis"
     props = [
-        Prop(b, "copy", metric, "= 1: the reference's own pixels give identical features", at_least("copy", metric, 1 - 1e-5))
+        Prop(
+            b,
+            "copy",
+            metric,
+            "= 1: the reference's own pixels give identical features",
+            at_least("copy", metric, 1 - 1e-5),
+        )
         for metric in ("clip_i", "dino_sim")
     ]
     for metric in ("clip_i", "dino_sim"):
         props += [
-            Prop(b, "clone = collage", metric, "equal per image (one subject: the same picture)", same("clone", "collage", metric)),
-            Prop(b, "background = blank", metric, "equal per image (no background reference: the grey canvas)", same("background", "blank", metric)),
+            Prop(
+                b,
+                "clone = collage",
+                metric,
+                "equal per image (one subject: the same picture)",
+                same("clone", "collage", metric),
+            ),
+            Prop(
+                b,
+                "background = blank",
+                metric,
+                "equal per image (no background reference: the grey canvas)",
+                same("background", "blank", metric),
+            ),
         ]
     props += [
-        Prop(b, "copy+always-yes", "charis_score", "= 0 (mismatch): every feature seen changed, nothing explains it", equals("copy+always-yes", "charis_score", 0.0)),
-        Prop(b, "copy+truth", "charis_score", "= 1 (exact): every feature seen, none changed", equals("copy+truth", "charis_score", 1.0)),
-        Prop(b, "copy+always-no", "charis_score", "NaN for every pair (nothing visible), never a number", all_nan("copy+always-no", "charis_score")),
-        Prop(b, "copy+always-no", "charis_score.failure_rate", "= 0: the judge answered; nothing visible is not a judge failure", equals("copy+always-no", "charis_score.failure_rate", 0.0)),
-        Prop(b, "copy+always-no", "charis_score", "counted as insufficient evidence, beside the failure rate", charis_insufficient("copy+always-no")),
-        Prop(b, "copy+back-view", "charis_score", "NaN (insufficient evidence) when no core feature is visible, never exact", charis_insufficient("copy+back-view")),
-        Prop(b, "copy+back-view", "charis_score_itt", "= 0 where the prompt did not ask to hide the subject (not shown is a mismatch), NaN where it did",
-             every("copy+back-view", "charis_score_itt", lambda v: bool(np.all((v == 0) | np.isnan(v))), "copy+back-view")),
-        Prop(b, "copy+truth", "prompt_adherence", "= 0: a copy shows none of the transformations asked for",
-             every("copy+truth", "prompt_adherence", lambda v: bool(np.all(v == 0)), "copy+truth")),
-        Prop(b, "copy+truth", "charis_overall", "= 0 (or NaN on hide-prompts): identity kept, prompt ignored, so the default ranking gives nothing",
-             every("copy+truth", "charis_overall", lambda v: bool(np.all((v == 0) | np.isnan(v))), "copy+truth")),
+        Prop(
+            b,
+            "copy+always-yes",
+            "charis_score",
+            "= 0 (mismatch): every feature seen changed, nothing explains it",
+            equals("copy+always-yes", "charis_score", 0.0),
+        ),
+        Prop(
+            b,
+            "copy+truth",
+            "charis_score",
+            "= 1 (exact): every feature seen, none changed",
+            equals("copy+truth", "charis_score", 1.0),
+        ),
+        Prop(
+            b,
+            "copy+always-no",
+            "charis_score",
+            "NaN for every pair (nothing visible), never a number",
+            all_nan("copy+always-no", "charis_score"),
+        ),
+        Prop(
+            b,
+            "copy+always-no",
+            "charis_score.failure_rate",
+            "= 0: the judge answered; nothing visible is not a judge failure",
+            equals("copy+always-no", "charis_score.failure_rate", 0.0),
+        ),
+        Prop(
+            b,
+            "copy+always-no",
+            "charis_score",
+            "counted as insufficient evidence, beside the failure rate",
+            charis_insufficient("copy+always-no"),
+        ),
+        Prop(
+            b,
+            "copy+back-view",
+            "charis_score",
+            "NaN (insufficient evidence) when no core feature is visible, never exact",
+            charis_insufficient("copy+back-view"),
+        ),
+        Prop(
+            b,
+            "copy+back-view",
+            "charis_score_itt",
+            "= 0 where the prompt did not ask to hide the subject (not shown is a mismatch), NaN where it did",
+            every(
+                "copy+back-view", "charis_score_itt", lambda v: bool(np.all((v == 0) | np.isnan(v))), "copy+back-view"
+            ),
+        ),
+        Prop(
+            b,
+            "copy+truth",
+            "prompt_adherence",
+            "= 0: a copy shows none of the transformations asked for",
+            every("copy+truth", "prompt_adherence", lambda v: bool(np.all(v == 0)), "copy+truth"),
+        ),
+        Prop(
+            b,
+            "copy+truth",
+            "charis_overall",
+            "= 0 (or NaN on hide-prompts): identity kept, prompt ignored, so the default ranking gives nothing",
+            every("copy+truth", "charis_overall", lambda v: bool(np.all((v == 0) | np.isnan(v))), "copy+truth"),
+        ),
         *copy_flags(b),
     ]
     return props
@@ -404,46 +531,174 @@ def _charis() -> list[Prop]:
 
 def _cogcanvas() -> list[Prop]:
     b = "cogcanvas"
-    props = [Prop(b, run, "id_sim", "= 0 with faces_detected 0 reported (no face, references unmatched)", no_faces(run)) for run in ("blank", "noise", "background")]
+    props = [
+        Prop(b, run, "id_sim", "= 0 with faces_detected 0 reported (no face, references unmatched)", no_faces(run))
+        for run in ("blank", "noise", "background")
+    ]
     props += [
-        Prop(b, "collage > clone > impostor", "id_sim", "real dlib faces: clone keeps 1 identity of N, impostor none", order("id_sim", "collage", "clone", "impostor")),
-        Prop(b, "swap vs collage", "id_sim", "each person found in both matches as well (position-blind)", swap_keeps_matched_faces),
+        Prop(
+            b,
+            "collage > clone > impostor",
+            "id_sim",
+            "real dlib faces: clone keeps 1 identity of N, impostor none",
+            order("id_sim", "collage", "clone", "impostor"),
+        ),
+        Prop(
+            b,
+            "swap vs collage",
+            "id_sim",
+            "each person found in both matches as well (position-blind)",
+            swap_keeps_matched_faces,
+        ),
         Prop(b, "collage", "faces_expected", "= the prompt's N on every image", faces_expected("collage")),
-        Prop(b, "collage", "id_sim", "= id_sim.face_share x id_sim.matched_mean per image (faces found x faces alike)", id_sim_decomposes("collage")),
+        Prop(
+            b,
+            "collage",
+            "id_sim",
+            "= id_sim.face_share x id_sim.matched_mean per image (faces found x faces alike)",
+            id_sim_decomposes("collage"),
+        ),
         # At 512 px HOG misses the crowd's small faces, so no surplus face is found here; the 1024 px
         # pictures of tests/benchmarks/cogcanvas/test_identity_grounding.py count them.
-        Prop(b, "collage > crowd", "id_sim_strict", "every pool identity pasted: the crowd does not beat the collage", order("id_sim_strict", "collage", "crowd")),
+        Prop(
+            b,
+            "collage > crowd",
+            "id_sim_strict",
+            "every pool identity pasted: the crowd does not beat the collage",
+            order("id_sim_strict", "collage", "crowd"),
+        ),
         # id_arranged, the default ranking: the right faces one place off (swap: items travel with them;
         # crossed: items stay) are credited nothing where every face is found; HOG's misses at 512 px
         # leave some persons in order among the found ones.
-        Prop(b, "collage > swap", "id_arranged", "the right faces one place off lose their shares (the default ranking)", order("id_arranged", "collage", "swap")),
-        Prop(b, "collage > crossed", "id_arranged", "the right faces one place off, holding another's item", order("id_arranged", "collage", "crossed")),
-        Prop(b, "collage > crowd", "id_arranged", "every pool identity pasted: padding does not pay", order("id_arranged", "collage", "crowd")),
-        *(Prop(b, run, "id_arranged", "<= id_sim_strict on every image (a share kept or dropped whole)", never_above(run, "id_arranged", "id_sim_strict")) for run in ("collage", "swap")),
-        *(Prop(b, run, "id_arranged", "= 0: no face, nobody found", equals(run, "id_arranged", 0.0)) for run in ("blank", "background")),
-        Prop(b, "clone", "who.cloned", "> 0: one person shown on several faces", mean_above("clone", "who.cloned", 0.0)),
+        Prop(
+            b,
+            "collage > swap",
+            "id_arranged",
+            "the right faces one place off lose their shares (the default ranking)",
+            order("id_arranged", "collage", "swap"),
+        ),
+        Prop(
+            b,
+            "collage > crossed",
+            "id_arranged",
+            "the right faces one place off, holding another's item",
+            order("id_arranged", "collage", "crossed"),
+        ),
+        Prop(
+            b,
+            "collage > crowd",
+            "id_arranged",
+            "every pool identity pasted: padding does not pay",
+            order("id_arranged", "collage", "crowd"),
+        ),
+        *(
+            Prop(
+                b,
+                run,
+                "id_arranged",
+                "<= id_sim_strict on every image (a share kept or dropped whole)",
+                never_above(run, "id_arranged", "id_sim_strict"),
+            )
+            for run in ("collage", "swap")
+        ),
+        *(
+            Prop(b, run, "id_arranged", "= 0: no face, nobody found", equals(run, "id_arranged", 0.0))
+            for run in ("blank", "background")
+        ),
+        Prop(
+            b, "clone", "who.cloned", "> 0: one person shown on several faces", mean_above("clone", "who.cloned", 0.0)
+        ),
         Prop(b, "swap", "who.swapped", "> 0: found persons out of place", mean_above("swap", "who.swapped", 0.0)),
-        Prop(b, "collage > swap", "layout_grounded", "the located identities' order breaks the left-of edges", order("layout_grounded", "collage", "swap")),
+        Prop(
+            b,
+            "collage > swap",
+            "layout_grounded",
+            "the located identities' order breaks the left-of edges",
+            order("layout_grounded", "collage", "swap"),
+        ),
         Prop(b, "collage", "who.swapped", "= 0 on every image", equals("collage", "who.swapped", 0.0)),
-        *(Prop(b, run, "id_sim_strict", "= 0: no face, nobody found", equals(run, "id_sim_strict", 0.0)) for run in ("blank", "background")),
-        Prop(b, "blank+always-yes", "attr_vqa", "= 1: a yes-judge confirms every fact of a blank image", equals("blank+always-yes", "attr_vqa", 1.0)),
+        *(
+            Prop(b, run, "id_sim_strict", "= 0: no face, nobody found", equals(run, "id_sim_strict", 0.0))
+            for run in ("blank", "background")
+        ),
+        Prop(
+            b,
+            "blank+always-yes",
+            "attr_vqa",
+            "= 1: a yes-judge confirms every fact of a blank image",
+            equals("blank+always-yes", "attr_vqa", 1.0),
+        ),
         Prop(b, "blank+always-yes", "igc", "= 1", equals("blank+always-yes", "igc", 1.0)),
-        Prop(b, "blank+always-yes", "attr_vqa_paired", "= 0: no negative denied", mean_is("blank+always-yes", "attr_vqa_paired", 0.0)),
+        Prop(
+            b,
+            "blank+always-yes",
+            "attr_vqa_paired",
+            "= 0: no negative denied",
+            mean_is("blank+always-yes", "attr_vqa_paired", 0.0),
+        ),
         Prop(b, "blank+always-yes", "igc_paired", "= 0", mean_is("blank+always-yes", "igc_paired", 0.0)),
-        Prop(b, "blank+always-yes", "attr_vqa.negative_yes_rate", "= 1: the yes-bias shows", equals("blank+always-yes", "attr_vqa.negative_yes_rate", 1.0)),
-        Prop(b, "blank+always-no", "attr_vqa", "= 0: a blank image confirms nothing (no 50 % floor)", equals("blank+always-no", "attr_vqa", 0.0)),
+        Prop(
+            b,
+            "blank+always-yes",
+            "attr_vqa.negative_yes_rate",
+            "= 1: the yes-bias shows",
+            equals("blank+always-yes", "attr_vqa.negative_yes_rate", 1.0),
+        ),
+        Prop(
+            b,
+            "blank+always-no",
+            "attr_vqa",
+            "= 0: a blank image confirms nothing (no 50 % floor)",
+            equals("blank+always-no", "attr_vqa", 0.0),
+        ),
         Prop(b, "blank+always-no", "igc", "= 0", equals("blank+always-no", "igc", 0.0)),
-        Prop(b, "blank+always-yes", "attr_vqa.binding", "= 1 (the T2I track's Attr-VQA, the paper's definition)", equals("blank+always-yes", "attr_vqa.binding", 1.0)),
+        Prop(
+            b,
+            "blank+always-yes",
+            "attr_vqa.binding",
+            "= 1 (the T2I track's Attr-VQA, the paper's definition)",
+            equals("blank+always-yes", "attr_vqa.binding", 1.0),
+        ),
         Prop(b, "blank+always-no", "attr_vqa.binding", "= 0", equals("blank+always-no", "attr_vqa.binding", 0.0)),
         # The twins read as the paper's wherever the judge answers: only failures tell them apart.
-        *(Prop(b, f"blank+{judge}", twin, f"= {value:g}, as {twin.removesuffix('_itt')} (every answer usable)", equals(f"blank+{judge}", twin, value))
-          for twin in ("attr_vqa_itt", "igc_itt", "attr_vqa.binding_itt") for judge, value in (("always-yes", 1.0), ("always-no", 0.0))),
+        *(
+            Prop(
+                b,
+                f"blank+{judge}",
+                twin,
+                f"= {value:g}, as {twin.removesuffix('_itt')} (every answer usable)",
+                equals(f"blank+{judge}", twin, value),
+            )
+            for twin in ("attr_vqa_itt", "igc_itt", "attr_vqa.binding_itt")
+            for judge, value in (("always-yes", 1.0), ("always-no", 0.0))
+        ),
         Prop(b, "blank+always-no", "attr_vqa_paired", "= 0", mean_is("blank+always-no", "attr_vqa_paired", 0.0)),
         Prop(b, "blank+always-no", "igc_paired", "= 0", mean_is("blank+always-no", "igc_paired", 0.0)),
-        Prop(b, "blank+always-no", "attr_vqa.negative_yes_rate", "= 0", equals("blank+always-no", "attr_vqa.negative_yes_rate", 0.0)),
-        *(Prop(b, "collage+truth", metric, "= 1: the true graph's answers", mean_is("collage+truth", metric, 1.0)) for metric in VQA),
-        Prop(b, "collage+truth", "attr_vqa.negative_yes_rate", "= 0", equals("collage+truth", "attr_vqa.negative_yes_rate", 0.0)),
-        Prop(b, "blank", "bg_sim", "generations with no foreground / all foreground are counted and reported", has_diagnostic("blank", "bg_sim.", "no_foreground")),
+        Prop(
+            b,
+            "blank+always-no",
+            "attr_vqa.negative_yes_rate",
+            "= 0",
+            equals("blank+always-no", "attr_vqa.negative_yes_rate", 0.0),
+        ),
+        *(
+            Prop(b, "collage+truth", metric, "= 1: the true graph's answers", mean_is("collage+truth", metric, 1.0))
+            for metric in VQA
+        ),
+        Prop(
+            b,
+            "collage+truth",
+            "attr_vqa.negative_yes_rate",
+            "= 0",
+            equals("collage+truth", "attr_vqa.negative_yes_rate", 0.0),
+        ),
+        Prop(
+            b,
+            "blank",
+            "bg_sim",
+            "generations with no foreground / all foreground are counted and reported",
+            has_diagnostic("blank", "bg_sim.", "no_foreground"),
+        ),
         *copy_flags(b),
     ]
     return props
@@ -453,13 +708,27 @@ def _collapse() -> list[Prop]:
     b = "identity-collapse"
     props = []
     for metric in ("clip_t", "dino_sim", "scr@0.5", "scr_instance@0.5"):
-        props.append(Prop(b, "background = blank", metric, "equal per image (the grey canvas)", same("background", "blank", metric)))
+        props.append(
+            Prop(
+                b,
+                "background = blank",
+                metric,
+                "equal per image (the grey canvas)",
+                same("background", "blank", metric),
+            )
+        )
     for run in BASELINES:
         props += [
             Prop(b, run, "scr@tau", "monotone in tau, per image", scr_monotone(run, "scr")),
             Prop(b, run, "scr_instance@tau", "monotone in tau, per image", scr_monotone(run, "scr_instance")),
             Prop(b, run, "scr@0.5", "= share of its per-reference DINO-Sim below 0.5", scr_is_share_below(run)),
-            Prop(b, run, "scr_instance@0.5", ">= 1 - subjects_detected / N (a reference without a crop is collapsed)", instance_bound(run)),
+            Prop(
+                b,
+                run,
+                "scr_instance@0.5",
+                ">= 1 - subjects_detected / N (a reference without a crop is collapsed)",
+                instance_bound(run),
+            ),
         ]
     return props + copy_flags(b)
 
@@ -471,14 +740,24 @@ PROPERTIES: list[Prop] = [*_charis(), *_cogcanvas(), *_collapse()]
 
 
 def _param(prop: Prop):
-    marks = [pytest.mark.xfail(strict=True, reason=f"depends on issue 11 item {prop.depends} (in progress on another branch)")] if prop.depends else []
+    marks = (
+        [
+            pytest.mark.xfail(
+                strict=True, reason=f"depends on issue 11 item {prop.depends} (in progress on another branch)"
+            )
+        ]
+        if prop.depends
+        else []
+    )
     return pytest.param(prop, id=prop.id, marks=marks)
 
 
 @pytest.mark.parametrize("prop", [_param(p) for p in PROPERTIES])
 def test_property(battery, prop):
     outcome = battery["checks"][prop.id]
-    assert outcome["passed"], f"{prop.benchmark}, {prop.pictures}, {prop.metric}: expected {prop.expect}; measured {outcome['measured']}"
+    assert outcome["passed"], (
+        f"{prop.benchmark}, {prop.pictures}, {prop.metric}: expected {prop.expect}; measured {outcome['measured']}"
+    )
 
 
 def test_property_ids_are_unique():

@@ -44,13 +44,18 @@ def test_aggregates_resample_prompts_and_record_how():
     assert (overall["n"], overall["n_nan"], overall["n_prompts"]) == (89, 1, 30)
     assert overall["mean"] == pytest.approx(np.nanmean([v for seeds in values.values() for v in seeds]))
     # the interval of the 30 prompt means (scipy, independent draws): Monte-Carlo tolerance of 1000 resamples
-    ref = scipy_stats.bootstrap((means,), np.mean, method="percentile", n_resamples=20_000, rng=np.random.default_rng(0))
+    ref = scipy_stats.bootstrap(
+        (means,), np.mean, method="percentile", n_resamples=20_000, rng=np.random.default_rng(0)
+    )
     width = ref.confidence_interval.high - ref.confidence_interval.low
     assert overall["ci_low"] == pytest.approx(ref.confidence_interval.low, abs=0.12 * width)
     assert overall["ci_high"] == pytest.approx(ref.confidence_interval.high, abs=0.12 * width)
 
     cells = agg["breakdowns"]["n_subjects"]
-    assert cells["2"]["dino_sim"]["n_prompts"] == 29 and cells["2"]["dino_sim"]["ci_low"] < cells["2"]["dino_sim"]["ci_high"]
+    assert (
+        cells["2"]["dino_sim"]["n_prompts"] == 29
+        and cells["2"]["dino_sim"]["ci_low"] < cells["2"]["dino_sim"]["ci_high"]
+    )
     single = cells["4"]["dino_sim"]
     assert single["mean"] == pytest.approx(means[-1]) and single["n_prompts"] == 1 and single["n_nan"] == 1
     assert single["ci_low"] is None and single["ci_high"] is None  # no interval, not a zero-width one
@@ -66,7 +71,11 @@ def test_a_cell_of_missing_values_stays_missing():
     values = {"p0": [math.nan] * 3, "p1": [0.2, 0.4, 0.6], "p2": [0.1, 0.1, 0.1]}
     agg = aggregate(results_frame(values, "bg_sim"), prompts_frame({"p0": 6, "p1": 2, "p2": 2}), spec)
     empty = agg["breakdowns"]["n_subjects"]["6"]["bg_sim"]
-    assert empty["mean"] is None and empty["ci_low"] is None and (empty["n"], empty["n_nan"], empty["n_prompts"]) == (0, 3, 0)
+    assert (
+        empty["mean"] is None
+        and empty["ci_low"] is None
+        and (empty["n"], empty["n_nan"], empty["n_prompts"]) == (0, 3, 0)
+    )
     overall = agg["overall"]["bg_sim"]
     assert overall["mean"] == pytest.approx(1.5 / 6) and (overall["n_nan"], overall["n_prompts"]) == (3, 2)
 
@@ -81,25 +90,108 @@ def _person(slot: str, ref: str, item: str, strength: str) -> dict:
 def _cog_inputs():
     """Three prompts: p0 (A: woman r1, B: man r2), p1 (A: woman r3, B: r4 unannotated, C: man r2),
     p2 (A: r9, a reference id the table lacks). Items: i1 small, i2 large, i3 with no size."""
-    prompts = pd.DataFrame([
-        {"prompt_id": "p0", "n_persons": 2, "background_ref_id": "bg1",
-         "persons": [_person("A", "r1", "i1", "close"), _person("B", "r2", "i2", "loose")]},
-        {"prompt_id": "p1", "n_persons": 3, "background_ref_id": "bg2",
-         "persons": [_person("A", "r3", "i2", "close"), _person("B", "r4", "i3", "close"), _person("C", "r2", "i1", "medium")]},
-        {"prompt_id": "p2", "n_persons": 2, "background_ref_id": "bg-missing",
-         "persons": [_person("A", "r9", "i1", "loose"), _person("B", "r1", "i1", "loose")]},
-    ])
-    references = pd.DataFrame([
-        {"ref_id": "r1", "gender": "female", "age_group": "adult", "ethnicity": "", "size_category": None, "scene_type": None},
-        {"ref_id": "r2", "gender": "male", "age_group": "senior", "ethnicity": "x", "size_category": None, "scene_type": None},
-        {"ref_id": "r3", "gender": "female", "age_group": "adult", "ethnicity": "x", "size_category": None, "scene_type": None},
-        {"ref_id": "r4", "gender": None, "age_group": None, "ethnicity": None, "size_category": None, "scene_type": None},
-        {"ref_id": "i1", "gender": None, "age_group": None, "ethnicity": None, "size_category": "small", "scene_type": None},
-        {"ref_id": "i2", "gender": None, "age_group": None, "ethnicity": None, "size_category": "large", "scene_type": None},
-        {"ref_id": "i3", "gender": None, "age_group": None, "ethnicity": None, "size_category": "", "scene_type": None},
-        {"ref_id": "bg1", "gender": None, "age_group": None, "ethnicity": None, "size_category": None, "scene_type": "landmark"},
-        {"ref_id": "bg2", "gender": None, "age_group": None, "ethnicity": None, "size_category": None, "scene_type": "landmark"},
-    ])
+    prompts = pd.DataFrame(
+        [
+            {
+                "prompt_id": "p0",
+                "n_persons": 2,
+                "background_ref_id": "bg1",
+                "persons": [_person("A", "r1", "i1", "close"), _person("B", "r2", "i2", "loose")],
+            },
+            {
+                "prompt_id": "p1",
+                "n_persons": 3,
+                "background_ref_id": "bg2",
+                "persons": [
+                    _person("A", "r3", "i2", "close"),
+                    _person("B", "r4", "i3", "close"),
+                    _person("C", "r2", "i1", "medium"),
+                ],
+            },
+            {
+                "prompt_id": "p2",
+                "n_persons": 2,
+                "background_ref_id": "bg-missing",
+                "persons": [_person("A", "r9", "i1", "loose"), _person("B", "r1", "i1", "loose")],
+            },
+        ]
+    )
+    references = pd.DataFrame(
+        [
+            {
+                "ref_id": "r1",
+                "gender": "female",
+                "age_group": "adult",
+                "ethnicity": "",
+                "size_category": None,
+                "scene_type": None,
+            },
+            {
+                "ref_id": "r2",
+                "gender": "male",
+                "age_group": "senior",
+                "ethnicity": "x",
+                "size_category": None,
+                "scene_type": None,
+            },
+            {
+                "ref_id": "r3",
+                "gender": "female",
+                "age_group": "adult",
+                "ethnicity": "x",
+                "size_category": None,
+                "scene_type": None,
+            },
+            {
+                "ref_id": "r4",
+                "gender": None,
+                "age_group": None,
+                "ethnicity": None,
+                "size_category": None,
+                "scene_type": None,
+            },
+            {
+                "ref_id": "i1",
+                "gender": None,
+                "age_group": None,
+                "ethnicity": None,
+                "size_category": "small",
+                "scene_type": None,
+            },
+            {
+                "ref_id": "i2",
+                "gender": None,
+                "age_group": None,
+                "ethnicity": None,
+                "size_category": "large",
+                "scene_type": None,
+            },
+            {
+                "ref_id": "i3",
+                "gender": None,
+                "age_group": None,
+                "ethnicity": None,
+                "size_category": "",
+                "scene_type": None,
+            },
+            {
+                "ref_id": "bg1",
+                "gender": None,
+                "age_group": None,
+                "ethnicity": None,
+                "size_category": None,
+                "scene_type": "landmark",
+            },
+            {
+                "ref_id": "bg2",
+                "gender": None,
+                "age_group": None,
+                "ethnicity": None,
+                "size_category": None,
+                "scene_type": "landmark",
+            },
+        ]
+    )
     return prompts, references
 
 
@@ -118,7 +210,10 @@ def test_subject_breakdowns_group_person_item_and_image_rows_by_metadata():
             person_values = rng.uniform(0, 1, len(persons))
             rows.append(_row(p, seed, "id_sim", "", float(person_values.mean())))  # the whole image's mean
             rows += [_row(p, seed, "id_sim", slot, float(v)) for slot, v in zip(persons, person_values)]
-            rows += [_row(p, seed, "dino_sim", slot + ".item", float(v)) for slot, v in zip(persons, rng.uniform(0, 1, len(persons)))]
+            rows += [
+                _row(p, seed, "dino_sim", slot + ".item", float(v))
+                for slot, v in zip(persons, rng.uniform(0, 1, len(persons)))
+            ]
             rows.append(_row(p, seed, "bg_sim", "", float(rng.uniform(0, 1))))
     results = pd.DataFrame(rows)
     agg = aggregate(results, prompts, spec, references)
@@ -137,19 +232,30 @@ def test_subject_breakdowns_group_person_item_and_image_rows_by_metadata():
     for cell, expected, n_prompts in (("female", female, 3), ("male", male, 2), ("unknown", unknown, 2)):
         stats = by_gender[cell]["id_sim"]
         assert stats["mean"] == pytest.approx(np.mean(expected))
-        assert (stats["n"], stats["n_prompts"]) == (len(expected), n_prompts)  # rows are subjects x seeds; prompts distinct
+        assert (stats["n"], stats["n_prompts"]) == (
+            len(expected),
+            n_prompts,
+        )  # rows are subjects x seeds; prompts distinct
         assert set(by_gender[cell]) == {"id_sim"}  # whole-image and item rows are not person rows
-    assert agg["subject_breakdowns"]["ethnicity"]["unknown"]["id_sim"]["n"] == 2 * 4  # "" and None and r9 alike: r1 twice, r4, r9
+    assert (
+        agg["subject_breakdowns"]["ethnicity"]["unknown"]["id_sim"]["n"] == 2 * 4
+    )  # "" and None and r9 alike: r1 twice, r4, r9
 
     sizes = agg["subject_breakdowns"]["item_size"]
-    assert sizes["small"]["dino_sim"]["mean"] == pytest.approx(np.mean(values("dino_sim", {("p0", "A.item"), ("p1", "C.item"), ("p2", "A.item"), ("p2", "B.item")})))
+    assert sizes["small"]["dino_sim"]["mean"] == pytest.approx(
+        np.mean(values("dino_sim", {("p0", "A.item"), ("p1", "C.item"), ("p2", "A.item"), ("p2", "B.item")}))
+    )
     single = sizes["unknown"]["dino_sim"]  # i3, only in p1: one prompt, no interval
     assert single["n_prompts"] == 1 and single["ci_low"] is None and single["ci_high"] is None
     assert set(sizes["large"]) == {"dino_sim"}
 
     strength = agg["subject_breakdowns"]["interaction_strength"]  # person and item rows alike, each metric apart
-    assert strength["close"]["id_sim"]["mean"] == pytest.approx(np.mean(values("id_sim", {("p0", "A"), ("p1", "A"), ("p1", "B")})))
-    assert strength["close"]["dino_sim"]["mean"] == pytest.approx(np.mean(values("dino_sim", {("p0", "A.item"), ("p1", "A.item"), ("p1", "B.item")})))
+    assert strength["close"]["id_sim"]["mean"] == pytest.approx(
+        np.mean(values("id_sim", {("p0", "A"), ("p1", "A"), ("p1", "B")}))
+    )
+    assert strength["close"]["dino_sim"]["mean"] == pytest.approx(
+        np.mean(values("dino_sim", {("p0", "A.item"), ("p1", "A.item"), ("p1", "B.item")}))
+    )
 
     scenes = agg["subject_breakdowns"]["scene_type"]  # prompt level: whole-image rows only
     assert list(scenes) == ["landmark", "unknown"]
@@ -166,13 +272,26 @@ def test_a_subject_cell_resamples_prompts_with_all_their_subjects():
     rng = np.random.default_rng(11)
     means = rng.normal(0.5, 0.2, size=30)
     ids = [f"p{i:02d}" for i in range(30)]
-    prompts = pd.DataFrame([{"prompt_id": p, "n_persons": 4, "background_ref_id": "bg",
-                             "persons": [_person(s, "w", "i", "close") for s in "ABCD"]} for p in ids])
+    prompts = pd.DataFrame(
+        [
+            {
+                "prompt_id": p,
+                "n_persons": 4,
+                "background_ref_id": "bg",
+                "persons": [_person(s, "w", "i", "close") for s in "ABCD"],
+            }
+            for p in ids
+        ]
+    )
     references = pd.DataFrame([{"ref_id": "w", "gender": "female"}])
-    results = pd.DataFrame([_row(p, seed, "id_sim", s, m) for p, m in zip(ids, means) for seed in (0, 1) for s in "ABCD"])
+    results = pd.DataFrame(
+        [_row(p, seed, "id_sim", s, m) for p, m in zip(ids, means) for seed in (0, 1) for s in "ABCD"]
+    )
     stats = aggregate(results, prompts, spec, references)["subject_breakdowns"]["gender"]["female"]["id_sim"]
     assert (stats["n"], stats["n_prompts"]) == (240, 30)
-    ref = scipy_stats.bootstrap((means,), np.mean, method="percentile", n_resamples=20_000, rng=np.random.default_rng(0))
+    ref = scipy_stats.bootstrap(
+        (means,), np.mean, method="percentile", n_resamples=20_000, rng=np.random.default_rng(0)
+    )
     width = ref.confidence_interval.high - ref.confidence_interval.low
     assert stats["ci_low"] == pytest.approx(ref.confidence_interval.low, abs=0.12 * width)
     assert stats["ci_high"] == pytest.approx(ref.confidence_interval.high, abs=0.12 * width)
@@ -186,4 +305,6 @@ def test_subject_breakdowns_need_the_references():
     results = pd.DataFrame([_row("p0", 0, "id_sim", "A", 0.5)])
     agg = aggregate(results, prompts, spec)  # no reference table: only the axis read from the prompt's records
     assert set(agg["subject_breakdowns"]) == {"interaction_strength"}
-    assert "subject_breakdowns" not in aggregate(results_frame({"p0": [0.1, 0.2, 0.3]}), prompts_frame({"p0": 2}), get_benchmark("identity-collapse"))
+    assert "subject_breakdowns" not in aggregate(
+        results_frame({"p0": [0.1, 0.2, 0.3]}), prompts_frame({"p0": 2}), get_benchmark("identity-collapse")
+    )

@@ -149,7 +149,11 @@ def test_one_png_per_required_pair(benchmarks, submission, benchmark, name):
     single = benchmark == "charis"  # one subject per prompt: copy is the reference at its own size
     for prompt_id, _, file in rows:
         with Image.open(folder / file) as image:
-            size = data.references[data.prompt_rows[prompt_id]["subject_id"]]["image"].size if single and name == "copy" else (SIZE, SIZE)
+            size = (
+                data.references[data.prompt_rows[prompt_id]["subject_id"]]["image"].size
+                if single and name == "copy"
+                else (SIZE, SIZE)
+            )
             assert image.format == "PNG" and image.size == size and image.mode == "RGB"
             image.load()
     assert json.loads((folder / "submission.json").read_text()) == {
@@ -348,13 +352,17 @@ def test_copy_of_a_single_subject_is_the_reference_pixel_for_pixel(benchmarks, s
     data = benchmarks["charis"]
     folder = submission("charis", "copy")
     for prompt_id, prompt in data.prompt_rows.items():
-        assert np.array_equal(picture(folder, prompt_id), np.asarray(data.references[prompt["subject_id"]]["image"].convert("RGB")))
+        assert np.array_equal(
+            picture(folder, prompt_id), np.asarray(data.references[prompt["subject_id"]]["image"].convert("RGB"))
+        )
 
 
 @pytest.mark.parametrize("benchmark", ["cogcanvas", "identity-collapse"])
 def test_copy_of_several_subjects_is_the_collage(benchmarks, submission, benchmark):
     for prompt_id in list(benchmarks[benchmark].prompt_rows)[:10]:
-        assert np.array_equal(picture(submission(benchmark, "copy"), prompt_id), picture(submission(benchmark, "collage"), prompt_id))
+        assert np.array_equal(
+            picture(submission(benchmark, "copy"), prompt_id), picture(submission(benchmark, "collage"), prompt_id)
+        )
 
 
 @pytest.mark.parametrize("benchmark", ["cogcanvas", "identity-collapse"])
@@ -499,7 +507,9 @@ def test_the_cli_offers_every_baseline():
     from idbench.cli import make_parser
 
     parser = make_parser()
-    commands = next(a for a in parser._actions if a.dest == "command" or getattr(a, "choices", None) and "baseline" in a.choices)
+    commands = next(
+        a for a in parser._actions if a.dest == "command" or getattr(a, "choices", None) and "baseline" in a.choices
+    )
     name = next(a for a in commands.choices["baseline"]._actions if a.dest == "name")
     from idbench.benchmarks.cogcanvas.retrieval import RANKERS
 
@@ -520,7 +530,10 @@ def test_mannequin_draws_each_subject_flat_in_its_references_colours(benchmarks,
         for crop, (ref_id, _) in zip(crops, refs):
             colours = {tuple(c) for c in crop.reshape(-1, 3)} - {(128, 128, 128)}
             assert 1 <= len(colours) <= 3, f"{prompt_id}: {len(colours)} colours in a figure's column"
-            reference = np.asarray(data.references[ref_id]["image"].convert("RGB").resize((32, 32), Image.Resampling.BOX),
-                                   dtype=np.float64)
+            reference = np.asarray(
+                data.references[ref_id]["image"].convert("RGB").resize((32, 32), Image.Resampling.BOX), dtype=np.float64
+            )
             middle = reference[11:22, 8:24].reshape(-1, 3).mean(axis=0)
-            assert any(np.abs(np.array(c) - middle).max() <= 1 for c in colours), f"{prompt_id}: no body in {ref_id}'s colour"
+            assert any(np.abs(np.array(c) - middle).max() <= 1 for c in colours), (
+                f"{prompt_id}: no body in {ref_id}'s colour"
+            )

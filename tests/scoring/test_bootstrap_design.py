@@ -70,15 +70,18 @@ def cogcanvas_like(rng):
     items = [rng.choice(25, len(p), replace=True) for p in persons]
     backgrounds = rng.integers(0, 15, n)
     prompts = [f"p{i:03d}" for i in range(n)]
-    units = {p: {"identity": [f"i{x}" for x in ps], "item": [f"t{x}" for x in its], "background": [f"b{b}"]}
-             for p, ps, its, b in zip(prompts, persons, items, backgrounds)}
+    units = {
+        p: {"identity": [f"i{x}" for x in ps], "item": [f"t{x}" for x in its], "background": [f"b{b}"]}
+        for p, ps, its, b in zip(prompts, persons, items, backgrounds)
+    }
     a, t, b = rng.normal(size=(40, DATASETS)), rng.normal(size=(25, DATASETS)), rng.normal(size=(15, DATASETS))
     values = np.stack([a[ps].mean(0) + t[its].mean(0) + b[bg] for ps, its, bg in zip(persons, items, backgrounds)])
     return prompts, units, values + rng.normal(size=(n, DATASETS))
 
 
-@pytest.mark.parametrize("benchmark, make", [("charis", charis_like), ("identity-collapse", collapse_like),
-                                             ("cogcanvas", cogcanvas_like)])
+@pytest.mark.parametrize(
+    "benchmark, make", [("charis", charis_like), ("identity-collapse", collapse_like), ("cogcanvas", cogcanvas_like)]
+)
 def test_each_benchmarks_design_reaches_nominal_coverage_where_prompts_alone_do_not(benchmark, make):
     prompts, units, values = make(np.random.default_rng(7))
     design = get_benchmark(benchmark).resampling.factor_names
@@ -98,8 +101,9 @@ def test_intervals_stay_inside_the_data_range_without_losing_coverage():
     link = lambda z: 1 / (1 + np.exp(-(2.9 + 0.6 * z)))  # noqa: E731 -- values' sd is about 1.7
     binary = (rng.uniform(size=values.shape) < link(values)).astype(float)
     truth = float(np.mean(link(cogcanvas_like(np.random.default_rng(99))[2])))  # 48,000 fresh draws
-    weights = design_weights(design_factors(units, prompts, get_benchmark("cogcanvas").resampling.factor_names),
-                             RESAMPLES, seed=0)
+    weights = design_weights(
+        design_factors(units, prompts, get_benchmark("cogcanvas").resampling.factor_names), RESAMPLES, seed=0
+    )
     counts = np.ones(len(prompts))
     held = weighted_mean_replicates(binary, counts, [weights])
     free = binary.mean(axis=0) + (weights - 1) @ (binary - binary.mean(axis=0)) / len(prompts)
@@ -159,7 +163,9 @@ def test_one_level_design_agrees_with_scipy_bootstrap():
     values = np.random.default_rng(4).normal(size=40)
     ids = [f"p{i:02d}" for i in range(40)]
     ours = design_ci(values, ids, {}, ("prompt",), n_resamples=20_000, seed=1)
-    ref = scipy_stats.bootstrap((values,), np.mean, method="percentile", n_resamples=20_000, rng=np.random.default_rng(0))
+    ref = scipy_stats.bootstrap(
+        (values,), np.mean, method="percentile", n_resamples=20_000, rng=np.random.default_rng(0)
+    )
     width = ref.confidence_interval.high - ref.confidence_interval.low
     assert ours.low == pytest.approx(ref.confidence_interval.low, abs=0.05 * width)
     assert ours.high == pytest.approx(ref.confidence_interval.high, abs=0.05 * width)
@@ -202,7 +208,9 @@ def test_paired_test_has_its_size_and_finds_a_planted_gap():
     assert 0.02 <= size <= 0.09
     assert power >= 0.9
     # the same data tested as if prompts were independent: far too many false gaps
-    prompt_level = [paired_difference(*_paired_runs(rng, 0.0)[:3], {}, ("prompt",), 1000, seed=r).p_value for r in range(100)]
+    prompt_level = [
+        paired_difference(*_paired_runs(rng, 0.0)[:3], {}, ("prompt",), 1000, seed=r).p_value for r in range(100)
+    ]
     assert np.mean(np.array(prompt_level) < 0.05) > 0.15
 
 
@@ -213,16 +221,32 @@ def test_paired_difference_of_identical_runs_is_zero_and_not_significant():
 
 
 def _summary(**changes):
-    summary = {"benchmark": "identity-collapse", "build": {"prompts_sha256": "x"}, "suite_version": "0.2", "profile": "tiny",
-               "task": "reference", "judge": None, "submission": {"model": "m"},
-               "aggregates": {"resampling": {"factors": ["prompt"], "method": "percentile bootstrap over prompts", "prompt_units": {}}}}
+    summary = {
+        "benchmark": "identity-collapse",
+        "build": {"prompts_sha256": "x"},
+        "suite_version": "0.2",
+        "profile": "tiny",
+        "task": "reference",
+        "judge": None,
+        "submission": {"model": "m"},
+        "aggregates": {
+            "resampling": {"factors": ["prompt"], "method": "percentile bootstrap over prompts", "prompt_units": {}}
+        },
+    }
     summary.update(changes)
     return summary
 
 
-@pytest.mark.parametrize("change, word", [({"benchmark": "charis"}, "benchmarks"), ({"build": {"prompts_sha256": "y"}}, "builds"),
-                                          ({"suite_version": "0.1"}, "suites"), ({"profile": "paper"}, "profiles"),
-                                          ({"judge": {"key": "gpt"}}, "judges")])
+@pytest.mark.parametrize(
+    "change, word",
+    [
+        ({"benchmark": "charis"}, "benchmarks"),
+        ({"build": {"prompts_sha256": "y"}}, "builds"),
+        ({"suite_version": "0.1"}, "suites"),
+        ({"profile": "paper"}, "profiles"),
+        ({"judge": {"key": "gpt"}}, "judges"),
+    ],
+)
 def test_compare_refuses_runs_that_are_not_comparable(change, word):
     why = refusal(_summary(), _summary(**change))
     assert why is not None and word in why and "\n" not in why
@@ -256,8 +280,14 @@ def test_real_compare_between_two_scored_runs(tmp_path, capsys):
         if i % 3 == 0:
             Image.new("RGB", (64, 64), (96, 96, 96)).save(path)
     for name in ("blank", "darker"):
-        score_submission(tmp_path / name, data, tmp_path / f"{name}-scores", ScoreOptions(profile="tiny", metrics=("clip_t",)),
-                         cache_dir=tmp_path / "cache", progress=False)
+        score_submission(
+            tmp_path / name,
+            data,
+            tmp_path / f"{name}-scores",
+            ScoreOptions(profile="tiny", metrics=("clip_t",)),
+            cache_dir=tmp_path / "cache",
+            progress=False,
+        )
     aggregates = json.loads((tmp_path / "blank-scores" / "aggregates.json").read_text())
     assert aggregates["aggregates"]["ci_method"] == "percentile multi-way bootstrap, prompts x subjects (crossed)"
     assert aggregates["aggregates"]["resampling"]["factors"] == ["prompt", "subject"]
@@ -274,12 +304,18 @@ def test_real_compare_between_two_scored_runs(tmp_path, capsys):
     a, b = (pd.read_parquet(tmp_path / f"{n}-scores" / "results.parquet") for n in ("blank", "darker"))
     pick = lambda f: f[(f["metric"] == "clip_t") & (f["subject"] == "")].set_index(["prompt_id", "seed"])["value"]  # noqa: E731
     assert overall["diff"] == pytest.approx((pick(b) - pick(a)).mean())
-    assert overall["ci_low"] <= overall["diff"] <= overall["ci_high"] and overall["verdict"] in ("A better", "B better", "tied")
+    assert overall["ci_low"] <= overall["diff"] <= overall["ci_high"] and overall["verdict"] in (
+        "A better",
+        "B better",
+        "tied",
+    )
     assert any(r["table"].startswith("n_subjects = ") for r in rows)
     import idbench
 
     frame = idbench.compare(a_dir, b_dir).frame()  # the same from Python
-    assert frame.loc[(frame["table"] == "overall") & (frame["metric"] == "clip_t"), "diff"].item() == pytest.approx(overall["diff"])
+    assert frame.loc[(frame["table"] == "overall") & (frame["metric"] == "clip_t"), "diff"].item() == pytest.approx(
+        overall["diff"]
+    )
     # a run against itself: no difference, tied
     assert main(["compare", a_dir, a_dir]) == 0 and "tied" in capsys.readouterr().out
 
@@ -293,11 +329,22 @@ def test_charis_aggregates_resample_subjects_and_record_it():
 
     spec = get_benchmark("charis")
     rng = np.random.default_rng(5)
-    prompts = pd.DataFrame({"prompt_id": [f"p{i:02d}" for i in range(28)], "subject_id": [f"s{i // 7}" for i in range(28)],
-                            "type": ["cat"] * 21 + ["dog"] * 7, "style": ["photo"] * 28})
+    prompts = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i:02d}" for i in range(28)],
+            "subject_id": [f"s{i // 7}" for i in range(28)],
+            "type": ["cat"] * 21 + ["dog"] * 7,
+            "style": ["photo"] * 28,
+        }
+    )
     values = rng.normal(size=(28, 2))
-    results = pd.DataFrame([{"prompt_id": p, "seed": s, "metric": "dino_sim", "subject": "", "value": values[i, s]}
-                            for i, p in enumerate(prompts["prompt_id"]) for s in range(2)])
+    results = pd.DataFrame(
+        [
+            {"prompt_id": p, "seed": s, "metric": "dino_sim", "subject": "", "value": values[i, s]}
+            for i, p in enumerate(prompts["prompt_id"])
+            for s in range(2)
+        ]
+    )
     agg = aggregate(results, prompts, spec)
     assert agg["ci_method"] == "percentile bootstrap, subjects (prompts nested)" and agg["ci"]["unit"] == "subject"
     assert agg["resampling"]["prompt_units"]["p08"] == {"subject": ["s1"]}
@@ -321,15 +368,26 @@ def _write_run(folder: Path, summary: dict | None = None, results: pd.DataFrame 
         summary = _summary()
     (folder / "aggregates.json").write_text(json.dumps(summary))
     if results is None:
-        results = pd.DataFrame([{"prompt_id": p, "seed": s, "metric": "clip_t", "subject": "", "value": 0.2 + 0.01 * i}
-                                for i, (p, s) in enumerate([("01", 0), ("01", 1), ("02", 0), ("02", 1)])])
+        results = pd.DataFrame(
+            [
+                {"prompt_id": p, "seed": s, "metric": "clip_t", "subject": "", "value": 0.2 + 0.01 * i}
+                for i, (p, s) in enumerate([("01", 0), ("01", 1), ("02", 0), ("02", 1)])
+            ]
+        )
     results.to_parquet(folder / "results.parquet")
     return folder
 
 
 def _rows(**changes) -> pd.DataFrame:
-    frame = pd.DataFrame({"prompt_id": ["01", "01", "02"], "seed": [0, 1, 0], "metric": ["clip_t"] * 3, "subject": [""] * 3,
-                          "value": [0.2, 0.3, 0.4]})
+    frame = pd.DataFrame(
+        {
+            "prompt_id": ["01", "01", "02"],
+            "seed": [0, 1, 0],
+            "metric": ["clip_t"] * 3,
+            "subject": [""] * 3,
+            "value": [0.2, 0.3, 0.4],
+        }
+    )
     for column, values in changes.items():
         if values is None:
             frame = frame.drop(columns=column)
@@ -358,35 +416,84 @@ MALFORMED = [
     ("a-file", lambda f: (shutil.rmtree(f), f.write_text("x")), ("not a folder",)),
     ("no-aggregates", lambda f: (f / "aggregates.json").unlink(), ("aggregates.json",)),
     ("no-parquet", lambda f: (f / "results.parquet").unlink(), ("results.parquet",)),
-    ("aggregates-a-folder", lambda f: ((f / "aggregates.json").unlink(), (f / "aggregates.json").mkdir()), ("aggregates.json",)),
+    (
+        "aggregates-a-folder",
+        lambda f: ((f / "aggregates.json").unlink(), (f / "aggregates.json").mkdir()),
+        ("aggregates.json",),
+    ),
     ("aggregates-empty", lambda f: _json(f, ""), ("aggregates.json", "unreadable")),
     ("aggregates-not-json", lambda f: _json(f, "{benchmark: x"), ("aggregates.json", "unreadable")),
     ("aggregates-not-utf8", lambda f: _json(f, b'{"benchmark": "\xff\xfe"}'), ("aggregates.json", "unreadable")),
     ("aggregates-too-deep", lambda f: _json(f, "[" * 100_000 + "]" * 100_000), ("aggregates.json", "unreadable")),
     ("aggregates-a-list", lambda f: _json(f, "[1, 2]"), ("aggregates.json", "not a JSON object")),
-    ("no-benchmark", lambda f: _write_run(f, {k: v for k, v in _summary().items() if k != "benchmark"}), ("field benchmark", "missing")),
+    (
+        "no-benchmark",
+        lambda f: _write_run(f, {k: v for k, v in _summary().items() if k != "benchmark"}),
+        ("field benchmark", "missing"),
+    ),
     ("benchmark-a-number", lambda f: _write_run(f, _summary(benchmark=7)), ("field benchmark", "int")),
     ("unknown-benchmark", lambda f: _write_run(f, _summary(benchmark="no-such-bench")), ("field benchmark", "unknown")),
     ("aggregates-field-a-list", lambda f: _write_run(f, _summary(aggregates=[1])), ("field aggregates", "list")),
-    ("resampling-a-text", lambda f: _write_run(f, _summary(aggregates={"resampling": "prompt"})), ("aggregates.resampling",)),
-    ("factors-not-names", lambda f: _write_run(f, _summary(aggregates={"resampling": {"factors": [1], "method": "m"}})),
-     ("aggregates.resampling.factors",)),
-    ("breakdown-a-list", lambda f: _write_run(f, _summary(aggregates={"breakdown_prompts": [["01"]]})), ("aggregates.breakdown_prompts",)),
+    (
+        "resampling-a-text",
+        lambda f: _write_run(f, _summary(aggregates={"resampling": "prompt"})),
+        ("aggregates.resampling",),
+    ),
+    (
+        "factors-not-names",
+        lambda f: _write_run(f, _summary(aggregates={"resampling": {"factors": [1], "method": "m"}})),
+        ("aggregates.resampling.factors",),
+    ),
+    (
+        "breakdown-a-list",
+        lambda f: _write_run(f, _summary(aggregates={"breakdown_prompts": [["01"]]})),
+        ("aggregates.breakdown_prompts",),
+    ),
     ("submission-a-text", lambda f: _write_run(f, _summary(submission="m")), ("field submission",)),
     ("parquet-garbage", lambda f: _parquet(f, b"not a parquet file at all"), ("results.parquet", "unreadable")),
     ("parquet-empty", lambda f: _parquet(f, b""), ("results.parquet", "unreadable")),
     ("parquet-a-folder", lambda f: _parquet(f, None), ("results.parquet",)),
-    ("parquet-truncated", lambda f: (f / "results.parquet").write_bytes((f / "results.parquet").read_bytes()[:-40]),
-     ("results.parquet", "unreadable")),
+    (
+        "parquet-truncated",
+        lambda f: (f / "results.parquet").write_bytes((f / "results.parquet").read_bytes()[:-40]),
+        ("results.parquet", "unreadable"),
+    ),
     ("no-value-column", lambda f: _write_run(f, results=_rows(value=None)), ("results.parquet", "value")),
-    ("values-as-text", lambda f: _write_run(f, results=_rows(value=["0.2", "0.3", "x"])), ("results.parquet", "value", "numbers")),
-    ("seeds-as-text", lambda f: _write_run(f, results=_rows(seed=["0", "1", "0"])), ("results.parquet", "seed", "integers")),
-    ("prompt-ids-as-numbers", lambda f: _write_run(f, results=_rows(prompt_id=[1, 1, 2])), ("results.parquet", "prompt_id", "text")),
-    ("odd-metric-name", lambda f: _write_run(f, results=_rows(metric=["clip_t", "clip_t", "clip_t\x1b[2J"])),
-     ("results.parquet", "metric", "control characters", "\\x1b")),
-    ("plus-infinity", lambda f: _write_run(f, results=_rows(value=[0.2, float("inf"), 0.4])), ("results.parquet", "value", "infinite")),
-    ("minus-infinity", lambda f: _write_run(f, results=_rows(value=[float("-inf"), 0.3, 0.4])), ("results.parquet", "value", "infinite")),
-    ("duplicate-rows", lambda f: _write_run(f, results=pd.concat([_rows(), _rows()], ignore_index=True)), ("results.parquet", "more than one row")),
+    (
+        "values-as-text",
+        lambda f: _write_run(f, results=_rows(value=["0.2", "0.3", "x"])),
+        ("results.parquet", "value", "numbers"),
+    ),
+    (
+        "seeds-as-text",
+        lambda f: _write_run(f, results=_rows(seed=["0", "1", "0"])),
+        ("results.parquet", "seed", "integers"),
+    ),
+    (
+        "prompt-ids-as-numbers",
+        lambda f: _write_run(f, results=_rows(prompt_id=[1, 1, 2])),
+        ("results.parquet", "prompt_id", "text"),
+    ),
+    (
+        "odd-metric-name",
+        lambda f: _write_run(f, results=_rows(metric=["clip_t", "clip_t", "clip_t\x1b[2J"])),
+        ("results.parquet", "metric", "control characters", "\\x1b"),
+    ),
+    (
+        "plus-infinity",
+        lambda f: _write_run(f, results=_rows(value=[0.2, float("inf"), 0.4])),
+        ("results.parquet", "value", "infinite"),
+    ),
+    (
+        "minus-infinity",
+        lambda f: _write_run(f, results=_rows(value=[float("-inf"), 0.3, 0.4])),
+        ("results.parquet", "value", "infinite"),
+    ),
+    (
+        "duplicate-rows",
+        lambda f: _write_run(f, results=pd.concat([_rows(), _rows()], ignore_index=True)),
+        ("results.parquet", "more than one row"),
+    ),
 ]
 
 
@@ -425,7 +532,9 @@ def test_compare_of_two_valid_small_folders_and_nan_values_still_works(tmp_path,
     from idbench.cli import main
 
     a = _write_run(tmp_path / "a")
-    b = _write_run(tmp_path / "b", results=_rows(value=[0.25, float("nan"), 0.45]))  # NaN: undefined for that sample, left out
+    b = _write_run(
+        tmp_path / "b", results=_rows(value=[0.25, float("nan"), 0.45])
+    )  # NaN: undefined for that sample, left out
     assert main(["compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "clip_t" in out and "[overall]" in out

@@ -87,7 +87,9 @@ def test_a_large_jpeg_is_decoded_at_a_reduced_scale_and_still_matches():
 
 def test_an_image_within_the_working_size_is_exactly_what_normalize_image_gives():
     data = png(pattern(1200, 800))
-    assert np.array_equal(np.asarray(working_image(data, where="small")), np.asarray(normalize_image(data, where="small")))
+    assert np.array_equal(
+        np.asarray(working_image(data, where="small")), np.asarray(normalize_image(data, where="small"))
+    )
 
 
 @pytest.mark.parametrize("kind", ["16-bit grey", "palette", "palette with transparency", "rgba", "grey"])
@@ -260,15 +262,26 @@ class BoxFinder:
         out = []
         for image in batch:
             x0, y0, x1, y1 = bright_box(image)
-            out.append({"boxes": np.array([[x0, y0, x1, y1]], np.float32),
-                        "landmarks": np.array([[[x0, y0], [x1, y1], [x0, y1], [x1, y0], [(x0 + x1) / 2, (y0 + y1) / 2]]], np.float32),
-                        "embeddings": np.ones((1, 4), np.float32)})
+            out.append(
+                {
+                    "boxes": np.array([[x0, y0, x1, y1]], np.float32),
+                    "landmarks": np.array(
+                        [[[x0, y0], [x1, y1], [x0, y1], [x1, y0], [(x0 + x1) / 2, (y0 + y1) / 2]]], np.float32
+                    ),
+                    "embeddings": np.ones((1, 4), np.float32),
+                }
+            )
         return out
 
 
 def fake_context(tmp_path, finder: BoxFinder) -> Context:
-    return Context(data=None, submission=None, store=FeatureStore(tmp_path), models={"detector": finder, "segmenter": finder},
-                   options=ScoreOptions(batch_size=4))
+    return Context(
+        data=None,
+        submission=None,
+        store=FeatureStore(tmp_path),
+        models={"detector": finder, "segmenter": finder},
+        options=ScoreOptions(batch_size=4),
+    )
 
 
 def test_detector_boxes_are_in_the_submitted_images_pixels_and_crops_follow_them(tmp_path):
@@ -288,8 +301,9 @@ def test_detector_boxes_are_in_the_submitted_images_pixels_and_crops_follow_them
 def test_masks_are_at_the_working_size_and_cover_the_box(tmp_path):
     data = white_box_image()
     finder = BoxFinder()
-    masks = fake_context(tmp_path, finder).foreground_masks({key_of(data): lambda: data},
-                                                            {key_of(data): np.array([[1200, 800, 2400, 2000]], np.float32)})
+    masks = fake_context(tmp_path, finder).foreground_masks(
+        {key_of(data): lambda: data}, {key_of(data): np.array([[1200, 800, 2400, 2000]], np.float32)}
+    )
     mask = masks[key_of(data)]
     assert mask.shape == (1024, WORKING_SIDE)
     assert abs(mask.mean() - (1200 * 1200) / (6000 * 4000)) < 0.002

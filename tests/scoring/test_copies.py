@@ -75,8 +75,14 @@ def test_scoring_flags_copy_and_collage_not_noise(tmp_path):
     shares = {}
     for name in ("collage", "noise", "blank"):
         make_baseline(name, data, tmp_path / name, size=256)
-        summary = score_submission(tmp_path / name, data, tmp_path / f"out-{name}", ScoreOptions(profile="tiny", metrics=("dino_sim",)),
-                                   cache_dir=tmp_path / "cache", progress=False)
+        summary = score_submission(
+            tmp_path / name,
+            data,
+            tmp_path / f"out-{name}",
+            ScoreOptions(profile="tiny", metrics=("dino_sim",)),
+            cache_dir=tmp_path / "cache",
+            progress=False,
+        )
         shares[name] = summary["copies"]["share"]
         assert summary["aggregates"]["overall"]["copy.flag"]["mean"] == pytest.approx(shares[name])
         assert summary["copies"]["criteria"]["embedding"]["applied"] is False  # random weights: not applied, said why
@@ -101,15 +107,21 @@ def test_degenerate_pictures_are_searched_at_bounded_cost_and_match_nothing(phot
 
 # --- copies in any pose: the keypoint stage ----------------------------------------------------------
 
+
 def _references() -> list[Image.Image]:
     """Every subject and object picture of the samples: photographs, renders, cartoons, flat vectors."""
-    files = sorted(glob.glob(str(SAMPLES / "subjects" / "**" / "*.jpg"), recursive=True)
-                   + glob.glob(str(SAMPLES / "objects" / "**" / "*.jpg"), recursive=True))
+    files = sorted(
+        glob.glob(str(SAMPLES / "subjects" / "**" / "*.jpg"), recursive=True)
+        + glob.glob(str(SAMPLES / "objects" / "**" / "*.jpg"), recursive=True)
+    )
     return [Image.open(f).convert("RGB") for f in files]
 
 
 def _backgrounds() -> list[Image.Image]:
-    return [Image.open(f).convert("RGB") for f in sorted(glob.glob(str(SAMPLES / "backgrounds" / "**" / "*.jpg"), recursive=True))]
+    return [
+        Image.open(f).convert("RGB")
+        for f in sorted(glob.glob(str(SAMPLES / "backgrounds" / "**" / "*.jpg"), recursive=True))
+    ]
 
 
 def _pasted(reference: Image.Image, background: Image.Image, area: float, angle: float = 0.0) -> Image.Image:
@@ -134,7 +146,9 @@ POSES = {
     "mirrored": lambda r, b: ImageOps.mirror(r),
     "stretched 20 % wide": lambda r, b: r.resize((round(r.width * 1.2), r.height)),
     "stretched 25 % tall": lambda r, b: r.resize((r.width, round(r.height * 1.25))),
-    "cropped to 70 %": lambda r, b: r.crop((round(r.width * 0.15), round(r.height * 0.15), round(r.width * 0.85), round(r.height * 0.85))),
+    "cropped to 70 %": lambda r, b: r.crop(
+        (round(r.width * 0.15), round(r.height * 0.15), round(r.width * 0.85), round(r.height * 0.85))
+    ),
     "scaled to 25 %": lambda r, b: r.resize((max(1, r.width // 4), max(1, r.height // 4))),
     "pasted at 5 % of the area": lambda r, b: _pasted(r, b, 0.05),
     "pasted at 20 %, turned 90": lambda r, b: _pasted(r, b, 0.20, 90),
@@ -153,13 +167,19 @@ def _flagged(generation: Image.Image, reference: Image.Image, points) -> bool:
     """Flagged by either stage, as the scorer flags it (the keypoint stage first: it is the cheaper)."""
     from idbench.evaluate_pkg.copies import find_in_any_pose, generation_keypoints
 
-    return find_in_any_pose(generation_keypoints(generation), *points).copied or find_reference(generation, reference).copied
+    return (
+        find_in_any_pose(generation_keypoints(generation), *points).copied
+        or find_reference(generation, reference).copied
+    )
 
 
 @pytest.mark.parametrize("pose", list(POSES))
 def test_a_copy_in_any_pose_is_flagged(prepared, pose):
     references, points, backgrounds = prepared
-    hits = [_flagged(POSES[pose](r, backgrounds[k % len(backgrounds)]), r, p) for k, (r, p) in enumerate(zip(references, points))]
+    hits = [
+        _flagged(POSES[pose](r, backgrounds[k % len(backgrounds)]), r, p)
+        for k, (r, p) in enumerate(zip(references, points))
+    ]
     print(f"{pose}: {sum(hits)}/{len(hits)}")
     assert sum(hits) / len(hits) >= 0.95
 
@@ -188,20 +208,26 @@ def test_pictures_that_copy_nothing_are_not_flagged(prepared):
     from idbench.evaluate_pkg.copies import find_in_any_pose, generation_keypoints
 
     references, points, backgrounds = prepared
-    files = sorted(glob.glob(str(SAMPLES / "subjects" / "**" / "*.jpg"), recursive=True)
-                   + glob.glob(str(SAMPLES / "objects" / "**" / "*.jpg"), recursive=True))
+    files = sorted(
+        glob.glob(str(SAMPLES / "subjects" / "**" / "*.jpg"), recursive=True)
+        + glob.glob(str(SAMPLES / "objects" / "**" / "*.jpg"), recursive=True)
+    )
     rng = np.random.default_rng(0)
-    others = ([("blank", Image.new("RGB", (512, 512), (128, 128, 128))),
-               ("noise", Image.fromarray(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8)))]
-              + [(f"background {k}", b) for k, b in enumerate(backgrounds)])
+    others = [
+        ("blank", Image.new("RGB", (512, 512), (128, 128, 128))),
+        ("noise", Image.fromarray(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8))),
+    ] + [(f"background {k}", b) for k, b in enumerate(backgrounds)]
     prepared_others = [(name, generation_keypoints(o)) for name, o in others]
     prepared_refs = [generation_keypoints(r) for r in references]
     flagged, siblings = [], 0
     for k, p in enumerate(points):
         # Every other sample picture, except one of the same drawing in another style (the same outline
         # and layout: a copy of a sibling reference, which the scorer rightly counts as one).
-        candidates = prepared_others + [(Path(files[j]).stem, g) for j, g in enumerate(prepared_refs)
-                                        if j != k and _design(files[j]) != _design(files[k])]
+        candidates = prepared_others + [
+            (Path(files[j]).stem, g)
+            for j, g in enumerate(prepared_refs)
+            if j != k and _design(files[j]) != _design(files[k])
+        ]
         siblings += sum(j != k and _design(files[j]) == _design(files[k]) for j in range(len(files)))
         flagged += [(Path(files[k]).stem, name) for name, g in candidates if find_in_any_pose(g, *p).copied]
     assert siblings > 0 and flagged == []
@@ -210,7 +236,12 @@ def test_pictures_that_copy_nothing_are_not_flagged(prepared):
 def test_a_mannequin_is_not_a_copy(prepared, tmp_path):
     from idbench.builders.build import build
     from idbench.evaluate_pkg.baselines import mannequin
-    from idbench.evaluate_pkg.copies import find_in_any_pose, generation_keypoints, prompt_references, reference_keypoints
+    from idbench.evaluate_pkg.copies import (
+        find_in_any_pose,
+        generation_keypoints,
+        prompt_references,
+        reference_keypoints,
+    )
     from idbench.evaluate_pkg.data import load_benchmark_data
 
     build("identity-collapse", out=tmp_path / "data")
@@ -240,12 +271,20 @@ def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path, monkey
     data = load_benchmark_data(tmp_path / "data", cache_dir=str(tmp_path / "hf"))
     searched = []  # each generation's keypoints are found once, however the pairs are batched
     original = copies.generation_keypoints
-    monkeypatch.setattr(copies, "generation_keypoints", lambda image: searched.append(image.tobytes()) or original(image))
+    monkeypatch.setattr(
+        copies, "generation_keypoints", lambda image: searched.append(image.tobytes()) or original(image)
+    )
     for name, share in (("crowd", 1.0), ("mannequin", 0.0), ("background", 0.0)):
         make_baseline(name, data, tmp_path / name, size=512)
         searched.clear()
-        summary = score_submission(tmp_path / name, data, tmp_path / f"out-{name}", ScoreOptions(profile="tiny", metrics=("dino_sim",), batch_size=3),
-                                   cache_dir=tmp_path / "cache", progress=False)
+        summary = score_submission(
+            tmp_path / name,
+            data,
+            tmp_path / f"out-{name}",
+            ScoreOptions(profile="tiny", metrics=("dino_sim",), batch_size=3),
+            cache_dir=tmp_path / "cache",
+            progress=False,
+        )
         assert len(searched) == len(set(searched)) > 0, name
         assert summary["copies"]["share"] == share, name
         foreign = summary["aggregates"]["overall"]["copy.foreign"]["mean"]

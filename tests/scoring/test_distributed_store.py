@@ -59,9 +59,25 @@ def run(tmp_path: Path, processes: int) -> list[dict]:
     if processes == 1:
         command = [sys.executable, str(script), str(cache), str(out)]
     else:
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "--main_process_port", str(free_port()), str(script), str(cache), str(out)]
+        command = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_processes",
+            str(processes),
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(free_port()),
+            str(script),
+            str(cache),
+            str(out),
+        ]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     launch(command, env)
     return [json.loads(Path(f"{out}.rank{rank}.json").read_text()) for rank in range(processes)]
@@ -90,15 +106,52 @@ def test_idbench_score_under_accelerate_equals_one_process(tmp_path):
 
     build("identity-collapse", out=tmp_path / "data")
     make_baseline("impostor", load_benchmark_data(tmp_path / "data"), tmp_path / "sub", size=128)
-    arguments = ["score", str(tmp_path / "sub"), "--data", str(tmp_path / "data"), "--profile", "tiny",
-                 "--metrics", "clip_t,dino_sim,scr@0.5,scr_instance@0.5", "--batch-size", "8"]
+    arguments = [
+        "score",
+        str(tmp_path / "sub"),
+        "--data",
+        str(tmp_path / "data"),
+        "--profile",
+        "tiny",
+        "--metrics",
+        "clip_t,dino_sim,scr@0.5,scr_instance@0.5",
+        "--batch-size",
+        "8",
+    ]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    single = [sys.executable, "-m", "idbench.cli", *arguments, "--out", str(tmp_path / "one"),
-              "--cache-dir", str(tmp_path / "cache-one")]
-    launched = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                "--main_process_port", str(free_port()), "-m", "idbench.cli", *arguments, "--out", str(tmp_path / "two"),
-                "--cache-dir", str(tmp_path / "cache-two")]
+    single = [
+        sys.executable,
+        "-m",
+        "idbench.cli",
+        *arguments,
+        "--out",
+        str(tmp_path / "one"),
+        "--cache-dir",
+        str(tmp_path / "cache-one"),
+    ]
+    launched = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        "-m",
+        "idbench.cli",
+        *arguments,
+        "--out",
+        str(tmp_path / "two"),
+        "--cache-dir",
+        str(tmp_path / "cache-two"),
+    ]
     for command in (single, launched):
         launch(command, env)
     one = pd.read_parquet(tmp_path / "one" / "results.parquet")

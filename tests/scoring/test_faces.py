@@ -510,7 +510,9 @@ def test_cogcanvas_reference_without_face_is_nan_and_counted(tmp_path, dlib_enco
         frame = pd.read_parquet(folder / "results.parquet")
         return frame[frame["metric"].str.startswith("id_sim")]
 
-    score_submission(tmp_path / "collage", data, tmp_path / "before", options, cache_dir=tmp_path / "cache", progress=False)
+    score_submission(
+        tmp_path / "collage", data, tmp_path / "before", options, cache_dir=tmp_path / "cache", progress=False
+    )
     before = id_rows(tmp_path / "before")
     assert (before[before["metric"] == "id_sim.reference_without_face"]["value"] == 0).all()
 
@@ -519,10 +521,15 @@ def test_cogcanvas_reference_without_face_is_nan_and_counted(tmp_path, dlib_enco
     blank = io.BytesIO()
     Image.new("RGB", (256, 256), (128, 128, 128)).save(blank, format="PNG")
     # dlib's own verdict on the blank: no face (the reference for "face-less" is the detector, not the suite)
-    assert dlib_encoder.encode_batch([dlib_encoder.preprocess(Image.open(blank).convert("RGB"))])[0]["embeddings"].shape[0] == 0
+    assert (
+        dlib_encoder.encode_batch([dlib_encoder.preprocess(Image.open(blank).convert("RGB"))])[0]["embeddings"].shape[0]
+        == 0
+    )
     data = load_benchmark_data(tmp_path / "data")
     data.reference_bytes[blanked["ref_id"]] = blank.getvalue()
-    summary = score_submission(tmp_path / "collage", data, tmp_path / "after", options, cache_dir=tmp_path / "cache", progress=False)
+    summary = score_submission(
+        tmp_path / "collage", data, tmp_path / "after", options, cache_dir=tmp_path / "cache", progress=False
+    )
     after = id_rows(tmp_path / "after")
 
     for prompt_id, row in data.prompt_rows.items():

@@ -39,7 +39,15 @@ from idbench.evaluate_pkg.functional import (
 
 
 FUNCTIONAL_MODULES = [
-    "similarity", "matching", "collapse", "faces", "background", "aesthetic", "counting", "retrieval", "bootstrap"
+    "similarity",
+    "matching",
+    "collapse",
+    "faces",
+    "background",
+    "aesthetic",
+    "counting",
+    "retrieval",
+    "bootstrap",
 ]
 
 
@@ -451,7 +459,11 @@ def prompt_ids(k: int) -> np.ndarray:
 def scipy_percentile_ci(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
     """The independent reference: scipy's percentile bootstrap of the mean of ``values``."""
     res = scipy_stats.bootstrap(
-        (values,), np.mean, method="percentile", n_resamples=n_resamples, confidence_level=0.95,
+        (values,),
+        np.mean,
+        method="percentile",
+        n_resamples=n_resamples,
+        confidence_level=0.95,
         rng=np.random.default_rng(seed),
     )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -568,9 +580,7 @@ def tiny_clip():
     vocab["<|startoftext|>"] = len(vocab)
     vocab["<|endoftext|>"] = len(vocab)
     tokenizer = transformers.CLIPTokenizer(vocab=vocab, merges=[])
-    image_processor = transformers.CLIPImageProcessor(
-        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
-    )
+    image_processor = transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     processor = transformers.CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer)
 
     torch.manual_seed(0)

@@ -84,7 +84,12 @@ def png_header_only(width: int, height: int) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)  # bit depth 1, greyscale
     row = b"\x00" + bytes((width + 7) // 8)  # filter byte, then the packed pixels
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * height, 9)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(row * height, 9))
+        + chunk(b"IEND", b"")
+    )
 
 
 # --- image headers -------------------------------------------------------------------------------
@@ -99,7 +104,9 @@ def test_size_rule_bounds(data: BenchmarkData) -> None:
     assert "empty" in size_problem(0, 5, submitted=True)
 
 
-def test_forty_million_by_one_png_refused_on_its_header(filled: Path, data: BenchmarkData, tmp_path: Path, monkeypatch) -> None:
+def test_forty_million_by_one_png_refused_on_its_header(
+    filled: Path, data: BenchmarkData, tmp_path: Path, monkeypatch
+) -> None:
     png = png_header_only(40_000_000, 1)
     assert len(png) < 100_000  # a small file that describes a huge image
     rows = manifest_rows(filled)
@@ -108,7 +115,9 @@ def test_forty_million_by_one_png_refused_on_its_header(filled: Path, data: Benc
     monkeypatch.setattr(PngImageFile, "load", lambda self: pytest.fail("the pixels were decoded"))
     error = refusal(filled, data, tmp_path / "scratch")
     [problem] = error.problems
-    assert problem.file == rows[1][2] and "40000000x1" in problem.message and f"{MAX_IMAGE_SIDE}-pixel" in problem.message
+    assert (
+        problem.file == rows[1][2] and "40000000x1" in problem.message and f"{MAX_IMAGE_SIDE}-pixel" in problem.message
+    )
 
 
 def test_long_thin_png_refused_by_its_aspect_ratio_in_a_zip(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
@@ -154,11 +163,15 @@ def test_a_million_row_parquet_is_refused_from_its_metadata(data: BenchmarkData,
     assert problem.file == "the parquet files" and f"{rows} rows" in problem.message and str(limit) in problem.message
 
 
-def test_parquet_images_over_the_byte_limit_refused_from_metadata(data: BenchmarkData, tmp_path: Path, monkeypatch) -> None:
+def test_parquet_images_over_the_byte_limit_refused_from_metadata(
+    data: BenchmarkData, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setattr(submission_module, "MAX_IMAGE_BYTES", 1024 * 1024)
     pairs = data.required_pairs[:4]
     zeros = bytes(2 * 1024 * 1024)  # all-zero "images": compressed to almost nothing inside the parquet
-    table = pa.table({"prompt_id": [p for p, _ in pairs], "seed": [s for _, s in pairs], "image": pa.array([zeros] * 4, pa.binary())})
+    table = pa.table(
+        {"prompt_id": [p for p, _ in pairs], "seed": [s for _, s in pairs], "image": pa.array([zeros] * 4, pa.binary())}
+    )
     folder = parquet_folder(tmp_path / "pq", data, table, compression="zstd", use_dictionary=False)
     assert (folder / "part-0.parquet").stat().st_size < 100_000
     no_spooling(monkeypatch)
@@ -166,26 +179,36 @@ def test_parquet_images_over_the_byte_limit_refused_from_metadata(data: Benchmar
     assert problem.file == "part-0.parquet" and "average" in problem.message and "1048576-byte limit" in problem.message
 
 
-def test_parquet_over_the_unpacked_bytes_limit_refused_from_metadata(data: BenchmarkData, tmp_path: Path, monkeypatch) -> None:
+def test_parquet_over_the_unpacked_bytes_limit_refused_from_metadata(
+    data: BenchmarkData, tmp_path: Path, monkeypatch
+) -> None:
     pairs = data.required_pairs[:8]
     images = [bytes(100_000) for _ in pairs]
-    table = pa.table({"prompt_id": [p for p, _ in pairs], "seed": [s for _, s in pairs], "image": pa.array(images, pa.binary())})
+    table = pa.table(
+        {"prompt_id": [p for p, _ in pairs], "seed": [s for _, s in pairs], "image": pa.array(images, pa.binary())}
+    )
     folder = parquet_folder(tmp_path / "pq", data, table, compression="zstd", use_dictionary=False)
     no_spooling(monkeypatch)
     [problem] = refusal(folder, data, tmp_path / "scratch", max_zip_bytes=500_000).problems
     assert problem.file == "the parquet files" and "500000-byte limit" in problem.message
 
 
-def test_dictionary_encoded_big_images_are_refused_before_they_are_written(data: BenchmarkData, tmp_path: Path, monkeypatch) -> None:
+def test_dictionary_encoded_big_images_are_refused_before_they_are_written(
+    data: BenchmarkData, tmp_path: Path, monkeypatch
+) -> None:
     """Identical values dictionary-encode: the metadata understates them, the row-by-row spool does not."""
     monkeypatch.setattr(submission_module, "MAX_IMAGE_BYTES", 1024 * 1024)
     pairs = data.required_pairs[:6]
     zeros = bytes(1024 * 1024 + 1)
-    table = pa.table({"prompt_id": [p for p, _ in pairs], "seed": [s for _, s in pairs], "image": pa.array([zeros] * 6, pa.binary())})
+    table = pa.table(
+        {"prompt_id": [p for p, _ in pairs], "seed": [s for _, s in pairs], "image": pa.array([zeros] * 6, pa.binary())}
+    )
     folder = parquet_folder(tmp_path / "pq", data, table, compression="zstd", use_dictionary=True)
     written: list[int] = []
     real_write = Path.write_bytes
-    monkeypatch.setattr(Path, "write_bytes", lambda self, content: written.append(len(content)) or real_write(self, content))
+    monkeypatch.setattr(
+        Path, "write_bytes", lambda self, content: written.append(len(content)) or real_write(self, content)
+    )
     error = refusal(folder, data, tmp_path / "scratch")
     assert all(size <= 1024 * 1024 for size in written)  # no over-limit image reached the disk
     over = [p for p in error.problems if "1048577 bytes" in p.message]
@@ -195,7 +218,9 @@ def test_dictionary_encoded_big_images_are_refused_before_they_are_written(data:
 # --- capped problem lists ------------------------------------------------------------------------
 
 
-def test_unknown_rows_within_the_row_bound_are_listed_up_to_the_cap(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+def test_unknown_rows_within_the_row_bound_are_listed_up_to_the_cap(
+    filled: Path, data: BenchmarkData, tmp_path: Path
+) -> None:
     bound = max_listing_rows(len(data.required_pairs))
     rows = [["prompt_id", "seed", "file"]] + [[f"nope{i}", "0", "x.png"] for i in range(bound)]
     write_rows(filled, rows)
@@ -205,7 +230,9 @@ def test_unknown_rows_within_the_row_bound_are_listed_up_to_the_cap(filled: Path
     assert str(error).splitlines()[-1].startswith(f"... and {error.more} more problem(s)")
 
 
-def test_a_manifest_longer_than_the_row_bound_is_read_no_further(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+def test_a_manifest_longer_than_the_row_bound_is_read_no_further(
+    filled: Path, data: BenchmarkData, tmp_path: Path
+) -> None:
     bound = max_listing_rows(len(data.required_pairs))
     with (filled / "manifest.csv").open("w", encoding="utf-8") as handle:
         handle.write("prompt_id,seed,file\n" + "nope,0,x.png\n" * 200_000)
@@ -213,7 +240,9 @@ def test_a_manifest_longer_than_the_row_bound_is_read_no_further(filled: Path, d
     assert problem.file == "manifest.csv" and f"more than {bound} rows" in problem.message
 
 
-def test_a_zip_of_thousands_of_unnamed_members_lists_the_cap_and_counts_the_rest(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+def test_a_zip_of_thousands_of_unnamed_members_lists_the_cap_and_counts_the_rest(
+    filled: Path, data: BenchmarkData, tmp_path: Path
+) -> None:
     archive = tmp_path / "many.zip"
     with zipfile.ZipFile(archive, "w") as out:
         for path in sorted(filled.rglob("*")):
@@ -233,7 +262,10 @@ def test_cli_prints_the_capped_list(filled: Path, data: BenchmarkData, tmp_path:
     assert main(["validate", str(filled), "--data", str(data.folder)]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 + MAX_PROBLEMS + 1  # the heading, the listed problems, the count of the rest
-    assert lines[-1].strip() == f"... and {unknown + len(data.required_pairs) - MAX_PROBLEMS} more problem(s), not listed (at most {MAX_PROBLEMS} are)"
+    assert (
+        lines[-1].strip()
+        == f"... and {unknown + len(data.required_pairs) - MAX_PROBLEMS} more problem(s), not listed (at most {MAX_PROBLEMS} are)"
+    )
 
 
 # --- what used to end in a traceback -------------------------------------------------------------
@@ -242,7 +274,11 @@ def test_cli_prints_the_capped_list(filled: Path, data: BenchmarkData, tmp_path:
 def test_deeply_nested_submission_json(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
     (filled / "submission.json").write_text("[" * 100_000 + "]" * 100_000)
     [problem] = refusal(filled, data, tmp_path / "scratch").problems
-    assert problem.file == "submission.json" and "100000 levels" in problem.message and str(MAX_JSON_DEPTH) in problem.message
+    assert (
+        problem.file == "submission.json"
+        and "100000 levels" in problem.message
+        and str(MAX_JSON_DEPTH) in problem.message
+    )
 
 
 def test_json_depth_ignores_brackets_in_strings() -> None:
@@ -257,7 +293,9 @@ def test_brackets_in_a_metadata_string_are_not_nesting(filled: Path, data: Bench
         assert submission.metadata["notes"] == "[" * 1000
 
 
-@pytest.mark.parametrize("row", ['01,0,"images/01_s0.png\n' + "x" * 200_000, "01,0," + "x" * 200_000], ids=["open-quote", "long-field"])
+@pytest.mark.parametrize(
+    "row", ['01,0,"images/01_s0.png\n' + "x" * 200_000, "01,0," + "x" * 200_000], ids=["open-quote", "long-field"]
+)
 def test_unreadable_manifest_field(filled: Path, data: BenchmarkData, tmp_path: Path, row: str) -> None:
     with (filled / "manifest.csv").open("w", encoding="utf-8") as handle:
         handle.write("prompt_id,seed,file\n" + row + "\n")
@@ -297,7 +335,9 @@ def test_manifest_that_is_not_utf8(filled: Path, data: BenchmarkData, tmp_path: 
     assert problem.file == "manifest.csv" and "not UTF-8" in problem.message
 
 
-def test_a_zip_whose_manifest_is_over_the_row_bound_extracts_no_image(filled: Path, data: BenchmarkData, tmp_path: Path, monkeypatch) -> None:
+def test_a_zip_whose_manifest_is_over_the_row_bound_extracts_no_image(
+    filled: Path, data: BenchmarkData, tmp_path: Path, monkeypatch
+) -> None:
     bound = max_listing_rows(len(data.required_pairs))
     rows = manifest_rows(filled)
     rows += [[rows[1][0], rows[1][1], rows[1][2]]] * (bound + 1 - (len(rows) - 1))  # duplicates past the bound
@@ -308,7 +348,11 @@ def test_a_zip_whose_manifest_is_over_the_row_bound_extracts_no_image(filled: Pa
             out.write(path, path.relative_to(filled).as_posix())
     extracted: list[str] = []
     real_extract = submission_module._Written.extract
-    monkeypatch.setattr(submission_module._Written, "extract", lambda self, z, m: extracted.append(m.filename) or real_extract(self, z, m))
+    monkeypatch.setattr(
+        submission_module._Written,
+        "extract",
+        lambda self, z, m: extracted.append(m.filename) or real_extract(self, z, m),
+    )
     [problem] = refusal(archive, data, tmp_path / "scratch").problems
     assert problem.file == "manifest.csv" and f"more than {bound} rows" in problem.message
     assert sorted(extracted) == ["manifest.csv", "submission.json"]

@@ -10,7 +10,13 @@ import pytest
 from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.evaluate_pkg.hub_submission import HubSubmissionError, RepoRef, fetch_submission, is_hub_ref, parse_repo_ref
+from idbench.evaluate_pkg.hub_submission import (
+    HubSubmissionError,
+    RepoRef,
+    fetch_submission,
+    is_hub_ref,
+    parse_repo_ref,
+)
 from idbench.evaluate_pkg.submission import validate_submission
 
 from conftest import HUB_REVISION as REVISION, place_dataset_in_hub_cache
@@ -48,7 +54,9 @@ def test_parse_repo_ref(text, ref):
     assert parse_repo_ref(text) == ref
 
 
-@pytest.mark.parametrize("text", ["gens", "../x/y", "a/b/c", "alice/..", "alice/gens@../main", "alice/gens@", "/abs/path"])
+@pytest.mark.parametrize(
+    "text", ["gens", "../x/y", "a/b/c", "alice/..", "alice/gens@../main", "alice/gens@", "/abs/path"]
+)
 def test_parse_repo_ref_refuses_what_is_not_a_repo(text):
     if text.endswith("@"):  # an empty revision is the default branch, not an error
         assert parse_repo_ref(text).revision is None
@@ -68,7 +76,9 @@ def test_fetch_copies_only_submission_files_as_plain_files(hf_cache, collapse, t
     place_dataset_in_hub_cache(hf_cache, "alice/gens", source)
     folder = fetch_submission("hf://datasets/alice/gens", tmp_path / "fetched")
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    expected = sorted(p.relative_to(collapse / "collage").as_posix() for p in (collapse / "collage").rglob("*") if p.is_file())
+    expected = sorted(
+        p.relative_to(collapse / "collage").as_posix() for p in (collapse / "collage").rglob("*") if p.is_file()
+    )
     assert files == expected
     assert not any(p.is_symlink() for p in folder.rglob("*"))
     with validate_submission(folder, load_benchmark_data(collapse / "data")) as submission:
@@ -96,8 +106,11 @@ def test_online_a_repo_over_the_limit_is_refused_before_any_download(monkeypatch
     class FileList:  # what HfApi.dataset_info(files_metadata=True) answers, as far as fetch reads it
         def dataset_info(self, repo_id, revision=None, files_metadata=False):
             assert files_metadata
-            siblings = [SimpleNamespace(rfilename="manifest.csv", size=10), SimpleNamespace(rfilename="images/a.png", size=5000),
-                        SimpleNamespace(rfilename="weights.safetensors", size=10**12)]  # fmt: skip
+            siblings = [
+                SimpleNamespace(rfilename="manifest.csv", size=10),
+                SimpleNamespace(rfilename="images/a.png", size=5000),
+                SimpleNamespace(rfilename="weights.safetensors", size=10**12),
+            ]
             return SimpleNamespace(sha=REVISION, siblings=siblings)
 
     def no_download(*args, **kwargs):

@@ -154,7 +154,9 @@ def functional_results(name: str, x: dict[str, list]) -> dict[str, Any]:
         c = F.count_correct(x["detected"], x["expected"])
         return {"count_accuracy": c.mean(), "count_correct_per_sample": c.tolist()}
     if name == "retrieval":
-        rows = [F.retrieval_precision_recall(r, rel, ks=(1, 3, 5)) for r, rel in zip(x["ranked_ids"], x["relevant_ids"])]
+        rows = [
+            F.retrieval_precision_recall(r, rel, ks=(1, 3, 5)) for r, rel in zip(x["ranked_ids"], x["relevant_ids"])
+        ]
         out = {}
         for key in rows[0]:
             v = np.array([row[key] for row in rows])

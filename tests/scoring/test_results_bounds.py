@@ -16,8 +16,16 @@ from idbench.evaluate_pkg.results_bounds import results_file_problem
 def _write(path, rows: int, text: str = "x") -> None:
     """``rows`` distinct (prompt, seed) rows of one metric; ``note`` repeats ``text`` (plainly encoded,
     so its uncompressed size is rows x len(text), while zstd makes the file small)."""
-    table = pa.table({"prompt_id": [f"{i:06d}" for i in range(rows)], "seed": [0] * rows, "metric": ["clip_t"] * rows,
-                      "subject": [""] * rows, "value": [0.5] * rows, "note": [text] * rows})  # fmt: skip
+    table = pa.table(
+        {
+            "prompt_id": [f"{i:06d}" for i in range(rows)],
+            "seed": [0] * rows,
+            "metric": ["clip_t"] * rows,
+            "subject": [""] * rows,
+            "value": [0.5] * rows,
+            "note": [text] * rows,
+        }
+    )
     pq.write_table(table, path, use_dictionary=False, compression="zstd")
 
 
@@ -45,9 +53,18 @@ def test_only_the_columns_read_count_against_the_size_bound(tmp_path, monkeypatc
 def test_compare_refuses_an_oversized_results_file_in_one_line(tmp_path, monkeypatch, capsys):
     from idbench.cli import main
 
-    summary = {"benchmark": "identity-collapse", "build": {"prompts_sha256": "x"}, "suite_version": "0.2", "profile": "tiny",
-               "task": "reference", "judge": None, "submission": {"model": "m"},
-               "aggregates": {"resampling": {"factors": ["prompt"], "method": "percentile bootstrap over prompts", "prompt_units": {}}}}
+    summary = {
+        "benchmark": "identity-collapse",
+        "build": {"prompts_sha256": "x"},
+        "suite_version": "0.2",
+        "profile": "tiny",
+        "task": "reference",
+        "judge": None,
+        "submission": {"model": "m"},
+        "aggregates": {
+            "resampling": {"factors": ["prompt"], "method": "percentile bootstrap over prompts", "prompt_units": {}}
+        },
+    }
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "aggregates.json").write_text(json.dumps(summary))

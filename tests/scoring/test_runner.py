@@ -32,13 +32,19 @@ def collapse(tmp_path_factory):
 
 def test_outputs_and_their_contract(collapse, tmp_path):
     root, data = collapse
-    summary = score_submission(root / "collage", data, tmp_path / "out", TINY, cache_dir=tmp_path / "cache", progress=False)
+    summary = score_submission(
+        root / "collage", data, tmp_path / "out", TINY, cache_dir=tmp_path / "cache", progress=False
+    )
     results = pd.read_parquet(tmp_path / "out" / "results.parquet")
     # one whole-image row per (prompt, seed) and metric, raw values, the run's identity on every row
     whole = results[results["subject"] == ""]
     assert set(whole["metric"]) >= {"clip_t", "dino_sim", "scr@0.4", "scr@0.5", "scr@0.6", "scr_instance@0.5"}
     assert whole.groupby("metric").size().eq(225).all()
-    assert (results["profile"] == "tiny").all() and results["plumbing"].all() and (results["suite_version"] == data.spec.suite_version).all()
+    assert (
+        (results["profile"] == "tiny").all()
+        and results["plumbing"].all()
+        and (results["suite_version"] == data.spec.suite_version).all()
+    )
     counts = {"subjects_detected", "copy.pasted"}  # counts, not similarities
     similarities = results[~results["metric"].isin(counts)]["value"]
     assert similarities.between(-1 - 1e-6, 1 + 1e-6).all()  # cosines and rates, never x100
@@ -98,13 +104,25 @@ def test_crash_then_resume_recomputes_nothing_done(collapse, tmp_path, monkeypat
 
     monkeypatch.setattr(features_module.FeatureStore, "save", crashing_save)
     with pytest.raises(KeyboardInterrupt):
-        score_submission(root / "collage", data, tmp_path / "out", ScoreOptions(profile="tiny", batch_size=8),
-                         cache_dir=tmp_path / "cache", progress=False)
+        score_submission(
+            root / "collage",
+            data,
+            tmp_path / "out",
+            ScoreOptions(profile="tiny", batch_size=8),
+            cache_dir=tmp_path / "cache",
+            progress=False,
+        )
     assert not (tmp_path / "out").exists()
     monkeypatch.setattr(features_module.FeatureStore, "save", original)
     computed_before_crash = saved["n"]
-    resumed = score_submission(root / "collage", data, None, ScoreOptions(profile="tiny", batch_size=8),
-                               cache_dir=tmp_path / "cache", progress=False)
+    resumed = score_submission(
+        root / "collage",
+        data,
+        None,
+        ScoreOptions(profile="tiny", batch_size=8),
+        cache_dir=tmp_path / "cache",
+        progress=False,
+    )
     assert sum(resumed["features"]["cached"].values()) == computed_before_crash
     assert resumed["aggregates"] == clean["aggregates"]
 
@@ -129,11 +147,19 @@ def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(co
 
     monkeypatch.setattr(atomic.os, "rename", crash_on_the_swap)
     with pytest.raises(OSError, match="simulated crash"):
-        score_submission(root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False, overwrite=True)
+        score_submission(
+            root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False, overwrite=True
+        )
     assert len(moves) >= 2 and str(moves[0][0]) == str(out)  # the old folder had been moved aside
     monkeypatch.setattr(atomic.os, "rename", real_rename)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert set(pd.read_parquet(out / "results.parquet")["metric"]) == {"clip_t", "clip_t.truncated", "copy.flag", "copy.pasted", "copy.foreign"}  # the first run's
+    assert set(pd.read_parquet(out / "results.parquet")["metric"]) == {
+        "clip_t",
+        "clip_t.truncated",
+        "copy.flag",
+        "copy.pasted",
+        "copy.foreign",
+    }  # the first run's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]  # no staging folder or backup left
 
 
@@ -150,7 +176,9 @@ def test_an_error_while_writing_results_leaves_the_previous_results_and_no_stagi
 
     monkeypatch.setattr(runner, "write_report", failing_report)
     with pytest.raises(RuntimeError, match="report failed"):
-        score_submission(root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False, overwrite=True)
+        score_submission(
+            root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False, overwrite=True
+        )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]
 
@@ -163,7 +191,9 @@ def test_invalid_submission_scores_nothing(collapse, tmp_path, capsys):
     with pytest.raises(SubmissionError):
         score_submission(broken, data, tmp_path / "out", TINY, cache_dir=tmp_path / "cache", progress=False)
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
-    code = main(["score", str(broken), "--data", str(root / "data"), "--out", str(tmp_path / "out"), "--profile", "tiny"])
+    code = main(
+        ["score", str(broken), "--data", str(root / "data"), "--out", str(tmp_path / "out"), "--profile", "tiny"]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "01" in err and "01_s0.png" in err and not (tmp_path / "out").exists()
@@ -172,13 +202,29 @@ def test_invalid_submission_scores_nothing(collapse, tmp_path, capsys):
 def test_unknown_metric_is_refused(collapse, tmp_path):
     root, data = collapse
     with pytest.raises(ScoringError, match="unknown metric.*id_sim.*known: clip_t"):
-        score_submission(root / "collage", data, None, ScoreOptions(profile="tiny", metrics=("id_sim",)), progress=False)
+        score_submission(
+            root / "collage", data, None, ScoreOptions(profile="tiny", metrics=("id_sim",)), progress=False
+        )
 
 
 def test_cli_score_prints_a_summary(collapse, tmp_path, capsys):
     root, _ = collapse
-    code = main(["score", str(root / "collage"), "--data", str(root / "data"), "--out", str(tmp_path / "out"),
-                 "--profile", "tiny", "--metrics", "clip_t,dino_sim", "--cache-dir", str(tmp_path / "cache")])
+    code = main(
+        [
+            "score",
+            str(root / "collage"),
+            "--data",
+            str(root / "data"),
+            "--out",
+            str(tmp_path / "out"),
+            "--profile",
+            "tiny",
+            "--metrics",
+            "clip_t,dino_sim",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ]
+    )
     assert code == 0
     captured = capsys.readouterr()
     out = captured.out
@@ -209,8 +255,12 @@ def cogcanvas_scores(tmp_path_factory):
         # 1024 px: faces large enough that HOG finds most of them wherever a column puts them
         make_baseline(name, data, root / name, size=1024)
         scores[name] = score_submission(
-            root / name, data, root / f"{name}-scores", ScoreOptions(profile="tiny", metrics=("id_sim",)),
-            cache_dir=root / "cache", progress=False,
+            root / name,
+            data,
+            root / f"{name}-scores",
+            ScoreOptions(profile="tiny", metrics=("id_sim",)),
+            cache_dir=root / "cache",
+            progress=False,
         )
         rows[name] = pd.read_parquet(root / f"{name}-scores" / "results.parquet")
     return data, scores, rows
@@ -263,8 +313,14 @@ def test_missing_paper_models_stop_the_run_before_any_work(collapse, tmp_path, m
     root, data = collapse
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
     with pytest.raises(ModelNotAvailableError) as error:
-        score_submission(root / "collage", data, tmp_path / "out", ScoreOptions(profile="paper"),
-                         cache_dir=tmp_path / "cache", progress=False)
+        score_submission(
+            root / "collage",
+            data,
+            tmp_path / "out",
+            ScoreOptions(profile="paper"),
+            cache_dir=tmp_path / "cache",
+            progress=False,
+        )
     message = str(error.value)
     # every missing model of the suite at once, each with the command that gets it
     for hub_id in ("openai/clip-vit-large-patch14", "facebook/dinov2-base", "IDEA-Research/grounding-dino-tiny"):

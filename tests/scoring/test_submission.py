@@ -90,7 +90,8 @@ def find(
 ) -> Problem:
     """The one problem about (prompt_id, seed, file) whose message holds every fragment."""
     matches = [
-        p for p in problems
+        p
+        for p in problems
         if (p.prompt_id, p.seed, p.file) == (prompt_id, seed, file) and all(f in p.message for f in fragments)
     ]
     listing = "\n".join(map(str, problems))
@@ -586,7 +587,9 @@ def test_zip_bomb_refused_by_ratio_and_by_size(filled: Path, data: BenchmarkData
         validate_submission(archive, data, scratch=scratch)
 
 
-def test_zip_bomb_whose_header_lies_is_stopped_while_streaming(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+def test_zip_bomb_whose_header_lies_is_stopped_while_streaming(
+    filled: Path, data: BenchmarkData, tmp_path: Path
+) -> None:
     """The central directory declares a huge compressed size (so the declared ratio looks harmless):
     the bytes streamed out are what is counted, against at most the archive's own size."""
     member = read_manifest(filled)[1][2]
@@ -628,7 +631,9 @@ def test_named_nested_archive_and_non_image_refused(filled: Path, data: Benchmar
     assert len(problems) == 2
 
 
-def test_unnamed_members_refused_only_junk_of_archivers_skipped(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+def test_unnamed_members_refused_only_junk_of_archivers_skipped(
+    filled: Path, data: BenchmarkData, tmp_path: Path
+) -> None:
     archive = zip_folder(filled, tmp_path / "sub.zip", "my-submission/")
     with zipfile.ZipFile(archive, "a") as out:
         out.writestr("__MACOSX/my-submission/._manifest.csv", b"\x00\x05\x16\x07")  # Finder's, skipped
@@ -694,7 +699,9 @@ def test_parquet_linked_from_outside_refused(tmp_path: Path, data: BenchmarkData
     find(problems, None, None, "linked.parquet", "outside the submission folder")
 
 
-def test_zip_with_an_unreadable_manifest_reports_the_manifest_not_every_image(filled: Path, data: BenchmarkData, tmp_path: Path) -> None:
+def test_zip_with_an_unreadable_manifest_reports_the_manifest_not_every_image(
+    filled: Path, data: BenchmarkData, tmp_path: Path
+) -> None:
     rows = read_manifest(filled)
     rows[0] = ["prompt", "seed", "path"]  # a header without the file column: nothing is named
     write_manifest(filled, rows)

@@ -53,7 +53,9 @@ def test_every_shipped_benchmark_is_checked():
 def test_every_metric_is_computed_or_not_run_with_a_reason(built, name, judge, tmp_path):
     root, data = built[name]
     options = ScoreOptions(profile="tiny", judge=judge)
-    summary = score_submission(root / "collage", data, tmp_path / "out", options, cache_dir=root / "cache", progress=False)
+    summary = score_submission(
+        root / "collage", data, tmp_path / "out", options, cache_dir=root / "cache", progress=False
+    )
     produced = set(pd.read_parquet(tmp_path / "out" / "results.parquet")["metric"])
     check_suite_contract(data.spec, summary, produced, suite_for(name))
     judged = {m.name for m in data.spec.metric_suite if m.judged}

@@ -7,7 +7,13 @@ import evaluate
 import numpy as np
 
 from idbench.evaluate_pkg.functional import id_sim_with_faceless
-from idbench.evaluate_pkg.metrics._shared import CITATION_ARCFACE, CITATION_COGCANVAS, CITATION_HUNGARIAN, floats, mean_of_defined
+from idbench.evaluate_pkg.metrics._shared import (
+    CITATION_ARCFACE,
+    CITATION_COGCANVAS,
+    CITATION_HUNGARIAN,
+    floats,
+    mean_of_defined,
+)
 
 _DESCRIPTION = """\
 ID-Sim (CogCanvas): cosine similarity between face recognition embeddings (ArcFace, on faces aligned

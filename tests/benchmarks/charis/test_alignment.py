@@ -23,27 +23,59 @@ from idbench.benchmarks.charis import alignment as al
 PAPER = {"exact": 1.0, "near_exact": 2 / 3, "partial": 1 / 3, "mismatch": 0.0}
 
 PROMPTS = {
-    "p1": ("human", "cartoon"), "p2": ("human", "cartoon"), "p3": ("human", "cartoon"),
-    "p4": ("animal", "vector"), "p5": ("animal", "vector"), "p6": ("animal", "vector"),
+    "p1": ("human", "cartoon"),
+    "p2": ("human", "cartoon"),
+    "p3": ("human", "cartoon"),
+    "p4": ("animal", "vector"),
+    "p5": ("animal", "vector"),
+    "p6": ("animal", "vector"),
 }
 # model -> its two annotators, and per prompt (first annotator's category, second's).
 RATED = {
-    "anystory": (("s1", "s2"), {
-        "p1": ("exact", "exact"), "p2": ("near_exact", "exact"), "p3": ("partial", "near_exact"),
-        "p4": ("mismatch", "partial"), "p5": ("exact", "near_exact"), "p6": ("partial", "partial"),
-    }),
-    "dsd": (("d1", "d2"), {
-        "p1": ("near_exact", "near_exact"), "p2": ("partial", "mismatch"), "p3": ("mismatch", "mismatch"),
-        "p4": ("partial", "near_exact"), "p5": ("exact", "exact"), "p6": ("mismatch", "partial"),
-    }),
-    "omnigen": (("o1", "o2"), {
-        "p1": ("partial", "partial"), "p2": ("mismatch", "partial"), "p3": ("near_exact", "partial"),
-        "p4": ("mismatch", "mismatch"), "p5": ("partial", "near_exact"), "p6": ("mismatch", "mismatch"),
-    }),
-    "uno": (("u1", "u2"), {
-        "p1": ("exact", "near_exact"), "p2": ("exact", "exact"), "p3": ("near_exact", "near_exact"),
-        "p4": ("partial", "exact"), "p5": ("near_exact", "near_exact"), "p6": ("exact", "partial"),
-    }),
+    "anystory": (
+        ("s1", "s2"),
+        {
+            "p1": ("exact", "exact"),
+            "p2": ("near_exact", "exact"),
+            "p3": ("partial", "near_exact"),
+            "p4": ("mismatch", "partial"),
+            "p5": ("exact", "near_exact"),
+            "p6": ("partial", "partial"),
+        },
+    ),
+    "dsd": (
+        ("d1", "d2"),
+        {
+            "p1": ("near_exact", "near_exact"),
+            "p2": ("partial", "mismatch"),
+            "p3": ("mismatch", "mismatch"),
+            "p4": ("partial", "near_exact"),
+            "p5": ("exact", "exact"),
+            "p6": ("mismatch", "partial"),
+        },
+    ),
+    "omnigen": (
+        ("o1", "o2"),
+        {
+            "p1": ("partial", "partial"),
+            "p2": ("mismatch", "partial"),
+            "p3": ("near_exact", "partial"),
+            "p4": ("mismatch", "mismatch"),
+            "p5": ("partial", "near_exact"),
+            "p6": ("mismatch", "mismatch"),
+        },
+    ),
+    "uno": (
+        ("u1", "u2"),
+        {
+            "p1": ("exact", "near_exact"),
+            "p2": ("exact", "exact"),
+            "p3": ("near_exact", "near_exact"),
+            "p4": ("partial", "exact"),
+            "p5": ("near_exact", "near_exact"),
+            "p6": ("exact", "partial"),
+        },
+    ),
 }
 # Per-sample metric values (seed 0); uno's clip_i also has a seed 1, which the study averages in.
 CHARIS = {
@@ -175,8 +207,14 @@ def test_hh_on_a_tiny_case_by_hand():
     # Three items rated by x and y: x = 1, 2/3, 0 and y = 1, 1/3, 1/3. Deviations from the means (5/9):
     # x 4/9, 1/9, -5/9; y 4/9, -2/9, -2/9. r = (16-2+10) / sqrt((16+1+25)(16+4+4)) = 24/sqrt(1008) = 2/sqrt(7).
     ratings = pd.DataFrame(
-        [("m", "i1", "x", "exact"), ("m", "i1", "y", "exact"), ("m", "i2", "x", "near_exact"), ("m", "i2", "y", "partial"),
-         ("m", "i3", "x", "mismatch"), ("m", "i3", "y", "partial")],
+        [
+            ("m", "i1", "x", "exact"),
+            ("m", "i1", "y", "exact"),
+            ("m", "i2", "x", "near_exact"),
+            ("m", "i2", "y", "partial"),
+            ("m", "i3", "x", "mismatch"),
+            ("m", "i3", "y", "partial"),
+        ],
         columns=list(al.RATING_COLUMNS),
     )
     items = al.human_items(al.rating_values(ratings))
@@ -187,7 +225,12 @@ def test_hh_on_a_tiny_case_by_hand():
 def test_split_halves_with_three_annotators():
     # Sorted annotators a, b, c: half_a = mean(a, c), half_b = b; one annotator -> no half_b.
     ratings = pd.DataFrame(
-        [("m", "i1", "c", "mismatch"), ("m", "i1", "a", "exact"), ("m", "i1", "b", "partial"), ("m", "i2", "a", "exact")],
+        [
+            ("m", "i1", "c", "mismatch"),
+            ("m", "i1", "a", "exact"),
+            ("m", "i1", "b", "partial"),
+            ("m", "i2", "a", "exact"),
+        ],
         columns=list(al.RATING_COLUMNS),
     )
     items = al.human_items(al.rating_values(ratings)).set_index("prompt_id")
@@ -252,7 +295,9 @@ def test_rank_statistics_match_scipy():
     for model in RATED:
         row = row_of(result.table1, model=model)
         assert row["charis_score spearman"] == pytest.approx(spearmanr(CHARIS[model], human(model)).statistic)
-        assert row["clip_i kendall_tau_b"] == pytest.approx(kendalltau(clip(model), human(model), variant="b").statistic)
+        assert row["clip_i kendall_tau_b"] == pytest.approx(
+            kendalltau(clip(model), human(model), variant="b").statistic
+        )
         assert row["H-H spearman"] == pytest.approx(spearmanr(annotator(model, 0), annotator(model, 1)).statistic)
         assert row["charis_score spearman n"] == 6
     system = row_of(result.table1, model=al.SYSTEM)
@@ -264,7 +309,6 @@ def test_rank_statistics_match_scipy():
     g = [CHARIS[m][k] for m in RATED for k in (0, 1, 2)]
     h = [human(m)[k] for m in RATED for k in (0, 1, 2)]
     assert cell["charis_score kendall_tau_b"] == pytest.approx(kendalltau(g, h, variant="b").statistic)
-
 
 
 @pytest.mark.filterwarnings("ignore:An input array is constant")  # scipy's NaN for a constant resample
@@ -284,6 +328,7 @@ def test_rank_replicates_equal_scipy_on_each_resampled_vector(statistic, items_p
             continue
         expected = reference(x[picked], y[picked]).statistic
         assert (math.isnan(value) and math.isnan(expected)) or value == pytest.approx(expected)
+
 
 def test_a_reversed_order_and_perfect_agreement():
     assert al.spearman([1, 2, 3, 4], [9, 7, 5, 1]) == pytest.approx(-1.0)
@@ -311,25 +356,44 @@ def test_hh_kappa_and_alpha_match_references():
         first = [LABEL[RATED[model][1][p][0]] for p in P]
         second = [LABEL[RATED[model][1][p][1]] for p in P]
         assert row["H-H kappa_quadratic"] == pytest.approx(quadratic_kappa_by_definition(first, second))
-        expected = krippendorff.alpha(reliability_data=[first, second], level_of_measurement="ordinal", value_domain=[0, 1, 2, 3])
+        expected = krippendorff.alpha(
+            reliability_data=[first, second], level_of_measurement="ordinal", value_domain=[0, 1, 2, 3]
+        )
         assert row["H-H alpha_ordinal"] == pytest.approx(expected)
         assert row["H-H kappa_quadratic n"] == row["H-H alpha_ordinal n"] == 6
         # The test's judge values (0.9, 0.7, ...) are mostly no category scores: only those that are
         # (omnigen's 0.0, uno's 1.0) make units, too few for kappa, and the rest are counted in the note.
         on_categories = sum(v in PAPER.values() for v in CHARIS[model])
-        assert math.isnan(row["charis_score kappa_quadratic"]) and row["charis_score kappa_quadratic n"] == 2 * on_categories
+        assert (
+            math.isnan(row["charis_score kappa_quadratic"])
+            and row["charis_score kappa_quadratic n"] == 2 * on_categories
+        )
         assert f"charis_score kappa, alpha: {6 - on_categories} of 6 item(s) not on the categories" in row["note"]
 
 
 def test_alpha_takes_every_annotator_and_kappa_only_items_with_two():
     ratings = pd.DataFrame(
-        [("m", p, a, c) for p, cats in {"p1": ("exact", "exact", "near_exact"), "p2": ("partial", "mismatch", "mismatch"),
-                                         "p3": ("near_exact", "near_exact", "exact"), "p4": ("mismatch", "partial", "partial")}.items()
-         for a, c in zip(("a", "b", "c"), cats)]
-        + [("m", "p5", "a", "exact"), ("m", "p5", "b", "near_exact"), ("m", "p6", "a", "mismatch"), ("m", "p6", "b", "mismatch")],
+        [
+            ("m", p, a, c)
+            for p, cats in {
+                "p1": ("exact", "exact", "near_exact"),
+                "p2": ("partial", "mismatch", "mismatch"),
+                "p3": ("near_exact", "near_exact", "exact"),
+                "p4": ("mismatch", "partial", "partial"),
+            }.items()
+            for a, c in zip(("a", "b", "c"), cats)
+        ]
+        + [
+            ("m", "p5", "a", "exact"),
+            ("m", "p5", "b", "near_exact"),
+            ("m", "p6", "a", "mismatch"),
+            ("m", "p6", "b", "mismatch"),
+        ],
         columns=list(al.RATING_COLUMNS),
     )
-    items = al.human_items(al.rating_values(ratings)).merge(pd.DataFrame({"prompt_id": P, "type": "human", "style": "cartoon"}))
+    items = al.human_items(al.rating_values(ratings)).merge(
+        pd.DataFrame({"prompt_id": P, "type": "human", "style": "cartoon"})
+    )
     labels, unit_item = al.categorical_units(items, al.HH, al.ALPHA, PAPER)
     expected = [[3, 1, 2, 0, 3, 0], [3, 0, 2, 1, 2, 0], [2, 0, 3, 1, np.nan, np.nan]]
     np.testing.assert_array_equal(labels, np.array(expected, dtype=float))
@@ -353,8 +417,9 @@ def test_judge_vs_humans_kappa_and_alpha_on_categories():
         people = [LABEL[c] for p in P for c in RATED[model][1][p]]
         assert row["charis_score kappa_quadratic n"] == row["charis_score alpha_ordinal n"] == 12
         expected_kappa = quadratic_kappa_by_definition(judged, people)
-        expected_alpha = krippendorff.alpha(reliability_data=[judged, people], level_of_measurement="ordinal",
-                                            value_domain=[0, 1, 2, 3])
+        expected_alpha = krippendorff.alpha(
+            reliability_data=[judged, people], level_of_measurement="ordinal", value_domain=[0, 1, 2, 3]
+        )
         assert row["charis_score kappa_quadratic"] == pytest.approx(expected_kappa)
         assert row["charis_score alpha_ordinal"] == pytest.approx(expected_alpha)
 
@@ -397,7 +462,9 @@ def test_fewer_than_three_models_leave_the_system_row_undefined():
     assert any("system-level row needs 3" in note for note in result.notes)
     assert "scores of models without ratings ignored: dsd, omnigen" in result.notes
     # The per-model rows are unaffected.
-    assert row_of(result.table1, model="uno")["charis_score r"] == pytest.approx(pearsonr(CHARIS["uno"], human("uno")).statistic)
+    assert row_of(result.table1, model="uno")["charis_score r"] == pytest.approx(
+        pearsonr(CHARIS["uno"], human("uno")).statistic
+    )
 
 
 def test_a_constant_side_is_nan_with_a_reason():
@@ -409,7 +476,9 @@ def test_a_constant_side_is_nan_with_a_reason():
 
 def test_a_missing_score_leaves_the_item_out_of_every_column_of_its_rows():
     scores = scores_frame()
-    scores = scores[~((scores["model"] == "uno") & (scores["prompt_id"] == "p6") & (scores["metric"] == "charis_score"))]
+    scores = scores[
+        ~((scores["model"] == "uno") & (scores["prompt_id"] == "p6") & (scores["metric"] == "charis_score"))
+    ]
     result = al.compute_study(ratings_frame(), scores, PROMPTS, n_boot=50)
     row = row_of(result.table1, model="uno")
     assert row["charis_score n"] == row["clip_i n"] == row["H-H n"] == row["items"] == 5 and row["dropped"] == 1
@@ -417,8 +486,10 @@ def test_a_missing_score_leaves_the_item_out_of_every_column_of_its_rows():
     assert row["clip_i r"] == pytest.approx(pearsonr(clip("uno")[:5], human("uno")[:5]).statistic)
     assert row["clip_i spearman n"] == 5
     assert "1 of 6 item(s) left out of every column (1 without charis_score)" in row["note"]
-    assert any(note.startswith("model uno: 1 of 6 rated prompts have no charis_score score; left out of every column")
-               for note in result.notes)
+    assert any(
+        note.startswith("model uno: 1 of 6 rated prompts have no charis_score score; left out of every column")
+        for note in result.notes
+    )
     # Table 2's animal/vector cell loses the same item from every column; the system row too.
     cell = row_of(result.table2, type="animal", style="vector")
     assert cell["charis_score n"] == cell["clip_i n"] == cell["H-H n"] == 11 and cell["dropped"] == 1
@@ -453,12 +524,19 @@ def test_table3_compares_the_same_items_when_the_judge_is_undefined():
     ("change", "message"),
     [
         (lambda r: r.assign(category=r["category"].where(r.index != 4, "great")), r"ratings, row 5: category 'great'"),
-        (lambda r: pd.concat([r, r.iloc[[2]]], ignore_index=True), r"row 49: a second rating by s1 of model anystory, prompt p2"),
+        (
+            lambda r: pd.concat([r, r.iloc[[2]]], ignore_index=True),
+            r"row 49: a second rating by s1 of model anystory, prompt p2",
+        ),
         (lambda r: r.drop(columns=["annotator"]), "missing column"),
-        (lambda r: pd.concat([r, pd.DataFrame([("flux", "p1", "f1", "exact")], columns=list(al.RATING_COLUMNS))]),
-         r"no scores for rated model\(s\) flux; the scores hold anystory, dsd, omnigen, uno"),
-        (lambda r: pd.concat([r, pd.DataFrame([("uno", "p9", "u1", "exact")], columns=list(al.RATING_COLUMNS))]),
-         r"rated prompt\(s\) p9 are not among the prompts"),
+        (
+            lambda r: pd.concat([r, pd.DataFrame([("flux", "p1", "f1", "exact")], columns=list(al.RATING_COLUMNS))]),
+            r"no scores for rated model\(s\) flux; the scores hold anystory, dsd, omnigen, uno",
+        ),
+        (
+            lambda r: pd.concat([r, pd.DataFrame([("uno", "p9", "u1", "exact")], columns=list(al.RATING_COLUMNS))]),
+            r"rated prompt\(s\) p9 are not among the prompts",
+        ),
     ],
 )
 def test_bad_ratings_get_one_clear_error(change, message):
@@ -489,8 +567,17 @@ def test_written_tables_follow_the_papers_layout(tmp_path):
     result = al.run_study(ratings_frame(), scores_frame(), PROMPTS, out, n_boot=100)
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(
-        ["report.md", "study.json", "table1_per_model.csv", "table1_per_model.md", "table1_per_model.png",
-         "table2_type_style.csv", "table2_type_style.md", "table3_mean_scores.csv", "table3_mean_scores.md"]
+        [
+            "report.md",
+            "study.json",
+            "table1_per_model.csv",
+            "table1_per_model.md",
+            "table1_per_model.png",
+            "table2_type_style.csv",
+            "table2_type_style.md",
+            "table3_mean_scores.csv",
+            "table3_mean_scores.md",
+        ]
     )
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left
 
@@ -499,7 +586,9 @@ def test_written_tables_follow_the_papers_layout(tmp_path):
     assert header == "| model | n | H-H | charis_score-H | clip_i-H | notes |"
     r = row_of(result.table1, model="anystory")
     line = next(line for line in t1 if line.startswith("| anystory |"))
-    assert line.startswith(f"| anystory | 6 | {r['H-H r']:.3f} [{r['H-H low']:.2f}, {r['H-H high']:.2f}] | {r['charis_score r']:.3f} [")
+    assert line.startswith(
+        f"| anystory | 6 | {r['H-H r']:.3f} [{r['H-H low']:.2f}, {r['H-H high']:.2f}] | {r['charis_score r']:.3f} ["
+    )
     assert any(line.startswith(f"| {al.SYSTEM} | 4 |") for line in t1)
 
     t2 = (out / "table2_type_style.md").read_text()
@@ -511,8 +600,13 @@ def test_written_tables_follow_the_papers_layout(tmp_path):
 
     # Pearson (the paper's) first, then one table per further statistic, each without the notes column.
     sections = [line for line in t1 if line.startswith("### ")]
-    assert sections == ["### Pearson r (the paper's)", "### Spearman rho", "### Kendall tau-b",
-                        "### Cohen's kappa, quadratic weights", "### Krippendorff's alpha, ordinal"]
+    assert sections == [
+        "### Pearson r (the paper's)",
+        "### Spearman rho",
+        "### Kendall tau-b",
+        "### Cohen's kappa, quadratic weights",
+        "### Krippendorff's alpha, ordinal",
+    ]
     headers = [line for line in t1 if line.startswith("| model")]
     assert headers[1] == "| model | n | H-H | charis_score-H | clip_i-H |"
     assert headers[3] == "| model | n | H-H | charis_score-H |"  # kappa: both sides on the categories only
@@ -520,7 +614,9 @@ def test_written_tables_follow_the_papers_layout(tmp_path):
     csv1 = pd.read_csv(out / "table1_per_model.csv")
     assert list(csv1.columns[:6]) == ["model", "level", "H-H r", "H-H low", "H-H high", "H-H n"]
     assert csv1.loc[csv1["model"] == "dsd", "charis_score r"].item() == pytest.approx(r_of("dsd"), abs=1e-5)
-    assert {"H-H spearman", "clip_i kendall_tau_b low", "H-H kappa_quadratic n", "charis_score alpha_ordinal"} <= set(csv1.columns)
+    assert {"H-H spearman", "clip_i kendall_tau_b low", "H-H kappa_quadratic n", "charis_score alpha_ordinal"} <= set(
+        csv1.columns
+    )
     assert "clip_i kappa_quadratic" not in csv1.columns  # a cosine is no category
     assert list(csv1.columns[-3:]) == ["items", "dropped", "note"]
     csv3 = pd.read_csv(out / "table3_mean_scores.csv")

@@ -52,8 +52,15 @@ def ekb():
 
 def _pair(axes=("pose", "viewpoint", "lighting", "background", "style"), **phrases) -> CharisPair:
     return CharisPair(
-        prompt_id="p1", seed=0, type="animal", style="photorealistic", axes=tuple(axes),
-        reference=b"ref", generation=b"gen", prompt="The cat leaps, seen from behind.", phrases=phrases,
+        prompt_id="p1",
+        seed=0,
+        type="animal",
+        style="photorealistic",
+        axes=tuple(axes),
+        reference=b"ref",
+        generation=b"gen",
+        prompt="The cat leaps, seen from behind.",
+        phrases=phrases,
     )
 
 
@@ -95,7 +102,8 @@ def test_adherence_is_the_share_of_prompted_axes_realised_and_a_broken_answer_is
     string_bool = {**three_of_five, "pose": "yes"}
     verdicts = evaluate_adherence(
         Fixed(_answer(three_of_five), _answer(missing_axis), _answer(string_bool), JudgeAnswer(error="timed out")),
-        [pair] * 4, ekb,
+        [pair] * 4,
+        ekb,
     )
     assert verdicts[0].score == pytest.approx(3 / 5) and verdicts[0].failure is None
     assert verdicts[0].evidence["not_realised"] == ["viewpoint", "style"]
@@ -110,7 +118,9 @@ def test_adherence_is_the_share_of_prompted_axes_realised_and_a_broken_answer_is
 def test_of_the_template_phrases_exactly_the_back_view_and_the_distant_figure_hide_the_subject(ekb):
     found = {
         (axis, phrase)
-        for axis, t in ekb.transformations.items() for phrases in t.phrases.values() for phrase in phrases
+        for axis, t in ekb.transformations.items()
+        for phrases in t.phrases.values()
+        for phrase in phrases
         if hiding_phrases({axis: phrase}, ekb)
     }
     assert found == {("viewpoint", p) for p in HIDING}
@@ -123,8 +133,12 @@ def test_free_text_phrases_of_curated_prompts_are_read_by_the_same_cues(ekb):
     assert hiding_phrases({"viewpoint": "viewed from the back, walking off"}, ekb)
     assert hiding_phrases({"occlusion": "almost entirely hidden behind a door"}, ekb)
     assert not hiding_phrases({"occlusion": "half hidden behind a stack of cardboard boxes"}, ekb)
-    row = {"transformations": [{"axis": "pose", "phrase": "sits"}, {"axis": "viewpoint", "phrase": "Seen  FROM BEHIND"}]}
-    assert prompt_hides_subject(row, ekb) and not prompt_hides_subject({"transformations": row["transformations"][:1]}, ekb)
+    row = {
+        "transformations": [{"axis": "pose", "phrase": "sits"}, {"axis": "viewpoint", "phrase": "Seen  FROM BEHIND"}]
+    }
+    assert prompt_hides_subject(row, ekb) and not prompt_hides_subject(
+        {"transformations": row["transformations"][:1]}, ekb
+    )
 
 
 # --- the pure scoring functions -------------------------------------------------------------------
@@ -190,7 +204,9 @@ def _score(root: Path, data, submission: str, judge, metrics=RANKED) -> tuple[di
     _RUNS.append(submission)
     out = root / "scores" / f"{len(_RUNS)}-{submission}-{judge.model}"
     options = ScoreOptions(profile="tiny", metrics=metrics, judge=judge)
-    summary = score_submission(root / submission, data, out, options, cache_dir=root / "cache", progress=False, models=Models(options))
+    summary = score_submission(
+        root / submission, data, out, options, cache_dir=root / "cache", progress=False, models=Models(options)
+    )
     rows = pd.read_parquet(out / "results.parquet")
     return summary["aggregates"]["overall"], rows
 
@@ -208,7 +224,9 @@ def test_a_model_that_hides_its_failures_scores_no_better_on_the_ranked_variants
     root, data = built
     hide = _hide_prompts(data)
     others = sorted(set(data.prompt_rows) - hide)
-    failed = {data.prompt_rows[p]["prompt"] for p in others[: len(others) * 3 // 10]}  # 30 % of the scoreable pairs fail
+    failed = {
+        data.prompt_rows[p]["prompt"] for p in others[: len(others) * 3 // 10]
+    }  # 30 % of the scoreable pairs fail
 
     def judge(name: str, hidden: bool) -> RuleJudge:
         def answer(request):

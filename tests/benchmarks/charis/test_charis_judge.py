@@ -65,9 +65,15 @@ def ekb():
 def make_pair(name: str, axes: Sequence[str] = AXES, type: str = "animal", style: str = "photorealistic") -> CharisPair:
     # The scenario's name rides in the prompt text, where the scripted judge reads it.
     return CharisPair(
-        prompt_id=name, seed=0, type=type, style=style, axes=tuple(axes),
-        reference=f"ref:{name}".encode(), generation=f"gen:{name}".encode(),
-        prompt=f"[{name}] The tabby cat leaps mid-air.", phrases={"pose": "leaps mid-air"},
+        prompt_id=name,
+        seed=0,
+        type=type,
+        style=style,
+        axes=tuple(axes),
+        reference=f"ref:{name}".encode(),
+        generation=f"gen:{name}".encode(),
+        prompt=f"[{name}] The tabby cat leaps mid-air.",
+        phrases={"pose": "leaps mid-air"},
     )
 
 
@@ -117,8 +123,14 @@ class ScriptedJudge:
 
 
 def feature_answer(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    base = {"observation": "looks the same", "in_reference": True, "in_generated": True, "changed": False,
-            "transformations": [], "harmful_changes": []}
+    base = {
+        "observation": "looks the same",
+        "in_reference": True,
+        "in_generated": True,
+        "changed": False,
+        "transformations": [],
+        "harmful_changes": [],
+    }
     return {**base, **overrides}
 
 
@@ -233,8 +245,18 @@ def test_nothing_visible_in_both_gets_no_category(ekb):
     assert verdict.insufficient_evidence and not verdict.judge_failure
 
 
-CORE = ["breed traits", "head shape", "ear shape", "muzzle shape", "eye shape", "eye colour", "coat colour",
-        "coat pattern", "distinctive marks", "body proportions"]  # the cell's 10 core features (docstring)
+CORE = [
+    "breed traits",
+    "head shape",
+    "ear shape",
+    "muzzle shape",
+    "eye shape",
+    "eye colour",
+    "coat colour",
+    "coat pattern",
+    "distinctive marks",
+    "body proportions",
+]  # the cell's 10 core features (docstring)
 
 
 def test_a_back_view_hiding_every_core_feature_is_insufficient_evidence_not_exact(ekb):
@@ -320,16 +342,29 @@ def _broken(attribute: str, feature: str, **change) -> dict[str, Any]:
 BROKEN = {
     "subject error": {"error": [SUBJECT_TASK]},
     "feature error": {"error": ["animal eyes"]},
-    "unknown type": {"value": {SUBJECT_TASK: {"generated_type": "robot", "generated_style": "cartoon",
-                                             "attributes": {a: {"in_reference": True, "in_generated": True}
-                                                            for a in CELL_ATTRIBUTES}}}},
-    "missing attribute": {"value": {SUBJECT_TASK: {"generated_type": "animal", "generated_style": "cartoon",
-                                                   "attributes": {}}}},
-    "missing key": {"value": {"animal eyes": {"features": {f: {"observation": "", "changed": False}
-                                                           for f in CELL_ATTRIBUTES["animal eyes"]}}}},
+    "unknown type": {
+        "value": {
+            SUBJECT_TASK: {
+                "generated_type": "robot",
+                "generated_style": "cartoon",
+                "attributes": {a: {"in_reference": True, "in_generated": True} for a in CELL_ATTRIBUTES},
+            }
+        }
+    },
+    "missing attribute": {
+        "value": {SUBJECT_TASK: {"generated_type": "animal", "generated_style": "cartoon", "attributes": {}}}
+    },
+    "missing key": {
+        "value": {
+            "animal eyes": {
+                "features": {f: {"observation": "", "changed": False} for f in CELL_ATTRIBUTES["animal eyes"]}
+            }
+        }
+    },
     "string bool": {"value": {"animal eyes": _broken("animal eyes", "eye shape", changed="yes")}},
-    "unknown harm": {"value": {"animal eyes": _broken("animal eyes", "eye shape", changed=True,
-                                                     harmful_changes=["vibes"])}},
+    "unknown harm": {
+        "value": {"animal eyes": _broken("animal eyes", "eye shape", changed=True, harmful_changes=["vibes"])}
+    },
     "not an object": {"value": {"animal eyes": ["eye shape"]}},
 }
 
@@ -390,8 +425,13 @@ def test_evidence_is_json_and_names_the_changed_features(ekb):
     evidence = json.loads(json.dumps(verdict.evidence))
     assert evidence["harmful_features"] == ["build"]
     assert evidence["features"]["build"] == {
-        "attribute": "animal body", "level": "secondary", "status": "changed", "harmful": True,
-        "transformations": [], "harmful_changes": ["proportion"], "observation": "stockier",
+        "attribute": "animal body",
+        "level": "secondary",
+        "status": "changed",
+        "harmful": True,
+        "transformations": [],
+        "harmful_changes": ["proportion"],
+        "observation": "stockier",
     }
     assert evidence["features"]["ear shape"]["transformations"] == ["pose"]
     assert evidence["reference"] == {"type": "animal", "style": "photorealistic"}
@@ -454,11 +494,16 @@ def test_schemas_are_strict_and_the_scripted_answers_match_them(ekb):
 
 def test_pair_from_a_prompts_row(ekb):
     row = {
-        "prompt_id": "animal-photo-tabby-cat-03", "subject_id": "animal-photo-tabby-cat", "type": "animal",
-        "style": "photorealistic", "prompt": "The tabby cat rolls onto its back, lit by candlelight.",
+        "prompt_id": "animal-photo-tabby-cat-03",
+        "subject_id": "animal-photo-tabby-cat",
+        "type": "animal",
+        "style": "photorealistic",
+        "prompt": "The tabby cat rolls onto its back, lit by candlelight.",
         "axes": ["pose", "lighting"],
-        "transformations": [{"axis": "pose", "phrase": "rolls onto its back"},
-                            {"axis": "lighting", "phrase": "lit by candlelight"}],
+        "transformations": [
+            {"axis": "pose", "phrase": "rolls onto its back"},
+            {"axis": "lighting", "phrase": "lit by candlelight"},
+        ],
     }
     pair = pair_from_rows(row, 0, b"ref", b"gen", subject_name="the tabby cat")
     assert pair.axes == ("pose", "lighting")
@@ -483,11 +528,20 @@ def test_requests_per_pair_on_the_sample_subjects():
     # samples/charis.csv: human p 3, c 2, v 3; animal p 5, c 1, v 2; anthropomorphic p 1, c 3, v 2;
     # object p 2, c 3, v 2 = 29 subjects (7 prompts each, so the prompt average is the subject average).
     # Attributes: 21+14+18 + 25+6+12 + 6+21+14 + 10+18+10 = 175; 175 / 29 = 6.03; + 1 = 7.03 requests.
-    cell = {("human", "photorealistic"): 7, ("human", "cartoon"): 7, ("human", "vector"): 6,
-            ("animal", "photorealistic"): 5, ("animal", "cartoon"): 6, ("animal", "vector"): 6,
-            ("anthropomorphic", "photorealistic"): 6, ("anthropomorphic", "cartoon"): 7,
-            ("anthropomorphic", "vector"): 7, ("animated_object", "photorealistic"): 5,
-            ("animated_object", "cartoon"): 6, ("animated_object", "vector"): 5}
+    cell = {
+        ("human", "photorealistic"): 7,
+        ("human", "cartoon"): 7,
+        ("human", "vector"): 6,
+        ("animal", "photorealistic"): 5,
+        ("animal", "cartoon"): 6,
+        ("animal", "vector"): 6,
+        ("anthropomorphic", "photorealistic"): 6,
+        ("anthropomorphic", "cartoon"): 7,
+        ("anthropomorphic", "vector"): 7,
+        ("animated_object", "photorealistic"): 5,
+        ("animated_object", "cartoon"): 6,
+        ("animated_object", "vector"): 5,
+    }
     ekb = load_ekb()
     assert {k: len(v) for k, v in ekb.cells.items()} == cell
     with open(ROOT / "samples" / "charis.csv", newline="") as f:

@@ -82,9 +82,11 @@ class ScriptedJudge:
 def test_schema_lists_the_ekb_axes_and_the_request_shows_the_image():
     schema = cp.proposal_schema(EKB)
     part = schema["properties"]["proposals"]["items"]["properties"]["transformations"]["items"]
-    assert part["properties"]["axis"]["enum"] == list(EKB.transformations) == [
-        "pose", "expression", "viewpoint", "occlusion", "lighting", "background", "style"
-    ]
+    assert (
+        part["properties"]["axis"]["enum"]
+        == list(EKB.transformations)
+        == ["pose", "expression", "viewpoint", "occlusion", "lighting", "background", "style"]
+    )
     request = cp.proposal_request(CAT, EKB, 7)
     assert request.images == (CAT.image,) and request.task == "curation.charis.propose"
     assert "Propose 7 prompts" in request.prompt and "(3 of them with 6 axes" in request.prompt
@@ -97,12 +99,30 @@ def test_schema_lists_the_ekb_axes_and_the_request_shows_the_image():
     ("value", "problem"),
     [
         (proposal(FIVE[:4]), "applies 4 distinct known axes"),
-        ({**proposal(FIVE), "transformations": proposal(FIVE)["transformations"] + [{"axis": "posture", "phrase": "x"}]},
-         "unknown axis 'posture'"),
-        ({**proposal(FIVE), "transformations": proposal(FIVE)["transformations"] + [{"axis": "pose", "phrase": "leaps"}]},
-         "axes listed more than once: pose"),
-        ({**proposal(FIVE), "transformations": [*proposal(FIVE)["transformations"][:4], {"axis": "background", "phrase": "on the moon"}]},
-         'background: the phrase "on the moon" is not in the prompt'),
+        (
+            {
+                **proposal(FIVE),
+                "transformations": proposal(FIVE)["transformations"] + [{"axis": "posture", "phrase": "x"}],
+            },
+            "unknown axis 'posture'",
+        ),
+        (
+            {
+                **proposal(FIVE),
+                "transformations": proposal(FIVE)["transformations"] + [{"axis": "pose", "phrase": "leaps"}],
+            },
+            "axes listed more than once: pose",
+        ),
+        (
+            {
+                **proposal(FIVE),
+                "transformations": [
+                    *proposal(FIVE)["transformations"][:4],
+                    {"axis": "background", "phrase": "on the moon"},
+                ],
+            },
+            'background: the phrase "on the moon" is not in the prompt',
+        ),
         (proposal(SIX, phrases={"style": "rendered as a hyper-realistic photo"}), "asks for the subject's own style"),
         ({"prompt": "  ", "transformations": []}, "the prompt is empty"),
         ("a prompt", "expected a JSON object"),
@@ -137,7 +157,9 @@ def test_invalid_axes_are_retried_with_the_reasons_then_kept():
         return [proposal(SIX, name="The fox in a waistcoat")]
 
     judge = ScriptedJudge(script)
-    report = cp.propose_charis_prompts(judge, [CAT, FOX], EKB, per_subject={"animal-photo-cat": 3, "anthro-cartoon-fox": 1})
+    report = cp.propose_charis_prompts(
+        judge, [CAT, FOX], EKB, per_subject={"animal-photo-cat": 3, "anthro-cartoon-fox": 1}
+    )
     assert [len(c) for c in judge.calls] == [2, 1]  # wave 2 asks only the cat, which is still short
     retry = judge.calls[1][0].prompt
     assert "Propose 2 prompts" in retry and "Already kept for this subject" in retry
@@ -163,7 +185,11 @@ def test_invalid_axes_are_retried_with_the_reasons_then_kept():
 def test_a_subject_that_never_gives_valid_axes_fails_after_the_bound():
     def script(request, wave):
         if request.images[0] == FOX.image:
-            return JudgeAnswer(error="HTTP 500: scripted", attempts=5) if wave == 2 else [proposal(FIVE[:3], name="The fox")]
+            return (
+                JudgeAnswer(error="HTTP 500: scripted", attempts=5)
+                if wave == 2
+                else [proposal(FIVE[:3], name="The fox")]
+            )
         return [proposal(FIVE)]
 
     judge = ScriptedJudge(script)
@@ -175,7 +201,9 @@ def test_a_subject_that_never_gives_valid_axes_fails_after_the_bound():
     assert all("applies 3 distinct known axes" in r.reasons[0] for r in fox.rejected)
     assert [s.subject_id for s in report.incomplete] == ["anthro-cartoon-fox"]
     assert [len(c) for c in judge.calls] == [2, 1, 1]
-    assert report.as_dict()["errors"] == [{"subject_id": "anthro-cartoon-fox", "error": "attempt 2: judge: HTTP 500: scripted"}]
+    assert report.as_dict()["errors"] == [
+        {"subject_id": "anthro-cartoon-fox", "error": "attempt 2: judge: HTTP 500: scripted"}
+    ]
 
 
 def test_bad_subjects_are_refused_before_asking():
@@ -211,7 +239,9 @@ def proposals() -> list[cp.CharisProposal]:
         value = proposal(axes, name=subject.name.capitalize(), extra=extra)
         prompt, transformations, problems = cp.check_proposal(value, subject, EKB)
         assert not problems
-        return cp.CharisProposal(f"charis-{i}", subject.subject_id, subject.type, subject.style, prompt, transformations)
+        return cp.CharisProposal(
+            f"charis-{i}", subject.subject_id, subject.type, subject.style, prompt, transformations
+        )
 
     return [make(1, CAT, FIVE), make(2, CAT, SIX), make(3, FOX, FIVE), make(4, FOX, SIX, " again")]
 
@@ -255,8 +285,11 @@ def test_csv_round_trip_edit_reject_and_leave_out(tmp_path):
     out = review.export_review(proposals(), IMAGES, tmp_path)
     rows = read_csv(out.csv)
     # Row 1: the reviewer rewrites the lighting part and drops expression for occlusion.
-    rows[0]["prompt"] = rows[0]["prompt"].replace("lit by cold blue moonlight", "lit by a flickering neon sign") \
+    rows[0]["prompt"] = (
+        rows[0]["prompt"]
+        .replace("lit by cold blue moonlight", "lit by a flickering neon sign")
         .replace("with ears pricked forward", "partly hidden behind a wooden crate")
+    )
     rows[0]["axes"] = "pose; occlusion; viewpoint; lighting; background"
     # Row 2: rejected as it stands.  Row 3: untouched.  Row 4: approved.
     rows[1]["status"] = "rejected"
@@ -277,7 +310,11 @@ def test_csv_round_trip_edit_reject_and_leave_out(tmp_path):
     assert by_id["charis-2"].status == "rejected" and by_id["charis-2"].prompt == proposals()[1].prompt
     assert by_id["charis-3"] == proposals()[2]  # left out of the file: kept as exported
     assert by_id["charis-4"] == cp.CharisProposal(**{**vars(proposals()[3]), "status": "approved"})
-    assert (result.edited, result.status_changed, result.missing) == (("charis-1",), ("charis-2", "charis-4"), ("charis-3",))
+    assert (result.edited, result.status_changed, result.missing) == (
+        ("charis-1",),
+        ("charis-2", "charis-4"),
+        ("charis-3",),
+    )
     assert [r["prompt_id"] for r in result.prompt_rows()] == ["charis-1", "charis-3", "charis-4"]
     assert result.as_dict()["by_status"] == {"proposed": 1, "approved": 1, "human_refined": 1, "rejected": 1}
 
@@ -289,8 +326,10 @@ def test_unchanged_review_changes_nothing_and_jsonl_edits_with_phrases(tmp_path)
 
     lines = [json.loads(line) for line in out.jsonl.read_text().splitlines()]
     lines[2]["prompt"] = lines[2]["prompt"].replace("in a snowy pine forest", "on a sunny beach")
-    lines[2]["transformations"] = [t if t["axis"] != "background" else {"axis": "background", "phrase": "on a sunny beach"}
-                                   for t in lines[2]["transformations"]]
+    lines[2]["transformations"] = [
+        t if t["axis"] != "background" else {"axis": "background", "phrase": "on a sunny beach"}
+        for t in lines[2]["transformations"]
+    ]
     out.jsonl.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     result = review.import_review(out.jsonl)
     fox = result.proposals[2]

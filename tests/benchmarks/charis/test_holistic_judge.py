@@ -22,8 +22,14 @@ from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 def make_pair(name: str) -> CharisPair:
     return CharisPair(
-        prompt_id=name, seed=1, type="human", style="cartoon", axes=("pose",),
-        reference=f"ref:{name}".encode(), generation=f"gen:{name}".encode(), prompt=f"[{name}] A woman jumps.",
+        prompt_id=name,
+        seed=1,
+        type="human",
+        style="cartoon",
+        axes=("pose",),
+        reference=f"ref:{name}".encode(),
+        generation=f"gen:{name}".encode(),
+        prompt=f"[{name}] A woman jumps.",
     )
 
 
@@ -52,17 +58,19 @@ class ScriptedJudge:
 
 
 def test_ratings_become_scores_and_failures_stay_unscored():
-    judge = ScriptedJudge({
-        "four": {"reasoning": "same face and hair", "rating": 4},
-        "three": {"reasoning": "earring missing", "rating": 3},
-        "zero": {"reasoning": "another person", "rating": 0},
-        "timeout": {"error": "timed out"},
-        "too high": {"reasoning": "", "rating": 5},
-        "fraction": {"reasoning": "", "rating": 2.5},
-        "bool": {"reasoning": "", "rating": True},
-        "extra key": {"reasoning": "", "rating": 2, "confidence": 0.9},
-        "text": {"reasoning": "", "rating": "3"},
-    })
+    judge = ScriptedJudge(
+        {
+            "four": {"reasoning": "same face and hair", "rating": 4},
+            "three": {"reasoning": "earring missing", "rating": 3},
+            "zero": {"reasoning": "another person", "rating": 0},
+            "timeout": {"error": "timed out"},
+            "too high": {"reasoning": "", "rating": 5},
+            "fraction": {"reasoning": "", "rating": 2.5},
+            "bool": {"reasoning": "", "rating": True},
+            "extra key": {"reasoning": "", "rating": 2, "confidence": 0.9},
+            "text": {"reasoning": "", "rating": "3"},
+        }
+    )
     names = list(judge.answers)
     verdicts = evaluate_holistic(judge, [make_pair(n) for n in names])
     assert len(judge.calls) == 1 and len(judge.calls[0]) == len(names)  # one batch

@@ -159,8 +159,15 @@ def score_cases(root: Path, data, metrics: Sequence[str] = JUDGED) -> dict[str, 
     for case in CASES:
         options = ScoreOptions(profile="tiny", metrics=tuple(metrics), judge=judges[case])
         folder = folders["honest" if case == "failing judge" else case]
-        summaries[case] = score_submission(folder, data, root / "scores" / case.replace(" ", "-"), options,
-                                           cache_dir=root / "cache", progress=False, models=Models(options))  # fmt: skip
+        summaries[case] = score_submission(
+            folder,
+            data,
+            root / "scores" / case.replace(" ", "-"),
+            options,
+            cache_dir=root / "cache",
+            progress=False,
+            models=Models(options),
+        )
     return {"summaries": summaries, "hard": hard}
 
 
@@ -174,7 +181,10 @@ def red_team(tmp_path_factory):
 
 def _means(red_team) -> dict[str, dict[str, float]]:
     _, scored = red_team
-    return {case: {m: s["mean"] for m, s in summary["aggregates"]["overall"].items()} for case, summary in scored["summaries"].items()}
+    return {
+        case: {m: s["mean"] for m, s in summary["aggregates"]["overall"].items()}
+        for case, summary in scored["summaries"].items()
+    }
 
 
 def test_the_red_team_table_by_hand(red_team):
@@ -192,7 +202,10 @@ def test_the_red_team_table_by_hand(red_team):
         "charis_score": {"honest": len(easy) / n, "blur": 1.0, "blank": len(easy) / n, "failing judge": 1.0},
         "charis_score_itt": dict.fromkeys(CASES, itt),
         "charis_overall": dict.fromkeys(CASES, itt),
-        "prompt_adherence": {"honest": (len(easy) + honest_hard_adherence) / n, **dict.fromkeys(CASES[1:], len(easy) / n)},
+        "prompt_adherence": {
+            "honest": (len(easy) + honest_hard_adherence) / n,
+            **dict.fromkeys(CASES[1:], len(easy) / n),
+        },
         "holistic_score": {"honest": (len(easy) + 0.25 * len(hard)) / n, **dict.fromkeys(CASES[1:], len(easy) / n)},
     }
     means = _means(red_team)
@@ -206,7 +219,9 @@ def test_the_red_team_table_by_hand(red_team):
         assert means["honest"][f"{metric}.failure_rate"] == 0.0
     assert means["blur"]["charis_score.insufficient_evidence"] == pytest.approx(len(hard) / n)
     assert means["blur"]["charis_score_itt.not_confirmed"] == pytest.approx(sum(p in hard for p in shown) / len(shown))
-    assert means["failing judge"]["charis_score_itt.not_confirmed"] == pytest.approx(sum(p in hard for p in shown) / len(shown))
+    assert means["failing judge"]["charis_score_itt.not_confirmed"] == pytest.approx(
+        sum(p in hard for p in shown) / len(shown)
+    )
 
 
 def test_no_case_scores_above_the_honest_run_on_a_ranked_judged_column(red_team):
@@ -228,11 +243,20 @@ def _leaderboard_rows(red_team) -> pd.DataFrame:
     _, scored = red_team
     rows = []
     for number, (case, summary) in enumerate(scored["summaries"].items(), start=1):
-        rows.append({
-            "submission_id": number, "model_name": case, "submitter": None, "profile": summary["profile"],
-            "plumbing": False, "not_run": summary["not_run"], "aggregates": summary["aggregates"],
-            "suite_version": summary["suite_version"], "judge": summary["judge"], "copies": {"marked": False, "share": 0.0},
-        })  # fmt: skip
+        rows.append(
+            {
+                "submission_id": number,
+                "model_name": case,
+                "submitter": None,
+                "profile": summary["profile"],
+                "plumbing": False,
+                "not_run": summary["not_run"],
+                "aggregates": summary["aggregates"],
+                "suite_version": summary["suite_version"],
+                "judge": summary["judge"],
+                "copies": {"marked": False, "share": 0.0},
+            }
+        )
     return pd.DataFrame(rows)
 
 

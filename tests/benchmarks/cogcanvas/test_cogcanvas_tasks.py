@@ -34,7 +34,12 @@ from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
 
-RETRIEVAL_METRICS = {f"{group}_{m}@{k}" for group in ("retrieval", "retrieval_item", "retrieval_background") for m in "pr" for k in (1, 3, 5)}
+RETRIEVAL_METRICS = {
+    f"{group}_{m}@{k}"
+    for group in ("retrieval", "retrieval_item", "retrieval_background")
+    for m in "pr"
+    for k in (1, 3, 5)
+}
 T2I_REASON = "text-to-image task: no references given"
 
 
@@ -66,22 +71,63 @@ def _write_ranking(folder: Path, rows: list[tuple], task: str = "retrieval") -> 
 # background slots, and one slot with a second relevant image (``relevant_ref_ids``). p3 has no slot
 # with two candidates at all.
 HAND_TABLE = [
-    {"prompt_id": "p1", "slot": "A", "kind": "person", "candidate_ref_ids": ["a1", "a2", "a3"], "ground_truth_ref_id": "a2"},
+    {
+        "prompt_id": "p1",
+        "slot": "A",
+        "kind": "person",
+        "candidate_ref_ids": ["a1", "a2", "a3"],
+        "ground_truth_ref_id": "a2",
+    },
     {"prompt_id": "p1", "slot": "B", "kind": "person", "candidate_ref_ids": ["b1"], "ground_truth_ref_id": "b1"},
-    {"prompt_id": "p1", "slot": "A.item", "kind": "fashion", "candidate_ref_ids": ["i1", "i2"], "ground_truth_ref_id": "i2"},
+    {
+        "prompt_id": "p1",
+        "slot": "A.item",
+        "kind": "fashion",
+        "candidate_ref_ids": ["i1", "i2"],
+        "ground_truth_ref_id": "i2",
+    },
     {"prompt_id": "p1", "slot": "B.item", "kind": "object", "candidate_ref_ids": ["j1"], "ground_truth_ref_id": "j1"},
-    {"prompt_id": "p1", "slot": "background", "kind": "background", "candidate_ref_ids": ["g1"], "ground_truth_ref_id": "g1"},
-    {"prompt_id": "p2", "slot": "A", "kind": "person", "candidate_ref_ids": ["d1", "d2", "d3", "d4"], "ground_truth_ref_id": "d4",
-     "relevant_ref_ids": ["d1"]},
+    {
+        "prompt_id": "p1",
+        "slot": "background",
+        "kind": "background",
+        "candidate_ref_ids": ["g1"],
+        "ground_truth_ref_id": "g1",
+    },
+    {
+        "prompt_id": "p2",
+        "slot": "A",
+        "kind": "person",
+        "candidate_ref_ids": ["d1", "d2", "d3", "d4"],
+        "ground_truth_ref_id": "d4",
+        "relevant_ref_ids": ["d1"],
+    },
     {"prompt_id": "p2", "slot": "B", "kind": "person", "candidate_ref_ids": ["e1", "e2"], "ground_truth_ref_id": "e1"},
     {"prompt_id": "p2", "slot": "A.item", "kind": "object", "candidate_ref_ids": ["k1"], "ground_truth_ref_id": "k1"},
     {"prompt_id": "p2", "slot": "B.item", "kind": "object", "candidate_ref_ids": ["m1"], "ground_truth_ref_id": "m1"},
-    {"prompt_id": "p2", "slot": "background", "kind": "background", "candidate_ref_ids": ["h1", "h2"], "ground_truth_ref_id": "h1"},
+    {
+        "prompt_id": "p2",
+        "slot": "background",
+        "kind": "background",
+        "candidate_ref_ids": ["h1", "h2"],
+        "ground_truth_ref_id": "h1",
+    },
     {"prompt_id": "p3", "slot": "A", "kind": "person", "candidate_ref_ids": ["q1"], "ground_truth_ref_id": "q1"},
     {"prompt_id": "p3", "slot": "A.item", "kind": "fashion", "candidate_ref_ids": ["r1"], "ground_truth_ref_id": "r1"},
-    {"prompt_id": "p3", "slot": "background", "kind": "background", "candidate_ref_ids": ["s1"], "ground_truth_ref_id": "s1"},
+    {
+        "prompt_id": "p3",
+        "slot": "background",
+        "kind": "background",
+        "candidate_ref_ids": ["s1"],
+        "ground_truth_ref_id": "s1",
+    },
 ]
-GROUP_OF = {"person": "retrieval", "fashion": "retrieval_item", "object": "retrieval_item", "background": "retrieval_background"}
+GROUP_OF = {
+    "person": "retrieval",
+    "fashion": "retrieval_item",
+    "object": "retrieval_item",
+    "background": "retrieval_background",
+}
 
 
 def _hand_data():
@@ -120,14 +166,18 @@ def test_a_ranker_that_puts_the_relevant_images_first_scores_1_on_the_headline()
     rankings = {}
     for row in HAND_TABLE:
         relevant = _relevant(row)
-        rankings[(row["prompt_id"], row["slot"])] = tuple(sorted(row["candidate_ref_ids"], key=lambda ref: (ref not in relevant, ref)))
+        rankings[(row["prompt_id"], row["slot"])] = tuple(
+            sorted(row["candidate_ref_ids"], key=lambda ref: (ref not in relevant, ref))
+        )
     results = _scores(_hand_data(), rankings)
     for prompt in ("p1", "p2"):
         assert results[(prompt, "", "retrieval_p@1")] == 1.0
         assert results[(prompt, "", "retrieval_item_p@1" if prompt == "p1" else "retrieval_background_p@1")] == 1.0
     assert results[("p1", "", "retrieval_r@1")] == 1.0
     # p2: A has two relevant images (R@1 = 1/2, R@3 = 1, P@3 = 2/3), B one (R@1 = 1, P@3 = 1/3)
-    assert results[("p2", "A", "retrieval_r@1")] == 0.5 and results[("p2", "A", "retrieval_p@3")] == pytest.approx(2 / 3)
+    assert results[("p2", "A", "retrieval_r@1")] == 0.5 and results[("p2", "A", "retrieval_p@3")] == pytest.approx(
+        2 / 3
+    )
     assert results[("p2", "", "retrieval_r@1")] == pytest.approx(0.75)
     assert results[("p2", "", "retrieval_p@3")] == pytest.approx((2 / 3 + 1 / 3) / 2)
     assert results[("p2", "", "retrieval_r@3")] == 1.0
@@ -151,17 +201,29 @@ def test_groups_are_scored_apart_and_single_candidate_slots_are_counted_not_scor
     # Single-candidate slots: no value of their own, counted per prompt and group.
     singles = {(r["prompt_id"], r["slot"]) for r in HAND_TABLE if len(r["candidate_ref_ids"]) == 1}
     assert not any((p, slot) == key[:2] for key in results for p, slot in singles)
-    counts = {(p, g): sum(1 for r in HAND_TABLE if r["prompt_id"] == p and GROUP_OF[r["kind"]] == g and (p, r["slot"]) in singles)
-              for p in ("p1", "p2", "p3") for g in set(GROUP_OF.values())}
+    counts = {
+        (p, g): sum(
+            1 for r in HAND_TABLE if r["prompt_id"] == p and GROUP_OF[r["kind"]] == g and (p, r["slot"]) in singles
+        )
+        for p in ("p1", "p2", "p3")
+        for g in set(GROUP_OF.values())
+    }
     for (prompt, group), n in counts.items():
         assert results[(prompt, "", f"{group}.single_candidate_slots")] == n
-    assert results[("p1", "", "retrieval.single_candidate_slots")] == 1 and results[("p1", "", "retrieval.scored_slots")] == 1
+    assert (
+        results[("p1", "", "retrieval.single_candidate_slots")] == 1
+        and results[("p1", "", "retrieval.scored_slots")] == 1
+    )
     # p3 has nothing to rank: undefined everywhere, never a perfect 1.
     for group in ("retrieval", "retrieval_item", "retrieval_background"):
         for k in (1, 3, 5):
-            assert math.isnan(results[("p3", "", f"{group}_p@{k}")]) and math.isnan(results[("p3", "", f"{group}_r@{k}.random")])
+            assert math.isnan(results[("p3", "", f"{group}_p@{k}")]) and math.isnan(
+                results[("p3", "", f"{group}_r@{k}.random")]
+            )
     # p1's background and p2's items have one candidate only: NaN for that group, not 1.
-    assert math.isnan(results[("p1", "", "retrieval_background_r@1")]) and math.isnan(results[("p2", "", "retrieval_item_r@1")])
+    assert math.isnan(results[("p1", "", "retrieval_background_r@1")]) and math.isnan(
+        results[("p2", "", "retrieval_item_r@1")]
+    )
 
 
 def test_the_random_expectation_beside_each_value_is_the_mean_over_all_orderings():
@@ -189,9 +251,16 @@ def test_the_random_expectation_beside_each_value_is_the_mean_over_all_orderings
 def test_a_metric_selection_keeps_its_random_value_and_its_groups_counts():
     rankings = {(r["prompt_id"], r["slot"]): tuple(r["candidate_ref_ids"]) for r in HAND_TABLE}
     kept = {r.metric for r in score_rankings(_hand_data(), rankings, metrics={"retrieval_p@1", "retrieval_item_r@5"})}
-    assert kept == {"retrieval_p@1", "retrieval_p@1.random", "retrieval.single_candidate_slots", "retrieval.scored_slots",
-                    "retrieval_item_r@5", "retrieval_item_r@5.random", "retrieval_item.single_candidate_slots",
-                    "retrieval_item.scored_slots"}
+    assert kept == {
+        "retrieval_p@1",
+        "retrieval_p@1.random",
+        "retrieval.single_candidate_slots",
+        "retrieval.scored_slots",
+        "retrieval_item_r@5",
+        "retrieval_item_r@5.random",
+        "retrieval_item.single_candidate_slots",
+        "retrieval_item.scored_slots",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -212,14 +281,23 @@ def test_a_ranking_submission_scores_end_to_end(sample, tmp_path):
         order = [r for r in row["candidate_ref_ids"] if r != row["ground_truth_ref_id"]] + [row["ground_truth_ref_id"]]
         ranking += [(row["prompt_id"], row["slot"], rank, ref) for rank, ref in enumerate(order, start=1)]
     sub = _write_ranking(tmp_path / "sub", ranking)
-    summary = score_submission(sub, data, tmp_path / "out", ScoreOptions(profile="paper"), cache_dir=tmp_path / "cache", progress=False)
+    summary = score_submission(
+        sub, data, tmp_path / "out", ScoreOptions(profile="paper"), cache_dir=tmp_path / "cache", progress=False
+    )
     assert summary["task"] == "retrieval" and summary["images"] == 0
     overall = summary["aggregates"]["overall"]
     # By hand, per group: a slot with n >= 2 candidates is hit in the top k when n <= k; a prompt's value
     # is the mean over its such slots (none: undefined); overall the mean of the defined prompts.
     prompts = sorted({row["prompt_id"] for row in rows})
-    for kind_group, kinds in (("retrieval", {"person"}), ("retrieval_item", {"object", "fashion"}), ("retrieval_background", {"background"})):
-        sizes = {p: [len(r["candidate_ref_ids"]) for r in rows if r["prompt_id"] == p and r["kind"] in kinds] for p in prompts}
+    for kind_group, kinds in (
+        ("retrieval", {"person"}),
+        ("retrieval_item", {"object", "fashion"}),
+        ("retrieval_background", {"background"}),
+    ):
+        sizes = {
+            p: [len(r["candidate_ref_ids"]) for r in rows if r["prompt_id"] == p and r["kind"] in kinds]
+            for p in prompts
+        }
         scored = {p: [n for n in ns if n >= 2] for p, ns in sizes.items()}
         defined = [p for p in prompts if scored[p]]
         single = sum(n == 1 for ns in sizes.values() for n in ns)
@@ -289,8 +367,19 @@ def test_clip_and_metadata_rankers_run_end_to_end(built, tmp_path, capsys):
     rows = {(r["prompt_id"], r["slot"]): r for r in _retrieval_rows(data)}
     for name in ("retrieval-clip", "retrieval-metadata"):
         out = tmp_path / name
-        args = ["baseline", name, "cogcanvas", "--data", str(data.folder), "--out", str(out), "--profile", "tiny",
-                "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+        args = [
+            "baseline",
+            name,
+            "cogcanvas",
+            "--data",
+            str(data.folder),
+            "--out",
+            str(out),
+            "--profile",
+            "tiny",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ]
         assert main(args) == 0
         ranking = pd.read_csv(out / "rankings.csv", dtype=str)
         for (prompt_id, slot), group in ranking.groupby(["prompt_id", "slot"]):
@@ -306,7 +395,20 @@ def test_clip_and_metadata_rankers_run_end_to_end(built, tmp_path, capsys):
     capsys.readouterr()
     # On a benchmark without a retrieval config: one line, no traceback.
     build("identity-collapse", out=root / "collapse")
-    assert main(["baseline", "retrieval-metadata", "identity-collapse", "--data", str(root / "collapse"), "--out", str(tmp_path / "x")]) != 0
+    assert (
+        main(
+            [
+                "baseline",
+                "retrieval-metadata",
+                "identity-collapse",
+                "--data",
+                str(root / "collapse"),
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        != 0
+    )
     err = capsys.readouterr().err
     assert "no retrieval config" in err and "Traceback" not in err
 
@@ -352,8 +454,17 @@ def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path
     produced = set(pd.read_parquet(tmp_path / "out" / "results.parquet")["metric"])
     assert summary["task"] == "text-to-image"
     # The copy check runs on every task: a text-to-image model that returns the benchmark's references is flagged too.
-    assert produced == {"count_accuracy", "persons_detected", "attr_vqa.binding", "attr_vqa.binding.failure_rate",
-                        "attr_vqa.binding_itt", "attr_vqa.binding_itt.failure_rate", "copy.flag", "copy.pasted", "copy.foreign"}
+    assert produced == {
+        "count_accuracy",
+        "persons_detected",
+        "attr_vqa.binding",
+        "attr_vqa.binding.failure_rate",
+        "attr_vqa.binding_itt",
+        "attr_vqa.binding_itt.failure_rate",
+        "copy.flag",
+        "copy.pasted",
+        "copy.foreign",
+    }
     check_suite_contract(data.spec, summary, produced, suite_for("cogcanvas"))
     for metric in ("id_sim", "dino_sim", "bg_sim", "clip_t", "aesthetic", "attr_vqa", "igc"):
         assert summary["not_run"][metric].startswith(T2I_REASON)
@@ -395,7 +506,11 @@ def test_a_text_to_image_submission_ranks_on_its_own_track(built, tmp_path):
     with pytest.raises(ValueError, match="several tasks"):
         query.ranked_table(pd.concat([reference, t2i]), data.spec, include_plumbing=True)
     # A ranking is scored alone, never queued.
-    ranked = [(r["prompt_id"], r["slot"], i, ref) for r in _retrieval_rows(data) for i, ref in enumerate(r["candidate_ref_ids"], 1)]
+    ranked = [
+        (r["prompt_id"], r["slot"], i, ref)
+        for r in _retrieval_rows(data)
+        for i, ref in enumerate(r["candidate_ref_ids"], 1)
+    ]
     with pytest.raises(SubmissionError, match="the leaderboard ranks generated images"):
         submit(store, _write_ranking(tmp_path / "rank", ranked), data.folder)
 
@@ -438,13 +553,21 @@ def test_text_to_image_template_and_a_task_the_benchmark_lacks(built, tmp_path, 
 
     root, data = built
     out = tmp_path / "t2i"
-    assert main(["template", "cogcanvas", "--data", str(root / "data"), "--out", str(out), "--task", "text-to-image"]) == 0
+    assert (
+        main(["template", "cogcanvas", "--data", str(root / "data"), "--out", str(out), "--task", "text-to-image"]) == 0
+    )
     assert json.loads((out / "submission.json").read_text())["task"] == "text-to-image"
     with (out / "manifest.csv").open(newline="") as handle:
         pairs = [(r["prompt_id"], int(r["seed"])) for r in csv.DictReader(handle)]
     assert pairs == data.required_pairs
     capsys.readouterr()
-    code = main(["template", "cogcanvas", "--data", str(root / "data"), "--out", str(tmp_path / "x"), "--task", "video"])
+    code = main(
+        ["template", "cogcanvas", "--data", str(root / "data"), "--out", str(tmp_path / "x"), "--task", "video"]
+    )
     err = capsys.readouterr().err
-    assert code == 2 and "offers the tasks reference, text-to-image, retrieval, not 'video'" in err and "Traceback" not in err
+    assert (
+        code == 2
+        and "offers the tasks reference, text-to-image, retrieval, not 'video'" in err
+        and "Traceback" not in err
+    )
     assert not (tmp_path / "x").exists()

@@ -191,7 +191,9 @@ def test_questions_need_an_item_for_every_person():
 
 
 def _asked(questions, kind):
-    return [(q["answer"], q["source"], q["relation"], q["target"], q["question"]) for q in questions if q["kind"] == kind]
+    return [
+        (q["answer"], q["source"], q["relation"], q["target"], q["question"]) for q in questions if q["kind"] == kind
+    ]
 
 
 def test_two_persons_have_no_pair_left_for_an_interaction_no():
@@ -206,8 +208,20 @@ def test_two_persons_have_no_pair_left_for_an_interaction_no():
     ]
     # One pair, A left of B: "A" sorts before "B", so it is phrased with "left".
     assert _asked(questions, "position") == [
-        ("yes", "A", "left_of", "B", "Is the person holding the coffee cup to the left of the person looking at the wooden chair?"),
-        ("no", "B", "left_of", "A", "Is the person looking at the wooden chair to the left of the person holding the coffee cup?"),
+        (
+            "yes",
+            "A",
+            "left_of",
+            "B",
+            "Is the person holding the coffee cup to the left of the person looking at the wooden chair?",
+        ),
+        (
+            "no",
+            "B",
+            "left_of",
+            "A",
+            "Is the person looking at the wooden chair to the left of the person holding the coffee cup?",
+        ),
     ]
 
 
@@ -217,10 +231,24 @@ def test_a_reversed_two_person_row_is_phrased_with_right():
         {"slot": "B", "item_entity_id": "chair", "interaction": "look_at"},
     ]
     # B stands left of A; "B" sorts after "A", so the single pair says "right".
-    questions = derive_questions("p", interaction_graph(persons, [edge("B", "faces", "A")]), position_graph(["B", "A"]), ITEM_NAMES)
+    questions = derive_questions(
+        "p", interaction_graph(persons, [edge("B", "faces", "A")]), position_graph(["B", "A"]), ITEM_NAMES
+    )
     assert _asked(questions, "position") == [
-        ("yes", "A", "right_of", "B", "Is the person holding the coffee cup to the right of the person looking at the wooden chair?"),
-        ("no", "B", "right_of", "A", "Is the person looking at the wooden chair to the right of the person holding the coffee cup?"),
+        (
+            "yes",
+            "A",
+            "right_of",
+            "B",
+            "Is the person holding the coffee cup to the right of the person looking at the wooden chair?",
+        ),
+        (
+            "no",
+            "B",
+            "right_of",
+            "A",
+            "Is the person looking at the wooden chair to the right of the person holding the coffee cup?",
+        ),
     ]
 
 
@@ -235,7 +263,9 @@ def test_interaction_negatives_use_each_free_pair_once_and_stop_when_none_is_lef
     names = {**ITEM_NAMES, "hat": "the straw hat"}
     person_edges = [edge("A", "hugs", "B"), edge("B", "talks_to", "C"), edge("C", "shakes_hands_with", "D")]
     questions = derive_questions("p", interaction_graph(persons, person_edges), position_graph(list("ABCD")), names)
-    got = [(answer, source, relation, target) for answer, source, relation, target, _ in _asked(questions, "interaction")]
+    got = [
+        (answer, source, relation, target) for answer, source, relation, target, _ in _asked(questions, "interaction")
+    ]
     # Free pairs: A-C, A-D, B-D. A-B's no: A-C (distance 2, leftmost); B-C's no: B-D (A-C is used);
     # C-D's no: A-D, the last free pair sharing a person with it.
     assert got == [
@@ -251,11 +281,7 @@ def test_interaction_negatives_use_each_free_pair_once_and_stop_when_none_is_lef
     assert relations == ["left_of", "right_of", "left_of"]
     # Every "no" interaction names a pair that does not interact in the graph.
     linked = {frozenset((e["source"], e["target"])) for e in person_edges}
-    assert all(
-        frozenset((source, target)) not in linked
-        for answer, source, _, target in got
-        if answer == "no"
-    )
+    assert all(frozenset((source, target)) not in linked for answer, source, _, target in got if answer == "no")
 
 
 def test_questions_version_is_recorded_in_build_info_and_card(tmp_path):

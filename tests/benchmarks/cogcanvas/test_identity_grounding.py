@@ -53,7 +53,11 @@ SIZE = 1024
 PERSON = "a person"
 PROMPTS = int(os.environ.get("IDBENCH_GROUNDING_PROMPTS", "8"))
 PICTURES = ("collage", "shifted row", "crossed", "items crossed", "one pair swapped", "clone", "one missing", "crowd")
-CHOSEN = tuple(p.strip() for p in os.environ["IDBENCH_GROUNDING_PICTURES"].split(",")) if os.environ.get("IDBENCH_GROUNDING_PICTURES") else PICTURES
+CHOSEN = (
+    tuple(p.strip() for p in os.environ["IDBENCH_GROUNDING_PICTURES"].split(","))
+    if os.environ.get("IDBENCH_GROUNDING_PICTURES")
+    else PICTURES
+)
 
 
 # --- the pure functions, on hand-made embeddings ------------------------------------------------------
@@ -107,7 +111,10 @@ def test_references_alike_are_not_clones():
 
 
 def test_layout_score_by_hand():
-    graph = [{"source": "A", "relation": "left_of", "target": "B"}, {"source": "B", "relation": "left_of", "target": "C"}]
+    graph = [
+        {"source": "A", "relation": "left_of", "target": "B"},
+        {"source": "B", "relation": "left_of", "target": "C"},
+    ]
     ordered = F.who_became_whom([E[0], E[1], E[2]], [E[0], E[1], E[2]], BOX[:3], threshold=0.5)
     assert F.layout_score("ABC", graph, ordered, BOX[:3]) == (1.0, 0)
     rotated = F.who_became_whom([E[0], E[1], E[2]], [E[1], E[2], E[0]], BOX[:3], threshold=0.5)
@@ -124,7 +131,9 @@ def test_id_sim_strict_cannot_be_padded():
     crowd = F.who_became_whom([E[0], E[1]], [E[0], E[1], E[2], E[3]], BOX, threshold=0.5)
     assert F.id_sim_strict(pair) == pytest.approx(1.0)
     assert F.id_sim_strict(crowd) == pytest.approx(0.5)  # 2 of max(2, 4)
-    assert F.id_sim(np.stack([E[0], E[1]]), np.stack([E[0], E[1], E[2], E[3]])).mean == pytest.approx(1.0)  # the paper's
+    assert F.id_sim(np.stack([E[0], E[1]]), np.stack([E[0], E[1], E[2], E[3]])).mean == pytest.approx(
+        1.0
+    )  # the paper's
     stranger = F.who_became_whom([E[0]], [unit(-1, 0.1, 0, 0)], BOX[:1], threshold=0.5)
     assert F.id_sim_strict(stranger) == 0.0  # a negative cosine counts as no match, never below it
 
@@ -160,7 +169,9 @@ def test_id_arranged_by_hand():
     cos = [float(near[i] @ E[i]) for i in range(3)]
     ordered = F.who_became_whom(three, near, BOX[:3], threshold=0.5)
     value, per = F.id_arranged(ordered, F.placed("ABC", CHAIN, ordered, BOX[:3]))
-    assert value == pytest.approx(sum(cos) / 3) == pytest.approx(F.id_sim_strict(ordered))  # all in place: id_sim_strict
+    assert (
+        value == pytest.approx(sum(cos) / 3) == pytest.approx(F.id_sim_strict(ordered))
+    )  # all in place: id_sim_strict
     assert per == pytest.approx(cos)
     # One pair swapped: the same faces, the same id_sim_strict, only C's share is left.
     swapped = F.who_became_whom(three, [near[1], near[0], near[2]], BOX[:3], threshold=0.5)
@@ -238,8 +249,11 @@ def pictures(data, prompt) -> dict[str, Scene]:
         "collage": [Column(p, i) for p, i in zip(people, items)],
         "shifted row": [Column(p, i) for p, i in zip(rot(people), rot(items))],  # items travel
         "crossed": [Column(p, i) for p, i in zip(rot(people), items)],  # items stay
-        "items crossed": [Column(p, i) for p, i in zip(people, rot(items))],  # persons in place, each with the next one's item
-        "one pair swapped": [Column(people[1], items[1]), Column(people[0], items[0])] + [Column(p, i) for p, i in zip(people[2:], items[2:])],
+        "items crossed": [
+            Column(p, i) for p, i in zip(people, rot(items))
+        ],  # persons in place, each with the next one's item
+        "one pair swapped": [Column(people[1], items[1]), Column(people[0], items[0])]
+        + [Column(p, i) for p, i in zip(people[2:], items[2:])],
         "clone": [Column(people[0], i) for i in items],
         "one missing": [Column(None, items[0])] + [Column(p, i) for p, i in zip(people[1:], items[1:])],
         "crowd": [Column(p, i) for p, i in zip(people, items)] + [Column(p, None) for p in pool],
@@ -294,8 +308,11 @@ class ThumbnailEncoder:
         return [{"cls": v} for v in batch]
 
 
-WHERE = {"the person on the far left": 0, "the person on the far right": -1,
-         **{f"the {w} person from the left": i for i, w in enumerate(("second", "third", "fourth"), start=1)}}  # fmt: skip
+WHERE = {
+    "the person on the far left": 0,
+    "the person on the far right": -1,
+    **{f"the {w} person from the left": i for i, w in enumerate(("second", "third", "fourth"), start=1)},
+}
 
 
 class SceneJudge:
@@ -383,11 +400,33 @@ def write_submission(folder, name, scenes: dict[str, Scene]):
     return folder
 
 
-METRICS = ("id_arranged", "id_arranged_vqa", "id_sim", "id_sim_strict", "layout_grounded", "binding_grounded", "binding_grounded_vqa",
-           "binding_grounded_vqa_paired", "dino_sim", "count_accuracy", "attr_vqa", "attr_vqa.binding",
-           "attr_vqa_paired", "igc")  # fmt: skip
-SHOWN = (*METRICS, "who.found", "who.missing", "who.swapped", "who.cloned", "who.extra", "id_arranged.misplaced",
-         "id_arranged_vqa.unbound", "id_arranged_vqa.judge_failed")
+METRICS = (
+    "id_arranged",
+    "id_arranged_vqa",
+    "id_sim",
+    "id_sim_strict",
+    "layout_grounded",
+    "binding_grounded",
+    "binding_grounded_vqa",
+    "binding_grounded_vqa_paired",
+    "dino_sim",
+    "count_accuracy",
+    "attr_vqa",
+    "attr_vqa.binding",
+    "attr_vqa_paired",
+    "igc",
+)
+SHOWN = (
+    *METRICS,
+    "who.found",
+    "who.missing",
+    "who.swapped",
+    "who.cloned",
+    "who.extra",
+    "id_arranged.misplaced",
+    "id_arranged_vqa.unbound",
+    "id_arranged_vqa.judge_failed",
+)
 
 
 @pytest.fixture(scope="module")
@@ -408,10 +447,19 @@ def scored(tmp_path_factory):
     out = {}
     for name, per_prompt in by_picture.items():
         folder = write_submission(root / "subs" / name.replace(" ", "-"), name, per_prompt)
-        summary = score_submission(folder, data, root / "scores" / name.replace(" ", "-"), ScoreOptions(profile="tiny", metrics=METRICS, judge=judge),
-                                   cache_dir=root / "cache", progress=False, models=models)  # fmt: skip
+        summary = score_submission(
+            folder,
+            data,
+            root / "scores" / name.replace(" ", "-"),
+            ScoreOptions(profile="tiny", metrics=METRICS, judge=judge),
+            cache_dir=root / "cache",
+            progress=False,
+            models=models,
+        )
         rows = pd.read_parquet(root / "scores" / name.replace(" ", "-") / "results.parquet")
-        out[name] = SimpleNamespace(mean={m: s["mean"] for m, s in summary["aggregates"]["overall"].items()}, rows=rows, notes=summary["notes"])
+        out[name] = SimpleNamespace(
+            mean={m: s["mean"] for m, s in summary["aggregates"]["overall"].items()}, rows=rows, notes=summary["notes"]
+        )
     return SimpleNamespace(runs=out, data=data, judge=judge, root=root, models=models)
 
 
@@ -463,7 +511,10 @@ def test_per_image_full_binding_where_every_face_is_found(scored):
 def test_one_pair_swapped_clone_missing_and_crowd(scored):
     assert mean(scored, "one pair swapped", "who.swapped") == pytest.approx(2, abs=0.5)
     assert mean(scored, "one pair swapped", "layout_grounded") < mean(scored, "collage", "layout_grounded")
-    assert mean(scored, "one pair swapped", "binding_grounded_vqa") >= mean(scored, "collage", "binding_grounded_vqa") - 0.12
+    assert (
+        mean(scored, "one pair swapped", "binding_grounded_vqa")
+        >= mean(scored, "collage", "binding_grounded_vqa") - 0.12
+    )
     assert mean(scored, "clone", "who.cloned") >= 1 and mean(scored, "clone", "who.found") <= 1.25
     for metric in ("id_sim_strict", "layout_grounded", "binding_grounded_vqa"):
         assert mean(scored, "clone", metric) < mean(scored, "collage", metric)
@@ -488,9 +539,13 @@ def test_arrangements_lose_to_the_collage_on_the_headline(scored):
     """The issue's arrangements (the right faces, in the wrong places or with the wrong items): the strict
     ID-Sim keeps them near the collage; the default ranking's id_arranged does not."""
     collage = mean(scored, "collage", "id_arranged")
-    assert collage == pytest.approx(mean(scored, "collage", "id_sim_strict"), abs=0.05)  # a right picture keeps its identity score
+    assert collage == pytest.approx(
+        mean(scored, "collage", "id_sim_strict"), abs=0.05
+    )  # a right picture keeps its identity score
     for picture in ("one pair swapped", "crossed", "shifted row"):
-        assert mean(scored, picture, "id_sim_strict") > mean(scored, "collage", "id_sim_strict") - 0.15, picture  # the failure fixed
+        assert mean(scored, picture, "id_sim_strict") > mean(scored, "collage", "id_sim_strict") - 0.15, (
+            picture
+        )  # the failure fixed
         assert mean(scored, picture, "id_arranged") < collage - 0.4, picture
         assert mean(scored, picture, "id_arranged") < 0.5 * collage, picture
         assert mean(scored, picture, "id_arranged.misplaced") >= 1, picture
@@ -528,8 +583,15 @@ def test_id_arranged_judge_failures_count_zero(scored):
             return [JudgeAnswer(error="down") for _ in requests]
 
     options = ScoreOptions(profile="tiny", metrics=("id_arranged", "id_arranged_vqa"), judge=Failing())
-    summary = score_submission(scored.root / "subs" / "collage", scored.data, None, options,
-                               cache_dir=scored.root / "cache", progress=False, models=scored.models)  # fmt: skip
+    summary = score_submission(
+        scored.root / "subs" / "collage",
+        scored.data,
+        None,
+        options,
+        cache_dir=scored.root / "cache",
+        progress=False,
+        models=scored.models,
+    )
     overall = summary["aggregates"]["overall"]
     assert overall["id_arranged_vqa"]["mean"] == 0.0 and overall["id_arranged_vqa"]["n_nan"] == 0
     collage = images_of(scored, "collage")
@@ -546,7 +608,9 @@ def test_who_became_whom_evidence_is_stored(scored):
     assert len(who) == len(scored.data.prompt_rows)
     record = json.loads(who.iloc[0]["evidence"])
     assert {"identities", "faces", "counts", "bodies", "binding", "judge", "placed"} <= set(record)
-    assert all(i["found"] == (i["cosine"] is not None and i["cosine"] >= 0.95) or not i["found"] for i in record["identities"])
+    assert all(
+        i["found"] == (i["cosine"] is not None and i["cosine"] >= 0.95) or not i["found"] for i in record["identities"]
+    )
     assert scored.runs["crossed"].notes["who_became_whom"]["same_identity_cosine"] == 0.95
 
 
@@ -562,8 +626,15 @@ def test_judge_failures_are_counted_and_score_zero(scored):
             return [JudgeAnswer(error="down") for _ in requests]
 
     options = ScoreOptions(profile="tiny", metrics=("binding_grounded_vqa",), judge=Failing())
-    summary = score_submission(scored.root / "subs" / "collage", scored.data, None, options,
-                               cache_dir=scored.root / "cache", progress=False, models=scored.models)  # fmt: skip
+    summary = score_submission(
+        scored.root / "subs" / "collage",
+        scored.data,
+        None,
+        options,
+        cache_dir=scored.root / "cache",
+        progress=False,
+        models=scored.models,
+    )
     overall, notes = summary["aggregates"]["overall"], summary["notes"]["binding_grounded_vqa"]
     assert overall["binding_grounded_vqa.failure_rate"]["mean"] == pytest.approx(1.0)
     assert notes["failed"] == notes["requests"] > 0
@@ -579,7 +650,10 @@ def test_judge_failures_are_counted_and_score_zero(scored):
 def test_binding_phrases_use_the_prompt_words(interaction):
     from idbench.benchmarks.cogcanvas.graphs import binding_phrases
 
-    graph = [{"source": "A", "relation": interaction, "target": "cup"}, {"source": "B", "relation": "wear", "target": "hat"}]
+    graph = [
+        {"source": "A", "relation": interaction, "target": "cup"},
+        {"source": "B", "relation": "wear", "target": "hat"},
+    ]
     position = [{"source": "A", "relation": "left_of", "target": "B"}]
     phrases = binding_phrases(graph, position, {"cup": "the red cup", "hat": "the blue hat"})
     assert phrases["A"] == (f"{ITEM_INTERACTIONS[interaction].progressive} the red cup", "wearing the blue hat")

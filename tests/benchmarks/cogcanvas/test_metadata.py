@@ -46,7 +46,12 @@ class ScriptedJudge:
         return [self.script(r) for r in requests]
 
 
-PERSON = {"age_group": "adult", "gender": "female", "ethnicity": "east_asian", "apparel": ["red jacket", " ", "red jacket"]}
+PERSON = {
+    "age_group": "adult",
+    "gender": "female",
+    "ethnicity": "east_asian",
+    "apparel": ["red jacket", " ", "red jacket"],
+}
 ITEM = {"size_category": "small", "interactions": ["carry", "hold", "hold"]}
 BACKGROUND = {"scene_type": "landmark", "landmark": "Dragon Bridge"}
 
@@ -82,7 +87,14 @@ def test_schemas_use_the_builder_vocabularies_and_are_strict():
     assert identity["age_group"]["enum"] == list(AGE_GROUPS)
     assert identity["gender"]["enum"] == ["female", "male", "unclear"]
     assert identity["ethnicity"]["enum"] == [
-        "white", "black", "east_asian", "southeast_asian", "south_asian", "middle_eastern", "latino_hispanic", "unclear"
+        "white",
+        "black",
+        "east_asian",
+        "southeast_asian",
+        "south_asian",
+        "middle_eastern",
+        "latino_hispanic",
+        "unclear",
     ]
     item = md.ITEM_SCHEMA["properties"]
     assert item["size_category"]["enum"] == list(SIZE_CATEGORIES)
@@ -125,7 +137,10 @@ def test_one_request_per_image_in_one_call_and_failures_keep_the_image():
     assert [e.ref_id for e in report.entries] == [r.ref_id for r in REFS]  # nothing dropped, input order
 
     assert report["p1"].ok and report["p1"].values == {
-        "age_group": "adult", "gender": "female", "ethnicity": "east_asian", "apparel": ["red jacket"]
+        "age_group": "adult",
+        "gender": "female",
+        "ethnicity": "east_asian",
+        "apparel": ["red jacket"],
     }
     assert report["o1"].values == {"size_category": "small", "interactions": ["hold", "carry"]}  # builder order, once
     assert report["b1"].values == {"scene_type": "landmark", "landmark": "Dragon Bridge"}
@@ -145,7 +160,10 @@ def test_one_request_per_image_in_one_call_and_failures_keep_the_image():
 
 
 def test_parser_rules():
-    assert md.parse_metadata("background", {"scene_type": "indoor", "landmark": ""}) == {"scene_type": "indoor", "landmark": None}
+    assert md.parse_metadata("background", {"scene_type": "indoor", "landmark": ""}) == {
+        "scene_type": "indoor",
+        "landmark": None,
+    }
     with pytest.raises(md.MetadataAnswerError, match="affords none"):
         md.parse_metadata("object", {"size_category": "large", "interactions": []})
     with pytest.raises(md.MetadataAnswerError, match="gender"):
@@ -189,7 +207,10 @@ def test_real_client_against_the_scripted_server_malformed_answer_and_cache(tmp_
         report = md.extract_metadata(judge, refs)
         assert len(server.requests) == 2 + 2  # two good answers, the malformed one tried twice
         assert [e.ref_id for e in report.entries] == ["p1", "f1", "b2"]
-        assert report["p1"].values["age_group"] == "senior" and report["b2"].values == {"scene_type": "cityscape", "landmark": None}
+        assert report["p1"].values["age_group"] == "senior" and report["b2"].values == {
+            "scene_type": "cityscape",
+            "landmark": None,
+        }
         assert not report["f1"].ok and "invalid JSON" in report["f1"].error and report["f1"].attempts == 2
         body = server.requests[0].body
         assert body["response_format"]["json_schema"]["schema"] in list(md.SCHEMAS.values())
@@ -205,8 +226,18 @@ def test_real_client_against_the_scripted_server_malformed_answer_and_cache(tmp_
 
 
 def row(ref_id: str, kind: str, entity_id: str | None = None, **values) -> dict:
-    base = {"ref_id": ref_id, "entity_id": entity_id or ref_id, "kind": kind, "age_group": None, "gender": None,
-            "ethnicity": None, "size_category": None, "interactions": None, "scene_type": None, "landmark": None}
+    base = {
+        "ref_id": ref_id,
+        "entity_id": entity_id or ref_id,
+        "kind": kind,
+        "age_group": None,
+        "gender": None,
+        "ethnicity": None,
+        "size_category": None,
+        "interactions": None,
+        "scene_type": None,
+        "landmark": None,
+    }
     return {**base, **values}
 
 
@@ -257,8 +288,13 @@ def test_merge_takes_a_metadata_report_and_skips_failed_images():
 
 
 def test_merge_makes_extracted_item_values_agree_across_an_entity():
-    rows = [row("bag-1", "fashion", "bag"), row("bag-2", "fashion", "bag"), row("bag-3", "fashion", "bag"),
-            row("cup-1", "object", "cup", size_category="small", interactions=["hold"]), row("cup-2", "object", "cup")]
+    rows = [
+        row("bag-1", "fashion", "bag"),
+        row("bag-2", "fashion", "bag"),
+        row("bag-3", "fashion", "bag"),
+        row("cup-1", "object", "cup", size_category="small", interactions=["hold"]),
+        row("cup-2", "object", "cup"),
+    ]
     extracted = {
         "bag-1": {"size_category": "small", "interactions": ["hold", "wear", "carry"]},
         "bag-2": {"size_category": "medium", "interactions": ["hold", "carry"]},
@@ -302,7 +338,9 @@ def test_demographic_balance_by_hand():
     report = md.demographic_balance(audit_rows(), min_ratio=0.5)
     assert report.n_identities == 6  # p4 and p5 have two images each; the object does not count
     # gender: p6 is unclear -> unknown; known 5: female 3 (p1 p2 p5), male 2. Parity 1/2, flag below 1/4.
-    assert cell(report, "gender", "female")["count"] == 3 and cell(report, "gender", "female")["share"] == pytest.approx(0.6)
+    assert cell(report, "gender", "female")["count"] == 3 and cell(report, "gender", "female")[
+        "share"
+    ] == pytest.approx(0.6)
     assert cell(report, "gender", "male")["share"] == pytest.approx(0.4)
     assert cell(report, "gender", "(unknown)")["count"] == 1
     # age: child 1, young_adult 1, adult 3, senior 1 of 6. Parity 1/4, flag below 1/8: none (1/6 > 1/8).
@@ -311,7 +349,9 @@ def test_demographic_balance_by_hand():
     # ethnicity: p5's images disagree (east_asian, south_asian): the first seen wins on the tie.
     # white 4, black 1, east_asian 1 of 6. Seven groups: parity 1/7, flag below 1/14 (the four empty ones).
     assert cell(report, "ethnicity", "white")["count"] == 4
-    assert cell(report, "ethnicity", "east_asian")["count"] == 1 and cell(report, "ethnicity", "south_asian")["count"] == 0
+    assert (
+        cell(report, "ethnicity", "east_asian")["count"] == 1 and cell(report, "ethnicity", "south_asian")["count"] == 0
+    )
     assert cell(report, "ethnicity", "black")["parity"] == pytest.approx(1 / 7)
     assert report.inconsistent == {"p5": ["ethnicity"]}
     # gender x age: 5 known (p6 out); 2 x 4 groups, parity 1/8; female x adult = p1 + p5 = 2/5.
@@ -320,20 +360,54 @@ def test_demographic_balance_by_hand():
     assert cell(report, "gender x age_group", "(unknown)")["count"] == 1
     flagged = set(report.flagged)
     assert flagged == {
-        ("ethnicity", "southeast_asian"), ("ethnicity", "south_asian"), ("ethnicity", "middle_eastern"),
+        ("ethnicity", "southeast_asian"),
+        ("ethnicity", "south_asian"),
+        ("ethnicity", "middle_eastern"),
         ("ethnicity", "latino_hispanic"),
-        *{("gender x age_group", g) for g in ("female x child", "female x young_adult", "male x child", "male x senior")},
+        *{
+            ("gender x age_group", g)
+            for g in ("female x child", "female x young_adult", "male x child", "male x senior")
+        },
         # gender x ethnicity: 5 known, 14 groups; all but female x white (2), female x east_asian,
         # male x white, male x black are empty.
-        *{("gender x ethnicity", f"{g} x {e}") for g in ("female", "male")
-          for e in ("white", "black", "east_asian", "southeast_asian", "south_asian", "middle_eastern", "latino_hispanic")
-          if (g, e) not in {("female", "white"), ("female", "east_asian"), ("male", "white"), ("male", "black")}},
+        *{
+            ("gender x ethnicity", f"{g} x {e}")
+            for g in ("female", "male")
+            for e in (
+                "white",
+                "black",
+                "east_asian",
+                "southeast_asian",
+                "south_asian",
+                "middle_eastern",
+                "latino_hispanic",
+            )
+            if (g, e) not in {("female", "white"), ("female", "east_asian"), ("male", "white"), ("male", "black")}
+        },
         # age x ethnicity: 6 known, 28 groups; filled: adult x white, senior x white, adult x black,
         # young_adult x white, adult x east_asian, child x white.
-        *{("age_group x ethnicity", f"{a} x {e}") for a in AGE_GROUPS
-          for e in ("white", "black", "east_asian", "southeast_asian", "south_asian", "middle_eastern", "latino_hispanic")
-          if (a, e) not in {("adult", "white"), ("senior", "white"), ("adult", "black"), ("young_adult", "white"),
-                            ("adult", "east_asian"), ("child", "white")}},
+        *{
+            ("age_group x ethnicity", f"{a} x {e}")
+            for a in AGE_GROUPS
+            for e in (
+                "white",
+                "black",
+                "east_asian",
+                "southeast_asian",
+                "south_asian",
+                "middle_eastern",
+                "latino_hispanic",
+            )
+            if (a, e)
+            not in {
+                ("adult", "white"),
+                ("senior", "white"),
+                ("adult", "black"),
+                ("young_adult", "white"),
+                ("adult", "east_asian"),
+                ("child", "white"),
+            }
+        },
     }
     assert math.isnan(cell(report, "gender", "(unknown)")["share"])
     text = report.format()
@@ -342,8 +416,10 @@ def test_demographic_balance_by_hand():
 
 
 def test_balance_threshold_and_own_labels():
-    rows = [row(f"p{i}", "person", gender=g, age_group="adult", ethnicity=e)
-            for i, (g, e) in enumerate([("female", "a"), ("female", "a"), ("female", "a"), ("male", "b")])]
+    rows = [
+        row(f"p{i}", "person", gender=g, age_group="adult", ethnicity=e)
+        for i, (g, e) in enumerate([("female", "a"), ("female", "a"), ("female", "a"), ("male", "b")])
+    ]
     report = md.demographic_balance(rows, min_ratio=0.8, groups={"ethnicity": ("a", "b")}, pairs=False)
     # male: 1/4 = 0.25 < 0.8 x 1/2 = 0.4 -> flagged; ethnicity b likewise.
     assert set(report.flagged) >= {("gender", "male"), ("ethnicity", "b")}

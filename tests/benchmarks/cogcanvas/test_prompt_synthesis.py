@@ -26,7 +26,13 @@ from idbench.benchmarks.cogcanvas import prompt_synthesis as ps  # noqa: E402
 from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge  # noqa: E402
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
 
-ALL_PASS = {"interaction_plausible": True, "layout_feasible": True, "scene_compatible": True, "faithful": True, "reasons": []}
+ALL_PASS = {
+    "interaction_plausible": True,
+    "layout_feasible": True,
+    "scene_compatible": True,
+    "faithful": True,
+    "reasons": [],
+}
 
 
 def png() -> bytes:
@@ -78,7 +84,9 @@ def verdict(**failed: str) -> JudgeAnswer:
 class ScriptedJudge:
     model = "scripted"
 
-    def __init__(self, verify: Callable[[JudgeRequest], JudgeAnswer], write: Callable[[JudgeRequest], JudgeAnswer] | None = None):
+    def __init__(
+        self, verify: Callable[[JudgeRequest], JudgeAnswer], write: Callable[[JudgeRequest], JudgeAnswer] | None = None
+    ):
         self.verify = verify
         self.write = write or (lambda r: JudgeAnswer(value={"prompt": written_text(r)}, attempts=1))
         self.calls: list[list[JudgeRequest]] = []
@@ -107,7 +115,12 @@ def test_the_verifier_rejects_the_first_version_and_accepts_the_rewrite():
     assert first.attempts == 2 and first.prompt.endswith("(rewritten).") and first.reasons == ()
     assert [a.action for a in first.history] == ["write", "rewrite"]
     assert first.history[0].verdict["faithful"] is False and first.history[0].next == "rewrite"
-    assert first.checks == {"interaction_plausible": True, "layout_feasible": True, "scene_compatible": True, "faithful": True}
+    assert first.checks == {
+        "interaction_plausible": True,
+        "layout_feasible": True,
+        "scene_compatible": True,
+        "faithful": True,
+    }
     # The rewrite request quotes the rejected text and the verifier's reason.
     rewrite = judge.calls[2][0]
     assert "Your previous version was" in rewrite.prompt and "(first)" in rewrite.prompt
@@ -122,7 +135,9 @@ def test_the_verifier_rejects_the_first_version_and_accepts_the_rewrite():
 
 
 def test_a_verifier_that_always_rejects_gives_up_after_the_bound_with_the_reasons():
-    judge = ScriptedJudge(lambda r: verdict(scene_compatible="people cannot stand on the bay's water", interaction_plausible="x"))
+    judge = ScriptedJudge(
+        lambda r: verdict(scene_compatible="people cannot stand on the bay's water", interaction_plausible="x")
+    )
     report = ps.synthesize_prompts(judge, [make_tuple("p1")], max_attempts=3)
     (outcome,) = report.outcomes
     assert outcome.status == "gave_up" and outcome.prompt is None and outcome.attempts == 3
@@ -176,8 +191,11 @@ def test_resample_may_decline_and_is_not_called_on_the_last_attempt():
     assert report.outcomes[0].history[0].next == "rewrite" and report.outcomes[0].status == "gave_up"
 
     with pytest.raises(ValueError, match="in place of 'p1'"):
-        ps.synthesize_prompts(ScriptedJudge(lambda r: verdict(layout_feasible="no")), [make_tuple("p1")],
-                              resample=lambda t, r: replace(t, prompt_id="p9"))
+        ps.synthesize_prompts(
+            ScriptedJudge(lambda r: verdict(layout_feasible="no")),
+            [make_tuple("p1")],
+            resample=lambda t, r: replace(t, prompt_id="p9"),
+        )
 
 
 def test_waves_batch_every_active_prompt_into_one_ask():
@@ -203,7 +221,9 @@ def test_the_mention_check_rewrites_without_a_verifier_request():
     def write(request):
         if "Your previous version" in request.prompt:
             return JudgeAnswer(value={"prompt": written_text(request)}, attempts=1)
-        return JudgeAnswer(value={"prompt": "Person B chats with person A, who holds a cup, at the bridge."}, attempts=1)
+        return JudgeAnswer(
+            value={"prompt": "Person B chats with person A, who holds a cup, at the bridge."}, attempts=1
+        )
 
     judge = ScriptedJudge(lambda r: JudgeAnswer(value=ALL_PASS, attempts=1), write)
     report = ps.synthesize_prompts(judge, [make_tuple("p1")])
@@ -272,8 +292,19 @@ def test_bad_input():
 
 def sampled() -> tuple[list[dict], dict[str, dict]]:
     def ref(ref_id, kind, name, **extra):
-        return {"ref_id": ref_id, "entity_id": ref_id, "kind": kind, "name": name, "description": name,
-                "size_category": None, "interactions": None, "scene_type": None, "landmark": None, "image": None, **extra}
+        return {
+            "ref_id": ref_id,
+            "entity_id": ref_id,
+            "kind": kind,
+            "name": name,
+            "description": name,
+            "size_category": None,
+            "interactions": None,
+            "scene_type": None,
+            "landmark": None,
+            "image": None,
+            **extra,
+        }
 
     refs = [
         ref("p-ann", "person", "the woman with the short grey hair"),
@@ -282,8 +313,14 @@ def sampled() -> tuple[list[dict], dict[str, dict]]:
         ref("o-cup", "object", "the espresso cup", size_category="small", interactions=["hold", "carry"]),
         ref("o-chair", "object", "the wooden chair", size_category="medium", interactions=["sit_on", "lean_on"]),
         ref("f-hat", "fashion", "the straw hat", size_category="small", interactions=["wear", "hold"]),
-        ref("b-bridge", "background", "the Dragon Bridge", scene_type="landmark", landmark="Dragon Bridge",
-            image={"bytes": png(), "path": "bridge.png"}),
+        ref(
+            "b-bridge",
+            "background",
+            "the Dragon Bridge",
+            scene_type="landmark",
+            landmark="Dragon Bridge",
+            image={"bytes": png(), "path": "bridge.png"},
+        ),
     ]
     prompts, _ = sample_cogcanvas(refs, seed=3, n_prompts=2)
     return prompts, {r["ref_id"]: r for r in refs}
@@ -296,8 +333,9 @@ def test_tuples_from_sampled_records_and_rows_written_back():
         assert [s.slot for s in t.persons] == [q["slot"] for q in p["persons"]]
         assert t.layout == tuple(p["layout"]) and t.background == "the Dragon Bridge"
         assert t.background_image == refs["b-bridge"]["image"]["bytes"]
-        assert len(t.person_edges) == sum(e["relation"] not in {q["interaction"] for q in p["persons"]}
-                                          for e in p["interaction_graph"])
+        assert len(t.person_edges) == sum(
+            e["relation"] not in {q["interaction"] for q in p["persons"]} for e in p["interaction_graph"]
+        )
         assert "Background: the Dragon Bridge (landmark)." in ps.describe_tuple(t)
     report = ps.synthesize_prompts(ScriptedJudge(lambda r: JudgeAnswer(value=ALL_PASS)), tuples)
     rows = report.prompt_rows()
@@ -329,6 +367,10 @@ def test_real_client_against_the_scripted_server():
         assert [o.status for o in report.outcomes] == ["accepted", "accepted"]
         assert all(o.attempts == 2 and "(rewritten)" in o.prompt for o in report.outcomes)
         assert len(server.requests) == 8 == report.writer_requests + report.verifier_requests
-        verifier_bodies = [r.body for r in server.requests if r.body["response_format"]["json_schema"]["name"] == "curation_cogcanvas_verify"]
+        verifier_bodies = [
+            r.body
+            for r in server.requests
+            if r.body["response_format"]["json_schema"]["name"] == "curation_cogcanvas_verify"
+        ]
         assert all(len(image_urls(b)) == 1 for b in verifier_bodies)  # the background picture is shown
         assert verifier_bodies[0]["response_format"]["json_schema"]["schema"] == ps.VERIFIER_SCHEMA

@@ -31,8 +31,13 @@ def sample(tmp_path_factory):
 
 
 def test_queries_are_the_prompts_words_and_the_version_is_recorded(sample, fresh_cache):
-    prompts = {p["prompt_id"]: p["prompt"] for p in datasets.load_dataset(str(sample), "prompts", split="test", cache_dir=fresh_cache)}
-    refs = {r["ref_id"]: r for r in datasets.load_dataset(str(sample), "references", split="test", cache_dir=fresh_cache)}
+    prompts = {
+        p["prompt_id"]: p["prompt"]
+        for p in datasets.load_dataset(str(sample), "prompts", split="test", cache_dir=fresh_cache)
+    }
+    refs = {
+        r["ref_id"]: r for r in datasets.load_dataset(str(sample), "references", split="test", cache_dir=fresh_cache)
+    }
     rows = datasets.load_dataset(str(sample), "retrieval", split="test", cache_dir=fresh_cache)
     for row in rows:
         assert row["query"] in prompts[row["prompt_id"]], (row["prompt_id"], row["slot"])
@@ -56,5 +61,7 @@ def test_the_metadata_ranker_no_longer_finds_every_ground_truth(sample):
     assert 0.0 < sum(p1) / len(p1) < 1.0
     # The query words the ranker sees are the entity's name, which both images share.
     for key in several:
-        names = {words(data.references[ref]["name"]) == words(rows[key]["query"]) for ref in rows[key]["candidate_ref_ids"]}
+        names = {
+            words(data.references[ref]["name"]) == words(rows[key]["query"]) for ref in rows[key]["candidate_ref_ids"]
+        }
         assert names == {True}

@@ -47,21 +47,31 @@ def q(qid: str, kind: str, expected: str, negates: str = "") -> vqa.VQAQuestion:
 # Two persons (p1) and three persons (p2); each fact ("yes") is followed by the negative ("no") that
 # names it, except p1's interaction fact, which has none (a two-person prompt has no free pair).
 P1 = vqa.VQAItem(
-    "p1", 0, IMAGE_1,
+    "p1",
+    0,
+    IMAGE_1,
     (
-        q("p1-q01", "binding", "yes"), q("p1-q02", "binding", "no", "p1-q01"),
-        q("p1-q03", "binding", "yes"), q("p1-q04", "binding", "no", "p1-q03"),
+        q("p1-q01", "binding", "yes"),
+        q("p1-q02", "binding", "no", "p1-q01"),
+        q("p1-q03", "binding", "yes"),
+        q("p1-q04", "binding", "no", "p1-q03"),
         q("p1-q05", "interaction", "yes"),
-        q("p1-q06", "position", "yes"), q("p1-q07", "position", "no", "p1-q06"),
+        q("p1-q06", "position", "yes"),
+        q("p1-q07", "position", "no", "p1-q06"),
     ),
     n_persons=2,
 )
 P2 = vqa.VQAItem(
-    "p2", 0, IMAGE_2,
+    "p2",
+    0,
+    IMAGE_2,
     (
-        q("p2-q01", "binding", "yes"), q("p2-q02", "binding", "no", "p2-q01"),
-        q("p2-q03", "interaction", "yes"), q("p2-q04", "interaction", "no", "p2-q03"),
-        q("p2-q05", "position", "yes"), q("p2-q06", "position", "no", "p2-q05"),
+        q("p2-q01", "binding", "yes"),
+        q("p2-q02", "binding", "no", "p2-q01"),
+        q("p2-q03", "interaction", "yes"),
+        q("p2-q04", "interaction", "no", "p2-q03"),
+        q("p2-q05", "position", "yes"),
+        q("p2-q06", "position", "no", "p2-q05"),
     ),
     n_persons=3,
 )
@@ -70,9 +80,23 @@ P2 = vqa.VQAItem(
 # case and space forgiven), q07 "maybe" (invalid). p2: the whole request fails except in
 # test_failed_request; in the main script p2 answers q01 right, q02 right, q03 wrong, q04 right,
 # q05 wrong, q06 answered twice with yes and no (conflict).
-P1_SAYS = [("p1-q01", "yes"), ("p1-q02", "yes"), ("p1-q03", "yes"), ("p1-q05", "yes"), ("p1-q06", "Yes "), ("p1-q07", "maybe")]
-P2_SAYS = [("p2-q01", "yes"), ("p2-q02", "no"), ("p2-q03", "no"), ("p2-q04", "no"), ("p2-q05", "no"),
-           ("p2-q06", "yes"), ("p2-q06", "no")]
+P1_SAYS = [
+    ("p1-q01", "yes"),
+    ("p1-q02", "yes"),
+    ("p1-q03", "yes"),
+    ("p1-q05", "yes"),
+    ("p1-q06", "Yes "),
+    ("p1-q07", "maybe"),
+]
+P2_SAYS = [
+    ("p2-q01", "yes"),
+    ("p2-q02", "no"),
+    ("p2-q03", "no"),
+    ("p2-q04", "no"),
+    ("p2-q05", "no"),
+    ("p2-q06", "yes"),
+    ("p2-q06", "no"),
+]
 
 
 def by_image(request: JudgeRequest) -> JudgeAnswer:
@@ -109,11 +133,19 @@ def test_outcomes_per_question():
     run = vqa.score_images(ScriptedJudge(by_image), [P1, P2])
     got = {o.question_id: (o.status, o.failure) for o in run.outcomes}
     assert got == {
-        "p1-q01": ("correct", None), "p1-q02": ("incorrect", None), "p1-q03": ("correct", None),
-        "p1-q04": ("failed", vqa.FAIL_MISSING), "p1-q05": ("correct", None), "p1-q06": ("correct", None),
+        "p1-q01": ("correct", None),
+        "p1-q02": ("incorrect", None),
+        "p1-q03": ("correct", None),
+        "p1-q04": ("failed", vqa.FAIL_MISSING),
+        "p1-q05": ("correct", None),
+        "p1-q06": ("correct", None),
         "p1-q07": ("failed", vqa.FAIL_INVALID),
-        "p2-q01": ("correct", None), "p2-q02": ("correct", None), "p2-q03": ("incorrect", None),
-        "p2-q04": ("correct", None), "p2-q05": ("incorrect", None), "p2-q06": ("failed", vqa.FAIL_CONFLICT),
+        "p2-q01": ("correct", None),
+        "p2-q02": ("correct", None),
+        "p2-q03": ("incorrect", None),
+        "p2-q04": ("correct", None),
+        "p2-q05": ("incorrect", None),
+        "p2-q06": ("failed", vqa.FAIL_CONFLICT),
     }
 
 
@@ -128,7 +160,12 @@ def test_per_sample_accuracies_by_hand():
     assert got[("p1", "attr_vqa.position")] == pytest.approx(1.0)
     assert got[("p1", "attr_vqa.failure_rate")] == pytest.approx(2 / 7)  # q04 missing, q07 invalid
     # No fact of p1 failed, so the intent-to-treat twins read the same.
-    assert got[("p1", "attr_vqa_itt")] == got[("p1", "igc_itt")] == got[("p1", "attr_vqa.binding_itt")] == pytest.approx(1.0)
+    assert (
+        got[("p1", "attr_vqa_itt")]
+        == got[("p1", "igc_itt")]
+        == got[("p1", "attr_vqa.binding_itt")]
+        == pytest.approx(1.0)
+    )
     # Paired (intent to treat, suite 0.6): q01 with q02 (q02 wrongly "yes") -> wrong; q03 with q04
     # (missing) -> failed, not confirmed; q05 has no negative -> left out; q06 with q07 (invalid) ->
     # failed. 0 of 3 asked; IGC's only pair failed: 0 of 1 (it was left out, NaN, until 0.5).
@@ -165,8 +202,13 @@ def test_pooled_summary_by_hand():
     assert summary["facts"] == 7 and summary["unpaired_facts"] == 1  # p1-q05
     # Facts pooled over both images: p1 4 of 4, p2 1 of 3.
     assert summary["metrics"]["attr_vqa"] == {
-        "asked": 7, "answered": 7, "correct": 5, "incorrect": 2, "failed": 0,
-        "accuracy": pytest.approx(5 / 7), "failure_rate": pytest.approx(0.0),
+        "asked": 7,
+        "answered": 7,
+        "correct": 5,
+        "incorrect": 2,
+        "failed": 0,
+        "accuracy": pytest.approx(5 / 7),
+        "failure_rate": pytest.approx(0.0),
     }
     # No fact failed, so the intent-to-treat accuracy is the same 5 of 7.
     assert summary["metrics"]["attr_vqa_itt"]["accuracy"] == pytest.approx(5 / 7)
@@ -174,8 +216,13 @@ def test_pooled_summary_by_hand():
     assert summary["metrics"]["igc"]["accuracy"] == pytest.approx(2 / 4)
     # Paired pooled: p1 1 wrong, 2 failed; p2 1 right, 1 wrong, 1 failed: 1 of 6 asked (intent to treat).
     assert summary["metrics"]["attr_vqa_paired"] == {
-        "asked": 6, "answered": 3, "correct": 1, "incorrect": 2, "failed": 3,
-        "accuracy": pytest.approx(1 / 6), "failure_rate": pytest.approx(3 / 6),
+        "asked": 6,
+        "answered": 3,
+        "correct": 1,
+        "incorrect": 2,
+        "failed": 3,
+        "accuracy": pytest.approx(1 / 6),
+        "failure_rate": pytest.approx(3 / 6),
     }
     assert summary["negative_yes_rate"] == pytest.approx(1 / 3)  # p1 q02 yes; p2 q02, q04 no
     # by_kind counts every question, facts and negatives: binding p1 q01 ok, q02 wrong, q03 ok; p2 q01, q02 ok.
@@ -229,13 +276,15 @@ def test_a_malformed_value_fails_every_question(value):
 
 
 def test_parse_ignores_unasked_ids_and_tolerates_repeats_that_agree():
-    value = {"answers": [
-        {"question_id": "a", "answer": "YES"},
-        {"question_id": "a", "answer": "yes"},
-        {"question_id": "zzz", "answer": "no"},  # not asked
-        "not an object",
-        {"question_id": "b", "answer": True},  # not a word
-    ]}
+    value = {
+        "answers": [
+            {"question_id": "a", "answer": "YES"},
+            {"question_id": "a", "answer": "yes"},
+            {"question_id": "zzz", "answer": "no"},  # not asked
+            "not an object",
+            {"question_id": "b", "answer": True},  # not a word
+        ]
+    }
     parsed = vqa.parse_answers(JudgeAnswer(value=value), ["a", "b", "c"])
     assert parsed["a"] == vqa.ParsedAnswer("yes")
     assert parsed["b"].failure == vqa.FAIL_INVALID
@@ -244,12 +293,19 @@ def test_parse_ignores_unasked_ids_and_tolerates_repeats_that_agree():
 
 def test_schema_demands_exactly_the_asked_ids():
     schema = vqa.answer_schema(["p1-q01", "p1-q02"])
-    jsonschema.validate({"answers": [{"question_id": "p1-q02", "answer": "no"}, {"question_id": "p1-q01", "answer": "yes"}]}, schema)
+    jsonschema.validate(
+        {"answers": [{"question_id": "p1-q02", "answer": "no"}, {"question_id": "p1-q01", "answer": "yes"}]}, schema
+    )
     for bad in (
         {"answers": [{"question_id": "p1-q01", "answer": "yes"}]},  # one id missing
         {"answers": [{"question_id": "p1-q01", "answer": "yes"}, {"question_id": "p1-q03", "answer": "no"}]},  # unasked
         {"answers": [{"question_id": "p1-q01", "answer": "maybe"}, {"question_id": "p1-q02", "answer": "no"}]},
-        {"answers": [{"question_id": "p1-q01", "answer": "yes", "why": "."}, {"question_id": "p1-q02", "answer": "no"}]},
+        {
+            "answers": [
+                {"question_id": "p1-q01", "answer": "yes", "why": "."},
+                {"question_id": "p1-q02", "answer": "no"},
+            ]
+        },
         {"answers": [], "note": "extra"},
     ):
         with pytest.raises(jsonschema.ValidationError):
@@ -294,7 +350,9 @@ def test_items_from_built_prompt_rows():
     questions = derive_questions("cc-1", graph, position_graph(["A", "B"]), {"cup": "the cup", "chair": "the chair"})
     prompts = {"cc-1": {"prompt_id": "cc-1", "n_persons": 2, "questions": questions}}
     (item,) = vqa.vqa_items(prompts, {("cc-1", 0): IMAGE_1})
-    assert item.n_persons == 2 and [x.kind for x in item.questions] == ["binding"] * 4 + ["interaction"] + ["position"] * 2
+    assert (
+        item.n_persons == 2 and [x.kind for x in item.questions] == ["binding"] * 4 + ["interaction"] + ["position"] * 2
+    )
 
     # Each "no" names the fact it negates; the two-person interaction fact has no negative.
     assert [x.negates for x in item.questions] == ["", "cc-1-q01", "", "cc-1-q03", "", "", "cc-1-q06"]
@@ -310,9 +368,16 @@ def test_items_from_built_prompt_rows():
     assert always_yes[("cc-1", "attr_vqa")] == 1.0 and always_no[("cc-1", "attr_vqa")] == 0.0
     # The paired variant credits neither bias; the truth scores 1 on both.
     for metric in ("attr_vqa_paired", "igc_paired"):
-        assert always_yes[("cc-1", metric)] == 0.0 and always_no[("cc-1", metric)] == 0.0 and truth[("cc-1", metric)] == 1.0
+        assert (
+            always_yes[("cc-1", metric)] == 0.0
+            and always_no[("cc-1", metric)] == 0.0
+            and truth[("cc-1", metric)] == 1.0
+        )
     assert truth[("cc-1", "attr_vqa")] == 1.0
-    assert always_yes[("cc-1", "attr_vqa.negative_yes_rate")] == 1.0 and truth[("cc-1", "attr_vqa.negative_yes_rate")] == 0.0
+    assert (
+        always_yes[("cc-1", "attr_vqa.negative_yes_rate")] == 1.0
+        and truth[("cc-1", "attr_vqa.negative_yes_rate")] == 0.0
+    )
 
 
 def test_questions_without_negates_are_paired_by_order():
@@ -323,10 +388,12 @@ def test_questions_without_negates_are_paired_by_order():
         {"slot": "C", "item_entity_id": "chair", "interaction": "look_at"},
     ]
     graph = interaction_graph(persons, [edge("A", "hugs", "B")])
-    questions = derive_questions("cc-2", graph, position_graph(["A", "B", "C"]), {"cup": "the cup", "hat": "the hat", "chair": "the chair"})
+    questions = derive_questions(
+        "cc-2", graph, position_graph(["A", "B", "C"]), {"cup": "the cup", "hat": "the hat", "chair": "the chair"}
+    )
     old_rows = [{k: v for k, v in x.items() if k != "negates"} for x in questions]
-    new_item, = vqa.vqa_items({"cc-2": {"n_persons": 3, "questions": questions}}, {("cc-2", 0): IMAGE_1})
-    old_item, = vqa.vqa_items({"cc-2": {"n_persons": 3, "questions": old_rows}}, {("cc-2", 0): IMAGE_1})
+    (new_item,) = vqa.vqa_items({"cc-2": {"n_persons": 3, "questions": questions}}, {("cc-2", 0): IMAGE_1})
+    (old_item,) = vqa.vqa_items({"cc-2": {"n_persons": 3, "questions": old_rows}}, {("cc-2", 0): IMAGE_1})
     assert [x.negates for x in old_item.questions] == [x["negates"] for x in questions]
     assert old_item == new_item
 
@@ -346,17 +413,32 @@ def test_a_negative_must_name_a_fact_of_its_prompt():
         ({}, {("nope", 0): IMAGE_1}, "no such prompt"),
         ({"p": {"n_persons": 2, "questions": []}}, {("p", 0): IMAGE_1}, "no questions"),
         (
-            {"p": {"n_persons": 2, "questions": [{"question_id": "x", "kind": "colour", "question": "?", "answer": "yes"}]}},
+            {
+                "p": {
+                    "n_persons": 2,
+                    "questions": [{"question_id": "x", "kind": "colour", "question": "?", "answer": "yes"}],
+                }
+            },
             {("p", 0): IMAGE_1},
             "kind 'colour'",
         ),
         (
-            {"p": {"n_persons": 2, "questions": [{"question_id": "x", "kind": "binding", "question": "?", "answer": "Y"}]}},
+            {
+                "p": {
+                    "n_persons": 2,
+                    "questions": [{"question_id": "x", "kind": "binding", "question": "?", "answer": "Y"}],
+                }
+            },
             {("p", 0): IMAGE_1},
             "not yes/no",
         ),
         (
-            {"p": {"n_persons": 2, "questions": [{"question_id": "x", "kind": "binding", "question": "?", "answer": "yes"}] * 2}},
+            {
+                "p": {
+                    "n_persons": 2,
+                    "questions": [{"question_id": "x", "kind": "binding", "question": "?", "answer": "yes"}] * 2,
+                }
+            },
             {("p", 0): IMAGE_1},
             "repeated: x",
         ),
