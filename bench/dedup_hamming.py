@@ -11,7 +11,7 @@ import time
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
-from idbench.builders.dedup import hamming_matrix  # noqa: E402
+from idbench.builders.dedup import hamming_matrix
 
 
 def naive(hashes: list[int]) -> list[list[int]]:

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
-from idbench.curation.embedding_dedup import (  # noqa: E402
+from idbench.curation.embedding_dedup import (
     DEFAULT_NPROBE,
     find_near_duplicates,
     ivf_nlist,
@@ -58,7 +58,7 @@ def synthetic_pool(n: int, dim: int, seed: int = 0, flat: bool = False) -> tuple
         bases = noisy(categories[rng.integers(0, 100, size=n_base)], np.full(n_base, 0.6), rng)
     vectors = {f"img{k:06d}": bases[k] for k in range(n_base)}
     originals = rng.choice(n_base, size=groups, replace=False)
-    for group, (original, size) in enumerate(zip(originals, sizes)):
+    for original, size in zip(originals, sizes):
         copies = noisy(np.repeat(bases[original][None], size - 1, axis=0), rng.uniform(0.93, 0.99, size - 1), rng)
         for c, vector in enumerate(copies):
             vectors[f"img{original:06d}_copy{c}"] = vector

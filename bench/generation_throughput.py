@@ -34,12 +34,12 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from idbench.builders.build import build  # noqa: E402
-from idbench.evaluate_pkg.data import load_benchmark_data  # noqa: E402
-from idbench.generation.adapters import DiffusersTextToImage  # noqa: E402
-from idbench.generation.requests import prompt_references  # noqa: E402
-from idbench.generation.run import generate_submission  # noqa: E402
-from idbench.generation.tiny import random_stable_diffusion  # noqa: E402
+from idbench.builders.build import build
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.generation.adapters import DiffusersTextToImage
+from idbench.generation.requests import prompt_references
+from idbench.generation.run import generate_submission
+from idbench.generation.tiny import random_stable_diffusion
 
 
 def png_digest(image: Image.Image) -> str:

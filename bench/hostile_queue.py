@@ -26,11 +26,11 @@ import socket
 import sqlite3
 import sys
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile_validation import IDBENCH, measure, png_header_only, template  # noqa: E402
+from hostile_validation import IDBENCH, measure, png_header_only, template
 
 
 def _env(work: Path, name: str) -> Path:
@@ -98,7 +98,7 @@ def case_hub_lease(work: Path, data: dict[str, Path]) -> tuple[list[list[str]], 
 
     digest = "ab" * 32
     path = request_path("identity-collapse", "squatter", digest)
-    written = (datetime.now(timezone.utc) - timedelta(days=2)).isoformat(timespec="seconds")
+    written = (datetime.now(UTC) - timedelta(days=2)).isoformat(timespec="seconds")
     record = {
         "model": "squatter",
         "benchmark": "identity-collapse",

@@ -115,9 +115,10 @@ def png_header_only(width: int, height: int) -> bytes:
 
 def template(data_folder: Path, out: Path) -> Path:
     """A valid manifest submission (tiny JPEGs) to spoil one way per case."""
+    from PIL import Image
+
     from idbench.evaluate_pkg.data import load_benchmark_data
     from idbench.evaluate_pkg.submission import write_template
-    from PIL import Image
 
     folder = write_template(load_benchmark_data(data_folder), out)
     with (folder / "manifest.csv").open(newline="") as handle:

@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from idbench.builders.registry import get_benchmark  # noqa: E402
 from idbench.benchmarks.cogcanvas.spec import PAPER_GROUP_COUNTS, SLOTS  # noqa: E402
+from idbench.builders.registry import get_benchmark  # noqa: E402
 from idbench.evaluate_pkg.report import aggregate  # noqa: E402
 from idbench.leaderboard import query  # noqa: E402
 from idbench.leaderboard.queue import claim, finish  # noqa: E402

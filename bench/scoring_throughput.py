@@ -33,14 +33,14 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from idbench.benchmarks.identity_collapse.spec import SCR_THRESHOLDS  # noqa: E402
-from idbench.builders.build import build  # noqa: E402
-from idbench.evaluate_pkg import functional as F  # noqa: E402
-from idbench.evaluate_pkg.data import load_benchmark_data  # noqa: E402
-from idbench.evaluate_pkg.features import FeatureStore  # noqa: E402
-from idbench.evaluate_pkg.images import normalize_image  # noqa: E402
-from idbench.evaluate_pkg.models import registry  # noqa: E402
-from idbench.evaluate_pkg.models.registry import load_model, resolve_profile  # noqa: E402
+from idbench.benchmarks.identity_collapse.spec import SCR_THRESHOLDS
+from idbench.builders.build import build
+from idbench.evaluate_pkg import functional as F
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.features import FeatureStore
+from idbench.evaluate_pkg.images import normalize_image
+from idbench.evaluate_pkg.models import registry
+from idbench.evaluate_pkg.models.registry import load_model, resolve_profile
 
 
 def make_paper_sized(models_dir: Path) -> dict[str, str]:

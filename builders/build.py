@@ -15,10 +15,10 @@ from importlib import resources
 from pathlib import Path
 
 import idbench
-from idbench.builders.registry import get_benchmark
 from idbench.builders.card import render_card, render_license
 from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
 from idbench.builders.recipe import Curator
+from idbench.builders.registry import get_benchmark
 from idbench.builders.sources import read_source
 from idbench.builders.spec import BenchmarkSpec
 from idbench.builders.write import OutputExistsError, write_benchmark

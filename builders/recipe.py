@@ -12,9 +12,10 @@ Validation, dedup and writing are shared (:mod:`idbench.builders.build`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import datasets
 

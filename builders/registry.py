@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any
 from importlib.metadata import entry_points
+from typing import Any
 
 from idbench.builders.spec import BenchmarkSpec
 from idbench.errors import IdbenchError

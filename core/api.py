@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # only for the annotations: importing idbench must not import pandas or torch
     import pandas as pd
@@ -48,11 +49,11 @@ class ScoreResult:
     per-sample results, as ``results.parquet`` holds them) and, when written, the ``out`` folder."""
 
     summary: dict[str, Any]
-    samples: "pd.DataFrame"
+    samples: pd.DataFrame
     out: Path | None = None
 
     @property
-    def aggregates(self) -> "pd.DataFrame":
+    def aggregates(self) -> pd.DataFrame:
         """The overall aggregates, one row per metric (the index), columns :data:`AGGREGATE_COLUMNS`.
 
         A view of ``summary["aggregates"]["overall"]`` made on each access; a statistic a metric does
@@ -86,7 +87,7 @@ class ScoreResult:
 
 def score(
     submission: str | Path,
-    data: "str | Path | BenchmarkData",
+    data: str | Path | BenchmarkData,
     *,
     profile: str = "paper",
     metrics: Iterable[str] | None = None,
@@ -134,14 +135,14 @@ def score(
     return ScoreResult(summary, samples)
 
 
-def _benchmark_data(data: "str | Path | BenchmarkData") -> "BenchmarkData":
+def _benchmark_data(data: str | Path | BenchmarkData) -> BenchmarkData:
     from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 
     return data if isinstance(data, BenchmarkData) else load_benchmark_data(Path(data))
 
 
 def generate(
-    data: "str | Path | BenchmarkData",
+    data: str | Path | BenchmarkData,
     adapter: Any,
     out: str | Path,
     *,
@@ -152,7 +153,7 @@ def generate(
     model_name: str | None = None,
     progress: bool | None = None,
     **adapter_options: Any,
-) -> "RunReport":
+) -> RunReport:
     """Generate the submission ``out`` for ``data`` (a built benchmark folder or loaded data), as ``idbench
     generate`` does: every missing (prompt_id, seed) image of the template, written atomically, with the
     generation record in ``submission.json``; a rerun generates only what is missing.
@@ -194,7 +195,7 @@ def generate(
     )
 
 
-def compare(a: "str | Path | ScoreResult", b: "str | Path | ScoreResult", alpha: float = 0.05, **options: Any):
+def compare(a: str | Path | ScoreResult, b: str | Path | ScoreResult, alpha: float = 0.05, **options: Any):
     """``idbench.compare(a, b)``: the paired comparison of two scored runs, B - A per metric (overall and
     per breakdown cell), with intervals and Holm-corrected p-values from the benchmark's resampling
     design, as ``idbench compare`` prints it. ``a`` and ``b`` are results folders of ``idbench score``
@@ -217,9 +218,9 @@ class RunResult:
     data: Path
     submission: Path
     results: Path
-    generation: "RunReport"
+    generation: RunReport
     summary: dict[str, Any]
-    queued: "SubmitResult | None" = None
+    queued: SubmitResult | None = None
 
 
 def _quiet(line: str) -> None:

@@ -16,8 +16,8 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from idbench.errors import IdbenchError
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import datasets
 
-from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.build import build, format_report, sample_source
+from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data

@@ -22,8 +22,9 @@ from images and texts with the profile's own models, decoded as the scorer decod
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from idbench.evaluate_pkg.metrics import METRIC_NAMES as NAMES
 from idbench.evaluate_pkg.metrics import UnknownMetricError, load
@@ -52,13 +53,13 @@ def _encoder(model: str, profile: str, device: str):
 
 
 def embed_images(
-    images: "Iterable[str | Path | Image.Image]",
+    images: Iterable[str | Path | Image.Image],
     *,
     model: str = "dinov2",
     profile: str = "paper",
     device: str = "cpu",
     batch_size: int = 16,
-) -> "np.ndarray":
+) -> np.ndarray:
     """(n, d) float32 image embeddings (not normalised) of ``images`` (files or PIL images) by the profile's
     ``model`` (``clip`` or ``dinov2``): what the metric modules take as ``*_embeddings``. Files are decoded
     and reduced to the scorer's working size (:func:`idbench.evaluate_pkg.images.working_image`)."""
@@ -82,7 +83,7 @@ def embed_images(
     return np.stack(vectors).astype(np.float32) if vectors else np.zeros((0, 0), np.float32)
 
 
-def embed_texts(texts: Iterable[str], *, profile: str = "paper", device: str = "cpu") -> "np.ndarray":
+def embed_texts(texts: Iterable[str], *, profile: str = "paper", device: str = "cpu") -> np.ndarray:
     """(n, d) float32 CLIP text embeddings (not normalised; 77 tokens at most) by the profile's CLIP:
     ``clip_t``'s ``text_embeddings``."""
     return _encoder("clip", profile, device).encode_texts(list(texts))

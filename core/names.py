@@ -43,7 +43,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from idbench import settings

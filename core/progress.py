@@ -24,7 +24,8 @@ import contextlib
 import os
 import sys
 import time
-from typing import Callable, Iterator, TextIO
+from collections.abc import Callable, Iterator
+from typing import TextIO
 
 # Inside a stage: a line at least every INTERVAL seconds, and one per tenth of the items, but never two
 # within MIN_GAP seconds (a fast stage prints its start and end lines only).

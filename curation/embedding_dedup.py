@@ -88,9 +88,10 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -141,7 +142,7 @@ def default_cache_dir() -> Path:
     return scorer_cache()
 
 
-def load_models(profile: str = "paper", *, device: str = "cpu", models: "Models | None" = None) -> "Models":
+def load_models(profile: str = "paper", *, device: str = "cpu", models: Models | None = None) -> Models:
     """``models`` if given (a caller sharing loaded models), else the profile's models, loaded on use."""
     if models is not None:
         return models
@@ -157,7 +158,7 @@ def image_features(
     *,
     device: str = "cpu",
     cache_dir: str | os.PathLike | None = None,
-    models: "Models | None" = None,
+    models: Models | None = None,
     batch_size: int = 32,
     num_workers: int = 0,
 ) -> dict[str, np.ndarray]:
@@ -196,7 +197,7 @@ def image_features(
     return out
 
 
-def feature_source(models: "Models", role: str = "dinov2") -> dict[str, Any]:
+def feature_source(models: Models, role: str = "dinov2") -> dict[str, Any]:
     """What made the vectors, for the report: the role's model (name, Hub id, revision, weights key)
     and whether its weights are random tiny ones (then the dedup decisions check plumbing only).
 

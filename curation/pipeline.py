@@ -34,9 +34,10 @@ import json
 import logging
 import shutil
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from idbench.builders.sources import SourceError
 

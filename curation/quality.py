@@ -60,10 +60,11 @@ import io
 import json
 import math
 import os
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
@@ -125,7 +126,7 @@ class QualityThresholds:
             )
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], where: str = "quality thresholds") -> "QualityThresholds":
+    def from_mapping(cls, values: Mapping[str, Any], where: str = "quality thresholds") -> QualityThresholds:
         """Thresholds from a config mapping (the builder's); an unknown key is an error naming it."""
         known = {item.name for item in fields(cls)}
         unknown = sorted(set(values) - known)
@@ -137,7 +138,7 @@ class QualityThresholds:
             raise ValueError(f"{where}: {error}") from None
 
     @classmethod
-    def from_json(cls, text: str, where: str) -> "QualityThresholds":
+    def from_json(cls, text: str, where: str) -> QualityThresholds:
         """Thresholds from the text of a JSON object; ValueError naming ``where`` when it is not one."""
         try:
             values = json.loads(text)
@@ -452,7 +453,7 @@ def aesthetic_scores(
     *,
     device: str = "cpu",
     cache_dir: str | os.PathLike | None = None,
-    models: "Models | None" = None,
+    models: Models | None = None,
     batch_size: int = 32,
 ) -> dict[str, float]:
     """id -> LAION aesthetic v2 score (CLIP ViT-L/14 embedding through the head, as the scorer does)."""
@@ -474,16 +475,15 @@ def relevance_scores(
     *,
     device: str = "cpu",
     cache_dir: str | os.PathLike | None = None,
-    models: "Models | None" = None,
+    models: Models | None = None,
     batch_size: int = 32,
 ) -> dict[str, tuple[float, float | None]]:
     """id -> (CLIP cosine with its own text, that minus the best cosine with another entity's text).
 
     The margin is None when every image has the same text (no other entity to compare with).
     """
-    from idbench.evaluate_pkg.features import FeatureStore
-
     from idbench.curation.embedding_dedup import default_cache_dir
+    from idbench.evaluate_pkg.features import FeatureStore
 
     missing = [image_id for image_id in images if image_id not in texts]
     if missing:
@@ -520,7 +520,7 @@ def filter_images(
     profile: str = "paper",
     device: str = "cpu",
     cache_dir: str | os.PathLike | None = None,
-    models: "Models | None" = None,
+    models: Models | None = None,
     batch_size: int = 32,
     workers: int | None = None,
     apply_model_checks: bool = True,

@@ -26,11 +26,12 @@ Everything is checked when loaded; a problem raises :class:`EKBError` naming the
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import Any, NoReturn
 
 import yaml
 

@@ -13,9 +13,9 @@ caller: one caller must not be able to change what another one sees.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from idbench.errors import IdbenchError
 

@@ -71,9 +71,9 @@ import io
 import json
 import random
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 from PIL import Image, ImageOps

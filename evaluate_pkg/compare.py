@@ -379,16 +379,18 @@ def compare_runs(
     )
 
 
+def _natural(label: str) -> list[tuple[int, int, str]]:
+    """Sort key of a breakdown label such as "10 x occlusion": numbers by value, words by text."""
+    return [(0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part) for part in label.split(" x ")]
+
+
 def _cells(a: dict[str, Any], b: dict[str, Any], spec) -> list[tuple[str, set[str]]]:
     """(label, prompt ids) of every breakdown cell both runs list (``aggregates["breakdown_prompts"]``)."""
     left = a.get("aggregates", {}).get("breakdown_prompts") or {}
     right = b.get("aggregates", {}).get("breakdown_prompts") or {}
     out = []
-    natural = lambda label: [
-        (0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part) for part in label.split(" x ")
-    ]  # noqa: E731
     for axes, cells in left.items():
-        for label, prompts in sorted(cells.items(), key=lambda item: natural(item[0])):
+        for label, prompts in sorted(cells.items(), key=lambda item: _natural(item[0])):
             if label in right.get(axes, {}):
                 out.append((f"{axes} = {label}", set(prompts) & set(right[axes][label])))
     return out

@@ -16,8 +16,9 @@ seed and the file, so an image whose content cannot be decoded fails its submiss
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -129,7 +130,7 @@ def check_device(device: str) -> None:
 _LOADED: dict[tuple[str, ...], Any] = {}
 
 
-def _model_key(card: Any, options: "ScoreOptions") -> tuple[str, ...]:
+def _model_key(card: Any, options: ScoreOptions) -> tuple[str, ...]:
     from idbench.evaluate_pkg.models import registry
 
     root = registry._root(options.models_dir)

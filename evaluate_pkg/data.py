@@ -15,9 +15,9 @@ from pathlib import Path
 
 import datasets
 
+from idbench import settings
 from idbench.builders.registry import UnknownBenchmarkError, get_benchmark
 from idbench.builders.spec import BenchmarkSpec
-from idbench import settings
 from idbench.errors import IdbenchError
 
 

@@ -50,8 +50,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps
@@ -264,7 +264,7 @@ def _decode(data: bytes, *, where: str, submitted: bool, max_side: int | None) -
         ) from None
     except MemoryError:
         raise ImageError(where, "not enough memory to decode the image") from None
-    except Exception as err:  # noqa: BLE001 - a malformed file can make a decoder or resize raise anything
+    except Exception as err:
         raise ImageError(where, f"not a readable image ({type(err).__name__}: {err})") from None
 
 

@@ -18,8 +18,9 @@ read is a :class:`PageHeaderError`: the file is then refused, as pyarrow would f
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 # A page header is a few dozen bytes; with min/max statistics of a binary column it can grow, but
 # writers cap those (pyarrow drops statistics over 4 KiB). A larger header is refused, not read.

@@ -23,7 +23,6 @@ from idbench.builders.spec import ITEM_SUFFIX, UNKNOWN_CELL, BenchmarkSpec, Resa
 from idbench.evaluate_pkg.functional.bootstrap import design_ci
 from idbench.evaluate_pkg.suites.text_alignment import TRUNCATED
 
-
 #: The intervals of every aggregate: how many resamples, at what level, from which seed.
 CI_RESAMPLES, CI_CONFIDENCE, CI_SEED = 1000, 0.95, 0
 

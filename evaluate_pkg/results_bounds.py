@@ -18,8 +18,8 @@ anyone can upload. A results file needs write access to the results repo.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 MAX_RESULT_ROWS = 4_000_000
 MAX_RESULT_BYTES = 256 * 1024 * 1024

@@ -24,8 +24,8 @@ import pandas as pd
 import idbench
 from idbench import settings
 from idbench.atomic import atomic_directory
-from idbench.errors import IdbenchError
 from idbench.builders.spec import DEFAULT_TASK, JUDGE_ROLE, MetricSpec, SpecError
+from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Context, Models, Result, ScoreOptions
 from idbench.evaluate_pkg.copies import detect_copies
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data

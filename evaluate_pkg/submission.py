@@ -113,11 +113,12 @@ import stat
 import tempfile
 import weakref
 import zipfile
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Iterator, Mapping, NoReturn
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -242,7 +243,7 @@ class ZipLimits:
     @classmethod
     def from_env(
         cls, max_bytes: int | None = None, max_members: int | None = None, max_ratio: float | None = None
-    ) -> "ZipLimits":
+    ) -> ZipLimits:
         """The arguments given, else ``$IDBENCH_MAX_UNPACKED_BYTES`` / ``_ZIP_MEMBERS`` / ``_COMPRESSION_RATIO``, else the defaults."""
 
         def pick(value: Any, env: str, default: Any, kind: type) -> Any:
@@ -326,7 +327,7 @@ class _Problems:
         for problem in problems:
             self.append(problem)
 
-    def __iadd__(self, problems: Iterable[Problem]) -> "_Problems":
+    def __iadd__(self, problems: Iterable[Problem]) -> _Problems:
         self.extend(problems)
         return self
 

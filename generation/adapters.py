@@ -28,15 +28,16 @@ side exceeds ``GeneratorOptions.reference_side`` (:func:`fit_reference`).
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import inspect
 import json
-import importlib.metadata
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from PIL import Image
 
@@ -133,7 +134,7 @@ def resolve_generator(name: str) -> Any:
     if name in points:
         try:
             return points[name].load()
-        except Exception as err:  # noqa: BLE001 - a broken plugin is the user's to fix: one line
+        except Exception as err:
             raise GeneratorError(
                 f"adapter {name!r} (entry point {points[name].value}, group {ENTRY_POINT_GROUP}) failed to load: {err}"
             ) from None
@@ -197,7 +198,6 @@ def load_pipeline(loader: Any, options: GeneratorOptions, adapter: str) -> Any:
         kwargs["revision"] = options.revision
     try:
         import diffusers
-
         import transformers
 
         # "Loading pipeline components" and "Loading weights" bars: the run's own bar over images is the one that counts.
@@ -208,7 +208,7 @@ def load_pipeline(loader: Any, options: GeneratorOptions, adapter: str) -> Any:
             pipeline = loader.from_pretrained(
                 str(Path(options.model_id).expanduser()) if local else options.model_id, **kwargs
             )
-    except (OSError, EnvironmentError, ValueError) as err:
+    except (OSError, ValueError) as err:
         if local:
             raise GeneratorError(
                 f"adapter {adapter}: {options.model_id} is not a diffusers pipeline folder ({' '.join(str(err).split())[:300]})"
@@ -326,7 +326,7 @@ class _DiffusersAdapter:
     @classmethod
     def from_pipeline(
         cls, pipeline: Any, call_arguments: dict[str, Any] | None = None, **options: Any
-    ) -> "_DiffusersAdapter":
+    ) -> _DiffusersAdapter:
         """An adapter around a pipeline built in Python (a notebook, a test); ``options`` as GeneratorOptions
         (``steps=``, ``reference_side=``, ...), ``call_arguments`` added to every pipeline call."""
         return cls(GeneratorOptions(**options), pipeline=pipeline, call_arguments=call_arguments)

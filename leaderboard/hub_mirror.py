@@ -48,9 +48,10 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from idbench import settings
 from idbench.atomic import atomic_directory
@@ -111,7 +112,7 @@ class MirrorInfo:
         return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, home: Path) -> "MirrorInfo":
+    def from_json(cls, text: str, home: Path) -> MirrorInfo:
         record = json.loads(text)
         lists = {
             key: tuple(record.get(key) or ()) for key in ("skipped", "conflicts")
@@ -530,7 +531,7 @@ class Refresher:
         try:
             self.info = mirror(self.requests, self.results, self.home)
             self.error = None
-        except Exception as error:  # noqa: BLE001 - a failed refresh must not take the app down
+        except Exception as error:
             logger.exception("hub mirror: refresh of %s / %s failed", self.requests.repo_id, self.results.repo_id)
             self.error = f"{type(error).__name__}: {error}"
             if self.info is None:

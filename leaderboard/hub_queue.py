@@ -416,7 +416,7 @@ def _digest(identity: str) -> str | None:
     """``owner:<digest>`` of an identity of idbench.names (None for the one ``anonymous`` pool)."""
     if identity == ANONYMOUS:
         return None
-    return "owner:" + hashlib.sha256(f"idbench-owner\0{identity}".encode("utf-8")).hexdigest()[:24]
+    return "owner:" + hashlib.sha256(f"idbench-owner\0{identity}".encode()).hexdigest()[:24]
 
 
 def _check_owner_rate(others: Iterable[Request], requester: str, limit: RateLimit, now: float) -> None:

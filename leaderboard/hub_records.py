@@ -41,9 +41,10 @@ import json
 import math
 import re
 import time
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.submission import json_depth, metadata_text_problems
@@ -61,7 +62,7 @@ MAX_REASON_CHARS = 2000  # a failure or withdrawal reason (the worker cuts its r
 MAX_RECORD_ATTEMPTS = 100  # queue.MAX_ATTEMPTS is 3; anything near this bound is a hand-edited record
 MAX_LEASE_SECONDS = 24 * 3600  # the worker's lease is 600 s, extended by heartbeats from updated_at
 MAX_FUTURE_SECONDS = 24 * 3600  # clock skew between a worker and the reader, generously
-EARLIEST_TIME = datetime(2020, 1, 1, tzinfo=timezone.utc).timestamp()
+EARLIEST_TIME = datetime(2020, 1, 1, tzinfo=UTC).timestamp()
 # The parquet files beside aggregates.json: their footer is read, never their rows, at mirror time.
 MAX_SAMPLES_BYTES = 512 * 1024 * 1024
 MAX_SAMPLES_ROWS = 50_000_000
@@ -480,7 +481,7 @@ def samples_problem(file: Path, *, max_bytes: int = MAX_SAMPLES_BYTES, max_rows:
         if size > max_bytes:
             return f"{Path(file).name} is {size} bytes, over the limit of {max_bytes}"
         metadata = pq.ParquetFile(file).metadata
-    except Exception as error:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError and others on a bad footer
+    except Exception as error:
         return f"{Path(file).name} is not a readable parquet file ({type(error).__name__}: {str(error)[:200]})"
     if metadata.num_rows > max_rows:
         return f"{Path(file).name} has {metadata.num_rows} rows, over the limit of {max_rows}"

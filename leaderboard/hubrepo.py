@@ -43,9 +43,10 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence
+from typing import Protocol
 
 from idbench import settings
 from idbench.errors import IdbenchError

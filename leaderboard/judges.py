@@ -14,7 +14,8 @@ query layer. No scorer import: a Hub-backed Space does not install the scorer's 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # Settings that change what the judge answers (concurrency does not): part of a fallback key.
 DECODING_SETTINGS = ("temperature", "max_tokens", "max_image_side", "structured")

@@ -25,10 +25,10 @@ Example::
 from __future__ import annotations
 
 import json
-
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import numpy as np
@@ -1320,8 +1320,8 @@ def comparison_tables(
         convention = DISPLAYS[display]
         factor = convention.apply(1.0) - convention.apply(0.0)
         digits = convention.decimals
-        scaled = lambda v, f=factor: None if v is None else round(f * float(v), digits)  # noqa: E731
-        shown = lambda v, d=display: None if v is None else round(show(v, d), digits)  # noqa: E731
+        scaled = lambda v, f=factor, n=digits: None if v is None else round(f * float(v), n)  # noqa: E731
+        shown = lambda v, d=display, n=digits: None if v is None else round(show(v, d), n)  # noqa: E731
         low, high = scaled(row.get("ci_low")), scaled(row.get("ci_high"))
         out.setdefault(str(row["table"]), []).append(
             {

@@ -25,9 +25,10 @@ import csv
 import hashlib
 import json
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from idbench.atomic import atomic_directory, sweep_staging
 from idbench.builders.spec import DEFAULT_TASK
@@ -72,7 +73,7 @@ class RateLimit:
     window_s: float
 
     @classmethod
-    def parse(cls, text: str) -> "RateLimit":
+    def parse(cls, text: str) -> RateLimit:
         """``"5/86400"`` -> 5 per day; ValueError names a malformed value (it comes from the environment)."""
         try:
             count, window = text.split("/")

@@ -43,8 +43,9 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from idbench.errors import IdbenchError, disk_full
 from idbench.evaluate_pkg.context import Models, ScoreOptions
@@ -299,7 +300,7 @@ def run_one(
             lease_seconds,
             f"FAILED: {reason}",
         )
-    except Exception as err:  # noqa: BLE001 - any other error is this worker's: the job goes back
+    except Exception as err:
         reason = _record_traceback(queue, lease, err)
         full = disk_full(err)
         try:
@@ -307,7 +308,7 @@ def run_one(
         except LeaseLostError as lost:
             log.warning("%s", lost)
             return 0
-        except Exception as again:  # noqa: BLE001 - e.g. the same full disk (or failing store) refuses the requeue too
+        except Exception as again:
             # Whatever it is, the job must not sit RUNNING under our lease until the lease runs out.
             raise _unrecorded(
                 queue, lease, lease_seconds, f"a fault of this worker ({one_line(err)})", again, full
@@ -331,7 +332,7 @@ def _recorded(
     except LeaseLostError as lost:
         log.warning("%s", lost)
         return 0
-    except Exception as again:  # noqa: BLE001 - the outcome cannot be written (a full disk, a failing store)
+    except Exception as again:
         raise _unrecorded(queue, lease, lease_seconds, outcome, again) from again
     log.warning("%s", message)
     return 1
@@ -353,7 +354,7 @@ def _hand_back(queue: JobQueue, lease: Lease) -> str | None:
             return None
         except LeaseLostError:
             return None
-        except Exception as err:  # noqa: BLE001 - the same failing store; tried again, then said in the worker's line
+        except Exception as err:
             why = one_line(err)
     return why
 
@@ -429,7 +430,7 @@ class Heartbeat:
                 if not self.beat():
                     log.warning("%s: lease lost to another worker; its outcome will not be recorded", self.name)
                     return
-            except Exception:  # noqa: BLE001 - a busy database (or Hub) now and then must not kill the heartbeat
+            except Exception:
                 log.exception("%s: heartbeat failed; retrying", self.name)
 
     def __enter__(self) -> Heartbeat:

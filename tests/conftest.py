@@ -13,7 +13,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 # idbench's own caches (tiny models, features, datasets) go to one temporary folder per test session,
 # never into the user's home.
-import tempfile  # noqa: E402
+import tempfile
 
 _SESSION_CACHE = tempfile.mkdtemp(prefix="idbench-tests-")
 for _variable, _sub in (

@@ -43,12 +43,12 @@ def test_import_idbench_is_light_and_names_resolve_on_use():
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"heavy": [], "listed": list(PUBLIC)}
 
+    import idbench.metrics as metrics_module
     from idbench.errors import IdbenchError
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.data import load_benchmark_data
     from idbench.evaluate_pkg.judge.client import JudgeConfig
     from idbench.evaluate_pkg.submission import validate_submission
-    import idbench.metrics as metrics_module
 
     assert idbench.metrics is metrics_module and "clip_t" in idbench.metrics.NAMES
     assert idbench.IdbenchError is IdbenchError and idbench.ScoreOptions is ScoreOptions

@@ -10,13 +10,13 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pytest
+from conftest import SAMPLES
 from PIL import Image
 
 from idbench.builders import build as build_module
+from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
 from idbench.builders.registry import BENCHMARKS
 from idbench.builders.sources import read_source
-from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
-from conftest import SAMPLES
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import make_collapse_source
 
 from idbench.cli import main
-from conftest import make_collapse_source
 
 
 def test_help_lists_every_job(capsys):

@@ -55,8 +55,8 @@ def test_the_profile_choices_are_the_registrys_profiles():
 
 
 def test_the_baseline_choices_are_the_baselines_and_the_rankers():
-    from idbench.evaluate_pkg.baselines import BASELINES
     from idbench.benchmarks.cogcanvas.retrieval import RANKERS
+    from idbench.evaluate_pkg.baselines import BASELINES
 
     name = next(a for a in _subcommands()["baseline"]._actions if a.dest == "name")
     assert tuple(name.choices) == BASELINES + RANKERS

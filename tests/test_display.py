@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from idbench.builders.registry import get_benchmark
 from idbench.builders.display import NOT_STATED, label, show, show_text
+from idbench.builders.registry import get_benchmark
 from idbench.builders.spec import MetricSpec
 from idbench.evaluate_pkg.report import display_value
 

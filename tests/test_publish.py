@@ -17,8 +17,8 @@ from huggingface_hub import constants
 import idbench.builders.publish as publish_module
 from idbench.builders.card import render_card, render_license
 from idbench.builders.publish import EvalYamlRejected, PublishError, plan_upload, publish
-from idbench.cli import main as idbench_main
 from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
+from idbench.cli import main as idbench_main
 
 SECRET = "hf_NeverPrintThisToken1234567890"
 

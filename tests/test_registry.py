@@ -9,11 +9,11 @@ import warnings
 from importlib.metadata import EntryPoint
 
 import pytest
+from test_toy_benchmark import SPEC as TOY
 
 import idbench.builders.registry as registry
 from idbench.builders.registry import ENTRY_POINT_GROUP, Registry, UnknownBenchmarkError, get_benchmark
 from idbench.builders.spec import SpecError, resolve
-from test_toy_benchmark import SPEC as TOY
 
 
 def test_unknown_name_is_one_line_listing_what_exists():

@@ -19,11 +19,11 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import check_suite_contract, noise_jpeg, write_manifest
 from datasets import Features, Image, Value
 
-from conftest import check_suite_contract, noise_jpeg, write_manifest
-from idbench.builders.registry import BENCHMARKS, get_benchmark, unregister
 from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
+from idbench.builders.registry import BENCHMARKS, get_benchmark, unregister
 from idbench.builders.sources import Source, SourceError
 from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec, SourceColumn
 from idbench.builders.write import count_by

@@ -26,10 +26,10 @@ the mean, so hiding the subject raises it. This module adds what a ranking needs
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from idbench.ekb import EKB, load_ekb
 from idbench.benchmarks.charis.judge import (
     AnswerError,
     CharisPair,
@@ -41,6 +41,7 @@ from idbench.benchmarks.charis.judge import (
     answer_object,
     check_pair,
 )
+from idbench.ekb import EKB, load_ekb
 from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 
 ADHERENCE_TASK = "charis.adherence"

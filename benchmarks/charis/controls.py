@@ -38,17 +38,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from idbench.evaluate_pkg.judge.controls import (
-    K,
     Check,
     Expectation,
+    K,
     Outcome,
     Verdict,
-    png_bytes,
     blank_like,
     mirrored,
     occluded,
     one_of,
     pair_outcomes,
+    png_bytes,
 )
 from idbench.evaluate_pkg.judge.types import Judge
 

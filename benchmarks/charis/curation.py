@@ -6,8 +6,9 @@ template prompts are kept and the stage is logged as skipped."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from idbench.benchmarks.charis.prompts import propose_charis_prompts, subject_inputs
 from idbench.benchmarks.charis.review import export_review, import_review

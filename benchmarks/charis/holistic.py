@@ -13,8 +13,9 @@ hard pairs cannot lift it), and counts it in ``holistic_score.failure_rate``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from idbench.benchmarks.charis.judge import AnswerError, answer_object
 from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest

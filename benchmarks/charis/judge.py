@@ -30,8 +30,9 @@ evidence, counted apart. Neither is ever scored as 0, or as exact.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from idbench.ekb import EKB, load_ekb
 from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest

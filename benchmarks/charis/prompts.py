@@ -37,8 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from idbench.benchmarks.charis.spec import AXES_PER_PROMPT, PROMPTS_PER_SUBJECT, SIX_AXIS_SHARE
 from idbench.benchmarks.charis.sampling import PROMPT_ID_PREFIX
+from idbench.benchmarks.charis.spec import AXES_PER_PROMPT, PROMPTS_PER_SUBJECT, SIX_AXIS_SHARE
 from idbench.ekb import EKB
 from idbench.evaluate_pkg.judge.types import Judge, JudgeAnswer, JudgeRequest
 

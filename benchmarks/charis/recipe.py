@@ -6,8 +6,8 @@ import csv
 from pathlib import Path
 
 from idbench.benchmarks.charis import spec as charis
-from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.benchmarks.charis.sampling import sample_charis_prompts
+from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.builders.sources import Source, SourceError
 from idbench.builders.write import count_by
 from idbench.ekb import load_ekb

@@ -43,8 +43,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from idbench.benchmarks.charis.spec import AXES_PER_PROMPT
 from idbench.benchmarks.charis.prompts import APPROVED, HUMAN_REFINED, PROPOSED, REJECTED, STATUSES, CharisProposal
+from idbench.benchmarks.charis.spec import AXES_PER_PROMPT
 from idbench.ekb import EKB, load_ekb
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.images import ImageError, normalize_image
@@ -351,7 +351,7 @@ def import_review(
         where = f"{path.name}, {label}" + (f" ({prompt_id})" if prompt_id else "")
         before = len(problems)
 
-        def problem(text: str) -> None:
+        def problem(text: str, where: str = where) -> None:  # this row's place, bound now
             problems.append(f"{where}: {text}")
 
         if prompt_id not in base:

@@ -20,7 +20,7 @@ Prompts read "<Name> <pose>, <expression>, <viewpoint>, <occlusion>, <lighting>,
 from __future__ import annotations
 
 import random
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from idbench.benchmarks.charis.spec import AXES_PER_PROMPT, PROMPTS_PER_SUBJECT, SIX_AXIS_SHARE
 from idbench.ekb import EKB

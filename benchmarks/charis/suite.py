@@ -23,8 +23,8 @@ import numpy as np
 
 from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.baselines import Layout, Slot
-from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.suites.text_alignment import DIAGNOSTICS as TEXT_DIAGNOSTICS
 from idbench.evaluate_pkg.suites.text_alignment import METRICS as TEXT_METRICS
 from idbench.evaluate_pkg.suites.text_alignment import text_alignment
@@ -61,15 +61,15 @@ def score(ctx: Context, metrics: set[str]) -> list[Result]:
 
 def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     """The judged scores of every image, with their failure rates, evidence and run notes."""
-    from idbench.ekb import load_ekb
     from idbench.benchmarks.charis.adherence import (
         adherence_itt,
         evaluate_adherence,
         hiding_phrases,
         summarize_adherence,
     )
-    from idbench.benchmarks.charis.judge import evaluate_pairs, pair_from_rows, summarize
     from idbench.benchmarks.charis.holistic import evaluate_holistic, summarize_holistic
+    from idbench.benchmarks.charis.judge import evaluate_pairs, pair_from_rows, summarize
+    from idbench.ekb import load_ekb
 
     ekb = load_ekb()
     prompts, subjects = ctx.data.prompt_rows, ctx.data.references

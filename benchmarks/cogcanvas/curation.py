@@ -6,7 +6,8 @@ build's :class:`~idbench.curation.pipeline.Curation`; without a judge each is lo
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from idbench.benchmarks.cogcanvas.metadata import demographic_balance, extract_metadata, merge_metadata, ref_inputs
 from idbench.benchmarks.cogcanvas.prompt_synthesis import synthesize_prompts, tuple_from_record

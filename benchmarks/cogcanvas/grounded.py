@@ -15,15 +15,16 @@ VLM at one instance without cropping away the context the interaction needs.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from PIL import ImageDraw
 
-from idbench.evaluate_pkg.images import normalize_image
-from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 from idbench.benchmarks.cogcanvas.vqa import SYSTEM as VQA_SYSTEM
 from idbench.benchmarks.cogcanvas.vqa import VQAQuestion, answer_schema, parse_answers, question_prompt
+from idbench.evaluate_pkg.images import normalize_image
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 TASK = "cogcanvas.grounded_binding"
 MARK = (255, 0, 0)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from idbench.benchmarks.cogcanvas import spec as cogcanvas
 from idbench.benchmarks.cogcanvas.graphs import QUESTIONS_VERSION
-from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.benchmarks.cogcanvas.sampling import RETRIEVAL_VERSION, prompt_resampler, sample_cogcanvas
+from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.builders.sources import Source, SourceError, SourceImage, check_distinct_names
 from idbench.builders.write import count_by
 

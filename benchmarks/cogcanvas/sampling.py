@@ -33,6 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from idbench.benchmarks.cogcanvas.graphs import (
+    Edge,
+    derive_questions,
+    edge,
+    interaction_graph,
+    neighbour_pairs,
+    position_graph,
+)
 from idbench.benchmarks.cogcanvas.spec import (
     GROUP_SIZES,
     ITEM_INTERACTIONS,
@@ -44,14 +52,6 @@ from idbench.benchmarks.cogcanvas.spec import (
     PERSON_INTERACTIONS,
     SIZE_CATEGORIES,
     SLOTS,
-)
-from idbench.benchmarks.cogcanvas.graphs import (
-    Edge,
-    derive_questions,
-    edge,
-    interaction_graph,
-    neighbour_pairs,
-    position_graph,
 )
 
 T = TypeVar("T")

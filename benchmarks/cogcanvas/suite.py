@@ -13,14 +13,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from idbench.benchmarks.cogcanvas.retrieval import DIAGNOSTICS as RETRIEVAL_DIAGNOSTICS
 from idbench.benchmarks.cogcanvas.spec import QUESTION_KINDS
 from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.baselines import Layout, Slot, pick_impostors
-from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result, crop_bytes
+from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
 from idbench.evaluate_pkg.images import content_hash
 from idbench.evaluate_pkg.models.detection import SUBJECT_NMS_IOU, nms_per_label
-from idbench.benchmarks.cogcanvas.retrieval import DIAGNOSTICS as RETRIEVAL_DIAGNOSTICS
 from idbench.evaluate_pkg.suites.text_alignment import DIAGNOSTICS as TEXT_DIAGNOSTICS
 from idbench.evaluate_pkg.suites.text_alignment import METRICS as TEXT_METRICS
 from idbench.evaluate_pkg.suites.text_alignment import text_alignment
@@ -508,13 +508,13 @@ def _binding_grounded_vqa(
     it), counted in ``binding_grounded_vqa.failure_rate``. Returns the results of both metrics (per
     person and per image) and their diagnostics, which the caller keeps as asked, and the (prompt,
     seed, slot) of every failed answer."""
-    from idbench.benchmarks.cogcanvas.graphs import binding_phrases
     from idbench.benchmarks.cogcanvas import grounded
+    from idbench.benchmarks.cogcanvas.graphs import binding_phrases
 
     prompts, keys = ctx.data.prompt_rows, ctx.generation_keys()
     names = _item_names(ctx)
     planned = []  # (pair, slot, request)
-    for pair, loc in shared.located.items():
+    for pair in shared.located:
         prompt = prompts[pair[0]]
         phrases = binding_phrases(prompt["interaction_graph"], prompt["position_graph"], names)
         data = shared.gen_loaders[keys[pair]]() if bodies[pair] else None
@@ -621,7 +621,7 @@ def _item_dino_sim(ctx: Context, generations, gen_loaders, detections) -> list[R
             crop_of[(prompt_id, seed, person["slot"])] = crop_key
     crops = ctx.image_features("dinov2", crop_loaders) if crop_loaders else {}
     results = []
-    for (prompt_id, seed), key in generations.items():
+    for prompt_id, seed in generations:
         values = []
         for person in prompts[prompt_id]["persons"]:
             crop_key = crop_of.get((prompt_id, seed, person["slot"]))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from idbench.benchmarks.identity_collapse import spec as identity_collapse
-from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.benchmarks.identity_collapse.sampling import sample_collapse_prompts
+from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.builders.sources import Source, SourceError, SourceImage, check_distinct_names
 from idbench.builders.write import count_by
 

@@ -8,7 +8,7 @@ grid, subjects are used as evenly as the pool allows.
 from __future__ import annotations
 
 import random
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from idbench.benchmarks.identity_collapse.spec import PROMPTS_PER_CELL, SCENES, SEEDS, SUBJECT_LEVELS
 

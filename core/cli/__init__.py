@@ -178,7 +178,7 @@ def _run_command(args: argparse.Namespace) -> int:
         else:
             print(f"idbench {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except Exception as err:  # noqa: BLE001 - a full disk gets one line; anything else is a bug, traceback kept
+    except Exception as err:
         if not storage_failure(err):  # a full or failing disk, a file SQLite cannot read or write
             raise
         path = failed_path(err)

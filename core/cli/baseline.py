@@ -49,8 +49,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def _ranking(args: argparse.Namespace, data) -> int:
-    from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.benchmarks.cogcanvas.retrieval import make_retrieval_baseline, retrieval_rows
+    from idbench.evaluate_pkg.context import ScoreOptions
 
     options = ScoreOptions(
         profile=args.profile,

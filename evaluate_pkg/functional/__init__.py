@@ -31,8 +31,8 @@ confidence intervals       :func:`bootstrap_ci` (prompts resampled: :func:`clust
 """
 
 from .aesthetic import AESTHETIC_V2_LAYERS, aesthetic_score
-from .binding import assign_items, body_from_face, bound_right, person_for_face
 from .background import PATCH_THRESHOLD, background_patches, bg_sim, mask_to_patch_grid, pooled_masked_features
+from .binding import assign_items, body_from_face, bound_right, person_for_face
 from .bootstrap import CI_METHOD, BootstrapCI, bootstrap_ci, cluster_bootstrap_weights, percentile_interval
 from .collapse import SCR_TAUS, instance_collapse_rate, subject_collapse_rate
 from .counting import count_accuracy, count_correct

@@ -13,7 +13,8 @@ scores from the two must never share a column.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -24,9 +24,8 @@ Pure numpy; memory stays bounded by working through the pairs in chunks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 

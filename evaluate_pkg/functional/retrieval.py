@@ -3,7 +3,7 @@ ranker that orders the candidates at random scores on average (the chance level 
 
 from __future__ import annotations
 
-from typing import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 
 
 def precision_recall_at_k(

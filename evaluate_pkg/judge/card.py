@@ -29,7 +29,8 @@ kept and shown, but are not to be ranked by default.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from idbench.evaluate_pkg.judge.controls import ControlRun, same_answer

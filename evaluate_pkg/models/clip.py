@@ -24,8 +24,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch

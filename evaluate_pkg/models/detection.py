@@ -31,10 +31,11 @@ import json
 import logging
 import math
 import string
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -556,8 +557,13 @@ def make_tiny_grounding_dino(path: Path, seed: int) -> Path:
     can stand in for a Hub cache snapshot. Same seed, same bytes; the caller's RNG state is left alone.
     """
     import torch
-    from transformers import BertTokenizer, GroundingDinoConfig, GroundingDinoForObjectDetection, SwinConfig
-    from transformers import GroundingDinoImageProcessor
+    from transformers import (
+        BertTokenizer,
+        GroundingDinoConfig,
+        GroundingDinoForObjectDetection,
+        GroundingDinoImageProcessor,
+        SwinConfig,
+    )
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)

@@ -26,8 +26,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -75,7 +76,7 @@ class DinoEncoder:
         """Weights key, plus ``+patches`` when the output holds the patch grid (a different feature set)."""
         return f"{self.weights_key}+patches" if self.patches else self.weights_key
 
-    def with_patches(self, patches: bool = True) -> "DinoEncoder":
+    def with_patches(self, patches: bool = True) -> DinoEncoder:
         """The same model (shared, not copied) with or without the patch-grid output."""
         variant = copy.copy(self)
         variant.patches = patches

@@ -34,11 +34,12 @@ import json
 import os
 import stat
 import sys
-import zlib
 import zipfile
+import zlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from idbench import settings
 from idbench.atomic import atomic_directory
@@ -309,7 +310,7 @@ def _hub(step: Step, hub_download: HubDownload | None) -> Outcome:
                 )
         try:
             path = hub_download(card.hub_id, filename, revision=card.revision, cache_dir=cache)
-        except Exception as error:  # noqa: BLE001 - sorted into one line per model below; the rest re-raised
+        except Exception as error:
             if disk_full_error(error) or not _is_download_error(error):
                 raise
             return _hub_failure(step, filename, error)
@@ -491,7 +492,7 @@ def _pack(step: Step, models_dir: str | os.PathLike | None, fetch_url: FetchUrl 
         part.parent.mkdir(parents=True, exist_ok=True)
         try:
             fetch(url, part)
-        except Exception as error:  # noqa: BLE001 - one line per URL; a bug's error is re-raised
+        except Exception as error:
             if disk_full_error(error) or not _is_download_error(error):
                 raise
             errors.append(f"{url}: {_one_line(error)}")
@@ -536,7 +537,7 @@ def fetch_with_resume(url: str, destination: Path, *, timeout: float = 60.0, max
     if have:
         request.add_header("Range", f"bytes={have}-")
     try:
-        response = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - a fixed https URL
+        response = urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as error:
         if error.code == 416 and have:  # the range starts at the end: the partial file is complete
             return
@@ -625,7 +626,7 @@ def unpack_pack(
                 "bytes": archive.stat().st_size,
                 "unpacked_bytes": written_total,
                 "files": sorted(str(PurePosixPath(*name.parts[strip:])) for name in names),
-                "fetched_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "fetched_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                 "note": "no published checksum of this zip could be verified; this records what was fetched",
             }
             (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -59,8 +59,9 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image

@@ -38,8 +38,9 @@ import contextlib
 import hashlib
 import importlib
 import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from idbench import settings
 from idbench.atomic import atomic_directory
@@ -526,7 +527,7 @@ def load_model(
     name: str,
     *,
     device: str = "cpu",
-    dtype: "torch.dtype | str | None" = None,
+    dtype: torch.dtype | str | None = None,
     models_dir: str | os.PathLike | None = None,
 ) -> Any:
     """Load the model registered as ``name`` on ``device``; returns its encoder object.
@@ -557,7 +558,7 @@ _DTYPE_NAMES = {
 }
 
 
-def compute_dtype(device: "torch.device | str", dtype: "torch.dtype | str | None" = None) -> "torch.dtype":
+def compute_dtype(device: torch.device | str, dtype: torch.dtype | str | None = None) -> torch.dtype:
     """The precision a model runs in: ``dtype`` if given, else bf16 on CUDA and fp32 elsewhere."""
     import torch
 
@@ -571,7 +572,7 @@ def compute_dtype(device: "torch.device | str", dtype: "torch.dtype | str | None
         raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(sorted(_DTYPE_NAMES))}") from None
 
 
-def autocast(device: "torch.device | str", dtype: "torch.dtype") -> contextlib.AbstractContextManager:
+def autocast(device: torch.device | str, dtype: torch.dtype) -> contextlib.AbstractContextManager:
     """Autocast to ``dtype`` on ``device``; a no-op for fp32 (weights stay fp32, matmuls run in ``dtype``)."""
     import torch
 
@@ -580,7 +581,7 @@ def autocast(device: "torch.device | str", dtype: "torch.dtype") -> contextlib.A
     return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
 
 
-def save_safetensors(model: "torch.nn.Module", file: Path) -> None:
+def save_safetensors(model: torch.nn.Module, file: Path) -> None:
     """A model's state dict as safetensors, under the parameter names transformers reads back.
 
     Used by the tiny makers instead of ``save_pretrained`` so that config.json stays in the format the

@@ -21,9 +21,9 @@ Space validates against the very files a worker scores with; else ``IDBENCH_DATA
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import streamlit as st
 
@@ -31,7 +31,7 @@ from idbench import settings
 from idbench.errors import IdbenchError
 from idbench.leaderboard import hub_mirror
 from idbench.leaderboard.app.markdown import plain
-from idbench.leaderboard.hubrepo import STAND_IN_ENV, HubRepoError, RepoConflict, open_repo
+from idbench.leaderboard.hubrepo import HubRepoError, RepoConflict, open_repo
 from idbench.leaderboard.queue import RateLimit, submit
 from idbench.leaderboard.store import Store, default_home, iso
 

@@ -15,8 +15,9 @@ import logging
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import altair as alt
 import numpy as np
@@ -1266,7 +1267,7 @@ def _client() -> str | None:
     try:
         if getattr(st.user, "is_logged_in", False):
             user = st.user.get("preferred_username") or st.user.get("name")
-    except Exception:  # noqa: BLE001 - no authentication configured: st.user cannot be read
+    except Exception:
         user = None
     context = st.context
     try:

@@ -18,10 +18,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES
 
 from idbench.builders.build import build, format_report
 from idbench.builders.sources import SourceError
-from conftest import SAMPLES
 from idbench.curation.pipeline import NO_JUDGE, CurateOptions, Curation
 from idbench.curation.quality import QualityThresholds
 from idbench.evaluate_pkg.judge import JudgeAnswer
@@ -314,11 +314,14 @@ def test_an_implausible_tuple_is_drawn_again_with_its_retrieval_rows(tmp_path, f
     old = {p["prompt_id"]: p for p in load("plain", "prompts")}[redrawn]
     new = {p["prompt_id"]: p for p in load("out", "prompts")}[redrawn]
     assert new["n_persons"] == old["n_persons"] and new["layout"] == old["layout"]
-    drawn = lambda p: (
-        [q["entity_id"] for q in p["persons"]],
-        [q["item_entity_id"] for q in p["persons"]],
-        p["background_ref_id"],
-    )  # noqa: E731
+
+    def drawn(p):
+        return (
+            [q["entity_id"] for q in p["persons"]],
+            [q["item_entity_id"] for q in p["persons"]],
+            p["background_ref_id"],
+        )
+
     assert drawn(new) != drawn(old)
     # Its retrieval rows follow the new draw; every other prompt's rows are as before.
     rows = load("out", "retrieval")

@@ -28,7 +28,7 @@ def planted_pool(n_base: int, dim: int, groups: int, seed: int) -> dict[str, np.
     base = rng.normal(size=(n_base, dim))
     base /= np.linalg.norm(base, axis=1, keepdims=True)
     vectors = {f"v{k:04d}": base[k] for k in range(n_base)}
-    for g, original in enumerate(rng.choice(n_base, size=groups, replace=False)):
+    for original in rng.choice(n_base, size=groups, replace=False):
         for c in range(int(rng.integers(1, 4))):
             cosine = rng.uniform(0.93, 0.99)
             sigma = math.sqrt((1 / cosine**2 - 1) / dim)

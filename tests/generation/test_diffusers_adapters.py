@@ -13,11 +13,11 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
+from PIL import Image  # noqa: E402
+
 from idbench.builders.build import build  # noqa: E402
 from idbench.cli import main  # noqa: E402
 from idbench.evaluate_pkg.data import load_benchmark_data  # noqa: E402
-from PIL import Image  # noqa: E402
-
 from idbench.generation.adapters import (  # noqa: E402
     DiffusersImageList,
     DiffusersKontext,
@@ -85,7 +85,7 @@ def test_the_text_to_image_adapter_loads_a_folder_and_fills_the_text_to_image_tr
         f.unlink()
     capsys.readouterr()
     assert main(argv) == 0
-    assert f"generated 2 images" in capsys.readouterr().out
+    assert "generated 2 images" in capsys.readouterr().out
     assert all(np.abs(np.asarray(Image.open(f), np.int16) - b).max() <= 1 for f, b in zip(files, before))
 
 

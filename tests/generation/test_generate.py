@@ -15,8 +15,8 @@ from PIL import Image
 
 from idbench.builders.build import build
 from idbench.cli import main
-from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.errors import IdbenchError
+from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.submission import validate_submission
 from idbench.generation.adapters import GeneratorError, GeneratorOptions, load_generator, register_generator
 from idbench.generation.requests import build_requests, manifest_rows, reference_roles

@@ -23,8 +23,8 @@ from idbench.builders.build import build  # noqa: E402
 from idbench.cli import main  # noqa: E402
 from idbench.evaluate_pkg.baselines import reference_image  # noqa: E402
 from idbench.evaluate_pkg.data import load_benchmark_data  # noqa: E402
-from idbench.evaluate_pkg.submission import SubmissionError, validate_submission  # noqa: E402
 from idbench.evaluate_pkg.models.clip import write_clip_tokenizer_files  # noqa: E402
+from idbench.evaluate_pkg.submission import SubmissionError, validate_submission  # noqa: E402
 from idbench.generation.adapters import DiffusersImageList, DiffusersKontext, GeneratorOptions, load_generator  # noqa: E402
 from idbench.generation.requests import manifest_rows  # noqa: E402
 from idbench.generation.run import generate_submission  # noqa: E402
@@ -370,7 +370,7 @@ def test_each_family_gets_the_references_in_order_on_every_benchmark(
         generate_submission(data, adapter, out, resolution=SIZE, limit=2, progress=False)
     rows = manifest_rows(out / "manifest.csv")[:2]
     assert spy.call_count == 2
-    for (prompt_id, seed, file), call in zip(rows, spy.call_args_list):
+    for (prompt_id, seed, _file), call in zip(rows, spy.call_args_list):
         arguments = call.kwargs
         prompt = data.prompt_rows[prompt_id]
         assert arguments["generator"].initial_seed() == seed and arguments["height"] == SIZE
@@ -383,9 +383,9 @@ def test_each_family_gets_the_references_in_order_on_every_benchmark(
             assert arguments["max_area"] == SIZE * SIZE
             continue
         passed = {
-            "diffusers-image-list": lambda: arguments["image"],
-            "diffusers-omnigen": lambda: arguments["input_images"],
-            "diffusers-kontext": lambda: [arguments["image"]],
+            "diffusers-image-list": lambda: arguments["image"],  # noqa: B023 (called at once, in this iteration)
+            "diffusers-omnigen": lambda: arguments["input_images"],  # noqa: B023
+            "diffusers-kontext": lambda: [arguments["image"]],  # noqa: B023
         }[adapter_name]()
         assert [closest(image, originals) for image in passed] == ids
         for image, ref_id in zip(passed, ids):

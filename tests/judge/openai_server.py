@@ -218,10 +218,10 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         # add ~40 ms to every reply.
         disable_nagle_algorithm = True
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: the tests read the recorded requests instead
 
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length", 0))
             raw = self.rfile.read(length)
             if not self.path.rstrip("/").endswith("/chat/completions"):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from control_judges import CountingJudge, LenientJudge, TruthfulJudge, question_ids
+
 from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
@@ -211,6 +211,7 @@ def test_controls_are_asked_once_the_second_run_sends_nothing(built, tmp_path, m
 
     sys.path.insert(0, str(Path(__file__).parent))
     from openai_server import ScriptedServer, answer
+
     from idbench.evaluate_pkg.judge import JudgeConfig
 
     def yes(body):
@@ -267,6 +268,7 @@ def test_a_repeat_is_a_new_sample_and_a_bad_cached_value_is_asked_again(tmp_path
 
     sys.path.insert(0, str(Path(__file__).parent))
     from openai_server import ScriptedServer, answer
+
     from idbench.evaluate_pkg.judge import AnswerCache, JudgeConfig, JudgeRequest, OpenAIJudge
 
     schema = {

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from openai_server import ScriptedServer, answer, malformed, user_text
 
 from idbench.builders.build import build
+from idbench.cli import main
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.runner import NO_JUDGE, select_metrics
-from idbench.cli import main
-from openai_server import ScriptedServer, answer, malformed, user_text
 
 SECRET = "sk-idbench-test-9f8e7d6c5b4a"
 

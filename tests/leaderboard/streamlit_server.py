@@ -7,8 +7,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import pytest
 

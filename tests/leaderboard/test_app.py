@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import pandas as pd
 import pytest
 import streamlit as st
+from filled_store import add_cogcanvas, fill_store, zip_folder
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
@@ -26,8 +27,6 @@ from idbench.leaderboard.app import APP_PATH
 from idbench.leaderboard.app.render import plain
 from idbench.leaderboard.queue import jobs_table
 from idbench.leaderboard.store import Store
-
-from filled_store import add_cogcanvas, fill_store, zip_folder
 
 BENCHMARK = "identity-collapse"
 TIMEOUT = 60  # seconds per script run; the first import of matplotlib and the store can be slow
@@ -335,7 +334,6 @@ def test_submit_page_refuses_a_bad_link_and_queues_nothing(home_copy, filled):
 
 def test_submit_page_takes_a_hub_dataset_repo(home_copy, filled, tmp_path, monkeypatch):
     import huggingface_hub.constants as hub_constants
-
     from conftest import place_dataset_in_hub_cache
 
     cache = tmp_path / "hf-cache"
@@ -783,8 +781,8 @@ def test_the_model_page_compares_with_another_result(filled, monkeypatch):
     # on the (prompt, seed) pairs both hold, means and their difference, in the page's display units.
     import sqlite3
 
-    from idbench.builders.registry import get_benchmark
     from idbench.builders.display import DISPLAYS, show
+    from idbench.builders.registry import get_benchmark
 
     with sqlite3.connect(filled / "leaderboard.sqlite3") as db:
         paths = dict(db.execute("SELECT submission_id, results_path FROM results WHERE current"))

@@ -28,15 +28,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
-
-from idbench.leaderboard.app import APP_PATH
-from idbench.leaderboard.queue import jobs_table
-from idbench.evaluate_pkg.context import ScoreOptions
-from idbench.leaderboard.store import Store
-from idbench.leaderboard.worker import run_worker
-
 from filled_store import fill_store, zip_folder
 from streamlit_server import free_port, running
+
+from idbench.evaluate_pkg.context import ScoreOptions
+from idbench.leaderboard.app import APP_PATH
+from idbench.leaderboard.queue import jobs_table
+from idbench.leaderboard.store import Store
+from idbench.leaderboard.worker import run_worker
 
 BENCHMARK = "identity-collapse"
 CHROMIUM = Path(os.environ.get("IDBENCH_CHROMIUM", "/usr/bin/chromium"))

@@ -6,9 +6,9 @@ import json
 import re
 
 from idbench.builders.build import build
+from idbench.cli import main
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.cli import main
 
 
 def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys):

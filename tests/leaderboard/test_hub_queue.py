@@ -162,11 +162,9 @@ def test_two_workers_never_win_the_same_request(repos):
     # The repo's own history agrees: one claim commit per request, oldest request first per worker.
     claims = [line.split()[2] for line in _log(requests) if line.split()[1] == "claim"]
     assert sorted(claims) == sorted(paths)
-    for worker, paths_won in won.items():
+    for name, paths_won in won.items():
         assert paths_won == sorted(paths_won)
-        assert all(
-            _record(requests, p)["worker"] == worker and _record(requests, p)["attempts"] == 1 for p in paths_won
-        )
+        assert all(_record(requests, p)["worker"] == name and _record(requests, p)["attempts"] == 1 for p in paths_won)
 
 
 def test_expired_leases_are_claimed_again_then_parked(repos):

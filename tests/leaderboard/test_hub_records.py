@@ -5,7 +5,7 @@ that passes)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
@@ -21,7 +21,7 @@ from idbench.leaderboard.hub_records import (
     load_record,
 )
 
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc).timestamp()
+NOW = datetime(2026, 6, 1, tzinfo=UTC).timestamp()
 DIGEST = "0123456789abcdef" * 4
 BENCHMARK = "identity-collapse"
 REQUEST_PATH = f"{BENCHMARK}/model-a/{DIGEST[:12]}.json"

@@ -14,10 +14,10 @@ import sqlite3
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from idbench.builders.registry import get_benchmark
-from idbench.leaderboard import hub_mirror, judges, query, store as store_module
+from idbench.leaderboard import hub_mirror, judges, query
+from idbench.leaderboard import store as store_module
 from idbench.leaderboard.hub import result_record as hub_result_record
 from idbench.leaderboard.hubrepo import FileAdd, LocalRepoStandIn
 from idbench.leaderboard.store import Store

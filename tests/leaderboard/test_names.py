@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from idbench.builders.registry import get_benchmark
 from idbench.builders.build import build
+from idbench.builders.registry import get_benchmark
 from idbench.cli import main
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from filled_store import lift_copy_marks
 
-from idbench.builders.registry import get_benchmark
 from idbench.builders.build import build
+from idbench.builders.registry import get_benchmark
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
@@ -23,8 +24,6 @@ from idbench.leaderboard import query
 from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
-
-from filled_store import lift_copy_marks
 
 BENCHMARK = "identity-collapse"
 SPEC = get_benchmark(BENCHMARK)

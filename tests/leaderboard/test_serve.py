@@ -6,11 +6,10 @@ import os
 import sys
 
 import pytest
+from streamlit_server import free_port, running
 
 import idbench.leaderboard.app as app
 from idbench.cli import main
-
-from streamlit_server import free_port, running
 
 
 def _option(command: list[str], name: str) -> str | None:

@@ -5,21 +5,21 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import sys
-import types
 import shutil
 import sqlite3
+import sys
 import time
+import types
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from idbench.builders.build import build
+from idbench.builders.registry import get_benchmark
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.builders.registry import get_benchmark
 from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import SubmissionError
 from idbench.leaderboard.queue import claim, finish, jobs_table, rescore_all, submit

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from filled_store import add_cogcanvas_who
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
@@ -25,8 +26,6 @@ from idbench.leaderboard import query, samples
 from idbench.leaderboard.app import APP_PATH
 from idbench.leaderboard.app.render import WHO_NOT_RECORDED
 from idbench.leaderboard.hub_mirror import NOT_PUBLIC
-
-from filled_store import add_cogcanvas_who
 
 SPEC = get_benchmark("cogcanvas")
 TIMEOUT = 60
@@ -151,8 +150,8 @@ def test_a_face_crop_is_padded_and_clipped_to_the_image():
 def test_the_names_and_definitions_agree_with_the_scorer():
     """The app keeps the evidence name and the counts' definitions as text (the Space installs no scorer):
     they must stay those of evaluate_pkg."""
-    from idbench.evaluate_pkg.functional import identity
     from idbench.benchmarks.cogcanvas import suite as cogcanvas
+    from idbench.evaluate_pkg.functional import identity
 
     assert samples.WHO_BECAME_WHOM == cogcanvas.WHO
     assert {f"who.{name}" for name in query.WHO_COUNTS} == {

@@ -23,21 +23,21 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 import pytest
+from judges import judges
 
-from idbench.builders.spec import DEFAULT_TASK
 from idbench.builders.build import build
+from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.runner import score_submission
-from judges import judges
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "metric-sanity.md"

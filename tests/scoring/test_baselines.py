@@ -279,7 +279,7 @@ def test_swap_cogcanvas_moves_every_person_with_their_item(benchmarks, submissio
             shown.append(people[0])
         layout = [r for r, _ in refs]
         assert sorted(shown) == sorted(layout)
-        assert all(s != l for s, l in zip(shown, layout))  # nobody in their own position
+        assert all(seen != laid for seen, laid in zip(shown, layout))  # nobody in their own position
 
 
 def test_swap_charis_is_the_collage_mirrored(benchmarks, submission):

@@ -260,12 +260,11 @@ def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path, monkey
     the pool is flagged on every image (``copy.foreign`` counts the extra references); the mannequin
     (the prompt followed, no reference pixel) and the background are flagged on none."""
     from idbench.builders.build import build
+    from idbench.evaluate_pkg import copies
     from idbench.evaluate_pkg.baselines import make_baseline
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.data import load_benchmark_data
     from idbench.evaluate_pkg.runner import score_submission
-
-    from idbench.evaluate_pkg import copies
 
     build("cogcanvas", out=tmp_path / "data", n_prompts=6)
     data = load_benchmark_data(tmp_path / "data", cache_dir=str(tmp_path / "hf"))

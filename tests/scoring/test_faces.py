@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageEnhance, ImageOps
 
-from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
 from idbench.evaluate_pkg.models import faces
+from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 

@@ -7,9 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 import torch
+from conftest import noise_jpeg
 
 from idbench.evaluate_pkg.features import FeatureStore, condition_hash, text_hash
-from conftest import noise_jpeg
 
 
 class MeanColourEncoder:

@@ -37,7 +37,6 @@ from idbench.evaluate_pkg.functional import (
     torchmetrics_clipscore_of_mean,
 )
 
-
 FUNCTIONAL_MODULES = [
     "similarity",
     "matching",

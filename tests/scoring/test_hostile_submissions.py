@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import noise_jpeg
 from PIL.PngImagePlugin import PngImageFile
 
-from conftest import noise_jpeg
 from idbench.builders.build import build
 from idbench.evaluate_pkg import submission as submission_module
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data

@@ -6,6 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import HUB_REVISION as REVISION
+from conftest import place_dataset_in_hub_cache
 
 from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
@@ -18,8 +20,6 @@ from idbench.evaluate_pkg.hub_submission import (
     parse_repo_ref,
 )
 from idbench.evaluate_pkg.submission import validate_submission
-
-from conftest import HUB_REVISION as REVISION, place_dataset_in_hub_cache
 
 
 @pytest.fixture
@@ -99,9 +99,10 @@ def test_a_repo_not_in_the_cache_offline_is_one_clear_error(hf_cache, tmp_path):
 
 
 def test_online_a_repo_over_the_limit_is_refused_before_any_download(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
     import huggingface_hub
     import huggingface_hub.constants as hub_constants
-    from types import SimpleNamespace
 
     class FileList:  # what HfApi.dataset_info(files_metadata=True) answers, as far as fetch reads it
         def dataset_info(self, repo_id, revision=None, files_metadata=False):

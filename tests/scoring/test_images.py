@@ -13,9 +13,9 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import noise_jpeg
 from PIL import Image
 
-from conftest import noise_jpeg
 from idbench.evaluate_pkg import images
 from idbench.evaluate_pkg.images import ImageError, content_hash, normalize_image
 

@@ -310,7 +310,7 @@ def loopback_server(monkeypatch):
     seen_ranges: list[str | None] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
+        def do_GET(self):
             asked = self.headers.get("Range")
             seen_ranges.append(asked)
             start = int(asked[len("bytes=") : -1]) if asked and self.server.honour_range else 0

@@ -17,14 +17,14 @@ import pytest
 import torch
 from PIL import Image
 
+from idbench.benchmarks.cogcanvas import suite as cogcanvas
+from idbench.benchmarks.identity_collapse import suite as collapse
 from idbench.evaluate_pkg import baselines as B
 from idbench.evaluate_pkg.context import Context, ScoreOptions, crop_bytes
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.images import content_hash, normalize_image
 from idbench.evaluate_pkg.models import registry
 from idbench.evaluate_pkg.models.detection import CROP_FILL, SUBJECT_NMS_IOU, Detection, nms_per_label
-from idbench.benchmarks.cogcanvas import suite as cogcanvas
-from idbench.benchmarks.identity_collapse import suite as collapse
 
 RED, BLUE, GREY = (255, 0, 0), (0, 0, 255), (90, 160, 90)
 

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from idbench.builders.build import build
+from idbench.cli import main
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.runner import ScoringError, score_submission
 from idbench.evaluate_pkg.submission import SubmissionError
-from idbench.cli import main
 
 TINY = ScoreOptions(profile="tiny")
 

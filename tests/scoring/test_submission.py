@@ -21,11 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import noise_jpeg
 from PIL import Image
 
 from idbench.builders.build import build
 from idbench.builders.write import OutputExistsError
-from conftest import noise_jpeg
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.images import normalize_image
 from idbench.evaluate_pkg.submission import (

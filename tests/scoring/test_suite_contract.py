@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from conftest import check_suite_contract
-from idbench.builders.registry import BENCHMARKS
+
 from idbench.builders.build import build, sample_source
+from idbench.builders.registry import BENCHMARKS
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data

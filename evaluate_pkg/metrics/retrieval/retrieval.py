@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import datasets
 import evaluate
 
 from idbench.evaluate_pkg.functional import retrieval_precision_recall
+from idbench.evaluate_pkg.metrics._shared import CITATION_COGCANVAS, floats, mean_of_defined
 
 # The cut-offs the CogCanvas paper reports (section 3.5); any others may be passed as ks.
 PAPER_KS = (1, 3, 5)
-from idbench.evaluate_pkg.metrics._shared import CITATION_COGCANVAS, floats, mean_of_defined
 
 _DESCRIPTION = """\
 Reference retrieval (CogCanvas auxiliary task): for each identity slot, a ranked list of candidate

@@ -11,10 +11,10 @@ import json
 import math
 import shutil
 
+import krippendorff
 import numpy as np
 import pandas as pd
 import pytest
-import krippendorff
 from scipy.stats import kendalltau, pearsonr, spearmanr
 
 from idbench.benchmarks.charis import alignment as al
@@ -651,8 +651,9 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 def test_readers_take_a_built_charis_folder_and_score_runs(tmp_path, fresh_cache):
-    from idbench.builders.build import build
     from conftest import SAMPLES, write_manifest
+
+    from idbench.builders.build import build
 
     source = tmp_path / "src"
     shutil.copytree(SAMPLES, source)

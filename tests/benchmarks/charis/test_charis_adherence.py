@@ -19,11 +19,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from idbench.builders.build import build
-from idbench.ekb import load_ekb
-from idbench.evaluate_pkg.baselines import image_path, make_baseline
-from idbench.evaluate_pkg.context import Models, ScoreOptions
-from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.benchmarks.charis.adherence import (
     ADHERENCE_TASK,
     adherence_request,
@@ -34,11 +29,16 @@ from idbench.benchmarks.charis.adherence import (
     prompt_hides_subject,
 )
 from idbench.benchmarks.charis.judge import CharisPair, PairVerdict
+from idbench.builders.build import build
+from idbench.ekb import load_ekb
+from idbench.evaluate_pkg.baselines import image_path, make_baseline
+from idbench.evaluate_pkg.context import Models, ScoreOptions
+from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.judge.types import JudgeAnswer
 from idbench.evaluate_pkg.runner import score_submission
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sanity"))
-from judges import PixelJudge, RuleJudge, charis_answer, follow_prompt, is_adherence, prompt_of  # noqa: E402
+from judges import PixelJudge, RuleJudge, charis_answer, follow_prompt, is_adherence, prompt_of
 
 RANKED = ("charis_score", "charis_score_itt", "prompt_adherence", "charis_overall")
 # The template phrases that ask for the subject to be hidden, as decided in transformations.yaml.

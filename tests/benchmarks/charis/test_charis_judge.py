@@ -24,12 +24,12 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pytest
 
-from idbench.ekb import load_ekb
 from idbench.benchmarks.charis.judge import (
     FEATURES_TASK,
     SUBJECT_TASK,
@@ -41,6 +41,7 @@ from idbench.benchmarks.charis.judge import (
     subject_request,
     summarize,
 )
+from idbench.ekb import load_ekb
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -17,14 +17,14 @@ import pytest
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "judge"))
-from openai_server import ScriptedServer, answer, image_urls, user_text  # noqa: E402
+from openai_server import ScriptedServer, answer, image_urls, user_text
 
-from idbench.benchmarks.charis.spec import PROMPTS  # noqa: E402
-from idbench.benchmarks.charis import prompts as cp  # noqa: E402
-from idbench.benchmarks.charis import review  # noqa: E402
-from idbench.ekb import load_ekb  # noqa: E402
-from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge  # noqa: E402
-from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
+from idbench.benchmarks.charis import prompts as cp
+from idbench.benchmarks.charis import review
+from idbench.benchmarks.charis.spec import PROMPTS
+from idbench.ekb import load_ekb
+from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 EKB = load_ekb()
 PHRASES = {

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 
-from idbench.benchmarks.charis.judge import CharisPair
 from idbench.benchmarks.charis.holistic import (
     HOLISTIC_TASK,
     RUBRIC,
@@ -17,6 +17,7 @@ from idbench.benchmarks.charis.holistic import (
     holistic_request,
     summarize_holistic,
 )
+from idbench.benchmarks.charis.judge import CharisPair
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 

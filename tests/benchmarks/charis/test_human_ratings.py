@@ -6,10 +6,10 @@ import shutil
 
 import datasets
 import pytest
+from conftest import SAMPLES, write_manifest
 
 from idbench.builders.build import build
 from idbench.builders.sources import SourceError
-from conftest import SAMPLES, write_manifest
 
 
 @pytest.fixture

@@ -33,8 +33,8 @@ import pandas as pd
 import pytest
 from PIL import Image, ImageFilter
 
-from idbench.builders.registry import get_benchmark
 from idbench.builders.build import build
+from idbench.builders.registry import get_benchmark
 from idbench.evaluate_pkg.baselines import image_path
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
@@ -43,7 +43,7 @@ from idbench.evaluate_pkg.runner import score_submission
 from idbench.leaderboard import query
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sanity"))
-from judges import adherence_answer, charis_answer, follow_prompt, is_adherence, prompt_of  # noqa: E402
+from judges import adherence_answer, charis_answer, follow_prompt, is_adherence, prompt_of
 
 CHARIS = get_benchmark("charis")
 # Every judged column of the CHARIS suite (all are shown: leaderboard, report.md, the CLI's summary).

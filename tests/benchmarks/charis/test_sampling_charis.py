@@ -8,8 +8,8 @@ from collections import Counter, defaultdict
 import pytest
 from datasets import Dataset
 
-from idbench.benchmarks.charis.spec import PROMPTS
 from idbench.benchmarks.charis.sampling import sample_charis_prompts
+from idbench.benchmarks.charis.spec import PROMPTS
 from idbench.ekb import load_ekb
 
 TYPES = ["human", "animal", "anthropomorphic", "animated_object"]

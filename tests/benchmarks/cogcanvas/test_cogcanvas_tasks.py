@@ -17,15 +17,15 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-
 from conftest import check_suite_contract
+
+from idbench.benchmarks.cogcanvas.retrieval import score_rankings
 from idbench.builders.build import build
 from idbench.cli import main
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.judge import JudgeAnswer
-from idbench.benchmarks.cogcanvas.retrieval import score_rankings
 from idbench.evaluate_pkg.runner import NO_JUDGE, score_submission
 from idbench.evaluate_pkg.submission import SubmissionError, validate_submission
 from idbench.evaluate_pkg.suites import suite_for

@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-from idbench.benchmarks.cogcanvas.spec import ITEM_INTERACTIONS, PERSON_INTERACTIONS
-from idbench.builders.build import build
 from idbench.benchmarks.cogcanvas.graphs import (
     QUESTIONS_VERSION,
     derive_questions,
@@ -18,6 +16,8 @@ from idbench.benchmarks.cogcanvas.graphs import (
     position_graph,
     position_phrase,
 )
+from idbench.benchmarks.cogcanvas.spec import ITEM_INTERACTIONS, PERSON_INTERACTIONS
+from idbench.builders.build import build
 
 # Three persons standing B, A, C from left to right; B and A hold hands.
 PERSONS = [

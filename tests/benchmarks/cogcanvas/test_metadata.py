@@ -17,13 +17,13 @@ import pytest
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "judge"))
-from openai_server import ScriptedServer, answer, malformed, user_text  # noqa: E402
+from openai_server import ScriptedServer, answer, malformed, user_text
 
-from idbench.benchmarks.cogcanvas.spec import AGE_GROUPS, ITEM_INTERACTIONS, SCENE_TYPES, SIZE_CATEGORIES  # noqa: E402
-from idbench.benchmarks.cogcanvas import metadata as md  # noqa: E402
-from idbench.evaluate_pkg.judge import AnswerCache, JudgeConfig, OpenAIJudge  # noqa: E402
-from idbench.evaluate_pkg.judge.client import strict_compatible  # noqa: E402
-from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
+from idbench.benchmarks.cogcanvas import metadata as md
+from idbench.benchmarks.cogcanvas.spec import AGE_GROUPS, ITEM_INTERACTIONS, SCENE_TYPES, SIZE_CATEGORIES
+from idbench.evaluate_pkg.judge import AnswerCache, JudgeConfig, OpenAIJudge
+from idbench.evaluate_pkg.judge.client import strict_compatible
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 
 def png(color: tuple[int, int, int], size: tuple[int, int] = (32, 24)) -> bytes:

@@ -18,13 +18,13 @@ import pytest
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "judge"))
-from openai_server import ScriptedServer, answer, image_urls, user_text  # noqa: E402
+from openai_server import ScriptedServer, answer, image_urls, user_text
 
-from idbench.benchmarks.cogcanvas.spec import PROMPTS  # noqa: E402
-from idbench.benchmarks.cogcanvas.sampling import sample_cogcanvas  # noqa: E402
-from idbench.benchmarks.cogcanvas import prompt_synthesis as ps  # noqa: E402
-from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge  # noqa: E402
-from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest  # noqa: E402
+from idbench.benchmarks.cogcanvas import prompt_synthesis as ps
+from idbench.benchmarks.cogcanvas.sampling import sample_cogcanvas
+from idbench.benchmarks.cogcanvas.spec import PROMPTS
+from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge
+from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 ALL_PASS = {
     "interaction_plausible": True,

@@ -16,11 +16,11 @@ import json
 import datasets
 import pytest
 
-from idbench.builders.build import build
+from idbench.benchmarks.cogcanvas.retrieval import metadata_rankings, words
 from idbench.benchmarks.cogcanvas.sampling import RETRIEVAL_VERSION
+from idbench.builders.build import build
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.functional import retrieval_precision_recall
-from idbench.benchmarks.cogcanvas.retrieval import metadata_rankings, words
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from collections import Counter
 import datasets
 import pytest
 
+from idbench.benchmarks.cogcanvas.sampling import default_prompt_count, group_counts, sample_cogcanvas
 from idbench.benchmarks.cogcanvas.spec import (
     AGE_GROUPS,
     ITEM_INTERACTIONS,
@@ -23,7 +24,6 @@ from idbench.benchmarks.cogcanvas.spec import (
     SIZE_CATEGORIES,
     SLOTS,
 )
-from idbench.benchmarks.cogcanvas.sampling import default_prompt_count, group_counts, sample_cogcanvas
 
 COUNT_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 # How questions must name the person at each place of a row of N, written out by hand.

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 import jsonschema
 import pytest
 
+from idbench.benchmarks.cogcanvas import vqa
 from idbench.benchmarks.cogcanvas.graphs import derive_questions, edge, interaction_graph, position_graph
 from idbench.evaluate_pkg.context import Result
-from idbench.benchmarks.cogcanvas import vqa
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
 IMAGE_1 = b"\x89PNG fake image one"
