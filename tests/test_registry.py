@@ -157,3 +157,17 @@ def test_each_built_in_folder_ships_its_developer_card(name):
     assert f"(`{name}`)" in text.splitlines()[0]
     missing = [m for m in spec.ranking if f"`{m}`" not in text and not m.startswith("retrieval_")]
     assert missing == []
+
+
+def test_loading_every_spec_imports_no_model_stack():
+    """A spec is a description: listing the benchmarks (every entry point loaded) imports no torch or
+    transformers, so commands that only read specs (help, template, validate) stay light."""
+    code = (
+        "import sys\n"
+        "from idbench.builders.registry import BENCHMARKS\n"
+        "assert len(list(BENCHMARKS)) >= 3\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'diffusers', 'open_clip') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
