@@ -23,7 +23,17 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running(command: Sequence[str], env: Mapping[str, str], port: int, log_path: Path) -> Iterator[str]:
-    """Run ``command`` (a streamlit server on ``port``) until the block ends; yield its base URL.
+    """Run ``command`` (a streamlit server on ``port``) until the block ends; yield its base URL."""
+    with started(command, env, port, log_path) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def started(
+    command: Sequence[str], env: Mapping[str, str], port: int, log_path: Path
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Start ``command`` (a streamlit server on ``port``, or what runs one); yield its base URL and the
+    process once it answers. The process is stopped at the end of the block if it is still running.
 
     Fails the test, with the server's log, when the process exits or the health endpoint does not
     answer within ``STARTUP_TIMEOUT``.
@@ -49,11 +59,12 @@ def running(command: Sequence[str], env: Mapping[str, str], port: int, log_path:
                         f"nothing answered on port {port} in {STARTUP_TIMEOUT}s:\n{Path(log_path).read_text(errors='replace')}"
                     )
                 time.sleep(0.2)  # polling the health endpoint, not waiting on a page
-            yield url
+            yield url, process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=15)
