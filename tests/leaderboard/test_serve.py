@@ -90,7 +90,12 @@ def test_a_signal_to_idbench_serve_stops_its_server_and_frees_the_port(tmp_path,
         assert process.wait(timeout=60) == 0
     assert not any(_alive(pid) for pid in servers), "the Streamlit server outlived idbench serve"
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", port))  # the port is free again
+        # Nothing listens there any more, and a new server can take the port (servers set SO_REUSEADDR, so
+        # the closed health-check connections' TIME_WAIT does not count).
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
 
 
 def test_streamlit_server_port_from_the_environment_is_used(tmp_path):
