@@ -148,7 +148,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "IDBENCH_CACHE",
         "folders",
-        "Root of the run caches: computed features under `features/`, the VLM judge's answers under `judge/` (one variable moves both).",
+        "Root of the run caches: computed features under `features/`, the VLM judge's answers under `judge/` (one variable moves both). Earlier checkouts took it as the features folder itself: point it one level up to keep such a cache.",
         "~/.cache/idbench",
         _path,
     ),
