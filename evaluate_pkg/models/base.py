@@ -39,6 +39,14 @@ class ModelCard:
     revision: str | None  # pinned commit of that repository
     description: str
     how_to_get: str  # shown when the model is missing
+    #: The weights' licence as their own page or release states it ("not stated on the model page" where
+    #: it states none: never a guess), with the pages it was read from; the README's Models table shows both.
+    license: str = ""
+    license_sources: tuple[str, ...] = ()
+    #: The Hub repo serves its files only to a logged-in user who accepted its licence there (registry.HUB_NOTES).
+    gated: bool = False
+    #: Where weights that are not on the Hub come from (a Hub card's source is its hub_id at its revision).
+    source: str = ""
 
 
 @runtime_checkable

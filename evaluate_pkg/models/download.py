@@ -49,6 +49,7 @@ from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
 __all__ = [
     "BUFFALO_L_FILES",
     "BUFFALO_L_URLS",
+    "INSIGHTFACE_FLAG",
     "INSIGHTFACE_LICENSE",
     "Outcome",
     "Report",
@@ -76,9 +77,10 @@ BUFFALO_L_URLS: tuple[str, ...] = (
 BUFFALO_L_FILES: tuple[str, ...] = ("det_10g.onnx", "w600k_r50.onnx")
 #: the licence name ``accept_licenses`` must hold before the pack is fetched
 INSIGHTFACE_LICENSE = "insightface"
+#: the flag of ``idbench models download`` that accepts it (core/cli/models.py)
+INSIGHTFACE_FLAG = "--accept-insightface-license"
 INSIGHTFACE_LICENSE_NOTE = (
-    "insightface's buffalo_l models are for non-commercial research only; "
-    "pass --accept-insightface-license to fetch them"
+    f"insightface's buffalo_l models are for non-commercial research only; pass {INSIGHTFACE_FLAG} to fetch them"
 )
 #: beside the unpacked files: where they came from and the sha256 of the zip (no published checksum
 #: could be verified, so none is hard-coded; this records what was fetched)
@@ -693,6 +695,6 @@ def _state(step: Step, profile: str, models_dir: str | os.PathLike | None) -> st
         return f"missing: {step.command}"
     if step.kind == "url" and step.target is not None and _pack_files_present(step.target):
         return f"missing: {why}"
-    flag = " --accept-insightface-license" if step.kind == "url" else ""
+    flag = f" {INSIGHTFACE_FLAG}" if step.kind == "url" else ""
     gated = "gated, accept its licence first; then " if step.licence and step.kind == "hub" else ""
     return f"missing ({gated}idbench models download --profile {profile}{flag})"

