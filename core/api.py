@@ -84,6 +84,13 @@ class ScoreResult:
             f"{len(s['not_run'])} not run>"
         )
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the one-line summary over the overall aggregates (raw values, one row per
+        metric); the per-sample rows are ``samples``, the breakdowns ``summary``."""
+        from html import escape
+
+        return f"<p>{escape(repr(self))}; raw values</p>" + self.aggregates.to_html(float_format=lambda v: f"{v:.4f}")
+
 
 def score(
     submission: str | Path,
@@ -221,6 +228,7 @@ class RunResult:
     generation: RunReport
     summary: dict[str, Any]
     queued: SubmitResult | None = None
+    recorded: str | None = None  # with submit=True: the job's state once recorded (FINISHED, FAILED, ...)
 
 
 def _quiet(line: str) -> None:
@@ -256,7 +264,8 @@ def run(
     :func:`generate`. Without ``data`` the shipped sample of ``benchmark`` is built into ``out/data`` (a
     sample build: its numbers are not the benchmark's). A rerun continues: only missing images are
     generated, and the scores are recomputed from the feature cache. ``submit`` then queues the
-    submission on the local leaderboard ($IDBENCH_HOME). ``echo`` receives each stage's lines (pass
+    submission on the local leaderboard ($IDBENCH_HOME) and records its scores there (the worker's
+    checks, this run's profile and feature cache: nothing is computed again). ``echo`` receives each stage's lines (pass
     ``print`` to see them).
     """
     from idbench.builders.registry import get_benchmark
@@ -288,16 +297,38 @@ def run(
     per_image = f", {report.seconds_per_image:.2f} s per image" if report.seconds_per_image is not None else ""
     echo(f"      generated {report.generated}, skipped {report.skipped} already there{per_image}")
 
-    summary = _validate_and_score(
-        submission, loaded, results, profile, metrics, judge, device, models_dir, cache_dir, echo
-    )
-    queued = None
+    options = _score_options(profile, metrics, judge, device, models_dir)
+    summary = _validate_and_score(submission, loaded, results, options, cache_dir, echo)
+    queued = recorded = None
     if submit:
-        from idbench.leaderboard.queue import submit as queue_submission
-        from idbench.leaderboard.store import Store
+        queued, recorded = _submit_and_record(submission, data_dir, options, cache_dir, model_name, submitter, echo)
+    return RunResult(data_dir, submission, results, report, summary, queued, recorded)
 
-        queued = queue_submission(Store(), submission, data_dir, model_name=model_name, submitter=submitter)
-    return RunResult(data_dir, submission, results, report, summary, queued)
+
+def _submit_and_record(submission, data_dir, options, cache_dir, model_name, submitter, echo):
+    """Queue the submission on the local leaderboard, then record its scores there at once: the worker's
+    own path for that one job (the store's copy of the submission, validated again, the fault ladder,
+    the record), with the run's options and feature cache, so what was scored a moment ago is read from
+    the cache rather than computed again, and no worker with other models is needed. Returns the
+    ``SubmitResult`` and the job's final state (None for a duplicate: nothing new was queued)."""
+    from idbench.evaluate_pkg.runner import default_cache_dir
+    from idbench.leaderboard.queue import StoreQueue
+    from idbench.leaderboard.queue import submit as queue_submission
+    from idbench.leaderboard.store import Store
+    from idbench.leaderboard.worker import run_worker, score_work
+
+    store = Store()
+    queued = queue_submission(store, submission, data_dir, model_name=model_name, submitter=submitter)
+    if queued.duplicate:
+        return queued, None
+    features = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+
+    def scorer(stored, data, out, job_options, _store_cache):  # the run's cache, not the store's
+        return score_work(stored, data, out, job_options, features)
+
+    echo(f"[submit] submission {queued.submission_id}, job {queued.job_id}: recording the scores (feature cache)")
+    run_worker(StoreQueue(store, job_id=queued.job_id), once=True, options=options, scorer=scorer, progress=False)
+    return queued, store.job(queued.job_id)["state"]
 
 
 def _run_data_dir(benchmark: str, out: Path, data: str | Path | None, echo: Callable[[str], None]) -> Path:
@@ -315,11 +346,20 @@ def _run_data_dir(benchmark: str, out: Path, data: str | Path | None, echo: Call
     return data_dir
 
 
-def _validate_and_score(
-    submission, data, results, profile, metrics, judge, device, models_dir, cache_dir, echo
-) -> dict[str, Any]:
-    """Steps 3 and 4 of :func:`run`; returns the summary."""
+def _score_options(profile, metrics, judge, device, models_dir):
     from idbench.evaluate_pkg.context import ScoreOptions
+
+    return ScoreOptions(
+        profile=profile,
+        metrics=tuple(metrics) if metrics is not None else None,
+        device=device,
+        models_dir=str(models_dir) if models_dir else None,
+        judge=judge,
+    )
+
+
+def _validate_and_score(submission, data, results, options, cache_dir, echo) -> dict[str, Any]:
+    """Steps 3 and 4 of :func:`run`; returns the summary."""
     from idbench.evaluate_pkg.report import format_summary
     from idbench.evaluate_pkg.runner import score_submission
     from idbench.evaluate_pkg.submission import validate_submission
@@ -328,14 +368,7 @@ def _validate_and_score(
     with validate_submission(submission, data) as valid:
         echo(f"      valid: {len(valid.entries)} images, model {valid.metadata.get('model')!r}")
 
-    echo(f"[4/4] score: profile {profile} -> {results}")
-    options = ScoreOptions(
-        profile=profile,
-        metrics=tuple(metrics) if metrics is not None else None,
-        device=device,
-        models_dir=str(models_dir) if models_dir else None,
-        judge=judge,
-    )
+    echo(f"[4/4] score: profile {options.profile} -> {results}")
     # A rerun rescores (the feature cache makes the unchanged images free): results follow the images.
     summary = score_submission(submission, data, results, options, cache_dir=cache_dir, overwrite=True)
     echo(format_summary(summary))

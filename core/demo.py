@@ -15,7 +15,6 @@ on a terminal, bounded log lines otherwise).
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,11 +22,13 @@ from pathlib import Path
 import datasets
 
 from idbench.builders.build import build, format_report, sample_source
+from idbench.builders.display import DISPLAYS
 from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.report import display_value, ranking_metric
+from idbench.invocation import command
 from idbench.leaderboard.judges import copies_mark
 from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
@@ -70,10 +71,12 @@ def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
     marked = {n for n, s in summaries.items() if (s.get("copies") or {}).get("marked")}
     rows = sorted(summaries.items(), key=lambda item: (item[0] in marked, order(item)))
     width = max(len(n) for n in summaries) + 2
-    column = max(len(m) for m in metrics) + 2
+    # Each header carries its unit, as the leaderboard's columns do: "scr@0.4 (%)", "aesthetic (x10)".
+    headers = [m + DISPLAYS[displays.get(m, "raw")].suffix for m in metrics]
+    column = max(len(h) for h in headers) + 2
     lines = [
         f"{spec.title}: baselines ranked by {key} (PLUMBING CHECK: tiny profile, random weights except the dlib face model)",
-        "  " + "rank".ljust(6) + "baseline".ljust(width) + "".join(m.rjust(column) for m in metrics),
+        "  " + "rank".ljust(6) + "baseline".ljust(width) + "".join(h.rjust(column) for h in headers),
     ]
     for rank, (name, summary) in enumerate(rows, start=1):
         cells = [
@@ -91,13 +94,6 @@ def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
 def shipped_benchmarks() -> tuple[str, ...]:
     """The benchmarks with shipped samples (the demo's): a registered or plugin one may ship none."""
     return tuple(name for name in BENCHMARKS if sample_source(name).is_file())
-
-
-def this_command() -> str:
-    """How the user started idbench, to repeat in a hint: `.venv/bin/idbench`, `idbench`, or `python -m idbench`."""
-    if Path(sys.argv[0]).name == "idbench":
-        return sys.argv[0]
-    return f"{Path(sys.executable).name} -m idbench"
 
 
 def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: bool | Progress = True) -> None:
@@ -168,10 +164,10 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: b
     print("\n\n".join(tables))
     print(
         f"\nDone. Datasets in {root}/ (each with a README.md card), baselines in {out / 'baselines'}/; "
-        f"scores in the local leaderboard at {store.home} (`idbench jobs` lists them)."
+        f"scores in the local leaderboard at {store.home} (`{command('jobs')}` lists them)."
     )
     print(
-        f"Open the leaderboard:  {this_command()} serve   (then http://localhost:8501; with no real "
+        f"Open the leaderboard: `{command('serve')}` (then http://localhost:8501; with no real "
         "results yet, each page shows these baselines marked plumbing and incomplete suite, under a "
         "banner: random weights, and their judged metrics need a VLM judge)"
     )

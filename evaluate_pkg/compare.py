@@ -33,6 +33,9 @@ P_VALUE = (
 )
 
 
+OVERALL = "overall"  # the table name of the rows over every (prompt, seed) pair; the others are breakdown cells
+
+
 class CompareError(IdbenchError, ValueError):
     """Two runs that cannot be compared, or a folder that is not a scored run."""
 
@@ -272,7 +275,55 @@ class Comparison:
         }
 
     def frame(self) -> pd.DataFrame:
+        """Every row (each metric overall and per breakdown cell) as a DataFrame: the full table."""
         return pd.DataFrame(self.rows)
+
+    def _overall(self) -> list[dict[str, Any]]:
+        return [row for row in self.rows if row["table"] == OVERALL]
+
+    def __repr__(self) -> str:
+        # A notebook prints this: one line, not the hundreds of rows (``frame()`` holds them).
+        verdicts = [row["verdict"] for row in self._overall()]
+        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("B better", "A better", "tied"))
+        cells = len({row["table"] for row in self.rows}) - (1 if verdicts else 0)
+        return (
+            f"<idbench Comparison {self.benchmark}: A = {self.model_a}, B = {self.model_b}; "
+            f"{len(verdicts)} metrics overall: {counts} (Holm, alpha {self.alpha:g}); "
+            f"{len(self.rows)} rows with {cells} breakdown cells in .frame()"
+            + ("; PLUMBING CHECK: random weights" if self.plumbing else "")
+            + ">"
+        )
+
+    def _repr_html_(self) -> str:
+        """The overall rows as an HTML table (Jupyter shows this): raw values, B - A with its interval."""
+        from html import escape
+
+        head = "".join(f"<th>{h}</th>" for h in ("metric", "A", "B", "B - A", "CI", "p (Holm)", "verdict"))
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f"<td>{escape(str(cell))}</td>"
+                for cell in (
+                    row["metric"],
+                    _num(row["a"]),
+                    _num(row["b"]),
+                    _num(row["diff"]),
+                    f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]",
+                    _p(row["p_holm"]),
+                    row["verdict"],
+                )
+            )
+            + "</tr>"
+            for row in self._overall()
+        )
+        title = escape(
+            f"{self.benchmark}: A = {self.model_a}, B = {self.model_b}; raw values, "
+            f"{self.confidence:.0%} CI ({self.method})" + (" [PLUMBING CHECK: random weights]" if self.plumbing else "")
+        )
+        return (
+            f"<p>{title}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            "<p>Every breakdown cell: <code>.frame()</code></p>"
+        )
 
 
 def _design(summary: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, dict[str, list[str]]], str, list[str]]:
@@ -319,7 +370,7 @@ def compare_runs(
     )
     cells = _cells(a.summary, b.summary, spec)
     rows: list[dict[str, Any]] = []
-    for table, members in [("overall", None), *cells]:
+    for table, members in [(OVERALL, None), *cells]:
         block = paired if members is None else paired[paired["prompt_id"].isin(members)]
         table_rows = []
         for metric in [m for m in suite if m in set(block["metric"])]:

@@ -301,10 +301,13 @@ def store_files(root: Path, digest: str, metadata: dict, entries: tuple[Entry, .
 # --- claim and report back -----------------------------------------------------------------------
 
 
-def claim(store: Store, worker_id: str, lease_seconds: float, max_attempts: int = MAX_ATTEMPTS) -> Job | None:
+def claim(
+    store: Store, worker_id: str, lease_seconds: float, max_attempts: int = MAX_ATTEMPTS, job_id: int | None = None
+) -> Job | None:
     """Take the oldest claimable job (PENDING, or RUNNING with an expired lease) for ``worker_id``.
 
-    Returns None when there is nothing to do. The job becomes RUNNING with a lease of
+    Returns None when there is nothing to do. ``job_id``: that job only (``idbench run --submit``
+    records the job it just queued, whatever else waits). The job becomes RUNNING with a lease of
     ``lease_seconds`` and one more attempt. An expired job that already had ``max_attempts`` is marked
     PARKED instead of being handed out again.
     """
@@ -315,9 +318,10 @@ def claim(store: Store, worker_id: str, lease_seconds: float, max_attempts: int 
                 "SELECT jobs.id, jobs.submission_id, jobs.state, jobs.attempts, submissions.benchmark,"
                 " submissions.data_dir, submissions.stored_path, submissions.model_name"
                 " FROM jobs JOIN submissions ON submissions.id = jobs.submission_id"
-                " WHERE jobs.state = 'PENDING' OR (jobs.state = 'RUNNING' AND jobs.lease_expires_at < ?)"
+                " WHERE (jobs.state = 'PENDING' OR (jobs.state = 'RUNNING' AND jobs.lease_expires_at < ?))"
+                " AND (? IS NULL OR jobs.id = ?)"
                 " ORDER BY jobs.created_at, jobs.id LIMIT 1",
-                (now,),
+                (now, job_id, job_id),
             ).fetchone()
             if row is None:
                 return None
@@ -581,10 +585,11 @@ class StoreQueue:
 
     unit = "job"
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, job_id: int | None = None):
         self.store = store
         self.home = store.home
-        self.description = f"the queue at {store.home}"
+        self.job_id = job_id  # serve this job only (``idbench run --submit``)
+        self.description = f"the queue at {store.home}" + (f" (job {job_id})" if job_id is not None else "")
 
     def sweep(self) -> list[str]:
         return sweep_staging(self.home)
@@ -599,7 +604,7 @@ class StoreQueue:
         ]
 
     def claim(self, worker_id: str, lease_seconds: float, *, checked: bool) -> Lease | None:
-        job = claim(self.store, worker_id, lease_seconds)
+        job = claim(self.store, worker_id, lease_seconds, job_id=self.job_id)
         if job is None:
             return None
         return Lease(f"job {job.id}", job.lease_owner, job.attempts, job.benchmark, job.model_name, job)

@@ -188,7 +188,8 @@ TEST_MARKS: dict[str, tuple[str, ...]] = {
 # module that it uses, or a helper function of its module that either calls (transitively) shows it.
 SOURCE_SIGNS = {
     "browser": lambda text: "AppTest" in text or "streamlit_server" in text or "playwright" in text,
-    "e2e": lambda text: "subprocess." in text and "sys.executable" in text,
+    # tests/next_steps.py runs a printed `idbench serve` as a subprocess
+    "e2e": lambda text: ("subprocess." in text and "sys.executable" in text) or "next_steps" in text,
     "slow": lambda text: _SLOW_SIGN.search(text) is not None,
 }
 # Loading a model (the tiny profile included: its models are made, then loaded), scoring a submission,

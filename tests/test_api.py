@@ -133,6 +133,8 @@ def test_score_returns_the_runners_summary_and_its_rows_as_frames(collapse, tmp_
         assert aggregates.loc[metric, "ci_low"] <= aggregates.loc[metric, "mean"] <= aggregates.loc[metric, "ci_high"]
     assert result.summary["profile"] == "tiny" and result.summary["benchmark"] == "identity-collapse"
     assert "plumbing check" in repr(result) and "identity-collapse" in repr(result)
+    html = result._repr_html_()  # a notebook's view: the summary line and one table row per metric
+    assert "plumbing check" in html and html.count("<tr") == len(aggregates) + 2  # two header rows (index name)
 
 
 def test_score_with_out_writes_the_clis_outputs(collapse, tmp_path):

@@ -66,7 +66,11 @@ def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypa
     # both baselines paste the references: shown with the mark, never ranked (the copy check)
     assert out.count("not ranked: copies references") == 6
     assert "not run: charis_score" in out and "not run: attr_vqa" in out
-    assert "idbench serve" in out
+    # every next step it prints works where it is printed: `idbench jobs`, `idbench serve` (started, then stopped)
+    from next_steps import walk
+
+    assert [c[0] for c in walk(out, tmp_path)] == ["jobs", "serve"]
+    capsys.readouterr()
     # a second run recognises the same submissions and scores nothing again
     run_demo(tmp_path, baselines=("collage", "swap"))
     assert "scored 0 queued submission(s)" in capsys.readouterr().out
@@ -290,3 +294,18 @@ def test_hub_eval_results_records_revision_and_source(recorded_scoring, tmp_path
     # a source name needs its url
     assert main(_score_args(tmp_path, data(sample_build=False), "--source-name", "x")) == 2
     assert "--source-url" in capsys.readouterr().err
+
+
+def test_the_demo_tables_name_each_columns_unit():
+    """The demo's ranked tables show values under their display conventions, so each header says which:
+    a reader must not take 50.00 for a raw aesthetic score (the LAION predictor's scale is 1-10)."""
+    from idbench.demo import ranked_table
+
+    summary = {
+        "aggregates": {"overall": {"aesthetic": {"mean": 5.0}, "attr_vqa": {"mean": 0.25}}},
+        "not_run": {},
+        "copies": None,
+    }
+    header, row = ranked_table("cogcanvas", {"one": summary}).splitlines()[1:3]
+    assert header.split() == ["rank", "baseline", "aesthetic", "(x10)", "attr_vqa", "(%)"]
+    assert row.split() == ["1", "one", "50.00", "25.00"]

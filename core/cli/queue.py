@@ -77,6 +77,7 @@ def add_submit(commands) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.data import load_benchmark_data
+    from idbench.invocation import command
     from idbench.leaderboard.queues import benchmark_data_dir, submit_to
 
     data_dir = benchmark_data_dir(args.benchmark, args.data)
@@ -96,7 +97,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
     elif result.duplicate:
         print(f"already submitted: submission {result.submission_id} (job {result.job_id}); not queued again")
     else:
-        print(f"queued: submission {result.submission_id}, job {result.job_id} (PENDING); run `idbench worker --once`")
+        print(
+            f"queued: submission {result.submission_id}, job {result.job_id} (PENDING); score it: "
+            f"`{command('worker --once')}` (the paper models; `{command('models list')}` says which are here)"
+        )
     return 0
 
 

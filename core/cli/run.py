@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from idbench.cli._options import (
@@ -40,7 +41,9 @@ def add_run(commands) -> None:
         "--models-dir", type=Path, help="models cache (default: $IDBENCH_MODELS or ~/.cache/idbench/models)"
     )
     run.add_argument(
-        "--submit", action="store_true", help="then queue the submission on the local leaderboard ($IDBENCH_HOME)"
+        "--submit",
+        action="store_true",
+        help="then submit it to the local leaderboard ($IDBENCH_HOME) and record these scores there",
     )
     run.add_argument("--submitter", help="who submits (with --submit)")
     add_judge_arguments(run)
@@ -51,6 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """The researcher's one command (docs/generation.md, "idbench run")."""
     from idbench.api import run
     from idbench.generation.adapters import check_device
+    from idbench.invocation import command
 
     check_device(args.device)
     judge = judge_config(args)  # a half-given judge is refused before any image is drawn
@@ -74,10 +78,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         echo=print,
         **generator_options(args),
     )
-    if done.queued is not None:
-        state = "already submitted" if done.queued.duplicate else "queued"
-        print(
-            f"{state}: submission {done.queued.submission_id}, job {done.queued.job_id} on the local leaderboard; "
-            "run `idbench worker --once`"
-        )
+    if done.queued is None:
+        return 0
+    where = f"submission {done.queued.submission_id}, job {done.queued.job_id} on the local leaderboard"
+    if done.queued.duplicate:
+        print(f"already submitted: {where}; not queued again. See it: `{command('serve')}`")
+    elif done.recorded == "FINISHED":
+        print(f"recorded: {where}, scored with profile {args.profile}. See it: `{command('serve')}`")
+    else:  # the job's reason says why (`idbench jobs`); the run's own results are in OUT/results
+        print(f"not recorded: {where} ended {done.recorded}; its reason: `{command('jobs')}`", file=sys.stderr)
+        return 1
     return 0

@@ -611,7 +611,7 @@ def ranked_frame(
         shown = shown[rest[:at] + moved + rest[at:]]
     if not any(m.judged and m.name in table.columns for m in spec.metric_suite):  # no judged column: no judge to name
         shown = shown.drop(columns=[query.JUDGE], errors="ignore")
-    st.dataframe(
+    _table(
         shown,
         hide_index=True,
         key=key,
@@ -638,8 +638,27 @@ def _hidden_note(results: pd.DataFrame, spec: BenchmarkSpec, family: str | None)
     return f"No rows to show; hidden: {', '.join(parts)}." if parts else "No rows to show."
 
 
+def _table(frame: pd.DataFrame, **options: Any) -> None:
+    """``st.dataframe`` with a missing value (no rank for a row shown apart, an empty cell of a breakdown)
+    shown as a dash: the grid's own rendering of a missing value is the word "None"."""
+    options.setdefault("placeholder", "-")
+    st.dataframe(frame, **options)
+
+
 LEGEND = alt.Legend(orient="bottom", columns=3, labelLimit=240, title=None)  # under the chart: never over the data
 CHART_HEIGHT = 320
+
+
+def _draw(chart: alt.TopLevelMixin, key: str, stretch: bool = True) -> None:
+    """``st.altair_chart`` drawing SVG rather than vega-embed's default canvas (through the spec's
+    ``usermeta.embedOptions``, which vega-embed reads): axis labels, titles and legends are then text
+    in the page, which a reader can select, a screen reader can reach and the browser tests can read.
+    The charts hold a few hundred marks at most, so SVG costs nothing noticeable."""
+    chart = chart.properties(usermeta={"embedOptions": {"renderer": "svg"}})
+    if stretch:
+        st.altair_chart(chart, width="stretch", key=key)
+    else:
+        st.altair_chart(chart, key=key)
 
 
 def _tooltip(value_title: str) -> list:
@@ -670,7 +689,7 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
             y=alt.Y("low:Q", title=name, scale=alt.Scale(zero=False)), y2="high:Q"
         )
         line = base.mark_line(point=True).encode(y="value:Q", tooltip=_tooltip(name))
-        st.altair_chart((band + line).properties(height=CHART_HEIGHT), width="stretch", key="chart-degradation")
+        _draw((band + line).properties(height=CHART_HEIGHT), "chart-degradation")
         st.caption(
             f"Bands: each cell's interval ({len(by_size['model'].unique())} model(s)); hover a point for its values."
         )
@@ -684,7 +703,11 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
             alt.Chart(cells.drop(columns="raw"))
             .mark_rect()
             .encode(
-                x=alt.X("cell:N", title="type x style", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
+                # Twelve cells: upright labels overlap and Vega drops every other one (3 of 12 were
+                # left); vertical ones never overlap, and labelOverlap=False keeps all of them.
+                x=alt.X(
+                    "cell:N", title="type x style", axis=alt.Axis(labelAngle=-90, labelLimit=220, labelOverlap=False)
+                ),
                 y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=240)),
                 color=alt.Color("value:Q", title=name, legend=alt.Legend(orient="bottom")),
                 tooltip=[
@@ -694,7 +717,7 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
                 ],
             )
         )
-        st.altair_chart(chart, width="stretch", key="chart-type-style")
+        _draw(chart, "chart-type-style")
 
     identity = next((m for m in spec.ranking if m != "clip_t"), None)
     if identity is not None and any("clip_t" in (r.get("overall") or {}) for r in results["aggregates"]):
@@ -708,14 +731,15 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
                 alt.Chart(points)
                 .mark_circle(size=90)
                 .encode(
-                    x=alt.X(f"{x}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6, format="~g")),
-                    y=alt.Y(f"{y}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6, format="~g")),
+                    # Vega's own tick format (from the tick step): "~g" wrote 80 as "8e+1".
+                    x=alt.X(f"{x}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6)),
+                    y=alt.Y(f"{y}:Q", scale=alt.Scale(zero=False), axis=alt.Axis(tickCount=6)),
                     color=alt.Color("model:N", legend=LEGEND),
                     tooltip=[alt.Tooltip("model:N")]
                     + [alt.Tooltip(f"{c}:Q", format=".4~f") for c in points.columns if c != "model"],
                 )
             )
-            st.altair_chart(chart.properties(height=CHART_HEIGHT), width="stretch", key="chart-clip-vs-identity")
+            _draw(chart.properties(height=CHART_HEIGHT), "chart-clip-vs-identity")
 
     scr = [m.name for m in spec.metric_suite if m.name.startswith("scr@")]
     rates = query.overall_frame(results, spec, scr, raw)
@@ -736,7 +760,7 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
                     tooltip=[alt.Tooltip("metric:N", title="threshold")] + _tooltip("rate"),
                 )
             )
-            st.altair_chart(chart.properties(height=CHART_HEIGHT), width="stretch", key="chart-scr")
+            _draw(chart.properties(height=CHART_HEIGHT), "chart-scr")
 
     profile = query.overall_frame(results, spec, [m.name for m in spec.metric_suite], raw)
     flat = query.flat_metrics(profile)
@@ -767,7 +791,7 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
             .facet(facet=alt.Facet("metric:N", title=None), columns=4)
             .resolve_scale(y="independent")
         )
-        st.altair_chart(chart, key="chart-profile")
+        _draw(chart, "chart-profile", stretch=False)
         st.caption(
             "Each panel has its own scale (the metrics' units differ); a lower-is-better metric (a collapse rate) "
             "is better short. Rules: each value's interval."
@@ -828,7 +852,7 @@ def model_page() -> None:
                 ],
                 columns=["submission", "model", "submitter", "open"],
             )
-            st.dataframe(
+            _table(
                 choices,
                 hide_index=True,
                 column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
@@ -857,7 +881,7 @@ def model_page() -> None:
         st.warning(" ".join(warnings))
     st.subheader("Metadata")
     # A table of plain strings: the submitter wrote these; they must not render as Markdown or HTML.
-    st.dataframe(query.metadata_table(row), hide_index=True, key="model-metadata")
+    _table(query.metadata_table(row), hide_index=True, key="model-metadata")
     if row["not_run"]:
         st.text("not run:\n" + "\n".join(f"  {m}: {why}" for m, why in row["not_run"].items()))
     _generation(row)
@@ -868,20 +892,30 @@ def model_page() -> None:
     _judge_card(row, spec)
     _copy_check(row)
     st.subheader("Overall")
-    st.dataframe(
-        query.display_table(_model_overall(results, spec, submission), spec, compact=True, raw=units_raw()),
-        hide_index=True,
-        key="model-overall",
-    )
+    overall = query.display_table(_model_overall(results, spec, submission), spec, compact=True, raw=units_raw())
+    _table(_dash_unranked(overall), hide_index=True, key="model-overall")
     for name, table in query.breakdown_tables(row, spec).items():
         if not table.empty:
             st.subheader(f"By {name}")
-            st.dataframe(_breakdown_in_units(table, spec).reset_index(), hide_index=True)
+            _table(_breakdown_in_units(table, spec).reset_index(), hide_index=True)
     st.caption(units_caption())
     _compare_with(row, results, spec, labels, submission, compare_param)
     if query.records_who_became_whom(spec, track):
         _who_became_whom(row, spec)
     _sample_grid(row, spec)
+
+
+def _dash_unranked(table: pd.DataFrame) -> pd.DataFrame:
+    """A row shown apart has no rank, rank interval or tier: a dash in each, written in the cells (text
+    a reader can copy and a screen reader reads), not left to the grid's rendering of a missing value."""
+    out = table.copy()
+    for column in ("rank", query.RANK_INTERVAL, query.TIER):
+        if column in out.columns:
+            values = out[column].astype(object)
+            present = values.notna() & (values.astype(str) != "")
+            if not present.all():  # a ranked row keeps its numbers (they sort as numbers)
+                out[column] = values.where(present, "-").astype(str)
+    return out
 
 
 def _model_overall(results: pd.DataFrame, spec: BenchmarkSpec, submission: int) -> pd.DataFrame:
@@ -980,13 +1014,13 @@ def _compare_with(
     tables = query.comparison_tables(found["rows"], spec, raw)
     st.text(f"A = {labels[submission]}, B = {labels[other]}: B - A on the (prompt, seed) pairs both hold.")
     if "overall" in tables:
-        st.dataframe(tables.pop("overall"), hide_index=True, key="model-compare-overall")
+        _table(tables.pop("overall"), hide_index=True, key="model-compare-overall")
     else:
         st.text("No metric of the suite holds values in both results.")
     if tables:
         with st.expander(f"per breakdown cell ({len(tables)} cells)"):
             cells = pd.concat([t.assign(cell=name) for name, t in tables.items()], ignore_index=True)
-            st.dataframe(
+            _table(
                 cells[["cell", *[c for c in cells.columns if c != "cell"]]], hide_index=True, key="model-compare-cells"
             )
     notes = "; ".join(found["notes"])
@@ -1034,7 +1068,7 @@ def _judge_card(row: dict, spec: BenchmarkSpec) -> None:
         st.text(CARD_NOT_RECORDED)
         return
     controls = card.get("controls") or {}
-    st.dataframe(
+    _table(
         pd.DataFrame(
             [
                 (kind, c.get("n"), c.get("correct"), c.get("accuracy"), c.get("failed"))
@@ -1069,7 +1103,7 @@ def _generation(row: dict) -> None:
     if table is None:
         st.text(query.GENERATION_NOT_RECORDED)
         return
-    st.dataframe(table, hide_index=True, key="model-generation")
+    _table(table, hide_index=True, key="model-generation")
 
 
 def _copy_check(row: dict) -> None:
@@ -1145,7 +1179,7 @@ def _who_became_whom(row: dict, spec: BenchmarkSpec) -> None:
     if summary.empty:
         st.text(WHO_NOT_RECORDED)
         return
-    st.dataframe(summary.round(3).reset_index(), hide_index=True, key="model-who-summary")
+    _table(summary.round(3).reset_index(), hide_index=True, key="model-who-summary")
     st.caption(
         "Mean count per image, by the number of persons N the prompt asks for. "
         + " ".join(f"{name.capitalize()}: {text}." for name, text in query.WHO_COUNTS.items())
@@ -1205,7 +1239,7 @@ def _assignment(data: BenchmarkData, stored: Path, image, record: dict) -> None:
             text.text(
                 f"{person.slot}: {person.verdict}\ncosine {_number(person.cosine)}, margin {_number(person.margin)}"
             )
-        st.dataframe(table, hide_index=True)
+        _table(table, hide_index=True)
         others = samples.unmatched_faces(record)
         if not record.get("faces"):
             st.text("No face was found in the generated image.")
@@ -1213,7 +1247,7 @@ def _assignment(data: BenchmarkData, stored: Path, image, record: dict) -> None:
             st.text("Every generated face was matched to a person.")
         else:
             st.text(f"Faces matched to no person ({len(others)}; extra beyond N: {record['counts'].get('extra', 0)}):")
-            st.dataframe(others, hide_index=True)
+            _table(others, hide_index=True)
             if generated is not None:  # a crowd can hold dozens of faces: a row of the first few
                 shown = others.head(UNMATCHED_SHOWN)
                 for column, other in zip(st.columns(len(shown)), shown.itertuples()):
@@ -1381,7 +1415,7 @@ def status_page() -> None:
             "PARKED: every attempt ended in a fault of the workers (models, GPU memory, judge, disk), not of the "
             "submission; the job waits for an admin to requeue it once the workers are fixed."
         )
-    st.dataframe(jobs.iloc[::-1], hide_index=True)  # newest first
+    _table(jobs.iloc[::-1], hide_index=True)  # newest first
     _admin(sorted(set(jobs["submission"])))
 
 
@@ -1501,7 +1535,7 @@ def _latest_submissions() -> None:
         st.info("No submissions yet.")
         return
     tasks = {int(j["submission"]): query.task_of(s.submission(int(j["submission"]))) for j in jobs}
-    st.dataframe(query.latest_jobs(jobs, tasks, LATEST_JOBS), hide_index=True, key="overview-latest")
+    _table(query.latest_jobs(jobs, tasks, LATEST_JOBS), hide_index=True, key="overview-latest")
     st.caption("Every job with its reason is on the Status page.")
 
 

@@ -45,8 +45,13 @@ def test_run_builds_generates_validates_scores_and_submits(tmp_path, monkeypatch
     ]
     assert main(argv) == 0
     said = capsys.readouterr().out
-    for step in ("[1/4] build", "[2/4] generate", "[3/4] validate", "[4/4] score", "queued: submission"):
+    for step in ("[1/4] build", "[2/4] generate", "[3/4] validate", "[4/4] score", "recorded: submission 1, job 1"):
         assert step in said
+    assert "worker" not in said  # no worker (and no paper models) needed
+    sys.path.insert(0, str(HERE.parent))
+    from next_steps import walk
+
+    assert walk(said, tmp_path) == [["serve"]]  # "See it: `idbench serve`", and it starts on this store
     data = load_benchmark_data(out / "data")
     summary = json.loads((out / "results" / "aggregates.json").read_text())
     # Every required image was drawn and scored; the tiny profile is labelled a plumbing check.
@@ -54,6 +59,14 @@ def test_run_builds_generates_validates_scores_and_submits(tmp_path, monkeypatch
     assert summary["aggregates"]["overall"]["clip_t"]["n"] > 0
     record = json.loads((out / "submission" / "submission.json").read_text())["generation"]
     assert record["adapter"] == "standin_adapters:tinted" and record["resolution"] == 32
+    # The leaderboard holds the run's scores, recorded from the run's feature cache: the store's own
+    # cache (what a worker would have filled by scoring again) was never made.
+    from idbench.leaderboard.store import Store
+
+    stored = Store(tmp_path / "home").current_results("cogcanvas")
+    assert list(stored["submission_id"]) == [1] and (stored["profile"] == "tiny").all()
+    assert stored["aggregates"][0]["overall"] == summary["aggregates"]["overall"]
+    assert not (tmp_path / "home" / "features").exists()
 
     # A rerun draws nothing, rescores from the cache, and recognises the queued submission.
     assert main(argv) == 0

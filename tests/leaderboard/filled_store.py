@@ -76,6 +76,19 @@ def add_cogcanvas(root: Path, home: Path) -> None:
     lift_copy_marks(store.path)
 
 
+def add_charis(root: Path, home: Path) -> int:
+    """Build the CHARIS sample under ``home`` and score its collage baseline with the tiny profile on
+    DINO and CLIP-I only (no judge): a plumbing, incomplete-suite row whose copy mark is kept, so it is
+    shown apart, unranked, as the demo leaves every row. Returns its submission id."""
+    data_dir = home / "benchmarks" / "charis"
+    build("charis", out=data_dir)
+    make_baseline("collage", load_benchmark_data(data_dir), root / "charis-collage", size=128)
+    store = Store(home)
+    submitted = submit(store, root / "charis-collage", data_dir)
+    run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("dino_sim", "clip_i")))
+    return submitted.submission_id
+
+
 def zip_folder(folder: Path) -> bytes:
     """``folder``'s files as a zip archive (paths relative to it), as a submitter would upload them."""
     archive = io.BytesIO()

@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
-from filled_store import fill_store, zip_folder
+from filled_store import add_charis, fill_store, zip_folder
 from streamlit_server import free_port, running
 
 from idbench.evaluate_pkg.context import ScoreOptions
@@ -76,8 +76,12 @@ def sync_api():
 
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory) -> Path:
-    """``$IDBENCH_HOME`` with the built benchmark and three scored baselines (the root holds the baselines)."""
-    return fill_store(tmp_path_factory.mktemp("browser"), cogcanvas=True)
+    """``$IDBENCH_HOME`` with the built benchmark and three scored baselines (the root holds the baselines),
+    a CogCanvas row, and a CHARIS row that copies its references (shown apart, unranked: submission 5)."""
+    root = tmp_path_factory.mktemp("browser")
+    home = fill_store(root, cogcanvas=True)
+    assert add_charis(root, home) == CHARIS_SUBMISSION
+    return home
 
 
 @pytest.fixture(scope="module")
@@ -227,6 +231,9 @@ def _type(page, expect, label: str, text: str) -> None:
 # --- tests ---------------------------------------------------------------------------------------
 
 
+CHARIS_SUBMISSION = 5  # after the three identity-collapse baselines and the CogCanvas collage
+
+
 def test_navigation_between_benchmark_pages(page, server, sync_api):
     expect = sync_api.expect
     page.goto(server)  # the default page is the overview, with each benchmark's leaders
@@ -247,10 +254,10 @@ def test_navigation_between_benchmark_pages(page, server, sync_api):
         nav.get_by_role("link", name=link, exact=True).click()
         _title(page, "idbench leaderboard" if link == "Overview" else link, expect)
         expect(page).to_have_url(re.compile(re.escape(server + path) + "$"))
-        if link in ("Identity Collapse", "CogCanvas", "Overview"):
-            expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
-        else:  # nothing scored for CHARIS in this store
-            expect(page.get_by_text("No scored submissions yet.")).to_be_visible()
+        expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+        if link == "CHARIS":  # its one row copies the references: listed apart, not ranked
+            expect(page.get_by_role("heading", name="Not ranked")).to_be_visible()
+            _idle(page, expect)
             _screenshot(page, link.lower())
     # Each page also opens by its own URL, with no "Page not found" dialog.
     pages = (
@@ -478,3 +485,61 @@ def test_the_benchmark_page_draws_its_charts(page, server, sync_api):
     expect(charts.nth(1)).to_be_visible()
     _screenshot(page, "identity-collapse-charts")
     assert not page.get_by_test_id("stException").count()
+
+
+# What no visible text may hold: a missing value written as Python or pandas does, or a number in
+# exponent notation (a chart axis once read "8e+1").
+DEFECTS = re.compile(r"\bNone\b|\bnan\b|\b\d+(?:\.\d+)?e[+-]?\d+\b")
+
+
+def _defects(page) -> list[str]:
+    """Defective strings in the page's text, its tables' cells (the grid's accessible table) and its
+    charts' text (axes, legends, titles: the charts are drawn as SVG)."""
+    texts = [page.locator("[data-testid=stMain]").inner_text()]
+    texts += page.get_by_test_id("stDataFrame").locator("table td, table th").all_text_contents()
+    texts += page.get_by_test_id("stVegaLiteChart").locator("svg text").all_text_contents()
+    return sorted({match.group(0) + " in " + repr(text[:80]) for text in texts for match in DEFECTS.finditer(text)})
+
+
+def _charts_drawn(page, expect, count: int) -> None:
+    charts = page.get_by_test_id("stVegaLiteChart")
+    for nth in range(count):
+        expect(charts.nth(nth).locator("svg text").first).to_be_attached()
+    _idle(page, expect)
+
+
+def test_no_page_shows_none_nan_or_exponents_and_the_heat_map_labels_every_cell(page, server, filled, sync_api):
+    expect = sync_api.expect
+    pages = {
+        "/": 0,
+        "/identity_collapse": 3,
+        "/cogcanvas": 1,
+        "/charis": 2,
+        f"/model?benchmark=charis&submission={CHARIS_SUBMISSION}": 0,
+        f"/model?benchmark={BENCHMARK}&submission=1": 0,
+    }
+    for path, charts in pages.items():
+        page.goto(server + path)
+        expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+        _charts_drawn(page, expect, charts)
+        assert _defects(page) == [], path
+    # The model page of a row shown apart: its rank, rank interval and tier are a dash, not "None".
+    page.goto(server + f"/model?benchmark=charis&submission={CHARIS_SUBMISSION}")
+    expect(page.get_by_role("heading", name="Overall")).to_be_visible()
+    expect(page.get_by_test_id("stDataFrame").nth(2)).to_be_visible()  # metadata, generation, overall
+    _idle(page, expect)
+    # The "Overall" table is the first whose header has a rank (the metadata table's is field, value).
+    nth = next(i for i in range(page.get_by_test_id("stDataFrame").count()) if "rank" in _header(page, i))
+    header, [row] = _header(page, nth), _rows(page, nth)
+    assert [row[header.index(c)] for c in ("rank", "rank interval", "tier")] == ["-", "-", "-"]
+
+    # CHARIS's type x style heat map names every cell the result holds (12 on the sample), none dropped.
+    page.goto(server + "/charis")
+    expect(page.get_by_role("heading", name="per subject type x style", exact=False)).to_be_visible()
+    heat_map = page.get_by_test_id("stVegaLiteChart").filter(has=page.locator("svg text", has_text="type x style"))
+    expect(heat_map.locator("svg text").first).to_be_attached()
+    labels = heat_map.locator('g.role-axis[aria-label^="X-axis"] g.role-axis-label text').all_text_contents()
+    cells = _aggregates(filled, CHARIS_SUBMISSION)["breakdowns"]["type x style"]
+    assert len(cells) == 12 and sorted(labels) == sorted(cells)
+    heat_map.scroll_into_view_if_needed()
+    _screenshot(page, "charis-heat-map")

@@ -312,10 +312,16 @@ def test_real_compare_between_two_scored_runs(tmp_path, capsys):
     assert any(r["table"].startswith("n_subjects = ") for r in rows)
     import idbench
 
-    frame = idbench.compare(a_dir, b_dir).frame()  # the same from Python
+    result = idbench.compare(a_dir, b_dir)
+    frame = result.frame()  # the same from Python
     assert frame.loc[(frame["table"] == "overall") & (frame["metric"] == "clip_t"), "diff"].item() == pytest.approx(
         overall["diff"]
     )
+    # In a notebook: a one-line repr and an HTML table of the overall rows; the full table stays in .frame()
+    n_overall = sum(r["table"] == "overall" for r in rows)
+    assert "\n" not in repr(result) and len(repr(result)) < 400 and f"{n_overall} metrics overall" in repr(result)
+    html = result._repr_html_()
+    assert html.count("<tr>") == n_overall + 1 and "n_subjects = " not in html and ".frame()" in html
     # a run against itself: no difference, tied
     assert main(["compare", a_dir, a_dir]) == 0 and "tied" in capsys.readouterr().out
 
