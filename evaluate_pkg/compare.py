@@ -295,29 +295,29 @@ class Comparison:
         )
 
     def _repr_html_(self) -> str:
-        """The overall rows as an HTML table (Jupyter shows this): raw values, B - A with its interval."""
+        """The overall rows as an HTML table (Jupyter shows this), in the display units, B - A with its interval."""
         from html import escape
 
         head = "".join(f"<th>{h}</th>" for h in ("metric", "A", "B", "B - A", "CI", "p (Holm)", "verdict"))
-        body = "".join(
-            "<tr>"
-            + "".join(
-                f"<td>{escape(str(cell))}</td>"
-                for cell in (
-                    row["metric"],
-                    _num(row["a"]),
-                    _num(row["b"]),
-                    _num(row["diff"]),
-                    f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]",
-                    _p(row["p_holm"]),
-                    row["verdict"],
-                )
+
+        def cells(row: dict[str, Any]) -> tuple[str, ...]:
+            factor, suffix = shown_as(self.benchmark, row["metric"])
+            return (
+                row["metric"] + suffix,
+                _num(row["a"], factor),
+                _num(row["b"], factor),
+                _num(row["diff"], factor),
+                f"[{_num(row['ci_low'], factor)}, {_num(row['ci_high'], factor)}]",
+                _p(row["p_holm"]),
+                row["verdict"],
             )
-            + "</tr>"
+
+        body = "".join(
+            "<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in cells(row)) + "</tr>"
             for row in self._overall()
         )
         title = escape(
-            f"{self.benchmark}: A = {self.model_a}, B = {self.model_b}; raw values, "
+            f"{self.benchmark}: A = {self.model_a}, B = {self.model_b}; each metric in its display units, "
             f"{self.confidence:.0%} CI ({self.method})" + (" [PLUMBING CHECK: random weights]" if self.plumbing else "")
         )
         return (
@@ -447,8 +447,26 @@ def _cells(a: dict[str, Any], b: dict[str, Any], spec) -> list[tuple[str, set[st
     return out
 
 
-def _num(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
+def _num(value: Any, factor: float = 1.0) -> str:
+    return "n/a" if value is None else f"{factor * value:.4f}" if factor == 1.0 else f"{factor * value:.2f}"
+
+
+# The linear display conventions (idbench.builders.display): a difference and its interval scale with
+# the values, so a comparison is shown in the units every other output uses. A non-linear one (the
+# CLIPScore clamp) would not carry a difference over; such a metric stays raw, unsuffixed.
+_LINEAR = {"raw": 1.0, "x100": 100.0, "percent": 100.0, "x10": 10.0}
+
+
+def shown_as(benchmark: str, metric: str) -> tuple[float, str]:
+    """(factor, column suffix) ``metric`` is shown with on ``benchmark`` (1 and "" when raw or unknown)."""
+    from idbench.builders.display import DISPLAYS
+    from idbench.builders.registry import get_benchmark
+
+    try:
+        display = get_benchmark(benchmark).metric(metric).display
+    except (KeyError, LookupError, ValueError):
+        return 1.0, ""
+    return (_LINEAR[display], DISPLAYS[display].suffix) if display in _LINEAR else (1.0, "")
 
 
 def _p(value: Any) -> str:
@@ -456,9 +474,11 @@ def _p(value: Any) -> str:
 
 
 def format_comparison(c: Comparison) -> str:
-    """The table on stdout: metric, A, B, diff, CI, p, p_holm, verdict; raw values."""
+    """The table on stdout: metric (with its unit), A, B, diff, CI, p, p_holm, verdict, each metric in its
+    display convention (the --json file keeps raw values)."""
     lines = [
-        f"{c.benchmark}: A = {c.model_a}, B = {c.model_b}; B - A on shared (prompt, seed) pairs, raw values"
+        f"{c.benchmark}: A = {c.model_a}, B = {c.model_b}; B - A on shared (prompt, seed) pairs, "
+        "each metric in its display units (raw for cosines)"
         + ("  [PLUMBING CHECK: random weights]" if c.plumbing else ""),
         f"{c.confidence:.0%} CI and p from {c.method} ({c.n_resamples} paired resamples); p: {P_VALUE}",
         f"p_holm: {CORRECTION}; verdict at alpha {c.alpha}",
@@ -470,10 +490,12 @@ def format_comparison(c: Comparison) -> str:
         if row["table"] != table:
             table = row["table"]
             lines += ["", f"[{table}]", header]
-        ci = f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+        factor, suffix = shown_as(c.benchmark, row["metric"])
+        ci = f"[{_num(row['ci_low'], factor)}, {_num(row['ci_high'], factor)}]"
+        name = row["metric"] + suffix
         lines.append(
-            f"{row['metric']:24s} {_num(row['a']):>9s} {_num(row['b']):>9s} {_num(row['diff']):>9s}  {ci:21s} "
-            f"{_p(row['p']):>6s} {_p(row['p_holm']):>6s}  {row['verdict']}"
+            f"{name:24s} {_num(row['a'], factor):>9s} {_num(row['b'], factor):>9s} {_num(row['diff'], factor):>9s}  "
+            f"{ci:21s} {_p(row['p']):>6s} {_p(row['p_holm']):>6s}  {row['verdict']}"
         )
     if not c.rows:
         lines.append("no metric of the suite holds values in both runs")

@@ -287,7 +287,7 @@ def chance_text(overall: dict[str, Any], metric: str, spec: BenchmarkSpec) -> st
 
 def format_summary(summary: dict[str, Any]) -> str:
     """A few lines for the terminal: every metric's mean and CI as displayed (its name carries the
-    display's unit, e.g. ``clip_t (CLIPScore)``), plus what was not run."""
+    display's unit, e.g. ``aesthetic (x10)``), plus what was not run."""
     from idbench.builders.registry import get_benchmark
 
     spec = get_benchmark(summary["benchmark"])

@@ -652,8 +652,8 @@ def in_units(values: Any, spec: BenchmarkSpec, metric: str, raw: bool = False) -
 
 
 def display_name(spec: BenchmarkSpec, metric: str, raw: bool = False) -> str:
-    """The column name :func:`display_table` gives ``metric`` (``"dino_sim (x100)"``, ``"scr@0.5 (%)"``,
-    ``"clip_t (CLIPScore)"``; the bare name under the raw-values switch)."""
+    """The column name :func:`display_table` gives ``metric`` (``"scr@0.5 (%)"``, ``"aesthetic (x10)"``;
+    a raw metric, and every metric under the raw-values switch, keeps its bare name)."""
     return metric + DISPLAYS[display_of(spec, metric, raw)].suffix
 
 
@@ -683,7 +683,7 @@ def display_table(table: pd.DataFrame, spec: BenchmarkSpec, compact: bool = Fals
 
     Each metric's mean and CI go through its ``display`` (``idbench.builders.display``: x100, percent,
     x10, the CLIPScore scale 2.5 x max(cos, 0) x 100) and the column is renamed with the unit
-    (``"id_sim (x100)"``, ``"scr@0.5 (%)"``, ``"clip_t (CLIPScore)"``) so a reader of the CSV knows it;
+    (``"scr@0.5 (%)"``, ``"aesthetic (x10)"``) so a reader of the CSV knows it;
     values are rounded as :func:`idbench.evaluate_pkg.report.display_value` rounds them (4 decimals
     raw, 2 scaled). Judge-failure rates are shown in percent, missing-evidence counts as they are (a
     mean per image), a chance level (``"<metric> random"``) under its metric's convention. Numbers stay numbers, so the app's table sorts numerically.

@@ -626,16 +626,16 @@ def test_cogcanvas_ranks_within_n_2_by_default_and_offers_the_pooled_mean(cogcan
     at = AppTest.from_function(_cogcanvas_page, default_timeout=TIMEOUT).run()
     assert not at.exception and at.title[0].value == "CogCanvas"
     stored = _aggregates(cogcanvas_home, 1)
-    show = lambda s: f"{100 * s['mean']:.2f} [{100 * s['ci_low']:.2f}, {100 * s['ci_high']:.2f}]"  # noqa: E731 dino_sim is x100
+    show = lambda s: f"{s['mean']:.4f} [{s['ci_low']:.4f}, {s['ci_high']:.4f}]"  # noqa: E731 a cosine, shown raw
 
     selector = at.selectbox(key="cogcanvas-filter-n_persons")
     assert selector.value == "2" and selector.options[0] == "N = 2" and selector.options[-1] == "all N (pooled)"
-    assert _table(at).loc[0, "dino_sim (x100)"] == show(stored["breakdowns"]["n_persons"]["2"]["dino_sim"])
+    assert _table(at).loc[0, "dino_sim"] == show(stored["breakdowns"]["n_persons"]["2"]["dino_sim"])
     assert any(c.value.startswith("Ranked within N = 2") for c in at.caption)
     assert at.query_params.get("n_persons") is None  # the default: a short link
 
     selector.select("all").run()  # the pooled choice (shown as "all N (pooled)")
-    assert _table(at).loc[0, "dino_sim (x100)"] == show(stored["overall"]["dino_sim"])
+    assert _table(at).loc[0, "dino_sim"] == show(stored["overall"]["dino_sim"])
     [note] = [c.value for c in at.caption if c.value.startswith("Ranked over all N (pooled)")]
     assert "share of the prompts" in note and "N = 2:" in note  # the pooled mean's weights, said
     assert at.query_params["n_persons"] in ("all", ["all"])  # a link to the pooled ranking
@@ -646,7 +646,7 @@ def test_cogcanvas_ranks_within_n_2_by_default_and_offers_the_pooled_mean(cogcan
         at.query_params["n_persons"] = value
         at.run()
         assert at.selectbox(key="cogcanvas-filter-n_persons").value == value
-        assert _table(at).loc[0, "dino_sim (x100)"] == show(cell["dino_sim"])
+        assert _table(at).loc[0, "dino_sim"] == show(cell["dino_sim"])
 
 
 def test_the_overview_says_which_n_the_leaders_are_for(cogcanvas_home, monkeypatch):
@@ -656,11 +656,8 @@ def test_the_overview_says_which_n_the_leaders_are_for(cogcanvas_home, monkeypat
         t.value.startswith("reference-based track: top of 1 ranked submission(s), by dino_sim, N = 2:") for t in at.text
     )
     stored = _aggregates(cogcanvas_home, 1)["breakdowns"]["n_persons"]["2"]["dino_sim"]
-    [top] = [d.value for d in at.dataframe if "dino_sim (x100)" in d.value.columns]
-    assert (
-        top.loc[0, "dino_sim (x100)"]
-        == f"{100 * stored['mean']:.2f} [{100 * stored['ci_low']:.2f}, {100 * stored['ci_high']:.2f}]"
-    )
+    [top] = [d.value for d in at.dataframe if "dino_sim" in d.value.columns]
+    assert top.loc[0, "dino_sim"] == f"{stored['mean']:.4f} [{stored['ci_low']:.4f}, {stored['ci_high']:.4f}]"
 
 
 def test_the_model_page_shows_the_subject_breakdowns(cogcanvas_home, monkeypatch):

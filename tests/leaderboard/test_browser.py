@@ -333,16 +333,11 @@ def test_a_plumbing_only_benchmark_shows_its_rows_under_the_banner(page, server,
     # CogCanvas ranks within N = 2 by default (the pooled mean is a choice): the row shows that cell.
     expect(page.get_by_role("combobox", name="n_persons")).to_have_value("N = 2")
     expect(page.get_by_text("Ranked within N = 2")).to_be_visible()
-    cell = _aggregates(filled, 4)["breakdowns"]["n_persons"]["2"]["dino_sim"]  # dino_sim is shown x100 on CogCanvas
-    assert (
-        row[header.index("dino_sim (x100)")]
-        == f"{100 * cell['mean']:.2f} [{100 * cell['ci_low']:.2f}, {100 * cell['ci_high']:.2f}]"
-    )
+    cell = _aggregates(filled, 4)["breakdowns"]["n_persons"]["2"]["dino_sim"]  # a cosine: shown raw
+    assert row[header.index("dino_sim")] == f"{cell['mean']:.4f} [{cell['ci_low']:.4f}, {cell['ci_high']:.4f}]"
     csv = _download_csv(page)
     assert csv["model"].tolist() == ["baseline-collage"]
-    assert csv.loc[0, "dino_sim (x100) ci_low"] == pytest.approx(
-        100 * cell["ci_low"], abs=5e-3
-    )  # full numbers, numeric
+    assert csv.loc[0, "dino_sim ci_low"] == pytest.approx(cell["ci_low"], abs=5e-5)  # full numbers, numeric
     _screenshot(page, "cogcanvas-page")
     assert not page.get_by_test_id("stException").count()
 

@@ -192,7 +192,7 @@ def test_lower_is_better_sorts_ascending_and_nan_last():
         query.ranked_table(pd.DataFrame(rows), SPEC, metric="nope")
 
 
-def test_x100_display_and_missing_cell_is_nan():
+def test_cosines_raw_and_missing_cell_is_nan():
     cog = get_benchmark("cogcanvas")
     rows = [
         _row(1, {"id_sim": 0.41234}, breakdowns={"n_persons": {"2": {"id_sim": 0.3}}}),
@@ -201,30 +201,36 @@ def test_x100_display_and_missing_cell_is_nan():
     table = query.ranked_table(pd.DataFrame(rows), cog, metric="id_sim", filters={"n_persons": "2"})
     assert list(table["submission"]) == [1, 2] and math.isnan(table.loc[1, "id_sim"])
     shown = query.display_table(query.ranked_table(pd.DataFrame(rows), cog), cog)
-    assert list(shown["id_sim (x100)"]) == [50.0, 41.23]
+    assert list(shown["id_sim"]) == [0.5, 0.4123]  # a cosine is shown as one, on every benchmark
     long = query.metric_vs_group_size(pd.DataFrame(rows), cog, "id_sim")
     assert list(zip(long["model"], long["group_size"], long["mean"])) == [("m1", 2, 0.3), ("m2", 3, 0.6)]
 
 
-def test_clipscore_and_x10_displays_and_the_missing_evidence_column():
+def test_percent_and_x10_displays_and_the_missing_evidence_column():
     cog = get_benchmark("cogcanvas")
-    # hand-made raw means: CLIP-T cosine 0.24 -> 2.5 * 0.24 * 100 = 60; a negative cosine -> 0 (clamped);
-    # LAION aesthetic 4.5 -> 45; id_sim with 0.25 face-less references per image on average
+    # hand-made raw means: CLIP-T cosines stay cosines; LAION aesthetic 4.5 -> 45; Attr-VQA 0.25 -> 25 %;
+    # id_sim with 0.25 face-less references per image on average
     rows = [
-        _row(1, {"clip_t": 0.24, "aesthetic": 4.5, "id_sim": 0.4, "id_sim.reference_without_face": 0.25}),
-        _row(2, {"clip_t": -0.02, "aesthetic": 5.641, "id_sim": 0.3, "id_sim.reference_without_face": 0.0}),
+        _row(
+            1,
+            {"clip_t": 0.24, "aesthetic": 4.5, "attr_vqa": 0.25, "id_sim": 0.4, "id_sim.reference_without_face": 0.25},
+        ),
+        _row(
+            2,
+            {"clip_t": -0.02, "aesthetic": 5.641, "attr_vqa": 0.5, "id_sim": 0.3, "id_sim.reference_without_face": 0.0},
+        ),
     ]
     table = query.ranked_table(pd.DataFrame(rows), cog, metric="clip_t")
     assert list(table["clip_t"]) == [0.24, -0.02]  # the ranked table stays raw
     assert list(table["id_sim missing evidence"]) == [0.25, 0.0]
     shown = query.display_table(table, cog)
-    assert list(shown["clip_t (CLIPScore)"]) == [60.0, 0.0]
-    assert list(shown["clip_t (CLIPScore) ci_low"]) == [57.5, 0.0]  # 2.5 * 0.23 * 100; 2.5 * max(-0.03, 0)
+    assert list(shown["clip_t"]) == [0.24, -0.02] and list(shown["clip_t ci_low"]) == [0.23, -0.03]
     assert list(shown["aesthetic (x10)"]) == [45.0, 56.41]
+    assert list(shown["attr_vqa (%)"]) == [25.0, 50.0]
     assert list(shown["id_sim missing evidence (per image)"]) == [0.25, 0.0]
     legend = query.display_legend(cog)
-    assert "2.5 x max(cos, 0) x 100" in legend["clip_t (CLIPScore)"] and "Table 2" in legend["clip_t (CLIPScore)"]
-    assert legend["id_sim (x100)"].endswith("(our scale; the paper's convention is not stated)")
+    assert "x 10" in legend["aesthetic (x10)"] and "Table 2" in legend["aesthetic (x10)"]
+    assert legend["clip_t"] == legend["id_sim"] == "raw value"
     assert "paper's convention)" not in " ".join(legend.values())  # nothing claims a convention it cannot show
 
 
