@@ -19,7 +19,7 @@ from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.baselines import Layout, Slot, pick_impostors
 from idbench.evaluate_pkg.context import JUDGE_CHUNK, Context, Result, crop_bytes
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
-from idbench.evaluate_pkg.images import content_hash
+from idbench.evaluate_pkg.images import content_hash, load_working_image
 from idbench.evaluate_pkg.models.detection import SUBJECT_NMS_IOU, nms_per_label
 from idbench.evaluate_pkg.suites.text_alignment import DIAGNOSTICS as TEXT_DIAGNOSTICS
 from idbench.evaluate_pkg.suites.text_alignment import METRICS as TEXT_METRICS
@@ -460,12 +460,13 @@ def _binding_grounded(ctx: Context, shared: _Lazy, bodies, evidence) -> list[Res
         slots = [s for s in (p["slot"] for p in loc.persons) if s in bodies[pair]]
         boxes = _item_boxes(shared.items[keys[pair]], len(loc.persons))
         owner = F.assign_items(np.array([bodies[pair][s] for s in slots]).reshape(-1, 4), boxes)
-        data = shared.gen_loaders[keys[pair]]() if (owner >= 0).any() else None
+        # decoded once for all its crops, and only when a crop is cut
+        image = load_working_image(shared.gen_loaders[keys[pair]], keys[pair]) if (owner >= 0).any() else None
         crops[pair] = []
         for box, person in zip(boxes, owner):
             if person < 0:
                 continue
-            blob = crop_bytes(data, box, keep)
+            blob = crop_bytes(image, box, keep)
             crop_key = content_hash(blob)
             loaders[crop_key] = lambda blob=blob: blob
             crops[pair].append((slots[person], crop_key))
@@ -611,11 +612,11 @@ def _item_dino_sim(ctx: Context, generations, gen_loaders, detections) -> list[R
     crop_loaders = {}
     keep = ctx.models["dinov2"].square_keep()
     for (prompt_id, seed), key in generations.items():
-        persons, data = prompts[prompt_id]["persons"], None
+        persons, image = prompts[prompt_id]["persons"], None
         for label, box in best_item_boxes(detections[key], len(persons)).items():
             person = persons[label - 1]
-            data = data if data is not None else gen_loaders[key]()
-            blob = crop_bytes(data, box, keep)  # padded to a square: the centre crop keeps the item
+            image = image if image is not None else load_working_image(gen_loaders[key], key)  # once per generation
+            blob = crop_bytes(image, box, keep)  # padded to a square: the centre crop keeps the item
             crop_key = content_hash(blob)
             crop_loaders[crop_key] = lambda blob=blob: blob
             crop_of[(prompt_id, seed, person["slot"])] = crop_key

@@ -8,7 +8,7 @@ from idbench.benchmarks.identity_collapse.spec import SCR_THRESHOLDS
 from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.baselines import Layout, Slot
 from idbench.evaluate_pkg.context import Context, Result, crop_bytes
-from idbench.evaluate_pkg.images import content_hash
+from idbench.evaluate_pkg.images import content_hash, load_working_image
 from idbench.evaluate_pkg.models.detection import SUBJECT_NMS_IOU, nms_per_label
 from idbench.evaluate_pkg.suites.text_alignment import DIAGNOSTICS as TEXT_DIAGNOSTICS
 from idbench.evaluate_pkg.suites.text_alignment import METRICS as TEXT_METRICS
@@ -77,15 +77,15 @@ def _instance_level(ctx, metrics, generations, gen_loaders, ref_cls) -> list[Res
     cap = {key: 2 * len(prompts[p]["subject_ids"]) for (p, _), key in generations.items()}
     keep = ctx.models["dinov2"].square_keep()
     for key, found in detections.items():
-        data = gen_loaders[key]()
         crops[key] = []
         # NMS within each query first, so one subject boxed twice cannot supply two crops (two matches);
         # then the most confident 2N boxes: enough for every subject plus spurious ones for the matching
         # to reject, without letting a noisy detector flood the store with crops.
         kept = nms_per_label(found["boxes"], found["scores"], found["labels"], SUBJECT_NMS_IOU)
         best = kept[np.argsort(-found["scores"][kept], kind="stable")][: cap[key]]
+        image = load_working_image(gen_loaders[key], key) if len(best) else None  # decoded once for all its crops
         for box in found["boxes"][best]:
-            blob = crop_bytes(data, box, keep)  # padded to a square: the centre crop keeps the subject
+            blob = crop_bytes(image, box, keep)  # padded to a square: the centre crop keeps the subject
             crop_key = content_hash(blob)
             crop_loaders[crop_key] = lambda blob=blob: blob
             crops[key].append(crop_key)

@@ -296,6 +296,8 @@ def test_detector_boxes_are_in_the_submitted_images_pixels_and_crops_follow_them
     crop = Image.open(io.BytesIO(crop_bytes(data, box, pad=0.0)))
     assert max(crop.size) <= WORKING_SIDE
     assert np.asarray(crop.convert("L"), dtype=np.float64).mean() > 200  # the crop is the white box
+    # the suites decode a generation once and cut all its crops from the working image: the same bytes
+    assert crop_bytes(working_image(data, where="crop"), box, pad=0.0) == crop_bytes(data, box, pad=0.0)
 
 
 def test_masks_are_at_the_working_size_and_cover_the_box(tmp_path):
