@@ -42,7 +42,9 @@ def mark_person(data: bytes, box: Sequence[float]) -> bytes:
     x1, y1 = min(image.width - 1.0, x1), min(image.height - 1.0, y1)
     ImageDraw.Draw(image).rectangle((x0, y0, x1, y1), outline=MARK, width=width)
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    # Lossless at the fastest level: one marked picture per person of every image goes to the judge, and
+    # the default level took 0.23 s a picture at 1024 px (35 of 216 s of the grounding tests' scoring).
+    image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 

@@ -323,9 +323,11 @@ class SceneJudge:
     def __init__(self, scenes: list[Scene], names: dict[str, str]):
         self.scenes, self.names = scenes, names
         self.asked = 0
-        self.by_top: dict[bytes, list[Scene]] = {}
+        self.by_top: dict[bytes, list[tuple[Scene, np.ndarray]]] = {}  # each scene's pixels decoded once
         for s in scenes:
-            self.by_top.setdefault(np.asarray(s.image, dtype=np.int16)[: SIZE // 4].tobytes(), []).append(s)
+            pixels = np.asarray(s.image.convert("RGB"))
+            self.by_top.setdefault(pixels[: SIZE // 4].tobytes(), []).append((s, pixels))
+        self.every = [pair for pairs in self.by_top.values() for pair in pairs]
 
     def _holding(self, scene: Scene, column: int, phrase: str) -> bool:
         item = scene.columns[column].item
@@ -335,20 +337,20 @@ class SceneJudge:
         return next((k for k, c in enumerate(scene.columns) if c.item and phrase.endswith(self.names[c.item])), None)
 
     def _scene_and_mark(self, data: bytes):
-        image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=np.int16)
+        image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
         best = None
         # The top quarter is never marked (persons stand in the lower two thirds): it narrows the search
         # to the pictures of one prompt's background before the whole images are compared.
         top = image[: SIZE // 4].tobytes()
-        for scene in self.by_top.get(top, self.scenes):
-            drawn = np.asarray(scene.image, dtype=np.int16)
+        for scene, drawn in self.by_top.get(top, self.every):
             if drawn.shape == image.shape:
-                diff = np.abs(drawn - image).sum(axis=2) > 0
-                if best is None or diff.sum() < best[1].sum():
-                    best = (scene, diff)
+                diff = (drawn != image).any(axis=2)
+                changed = np.count_nonzero(diff)
+                if best is None or changed < best[2]:
+                    best = (scene, diff, changed)
         if best is None:  # not one of the drawn scenes: a judge-control image built from the references
             return None, None
-        scene, diff = best
+        scene, diff, _ = best
         if not diff.any():
             return scene, None
         ys, xs = np.nonzero(diff)
@@ -393,7 +395,7 @@ def write_submission(folder, name, scenes: dict[str, Scene]):
     rows = []
     for prompt_id, scene in scenes.items():
         file = f"images/{prompt_id}_s0.png"
-        scene.image.save(folder / file)
+        scene.image.save(folder / file, compress_level=1)  # lossless and quick: 64 pictures of 1024 px
         rows.append({"prompt_id": prompt_id, "seed": 0, "file": file})
     pd.DataFrame(rows).to_csv(folder / "manifest.csv", index=False)
     (folder / "submission.json").write_text(json.dumps({"model": name, "benchmark": "cogcanvas"}))
