@@ -80,6 +80,21 @@ def fresh_cache(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("hf-cache"))
 
 
+@pytest.fixture(scope="session")
+def shared_features(tmp_path_factory) -> Path:
+    """One feature cache for the fixtures that score the same pictures with the same tiny models (the
+    leaderboard stores of test_app, test_browser and test_query, the sanity battery): what one computed,
+    the next reads, as a worker's jobs share ``home/features``. A cache entry is named by the content of
+    its input and of the weights (the tiny models are seeded: every worker makes the same files), and
+    written to a temporary name then renamed (``features.FeatureStore``), so the xdist workers share the
+    folder above their own base folders without a lock. Only fixtures whose tests are not about caching
+    use it; tests that count what is computed keep caches of their own."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-features"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 # --- a dataset repo in the Hugging Face cache, as a download leaves it ---------------------------
 
 HUB_REVISION = "0123456789abcdef0123456789abcdef01234567"

@@ -32,7 +32,20 @@ def lift_copy_marks(store_path: Path) -> None:
         )
 
 
-def fill_store(root: Path, cogcanvas: bool = False) -> Path:
+def share_features(home: Path, features: Path | None) -> None:
+    """Make ``home``'s feature cache the session's shared one (``features``, the ``shared_features``
+    fixture of tests/conftest.py) by a link, so the stores built from the same pictures in other test
+    modules compute nothing again; None keeps a cache of its own. A copy of such a home must copy the link
+    (``shutil.copytree(..., symlinks=True)``), not the shared cache."""
+    if features is None:
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    link = home / "features"
+    if not link.exists():
+        link.symlink_to(features, target_is_directory=True)
+
+
+def fill_store(root: Path, cogcanvas: bool = False, features: Path | None = None) -> Path:
     """``root/home`` as ``$IDBENCH_HOME``: the built benchmark and collage, clone, swap scored (tiny).
 
     Submission 1 (the collage) is then marked as not a plumbing check, so that the default view,
@@ -42,8 +55,11 @@ def fill_store(root: Path, cogcanvas: bool = False) -> Path:
     With ``cogcanvas``, the CogCanvas sample is built too and its collage baseline scored with the
     tiny profile on DINO and CLIP-T only (seconds, where the whole suite takes minutes): one
     plumbing-check, incomplete-suite row, as the demo leaves a benchmark (submission 4).
+
+    ``features``: a feature cache shared with other fixtures (:func:`share_features`).
     """
     home = root / "home"
+    share_features(home, features)
     data_dir = home / "benchmarks" / BENCHMARK  # where the app (like `idbench submit`) looks for it
     build(BENCHMARK, out=data_dir)
     data = load_benchmark_data(data_dir)
@@ -58,14 +74,16 @@ def fill_store(root: Path, cogcanvas: bool = False) -> Path:
             "UPDATE submissions SET metadata_json = json_set(metadata_json, '$.family', 'Collages') WHERE id = 1"
         )
     if cogcanvas:
-        add_cogcanvas(root, home)
+        add_cogcanvas(root, home)  # the home's cache is the shared one already, when one was given
     lift_copy_marks(store.path)
     return home
 
 
-def add_cogcanvas(root: Path, home: Path) -> None:
+def add_cogcanvas(root: Path, home: Path, features: Path | None = None) -> None:
     """Build the CogCanvas sample under ``home`` and score its collage baseline with the tiny profile on
-    DINO and CLIP-T only (seconds; the whole suite takes minutes): a plumbing, incomplete-suite row."""
+    DINO and CLIP-T only (seconds; the whole suite takes minutes): a plumbing, incomplete-suite row.
+    ``features``: as for :func:`fill_store`."""
+    share_features(home, features)
     data_dir = home / "benchmarks" / "cogcanvas"
     if not data_dir.is_dir():  # built already when another CogCanvas row came first
         build("cogcanvas", out=data_dir)

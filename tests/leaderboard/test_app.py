@@ -33,9 +33,9 @@ TIMEOUT = 60  # seconds per script run; the first import of matplotlib and the s
 
 
 @pytest.fixture(scope="module")
-def filled(tmp_path_factory) -> Path:
+def filled(tmp_path_factory, shared_features) -> Path:
     """``$IDBENCH_HOME`` with the built benchmark and three scored baselines (the root holds the baselines)."""
-    return fill_store(tmp_path_factory.mktemp("app"))
+    return fill_store(tmp_path_factory.mktemp("app"), features=shared_features)
 
 
 PAGE = "views/benchmark.py"  # every benchmark's page; AppTest opens the first registered: identity-collapse
@@ -52,7 +52,7 @@ def app(filled, monkeypatch) -> AppTest:
 @pytest.fixture
 def home_copy(filled, tmp_path, monkeypatch) -> Path:
     """A copy of the filled home as ``$IDBENCH_HOME``, for tests that change the store."""
-    home = shutil.copytree(filled, tmp_path / "home")
+    home = shutil.copytree(filled, tmp_path / "home", symlinks=True)  # the link to the shared features, not them
     monkeypatch.setenv("IDBENCH_HOME", str(home))
     return home
 
@@ -582,9 +582,9 @@ def test_the_submit_fields_are_one_form(app):
     assert app.file_uploader(key="submit-file").proto.form_id == "submit-form"
 
 
-def test_the_text_to_image_track_is_listed_where_it_has_results(tmp_path, monkeypatch):
+def test_the_text_to_image_track_is_listed_where_it_has_results(tmp_path, monkeypatch, shared_features):
     home = tmp_path / "home"
-    add_cogcanvas(tmp_path, home)  # one reference-based CogCanvas row (a plumbing check)
+    add_cogcanvas(tmp_path, home, features=shared_features)  # one reference-based CogCanvas row (a plumbing check)
     monkeypatch.setenv("IDBENCH_HOME", str(home))
     at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
     assert not any("text-to-image" in t.value for t in at.text)  # no text-to-image result: no line for the track
@@ -614,10 +614,10 @@ def _cogcanvas_page():
 
 
 @pytest.fixture(scope="module")
-def cogcanvas_home(tmp_path_factory) -> Path:
+def cogcanvas_home(tmp_path_factory, shared_features) -> Path:
     """A home with one CogCanvas result (the collage baseline, tiny profile, DINO and CLIP-T)."""
     root = tmp_path_factory.mktemp("cogcanvas-app")
-    add_cogcanvas(root, root / "home")
+    add_cogcanvas(root, root / "home", features=shared_features)
     return root / "home"
 
 

@@ -75,11 +75,11 @@ def sync_api():
 
 
 @pytest.fixture(scope="module")
-def filled(tmp_path_factory) -> Path:
+def filled(tmp_path_factory, shared_features) -> Path:
     """``$IDBENCH_HOME`` with the built benchmark and three scored baselines (the root holds the baselines),
     a CogCanvas row, and a CHARIS row that copies its references (shown apart, unranked: submission 5)."""
     root = tmp_path_factory.mktemp("browser")
-    home = fill_store(root, cogcanvas=True)
+    home = fill_store(root, cogcanvas=True, features=shared_features)
     assert add_charis(root, home) == CHARIS_SUBMISSION
     return home
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from filled_store import lift_copy_marks
+from filled_store import lift_copy_marks, share_features
 
 from idbench.builders.build import build
 from idbench.builders.registry import get_benchmark
@@ -31,9 +31,10 @@ BASELINES = ("collage", "clone", "swap")
 
 
 @pytest.fixture(scope="module")
-def filled(tmp_path_factory) -> tuple[Store, pd.DataFrame]:
+def filled(tmp_path_factory, shared_features) -> tuple[Store, pd.DataFrame]:
     """A store with three scored baselines; submission 1's result is marked as a real (non-plumbing) run."""
     root = tmp_path_factory.mktemp("query")
+    share_features(root / "home", shared_features)  # the pictures of test_app's and test_browser's stores
     data_dir = root / "home" / "benchmarks" / BENCHMARK
     build(BENCHMARK, out=data_dir)
     data = load_benchmark_data(data_dir)
