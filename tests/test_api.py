@@ -98,8 +98,9 @@ def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, 
     assert len(loads) == len(set(loads))  # nothing loaded the second time (another feature cache: computed anew)
     pd.testing.assert_frame_equal(first.aggregates, again.aggregates)
     assert idbench.release_models() == len(set(loads))
+    # the first run's cache again: every feature is read back, yet the models are loaded before any work
     idbench.score(
-        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "c", progress=False
+        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "a", progress=False
     )
     assert len(loads) == 2 * len(set(loads))  # released: loaded again
 
