@@ -121,11 +121,12 @@ def add_cogcanvas_who(root: Path, home: Path) -> None:
     """Build the CogCanvas sample under ``home`` and score its crossed baseline (every person moved one
     slot: swaps by construction) with the tiny profile on the identity metrics only, which record who
     became whom (``who.*`` counts and per-image evidence; the face model is the real one): a plumbing,
-    incomplete-suite row, scored in about half a minute."""
+    incomplete-suite row. At 512 px dlib's HOG finds most pasted faces; at 256 its CNN fallback ran on
+    most pictures (the module's setup took 75 s on one core instead of 52)."""
     data_dir = home / "benchmarks" / "cogcanvas"
     if not data_dir.is_dir():
         build("cogcanvas", out=data_dir)
-    make_baseline("crossed", load_benchmark_data(data_dir), root / "cogcanvas-crossed", size=256)
+    make_baseline("crossed", load_benchmark_data(data_dir), root / "cogcanvas-crossed", size=512)
     store = Store(home)
     submit(store, root / "cogcanvas-crossed", data_dir)
     run_worker(store, once=True, options=ScoreOptions(profile="tiny", metrics=("id_sim", "id_sim_strict")))
