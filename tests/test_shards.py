@@ -1,0 +1,81 @@
+"""Shards (idbench.shards): the split of units among N shards, and where a shard is read from."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+
+import pytest
+from scipy import stats
+
+from idbench.shards import MAX_SHARDS, Shard, ShardError, parse_shard, resolve_shard, shard_of, unit_key
+
+UNITS = [unit_key(f"p{i:04d}", seed) for i in range(700) for seed in (0, 1, 2)]  # 2,100 (prompt, seed) rows
+
+
+def test_every_unit_is_in_exactly_one_shard():
+    for count in (1, 2, 3, 7):
+        shards = [Shard(k, count) for k in range(count)]
+        for unit in UNITS:
+            assert sum(s.owns(unit) for s in shards) == 1
+
+
+def test_the_split_is_the_documented_rule_computed_independently():
+    # highest sha256("<index>\0<prompt_id>\0<seed>") wins, written out here by hand
+    for prompt_id, seed in (("p0001", 0), ("cogcanvas-0042", 2), ("é/x", 1)):
+        digests = [hashlib.sha256(f"{k}\x00{prompt_id}\x00{seed}".encode()).digest() for k in range(5)]
+        assert shard_of(unit_key(prompt_id, seed), 5) == digests.index(max(digests))
+
+
+def test_adding_a_shard_moves_units_only_to_the_new_one():
+    for count in (1, 2, 5, 9):
+        moved = 0
+        for unit in UNITS:
+            before, after = shard_of(unit, count), shard_of(unit, count + 1)
+            assert after in (before, count)  # finished work never moves between the shards that ran it
+            moved += after != before
+        # about 1/(N+1) of the units go to the new shard (a hash mod N would move most of them)
+        assert abs(moved / len(UNITS) - 1 / (count + 1)) < 0.05
+
+
+def test_the_shards_are_balanced():
+    counts = Counter(shard_of(unit, 8) for unit in UNITS)
+    assert sorted(counts) == list(range(8))
+    assert stats.chisquare([counts[k] for k in range(8)]).pvalue > 0.001
+
+
+def test_a_shard_is_written_k_of_n_from_zero():
+    assert parse_shard("2/4") == Shard(2, 4) and str(parse_shard(" 0 / 1 ")) == "0/1"
+    for bad, says in (
+        ("4/4", "shard 4 of 4; expected 0 to 3"),
+        ("1/0", "0 shards"),
+        (f"0/{MAX_SHARDS + 1}", f"expected 1 to {MAX_SHARDS}"),
+        ("-1/4", "expected K/N"),
+        ("a/b", "expected K/N"),
+        ("3", "expected K/N"),
+    ):
+        with pytest.raises(ShardError, match=says.replace("(", r"\(")) as caught:
+            parse_shard(bad)
+        assert "\n" not in str(caught.value)
+
+
+def test_the_scheduler_names_the_shard():
+    slurm = {"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "3", "SLURM_ARRAY_TASK_COUNT": "4"}
+    assert resolve_shard(None, slurm) == Shard(2, 4, "SLURM_ARRAY_TASK_ID")  # --array=3-6: the third task
+    assert resolve_shard(None, {"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "2"}) == Shard(
+        1, 2, "SLURM_ARRAY_TASK_ID"
+    )
+    assert resolve_shard("0/3", slurm) == Shard(0, 3)  # --shard wins
+    with pytest.raises(ShardError, match="SLURM_ARRAY_TASK_STEP=2"):
+        resolve_shard(None, {**slurm, "SLURM_ARRAY_TASK_STEP": "2"})
+    with pytest.raises(ShardError, match="shard 4 of 4"):  # an id past the count
+        resolve_shard(None, {"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "4"})
+    kubernetes = {"JOB_COMPLETION_INDEX": "3", "IDBENCH_SHARD_COUNT": "8"}
+    assert resolve_shard(None, kubernetes) == Shard(3, 8, "JOB_COMPLETION_INDEX")
+    with pytest.raises(ShardError, match="IDBENCH_SHARD_COUNT is not"):
+        resolve_shard(None, {"JOB_COMPLETION_INDEX": "3"})
+    with pytest.raises(ShardError, match="not a whole number"):
+        resolve_shard(None, {"JOB_COMPLETION_INDEX": "x", "IDBENCH_SHARD_COUNT": "8"})
+    # torch's RANK / WORLD_SIZE belong to the process group inside a shard (accelerate launch), not to shards
+    assert resolve_shard(None, {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}) is None
+    assert resolve_shard(None, {}) is None
