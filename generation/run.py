@@ -11,6 +11,12 @@ Under ``accelerate launch`` (several processes), the main process writes the tem
 takes the same list of missing rows and generates every ``num_processes``-th of them from its own
 index, and the main process writes ``submission.json`` once all are done: each image is written once,
 and since every image is seeded by its own CPU generator, the images are those of a one-process run.
+
+A ``shard`` (:mod:`idbench.shards`: ``--shard K/N``, a Slurm job array, a Kubernetes indexed Job) takes
+only its own rows, with no rendezvous with the other shards: each may create the folder (the first
+template renamed into place wins; the others continue it, as a rerun would), writes only its own
+images, and rewrites ``submission.json`` (the same record but for the time per image). A killed shard
+rerun generates only its missing images; ``accelerate launch`` inside a shard splits the shard's rows.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any, Protocol
 from PIL import Image
 
 from idbench import settings
+from idbench.atomic import OutputExistsError
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.images import size_problem
@@ -46,6 +53,7 @@ from idbench.evaluate_pkg.submission import (
 )
 from idbench.generation.adapters import SEED_RULE, GeneratorError, generation_record
 from idbench.generation.requests import DEFAULT_RESOLUTION, GenerationRequest, build_requests, check_task
+from idbench.shards import Shard, unit_key
 
 # The libraries whose versions make an image reproducible, recorded when installed.
 RECORDED_LIBRARIES = ("idbench", "torch", "diffusers", "transformers", "accelerate", "pillow", "numpy")
@@ -150,8 +158,11 @@ def _prepare(data: BenchmarkData, out: Path, task: str) -> tuple[dict, list[tupl
     """:func:`prepare_folder`'s metadata and the manifest's rows, once both are checked with a submission's
     rules (:func:`~idbench.evaluate_pkg.submission.check_resume_folder`); the first problem is one line."""
     if not out.exists():
-        write_template(data, out, task=task)
-    elif not (out / MANIFEST_NAME).is_file() or not (out / METADATA_NAME).is_file():
+        try:
+            write_template(data, out, task=task)
+        except OutputExistsError:  # made meanwhile by another shard of the run: continued like any folder
+            pass
+    if not (out / MANIFEST_NAME).is_file() or not (out / METADATA_NAME).is_file():
         raise GenerationRunError(
             f"{out} exists but is not a submission folder ({MANIFEST_NAME} and {METADATA_NAME}); choose another --out"
         )
@@ -341,6 +352,7 @@ def generate_submission(
     batch_size: int = 1,
     progress: bool | None = None,
     processes: ProcessGroup | None = None,
+    shard: Shard | None = None,
     say: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Generate every missing image of the submission ``out`` for ``data`` with ``adapter``; see the module docstring.
@@ -349,8 +361,9 @@ def generate_submission(
     ``limit`` takes the first N rows of the manifest (a trial: the submission then fails validation
     for the rows left out); ``model_name`` is ``submission.json``'s ``model`` (default: the adapter's
     model id, else its name). ``processes``: the process group of a distributed run (an
-    ``accelerate.PartialState``); this process generates its share. ``say`` gets the run's estimate
-    line after the first images (default: stderr, or above the bar on a terminal).
+    ``accelerate.PartialState``); this process generates its share. ``shard``: this run generates only the
+    rows of that shard (the module docstring). ``say`` gets the run's estimate line after the first images
+    (default: stderr, or above the bar on a terminal).
     """
     check_task(data, task)
     if limit is not None and limit < 1:
@@ -368,6 +381,8 @@ def generate_submission(
     if not group.is_main_process:
         metadata, rows = _prepare(data, out, task)
     rows = rows[:limit]
+    if shard is not None:
+        rows = [row for row in rows if shard.owns(unit_key(row[0], row[1]))]
     missing = [row for row in rows if not image_path(out, row[2]).is_file()]
     if group.is_main_process:
         remove_stale_temporaries(out, [row[2] for row in missing])
@@ -391,7 +406,7 @@ def generate_submission(
         seconds = time.perf_counter() - started
         if group.num_processes == 1:
             _write_record(
-                out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, 1, batch_size
+                out, metadata, adapter_name, adapter, model_name, resolution, task, seconds, done, 1, batch_size, shard
             )
     if group.num_processes > 1:
         group.wait_for_everyone()  # every share is written before the record says the run is done
@@ -408,6 +423,7 @@ def generate_submission(
                 done,
                 group.num_processes,
                 batch_size,
+                shard,
             )
             # The main process reports the whole run: every share's images, its own time per image.
             generated = sum(image_path(out, row[2]).is_file() for row in missing)
@@ -427,15 +443,19 @@ def _write_record(
     done: int,
     processes: int,
     batch_size: int,
+    shard: Shard | None = None,
 ) -> None:
     """submission.json with the generation record, written after every run, stopped or not, so the record
-    says what the images were made with. In a distributed run the time per image is the main process's."""
+    says what the images were made with. In a distributed run the time per image is the main process's;
+    in a sharded one, that of the shard that wrote last (each shard rewrites the record)."""
     previous = metadata.get("generation", {}) if isinstance(metadata.get("generation"), dict) else {}
     per_image = seconds / done if done else previous.get("seconds_per_image")
     generation = record(adapter_name, adapter, resolution=resolution, task=task, seconds_per_image=per_image)
     generation["batch_size"] = batch_size  # a batch may differ from one at a time by a level of 255 (float sums)
     if processes > 1:
         generation["processes"] = processes
+    if shard is not None and shard.count > 1:
+        generation["shards"] = shard.count  # the same for every shard; which shard wrote last is not recorded
     own = generation_record(adapter)
     name = model_name or metadata.get("model") or _model_name(own.get("model_id")) or adapter_name
     write_json_atomically(metadata | {"model": name, "generation": generation}, out / METADATA_NAME)

@@ -24,6 +24,12 @@ def add_generate(commands) -> None:
     )
     add_generation_arguments(generate)
     generate.add_argument("--limit", type=int, metavar="N", help="only the first N rows of the manifest (a trial run)")
+    generate.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="generate only shard K (from 0) of N, for a job array writing into one --out (default: from "
+        "SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT, or JOB_COMPLETION_INDEX with IDBENCH_SHARD_COUNT; docs/cluster.md)",
+    )
     generate.set_defaults(func=cmd_generate)
 
 
@@ -32,7 +38,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.data import load_benchmark_data
     from idbench.generation.adapters import GeneratorOptions, check_device, load_generator
     from idbench.generation.run import generate_submission, process_group_if_launched
+    from idbench.shards import resolve_shard
 
+    shard = resolve_shard(args.shard)  # a bad --shard or scheduler variable: one line, before any model loads
     data = load_benchmark_data(args.data, benchmark=args.benchmark)
     check_device(args.device)
     processes = process_group_if_launched(args.device)
@@ -50,6 +58,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         limit=args.limit,
         batch_size=args.batch_size,
         processes=processes,
+        shard=shard,
     )
     if processes is not None:
         # Leave the process group together and cleanly (gloo threads alive at exit abort the process).
@@ -57,17 +66,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
         processes.destroy_process_group()
         if not processes.is_main_process:
             return 0  # the main process reports the run
-    _report(args, data, task, report)
+    _report(args, data, task, report, shard)
     return 0
 
 
-def _report(args: argparse.Namespace, data, task: str, report) -> None:
+def _report(args: argparse.Namespace, data, task: str, report, shard=None) -> None:
     per_image = f", {report.seconds_per_image:.2f} s per image" if report.seconds_per_image is not None else ""
+    whose = f" (shard {shard} from {shard.source})" if shard is not None else ""
     print(
-        f"generated {report.generated} images for {data.name} ({task}) into {args.out}; skipped {report.skipped} already there"
-        f"{per_image}; {report.total} of {len(data.required_pairs)} rows considered"
+        f"generated {report.generated} images for {data.name} ({task}) into {args.out}{whose}; skipped "
+        f"{report.skipped} already there{per_image}; {report.total} of {len(data.required_pairs)} rows considered"
     )
-    if report.total < len(data.required_pairs):
+    if shard is not None and shard.count > 1:
+        print(
+            f"note: the other {shard.count - 1} shard(s) generate the other rows; once all have finished: "
+            f"idbench validate {args.out} --data {args.data}"
+        )
+    elif report.total < len(data.required_pairs):
         print(
             f"note: --limit left {len(data.required_pairs) - report.total} rows out; validate needs them all (rerun without --limit)"
         )

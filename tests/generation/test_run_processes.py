@@ -196,3 +196,86 @@ def test_only_the_runs_own_temporaries_are_removed(tmp_path):
         path.write_bytes(b"x")
     assert remove_stale_temporaries(tmp_path, ["images/p1_s0.png"]) == 1
     assert not own.exists() and other.exists() and kept.exists()
+
+
+def shard_command(data_dir: Path, out: Path, model: str, shard: str) -> list[str]:
+    """``idbench generate`` of shard ``shard`` (K/N) over the whole manifest, as one job of an array runs it."""
+    command = generate_command(data_dir, out, model)
+    return [*command[: command.index("--limit")], "--shard", shard]
+
+
+def test_three_shards_as_three_processes_fill_one_submission_and_a_killed_one_resumes(data_dir, tmp_path, capsys):
+    from idbench.cli import main
+    from idbench.shards import Shard, unit_key
+
+    data = load_benchmark_data(data_dir)
+    out = tmp_path / "sub"
+    # Started together, all three race to create the folder. Shard 1 stops after three images and is killed.
+    killed = subprocess.Popen(
+        [sys.executable, *shard_command(data_dir, out, "standin_adapters:StopsAfterThree", "1/3")],
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    others = {
+        k: subprocess.Popen(
+            [sys.executable, *shard_command(data_dir, out, "standin_adapters:tinted", f"{k}/3")],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in (0, 2)
+    }
+    try:
+        for line in killed.stderr:
+            if "STOPPED-AFTER-3" in line:
+                break
+        else:
+            pytest.fail(f"shard 1 ended first (exit {killed.wait()})")
+        os.kill(killed.pid, signal.SIGKILL)
+    finally:
+        killed.wait(timeout=60)
+    owned = {k: [p for p in data.required_pairs if Shard(k, 3).owns(unit_key(*p))] for k in range(3)}
+    for k, child in others.items():
+        stdout, stderr = child.communicate(timeout=300)
+        assert child.returncode == 0, stderr[-2000:]
+        assert f"generated {len(owned[k])} images" in stdout and "(shard " in stdout and f"{k}/3 from --shard" in stdout
+    # Shard 1's rows are missing: the folder does not validate yet, and says which.
+    assert len(images(out)) == len(owned[0]) + len(owned[2]) + 3
+    assert main(["validate", str(out), "--data", str(data_dir)]) == 2
+    capsys.readouterr()
+    rerun = subprocess.run(
+        [sys.executable, *shard_command(data_dir, out, "standin_adapters:tinted", "1/3")],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"generated {len(owned[1]) - 3} images" in rerun.stdout and "skipped 3 already there" in rerun.stdout
+    assert main(["validate", str(out), "--data", str(data_dir)]) == 0
+    # The images of one process, each written once (no temporaries left), and the record says three shards.
+    sys.path.insert(0, str(HERE))
+    try:
+        one = generate_submission(
+            data, __import__("standin_adapters").tinted, tmp_path / "one", resolution=32, progress=False
+        )
+    finally:
+        sys.path.remove(str(HERE))
+    assert images(out) == images(one.out) and len(images(out)) == len(data.required_pairs)
+    assert not list(out.rglob("*.tmp"))
+    assert json.loads((out / "submission.json").read_text())["generation"]["shards"] == 3
+
+
+def test_a_bad_shard_is_one_line_before_any_work(data_dir, tmp_path, capsys, monkeypatch):
+    from idbench.cli import main
+
+    command = shard_command(data_dir, tmp_path / "sub", "standin_adapters:tinted", "3/3")[2:]
+    assert main(command) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "shard 3 of 3" in err and not (tmp_path / "sub").exists()
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "2")  # a Kubernetes indexed Job without the count
+    assert main(command[: command.index("--shard")]) == 2
+    assert "IDBENCH_SHARD_COUNT" in capsys.readouterr().err
