@@ -78,6 +78,22 @@ def atomic_directory(
     shutil.rmtree(holder, ignore_errors=True)  # the staging folder is gone (renamed); this drops the backup
 
 
+def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write one file completely or not at all: a hidden temporary beside it (``.<name>.<random>.tmp``),
+    fsynced, then renamed over ``path``. Readers see the old file or the new one, never a part."""
+    path = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def _swap_in(staging: Path, target: Path, backup: Path, overwrite: bool, keep_existing: bool) -> None:
     """Rename ``staging`` to ``target`` as :func:`atomic_directory` describes."""
     if not target.exists():

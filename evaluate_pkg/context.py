@@ -293,7 +293,9 @@ class Context:
         return features
 
     def text_features(self, role: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        return self.store.encode_texts(self.models[role], texts)
+        # batched like the images (--batch-size): with batches of one, no text's embedding depends on
+        # which other texts shared its batch, so a sharded run's features are a single process's
+        return self.store.encode_texts(self.models[role], texts, batch_size=self.options.batch_size)
 
     def detections(
         self, loaders: Mapping[str, Callable[[], bytes]], queries: Mapping[str, Sequence[str]]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,10 @@ from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 from idbench.evaluate_pkg.report import aggregate, write_report
-from idbench.evaluate_pkg.submission import validate_submission
+from idbench.evaluate_pkg.submission import Submission, validate_submission
 from idbench.evaluate_pkg.suites import suite_for
 from idbench.progress import Progress, progress_for
+from idbench.shards import Shard, unit_key
 
 
 class ScoringError(IdbenchError, ValueError):
@@ -164,6 +166,8 @@ def score_submission(
     accelerator: Any = None,
     progress: bool | Progress = True,
     models: Models | None = None,
+    shard: Shard | None = None,
+    carry: str | None = None,
 ) -> dict[str, Any]:
     """Score one submission; returns the summary written to ``aggregates.json``.
 
@@ -173,6 +177,11 @@ def score_submission(
     ``progress``: what the run says on stderr while it works (``idbench.progress``; only the main
     process speaks): True for bars on a terminal and bounded log lines elsewhere, False for nothing,
     or a reporter of the caller's.
+
+    ``shard`` (:mod:`idbench.shards`): score only that shard's images, into the feature cache and the
+    judge's answer cache, and write nothing else; ``idbench merge`` then scores the whole submission
+    from those caches (:mod:`idbench.evaluate_pkg.merge`). Returns a shorter summary (no aggregates).
+    ``carry``: a sub-folder of an existing ``out`` kept in the new one (the merge's shard records).
     """
     options = options or ScoreOptions()
     data = data if isinstance(data, BenchmarkData) else load_benchmark_data(data)
@@ -197,6 +206,8 @@ def score_submission(
                 is_main,
                 reporter,
                 shared,
+                shard,
+                carry,
             )
             scoring.note = f"{summary['images']} images" if summary["images"] else "a ranking of references"
     except BaseException:
@@ -213,10 +224,25 @@ def _listing(names: list[str], at_most: int = 10) -> str:
     return shown + (f" and {len(names) - at_most} more" if len(names) > at_most else "")
 
 
-def _score(submission_path, data, out, options, cache_dir, overwrite, accelerator, models, is_main, reporter, shared):
+def _score(
+    submission_path,
+    data,
+    out,
+    options,
+    cache_dir,
+    overwrite,
+    accelerator,
+    models,
+    is_main,
+    reporter,
+    shared,
+    shard,
+    carry,
+):
     """score_submission's work, reported to ``reporter`` (``shared``: other processes compute part of the features)."""
     # Validation comes first: the submission's task decides which metrics (and models) apply.
-    with validate_submission(Path(submission_path), data) as submission:
+    with validate_submission(Path(submission_path), data) as whole:
+        submission = whole if shard is None else _share(whole, shard)
         # Under accelerate only the main process asks the judge (the others would send the same requests);
         # judged metrics use no collective, so the processes still meet at the same feature gathers.
         metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None, submission.task)
@@ -250,6 +276,8 @@ def _score(submission_path, data, out, options, cache_dir, overwrite, accelerato
             copy_rows, context.copies = detect_copies(context)
             results += copy_rows
         reporter.close()
+        if shard is not None:  # the work is in the caches; the results come from the merge
+            return shard_summary(data, whole, shard, context)
         # The judge's controls (judge/controls.py), asked after the submission's own questions, which are
         # all that judge_summary's statistics count; they never enter the results.
         judged_record, controls = judge_summary(context.judge), None
@@ -267,8 +295,41 @@ def _score(submission_path, data, out, options, cache_dir, overwrite, accelerato
         if out is not None and is_main:
             with reporter.step("writing results.parquet, aggregates.json and report.md") as writing:
                 writing.note = f"into {out}"
-                write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite)
+                write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite, carry=carry)
     return summary
+
+
+def _share(submission: Submission, shard: Shard) -> Submission:
+    """The images of ``submission`` that are ``shard``'s work."""
+    if submission.task == "retrieval":
+        raise ScoringError(
+            f"--shard {shard}: a retrieval submission is one table of rankings, scored in seconds; score it whole"
+        )
+    return submission.only(lambda entry: shard.owns(unit_key(entry.prompt_id, entry.seed)))
+
+
+def submission_fingerprint(submission: Submission) -> str:
+    """One hash of every (prompt_id, seed) and its image's content: two shards scored the same submission
+    exactly when their fingerprints are equal."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for entry in submission.entries:
+        digest.update(f"{entry.prompt_id}\x00{entry.seed}\x00{entry.content_hash}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def shard_summary(data: BenchmarkData, whole: Submission, shard: Shard, context: Context) -> dict[str, Any]:
+    """What a shard reports: which shard, how many images, of which submission, and what it computed."""
+    return {
+        "benchmark": data.name,
+        "shard": str(shard),
+        "images": len(context.submission.entries),
+        "submission_sha256": submission_fingerprint(whole),
+        "build": build_record(data),
+        "profile": context.options.profile,
+        "features": {"cached": context.store.stats.cached, "computed": context.store.stats.computed},
+    }
 
 
 def results_frame(data: BenchmarkData, metadata: dict, results: list[Result], profile: str) -> pd.DataFrame:
@@ -371,6 +432,7 @@ def write_outputs(
     summary: dict[str, Any],
     evidence: list | None = None,
     overwrite: bool = False,
+    carry: str | None = None,
 ) -> None:
     """Write results.parquet, the judge's evidence, aggregates.json and report.md into ``out``, atomically.
 
@@ -379,6 +441,8 @@ def write_outputs(
     ``out`` without --overwrite before scoring; ``overwrite=False`` still refuses one that appeared since.
     """
     with atomic_directory(out, overwrite=overwrite) as staging:
+        if carry is not None and (Path(out) / carry).is_dir():  # kept: the merge's shard records
+            shutil.copytree(Path(out) / carry, staging / carry)
         results_frame(data, summary["submission"], results, summary["profile"]).to_parquet(
             staging / "results.parquet", index=False
         )

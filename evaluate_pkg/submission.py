@@ -113,9 +113,9 @@ import stat
 import tempfile
 import weakref
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
@@ -435,6 +435,11 @@ class Submission:
             return self._by_pair[(prompt_id, seed)]
         except KeyError:
             raise KeyError(f"no entry for prompt_id {prompt_id!r} seed {seed}") from None
+
+    def only(self, keep: Callable[[Entry], bool]) -> Submission:
+        """The entries ``keep`` accepts (in the same order), as a submission that does not own the
+        temporary folder: this one must stay open while the other is used (a shard of a run)."""
+        return replace(self, entries=tuple(e for e in self.entries if keep(e)), workdir=None)
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries)

@@ -38,6 +38,7 @@ COMMANDS = (
     generate.add_generate,
     run.add_run,
     score.add_score,
+    score.add_merge,
     baseline.add_baseline,
     queue.add_submit,
     analysis.add_alignment,

@@ -57,14 +57,53 @@ def add_score(commands) -> None:
         help="where the result can be checked (the leaderboard, a results repo); each entry's source.url",
     )
     score.add_argument("--source-name", help='display name of --source-url (e.g. "idbench leaderboard")')
+    score.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="score only shard K (from 0) of N into the feature cache and write OUT/shards/K-of-N.json; `idbench merge "
+        "OUT` then writes the results (default: from SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT, or "
+        "JOB_COMPLETION_INDEX with IDBENCH_SHARD_COUNT; docs/cluster.md)",
+    )
     add_judge_arguments(score)
     score.set_defaults(func=cmd_score)
+
+
+def add_merge(commands) -> None:
+    merge = commands.add_parser(
+        "merge",
+        help="the results of a scoring run done in shards (score --shard K/N): checked complete, then written",
+        description="Reads OUT/shards/K-of-N.json, refuses an incomplete or mixed set of shards in one line, then scores "
+        "the whole submission from the shards' feature and judge caches (nothing is computed again), writing the "
+        "results.parquet, aggregates.json and report.md a single process would. Idempotent. See docs/cluster.md.",
+    )
+    merge.add_argument("out", type=Path, metavar="OUT", help="the --out of the shards")
+    merge.add_argument("--device", default="cpu", help="where the models are loaded (nothing heavy runs; default: cpu)")
+    merge.add_argument("--num-workers", type=int, default=0, help="DataLoader workers that decode images")
+    merge.set_defaults(func=cmd_merge)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from idbench.evaluate_pkg.merge import merge
+    from idbench.evaluate_pkg.report import format_summary
+
+    summary = merge(args.out, device=args.device, num_workers=args.num_workers)
+    features = summary["features"]
+    print(format_summary(summary))
+    print(
+        f"merged the shards in {args.out / 'shards'}: {sum(features['cached'].values())} features read from the shards' "
+        f"cache, {sum(features['computed'].values())} computed here; results in {args.out} (results.parquet, aggregates.json, report.md)"
+    )
+    return 0
 
 
 def cmd_score(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.runner import accelerator_if_launched, score_submission
+    from idbench.shards import resolve_shard
 
+    shard = resolve_shard(args.shard)  # a bad --shard or scheduler variable: one line, before any work
+    if shard is not None and args.hub_eval_results:
+        raise ScoringErrorForCli("--hub-eval-results with --shard: a shard has no results (pass it to the merge's run)")
     eval_results_source = _check_hub_eval_results(args) if args.hub_eval_results else None
     accelerator = accelerator_if_launched(args.device)
     options = ScoreOptions(
@@ -77,6 +116,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         models_dir=str(args.models_dir) if args.models_dir else None,
         judge=judge_config(args),
     )
+    if shard is not None:
+        return _score_shard(args, options, accelerator, shard)
     summary = score_submission(
         args.submission,
         args.data,
@@ -93,6 +134,38 @@ def cmd_score(args: argparse.Namespace) -> int:
         # interpreter exit makes torch abort the process (seen with gloo).
         accelerator.wait_for_everyone()
         accelerator.end_training()
+    return 0
+
+
+def _score_shard(args: argparse.Namespace, options, accelerator, shard) -> int:
+    """One shard: its images into the caches, then its record (evaluate_pkg/merge.py)."""
+    from idbench.evaluate_pkg.merge import record_path, shard_record, write_shard_record
+    from idbench.evaluate_pkg.runner import default_cache_dir, score_submission
+
+    if record_path(args.out, shard).exists() and not args.overwrite:
+        raise ScoringErrorForCli(
+            f"{record_path(args.out, shard)} exists: shard {shard} has finished; pass --overwrite to score it again"
+        )
+    cache_dir = args.cache_dir or default_cache_dir()
+    summary = score_submission(
+        args.submission, args.data, None, options, cache_dir=cache_dir, accelerator=accelerator, shard=shard
+    )
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+        if not accelerator.is_main_process:
+            return 0
+    record = shard_record(
+        shard, summary, submission=args.submission, data=args.data, cache_dir=cache_dir, options=options
+    )
+    path = write_shard_record(args.out, record)
+    print(
+        f"shard {shard} (from {shard.source}): {summary['images']} images of {args.submission} scored into the feature "
+        f"cache {cache_dir} ({sum(summary['features']['computed'].values())} features computed); recorded in {path}"
+    )
+    if args.cache_dir is None:
+        print("note: no --cache-dir: the merge reads this shard's features only where it sees this machine's cache")
+    print(f"when all {shard.count} shards have finished: idbench merge {args.out}")
     return 0
 
 

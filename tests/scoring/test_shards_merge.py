@@ -1,0 +1,171 @@
+"""Scoring in shards (score --shard K/N), then `idbench merge` (evaluate_pkg/merge.py): the merged results are
+a single process's, an incomplete or mixed set of shards is refused in one line, a killed shard resumes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from idbench.builders.build import build
+from idbench.cli import main
+from idbench.evaluate_pkg import features as features_module
+from idbench.evaluate_pkg.baselines import make_baseline
+from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.shards import Shard, unit_key
+
+METRICS = "dino_sim,clip_t"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("shards")
+    build("cogcanvas", out=root / "data", n_prompts=6)
+    make_baseline("collage", load_benchmark_data(root / "data"), root / "sub", size=128)
+    return root
+
+
+def score(built: Path, out: Path, cache: Path, *more: str) -> int:
+    argv = ["score", str(built / "sub"), "--data", str(built / "data"), "--out", str(out)]
+    return main([*argv, "--profile", "tiny", "--metrics", METRICS, "--cache-dir", str(cache), *more])
+
+
+def computed(summary: dict) -> int:
+    return sum(summary["features"]["computed"].values())
+
+
+def close(a, b, rel: float = 1e-5) -> bool:
+    """Equal structure and counts, floats within ``rel``: what batches of another size change."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], rel) for k in a)
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=rel, abs=1e-9, nan_ok=True)
+    return a == b
+
+
+def test_three_shards_and_a_merge_write_what_one_process_writes(built, tmp_path, capsys):
+    # Batches of one: an image's features cannot depend on the batch it was in, so a single process and
+    # the shards compute the same floats, and the merge must reproduce the single process bit for bit.
+    one = ("--batch-size", "1")
+    assert score(built, tmp_path / "single", tmp_path / "cache-single", *one) == 0
+    out, cache = tmp_path / "sharded", tmp_path / "cache-shards"
+    for k in (0, 2):
+        assert score(built, out, cache, "--shard", f"{k}/3", *one) == 0
+    capsys.readouterr()
+    # Shard 1 has not run: refused in one line that names it and what it holds.
+    assert main(["merge", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    data = load_benchmark_data(built / "data")
+    mine = [p for p in data.required_pairs if Shard(1, 3).owns(unit_key(*p))]
+    assert err.count("\n") == 0 and "shard(s) 1 of 3 have not finished" in err
+    assert f"{len(mine)} of {len(data.required_pairs)} (prompt_id, seed) rows unscored" in err
+    assert not (out / "aggregates.json").exists()
+
+    assert score(built, out, cache, "--shard", "1/3", *one) == 0
+    assert "when all 3 shards have finished: idbench merge" in capsys.readouterr().out
+    assert main(["merge", str(out)]) == 0
+    assert "0 computed here" in capsys.readouterr().out
+    single = json.loads((tmp_path / "single" / "aggregates.json").read_text())
+    merged = json.loads((out / "aggregates.json").read_text())
+    # Bit for bit: the same floats in the same places (the feature counts say what each run computed).
+    assert merged["aggregates"] == single["aggregates"] and merged["copies"] == single["copies"]
+    assert merged["notes"] == single["notes"] and merged["images"] == single["images"] == len(data.required_pairs)
+    assert computed(merged) == 0 and computed(single) > 0
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "results.parquet"), pd.read_parquet(tmp_path / "single" / "results.parquet")
+    )
+    assert (out / "report.md").is_file() and sorted(p.name for p in (out / "shards").iterdir()) == [
+        "0-of-3.json",
+        "1-of-3.json",
+        "2-of-3.json",
+    ]
+    # Each shard scored its own images only, and together every image once.
+    records = [json.loads((out / "shards" / f"{k}-of-3.json").read_text()) for k in range(3)]
+    assert sum(r["images"] for r in records) == len(data.required_pairs)
+    assert "api_key" not in json.dumps(records)  # no secret in a record (the judge's key stays in the environment)
+    # Idempotent: a second merge writes the same file.
+    before = (out / "aggregates.json").read_bytes()
+    assert main(["merge", str(out)]) == 0
+    assert (out / "aggregates.json").read_bytes() == before
+
+
+def test_with_the_default_batches_the_merge_agrees_to_float32_rounding(built, tmp_path):
+    # A shard's batches hold other images than one process's: an encoder's floats then differ in the
+    # last bits (the matrix products are blocked differently), and so do the means, by ~1e-8 here.
+    assert score(built, tmp_path / "single", tmp_path / "cache-single") == 0
+    out, cache = tmp_path / "sharded", tmp_path / "cache-shards"
+    for k in range(2):
+        assert score(built, out, cache, "--shard", f"{k}/2") == 0
+    assert main(["merge", str(out)]) == 0
+    single = json.loads((tmp_path / "single" / "aggregates.json").read_text())
+    merged = json.loads((out / "aggregates.json").read_text())
+    assert close(merged["aggregates"], single["aggregates"]) and merged["copies"] == single["copies"]
+
+
+def test_a_killed_shard_leaves_no_record_and_its_rerun_resumes(built, tmp_path, monkeypatch, capsys):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    original, saved = features_module.FeatureStore.save, {"n": 0}
+
+    def dies_after_five(self, *args, **kwargs):
+        if saved["n"] == 5:
+            raise KeyboardInterrupt("simulated kill")
+        saved["n"] += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(features_module.FeatureStore, "save", dies_after_five)
+    assert score(built, out, cache, "--shard", "0/2") == 130
+    assert not (out / "shards" / "0-of-2.json").exists()
+    monkeypatch.setattr(features_module.FeatureStore, "save", original)
+    assert score(built, out, cache, "--shard", "0/2") == 0
+    record = json.loads((out / "shards" / "0-of-2.json").read_text())
+    fresh_cache = tmp_path / "fresh"
+    assert score(built, tmp_path / "fresh-out", fresh_cache, "--shard", "0/2") == 0
+    fresh = json.loads((tmp_path / "fresh-out" / "shards" / "0-of-2.json").read_text())
+    # the rerun computed only what the killed run had not saved
+    assert sum(record["features"]["computed"].values()) == sum(fresh["features"]["computed"].values()) - 5
+    capsys.readouterr()
+    assert score(built, out, cache, "--shard", "0/2") == 2  # finished: not scored again by mistake
+    assert "has finished; pass --overwrite" in capsys.readouterr().err
+
+
+def test_the_scheduler_names_the_shard(built, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "11")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "10")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
+    assert score(built, tmp_path / "out", tmp_path / "cache") == 0
+    record = json.loads((tmp_path / "out" / "shards" / "1-of-2.json").read_text())
+    assert record["shard"] == {"index": 1, "count": 2, "from": "SLURM_ARRAY_TASK_ID"}
+
+
+def test_what_the_merge_refuses(built, tmp_path, capsys):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    assert main(["merge", str(out)]) == 2
+    assert "no shards/ folder" in capsys.readouterr().err
+    assert score(built, out, cache, "--shard", "0/1") == 0
+    capsys.readouterr()
+    # a record of another split beside it: two runs' shards mixed
+    mixed = json.loads((out / "shards" / "0-of-1.json").read_text())
+    mixed["shard"]["count"] = 2
+    (out / "shards" / "0-of-2.json").write_text(json.dumps(mixed))
+    assert main(["merge", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "records of different splits overlap" in err and "0-of-2.json (2 shards)" in err
+    (out / "shards" / "0-of-2.json").unlink()
+    # a record that is not one
+    (out / "shards" / "notes.txt").write_text("x")
+    assert main(["merge", str(out)]) == 2
+    assert "is not a shard record" in capsys.readouterr().err
+    (out / "shards" / "notes.txt").unlink()
+    # the submission changed after its shards scored it
+    changed = tmp_path / "changed"
+    shutil.copytree(built / "sub", changed)
+    first = sorted((changed / "images").iterdir())[0]
+    shutil.copy(sorted((changed / "images").iterdir())[1], first)
+    record = json.loads((out / "shards" / "0-of-1.json").read_text())
+    record["submission"] = str(changed)
+    (out / "shards" / "0-of-1.json").write_text(json.dumps(record))
+    assert main(["merge", str(out)]) == 2
+    assert "changed since its shards scored it" in capsys.readouterr().err
