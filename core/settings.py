@@ -92,6 +92,12 @@ def _world_size(text: str) -> int:
     return int(text)
 
 
+def _whole_number(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError("expected a whole number (0, 1, 2, ...)")
+    return int(text)
+
+
 def _rate_limit(text: str) -> tuple[int, float]:
     try:
         count, window = text.split("/")
@@ -270,6 +276,45 @@ VARIABLES: tuple[Variable, ...] = (
         shown_default="`$IDBENCH_HOME/benchmarks`",
     ),
     Variable("SPACE_ID", "leaderboard", "Set by the Hub in a Space's container: the app is running on a Space.", None),
+    # Shards (idbench.shards, docs/cluster.md): the job array's variables, when no --shard is given.
+    Variable(
+        "IDBENCH_SHARD_COUNT",
+        "shards",
+        "How many shards a Kubernetes indexed Job runs (its `completions`): with `JOB_COMPLETION_INDEX`, the shard of "
+        "`generate` / `score` without `--shard`.",
+        None,
+        _positive_int,
+    ),
+    Variable(
+        "SLURM_ARRAY_TASK_ID",
+        "shards",
+        "Set by Slurm in a job array's task: less `SLURM_ARRAY_TASK_MIN`, the shard K of `generate` / `score` "
+        "without `--shard`.",
+        None,
+        _whole_number,
+    ),
+    Variable("SLURM_ARRAY_TASK_MIN", "shards", "Set by Slurm: the array's first task id.", "0", _whole_number),
+    Variable(
+        "SLURM_ARRAY_TASK_COUNT",
+        "shards",
+        "Set by Slurm: the array's number of tasks, the shards' N.",
+        None,
+        _positive_int,
+    ),
+    Variable(
+        "SLURM_ARRAY_TASK_STEP",
+        "shards",
+        "Set by Slurm: the array's id step; above 1 its ids do not number the shards, and it is refused.",
+        "1",
+        _positive_int,
+    ),
+    Variable(
+        "JOB_COMPLETION_INDEX",
+        "shards",
+        "Set by Kubernetes in an indexed Job's pod: the shard K, of `IDBENCH_SHARD_COUNT`.",
+        None,
+        _whole_number,
+    ),
     # Read as other tools read them.
     Variable(
         "WORLD_SIZE",

@@ -21,17 +21,18 @@ torch's ``RANK`` / ``WORLD_SIZE`` are not read as a shard: ``accelerate launch``
 for the processes of one process group, which split a shard's work among themselves already (a job
 array of multi-GPU nodes is the two combined).
 
-Bottom of the layering: it imports only :mod:`idbench.errors`.
+Low in the layering: it imports only :mod:`idbench.settings` (the one reader of the environment) and
+:mod:`idbench.errors`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from idbench import settings
 from idbench.errors import IdbenchError
 
 MAX_SHARDS = 4096  # each unit is hashed once per shard: bounds the split's cost (4,096 x 10,000 units: ~10 s)
@@ -90,35 +91,26 @@ def parse_shard(text: str, source: str = "--shard") -> Shard:
     return Shard(int(match.group(1)), int(match.group(2)), source)
 
 
-def _integer(env: Mapping[str, str], name: str) -> int:
-    value = env[name]
-    if not re.fullmatch(r"\s*\d+\s*", value):
-        raise ShardError(f"{name}={value!r}: not a whole number")
-    return int(value)
-
-
 def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None:
-    """The shard a scheduler's variables name (the module docstring), None outside a job array."""
-    env = os.environ if env is None else env
-    if "SLURM_ARRAY_TASK_ID" in env and "SLURM_ARRAY_TASK_COUNT" in env:
-        step = env.get("SLURM_ARRAY_TASK_STEP", "1").strip()
-        if step not in ("", "1"):
+    """The shard a scheduler's variables name (the module docstring), None outside a job array. ``env``:
+    another mapping than the process environment (tests); read through :mod:`idbench.settings`."""
+    if settings.is_set("SLURM_ARRAY_TASK_ID", env) and settings.is_set("SLURM_ARRAY_TASK_COUNT", env):
+        step = settings.get("SLURM_ARRAY_TASK_STEP", env)
+        if step != 1:
             raise ShardError(
                 f"SLURM_ARRAY_TASK_STEP={step}: an array with a step does not number its tasks 0 to N-1; "
                 "use --array=0-N-1, or pass --shard K/N"
             )
-        first = _integer(env, "SLURM_ARRAY_TASK_MIN") if "SLURM_ARRAY_TASK_MIN" in env else 0
-        index = _integer(env, "SLURM_ARRAY_TASK_ID") - first
-        return Shard(index, _integer(env, "SLURM_ARRAY_TASK_COUNT"), "SLURM_ARRAY_TASK_ID")
-    if "JOB_COMPLETION_INDEX" in env:
-        if "IDBENCH_SHARD_COUNT" not in env:
+        index = settings.get("SLURM_ARRAY_TASK_ID", env) - settings.get("SLURM_ARRAY_TASK_MIN", env)
+        return Shard(index, settings.get("SLURM_ARRAY_TASK_COUNT", env), "SLURM_ARRAY_TASK_ID")
+    if settings.is_set("JOB_COMPLETION_INDEX", env):
+        if not settings.is_set("IDBENCH_SHARD_COUNT", env):
             raise ShardError(
                 "JOB_COMPLETION_INDEX is set (a Kubernetes indexed Job) but IDBENCH_SHARD_COUNT is not: set it to "
                 "the Job's completions, or pass --shard K/N"
             )
-        return Shard(
-            _integer(env, "JOB_COMPLETION_INDEX"), _integer(env, "IDBENCH_SHARD_COUNT"), "JOB_COMPLETION_INDEX"
-        )
+        index = settings.get("JOB_COMPLETION_INDEX", env)
+        return Shard(index, settings.get("IDBENCH_SHARD_COUNT", env), "JOB_COMPLETION_INDEX")
     return None
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from scipy import stats
 
+from idbench.settings import SettingError
 from idbench.shards import MAX_SHARDS, Shard, ShardError, parse_shard, resolve_shard, shard_of, unit_key
 
 UNITS = [unit_key(f"p{i:04d}", seed) for i in range(700) for seed in (0, 1, 2)]  # 2,100 (prompt, seed) rows
@@ -74,7 +75,7 @@ def test_the_scheduler_names_the_shard():
     assert resolve_shard(None, kubernetes) == Shard(3, 8, "JOB_COMPLETION_INDEX")
     with pytest.raises(ShardError, match="IDBENCH_SHARD_COUNT is not"):
         resolve_shard(None, {"JOB_COMPLETION_INDEX": "3"})
-    with pytest.raises(ShardError, match="not a whole number"):
+    with pytest.raises(SettingError, match=r"JOB_COMPLETION_INDEX='x': expected a whole number"):
         resolve_shard(None, {"JOB_COMPLETION_INDEX": "x", "IDBENCH_SHARD_COUNT": "8"})
     # torch's RANK / WORLD_SIZE belong to the process group inside a shard (accelerate launch), not to shards
     assert resolve_shard(None, {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}) is None
