@@ -91,7 +91,9 @@ def test_crash_then_resume_recomputes_nothing_done(collapse, tmp_path, monkeypat
     root, data = collapse
     from idbench.evaluate_pkg import features as features_module
 
-    clean = score_submission(root / "collage", data, None, TINY, cache_dir=tmp_path / "clean", progress=False)
+    # the same batches as the runs below: an encoder's last bits depend on a batch's other inputs
+    batched = ScoreOptions(profile="tiny", batch_size=8)
+    clean = score_submission(root / "collage", data, None, batched, cache_dir=tmp_path / "clean", progress=False)
 
     original = features_module.FeatureStore.save
     saved = {"n": 0}
