@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from PIL import Image
 
 from idbench import settings
-from idbench.atomic import OutputExistsError
+from idbench.atomic import OutputExistsError, write_text_atomically
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.images import size_problem
@@ -221,14 +221,7 @@ def write_image_atomically(image: Image.Image, path: Path) -> None:
 
 
 def write_json_atomically(payload: dict, path: Path) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
 def remove_stale_temporaries(out: Path, files: Iterable[str]) -> int:

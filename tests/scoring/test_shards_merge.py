@@ -159,6 +159,12 @@ def test_what_the_merge_refuses(built, tmp_path, capsys):
     assert main(["merge", str(out)]) == 2
     assert "is not a shard record" in capsys.readouterr().err
     (out / "shards" / "notes.txt").unlink()
+    # a record of 2 MB (one is a few hundred bytes): refused by its size, before it is parsed
+    huge = out / "shards" / "1-of-2.json"
+    huge.write_text('{"shard": ' + " " * (2 << 20) + "}")
+    assert main(["merge", str(out)]) == 2
+    assert "1-of-2.json is 2097163 bytes, not a shard record" in capsys.readouterr().err
+    huge.unlink()
     # the submission changed after its shards scored it
     changed = tmp_path / "changed"
     shutil.copytree(built / "sub", changed)
