@@ -20,10 +20,15 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENCV_FOR_THREADS_NUM"):
         os.environ.setdefault(_variable, _threads)
 # idbench's own caches (tiny models, features, datasets) go to one temporary folder per test session,
-# never into the user's home.
+# never into the user's home, and the folder goes when the process ends: a suite leaves about 50 MB of
+# tiny models and features there, and repeated runs once filled a CI machine's disk. (xdist's workers
+# inherit the first process's variables below, so their own folders stay empty.)
+import atexit
+import shutil
 import tempfile
 
 _SESSION_CACHE = tempfile.mkdtemp(prefix="idbench-tests-")
+atexit.register(shutil.rmtree, _SESSION_CACHE, ignore_errors=True)
 for _variable, _sub in (
     ("IDBENCH_MODELS", "models"),
     ("IDBENCH_CACHE", "cache"),
