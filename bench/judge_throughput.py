@@ -5,12 +5,15 @@ flight. This runs the judge client against the tests' local scripted server (``t
 openai_server.py``) with a fixed latency per request (a stand-in for decoding time), N distinct
 requests each carrying one image, and prints requests per second at concurrency 1 (sequential) and at
 higher bounds, the speed-up over sequential, the most requests the server saw at once, and then a
-rerun of the same requests through the answer cache (requests sent: 0).
+rerun of the same requests through the answer cache (requests sent: 0). Last, several servers of one
+model: the same requests over one server, two, and two of which one is down (connection refused), at a
+fixed concurrency per server and small images (so that the client's CPU is not the limit).
 
 With a fixed latency L and concurrency C the ideal is C / L requests/s; what falls short of it is the
 client's own overhead (image preparation, JSON, HTTP) and the server thread's.
 
 Run: .venv/bin/python bench/judge_throughput.py [--requests 200] [--latency-ms 50] [--concurrency 1,4,16,32]
+     [--servers-latency-ms 200] [--per-server 8]
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ def main() -> None:
         default=1024,
         help="side of each request's square image (above 768 the client downsizes it)",
     )
+    parser.add_argument("--servers-latency-ms", type=float, default=200.0, help="latency of the several-servers runs")
+    parser.add_argument("--per-server", type=int, default=8, help="concurrency per server in the several-servers runs")
     args = parser.parse_args()
     bounds = [int(value) for value in args.concurrency.split(",")]
     requests = make_requests(args.requests, args.image_side)
@@ -103,7 +108,7 @@ def main() -> None:
             )
 
         # The cache-hit path: fill the cache once, then rerun the same requests.
-        cache_path = Path(folder) / "answers.sqlite3"
+        cache_path = Path(folder) / "answers"
         OpenAIJudge(
             JudgeConfig(base_url=server.base_url, model="bench", concurrency=max(bounds)), cache=AnswerCache(cache_path)
         ).ask(requests)
@@ -118,6 +123,38 @@ def main() -> None:
             f"({len(requests) / elapsed:,.0f} answers/s), requests sent: {len(server.requests)}, "
             f"cache hits: {judge.stats.cache_hits}"
         )
+    several_servers(args.requests, args.servers_latency_ms / 1000, args.per_server)
+
+
+def several_servers(n: int, latency: float, per_server: int) -> None:
+    """One server, two, and two with one refusing connections: time and each server's share."""
+    requests = make_requests(n, side=256)
+    reply = answer({"same_identity": True, "confidence": 0.9})
+    print(
+        f"\nseveral servers: {n} requests (256 px), latency {latency * 1000:g} ms, concurrency {per_server} per server"
+    )
+    with (
+        ScriptedServer(default=reply, latency_s=latency) as first,
+        ScriptedServer(default=reply, latency_s=latency) as second,
+    ):
+        with ScriptedServer() as gone:
+            dead = gone.base_url  # stopped when this block ends: its port refuses connections
+        runs = [("1 server", [first.base_url]), ("2 servers", [first.base_url, second.base_url])]
+        runs.append(("2, one down", [first.base_url, dead]))
+        one = None
+        for name, urls in runs:
+            config = JudgeConfig(base_url=urls[0], replica_urls=tuple(urls[1:]), model="bench", concurrency=per_server)
+            judge = OpenAIJudge(config)
+            start = time.perf_counter()
+            answers = judge.ask(requests)
+            elapsed = time.perf_counter() - start
+            assert all(a.ok for a in answers), [a.error for a in answers if not a.ok][:3]
+            one = one or elapsed
+            shares = ", ".join(
+                f"{counts.replies} replies / {counts.transport_failures} refused"
+                for counts in judge.stats.by_endpoint.values()
+            )
+            print(f"  {name:<12} {elapsed:6.2f} s  {one / elapsed:4.2f}x  ({shares})")
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "IDBENCH_JUDGE_URL",
         "judge",
-        "Base URL of the OpenAI-compatible judge server, when `--judge-url` is not given.",
+        "Base URL of the OpenAI-compatible judge server (or several servers of the model, comma-separated), when `--judge-url` is not given.",
         None,
     ),
     Variable("IDBENCH_JUDGE_MODEL", "judge", "The judge's served model name, when `--judge-model` is not given.", None),

@@ -124,12 +124,23 @@ def _one_run(out: Path, records: list[tuple[Path, dict[str, Any]]]) -> dict[str,
         raise MergeError(f"merge {out}: records of different splits overlap ({listing}); keep one run's shards")
     for path, record in records[1:]:
         for field in ("benchmark", "submission_sha256", "data", "build", "cache_dir", "options", "judge"):
-            if record.get(field) != first.get(field):
+            if _what_answers(record, field) != _what_answers(first, field):
                 raise MergeError(
                     f"merge {out}: {path.name} and {first_path.name} differ in {field!r} "
                     f"({record.get(field)!r} vs {first.get(field)!r}); the shards of one run share it"
                 )
     return first
+
+
+def _what_answers(record: dict[str, Any], field: str) -> Any:
+    """A record's ``field``; for the judge, without how it was reached (its servers, concurrency, retries):
+    each node's shard may ask its own local server of the same model, and that is still one run."""
+    value = record.get(field)
+    if field == "judge" and isinstance(value, dict):
+        from idbench.evaluate_pkg.judge.client import TRANSPORT_SETTINGS
+
+        value = {k: v for k, v in value.items() if k not in TRANSPORT_SETTINGS}
+    return value
 
 
 def check_complete(out: Path, records: list[tuple[Path, dict[str, Any]]], required: list[tuple[str, int]]) -> None:

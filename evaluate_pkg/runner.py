@@ -104,15 +104,16 @@ def select_metrics(
 def make_judge(judge: Any, cache_dir: Path | None) -> Any:
     """A ready judge: ``judge`` itself if it answers ``ask``, else an OpenAIJudge for the JudgeConfig.
 
-    Its answers are cached in ``cache_dir/judge/answers.sqlite3`` next to the features when a cache
+    Its answers are cached in ``cache_dir/judge/answers/`` next to the features when a cache
     folder is given (``--cache-dir``, the leaderboard's), else in the default judge cache
     (``$IDBENCH_CACHE/judge``), so a rerun of an unchanged submission sends no request.
     """
     if judge is None or hasattr(judge, "ask"):
         return judge
     from idbench.evaluate_pkg.judge import AnswerCache, OpenAIJudge, default_cache_path
+    from idbench.evaluate_pkg.judge.cache import FOLDER
 
-    path = Path(cache_dir) / "judge" / "answers.sqlite3" if cache_dir is not None else default_cache_path()
+    path = Path(cache_dir) / "judge" / FOLDER if cache_dir is not None else default_cache_path()
     return OpenAIJudge(judge, cache=AnswerCache(path))
 
 
@@ -125,9 +126,14 @@ def judge_summary(judge: Any) -> dict[str, Any] | None:
     if config is not None:
         from urllib.parse import urlsplit, urlunsplit
 
-        url = urlsplit(config.base_url)
-        host = url.hostname or ""
-        out["base_url"] = urlunsplit((url.scheme, host + (f":{url.port}" if url.port else ""), url.path, "", ""))
+        def shown(address: str) -> str:  # scheme, host, port and path: never a query or a user part
+            url = urlsplit(address)
+            host = url.hostname or ""
+            return urlunsplit((url.scheme, host + (f":{url.port}" if url.port else ""), url.path, "", ""))
+
+        out["base_url"] = shown(config.base_url)
+        if getattr(config, "replica_urls", ()):
+            out["replica_urls"] = [shown(address) for address in config.replica_urls]
         out["settings"] = {
             k: getattr(config, k) for k in ("temperature", "max_tokens", "max_image_side", "structured", "concurrency")
         }

@@ -168,10 +168,10 @@ def test_idbench_cache_is_one_root_for_features_and_judge_answers(clean, tmp_pat
     from idbench.evaluate_pkg.runner import default_cache_dir
 
     assert default_cache_dir() == Path("/home/someone/.cache/idbench/features")
-    assert default_cache_path() == Path("/home/someone/.cache/idbench/judge/answers.sqlite3")
+    assert default_cache_path() == Path("/home/someone/.cache/idbench/judge/answers")
     clean.setenv("IDBENCH_CACHE", str(tmp_path))
     assert default_cache_dir() == tmp_path / "features" == settings.features_cache_dir()
-    assert default_cache_path() == tmp_path / "judge" / "answers.sqlite3"
+    assert default_cache_path() == tmp_path / "judge" / "answers"
 
 
 def test_the_readme_table_is_the_settings_table():

@@ -80,3 +80,22 @@ def test_the_scheduler_names_the_shard():
     # torch's RANK / WORLD_SIZE belong to the process group inside a shard (accelerate launch), not to shards
     assert resolve_shard(None, {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}) is None
     assert resolve_shard(None, {}) is None
+
+
+def test_shards_asking_their_own_servers_of_one_judge_are_one_run():
+    # Each node's shard may ask its own local server (another URL, concurrency) of the same model: one run.
+    # Another model, revision or decoding setting is another judge: refused, naming the field.
+    import dataclasses
+    from pathlib import Path
+
+    from idbench.evaluate_pkg.judge import JudgeConfig
+    from idbench.evaluate_pkg.merge import MergeError, _one_run
+
+    def record(index: int, **judge) -> tuple[Path, dict]:
+        config = JudgeConfig(**{"base_url": f"http://node{index}:8000/v1", "model": "qwen", **judge})
+        return Path(f"{index}-of-2.json"), {"shard": {"index": index, "count": 2}, "judge": dataclasses.asdict(config)}
+
+    assert _one_run(Path("out"), [record(0), record(1, concurrency=32, replica_urls=("http://node0:8000/v1",))])
+    for change in ({"model": "other"}, {"revision": "abc"}, {"max_tokens": 9}):
+        with pytest.raises(MergeError, match="1-of-2.json and 0-of-2.json differ in 'judge'"):
+            _one_run(Path("out"), [record(0), record(1, **change)])

@@ -44,14 +44,16 @@ def add_judge_arguments(
 ) -> None:
     group = parser.add_argument_group("judge", what)
     group.add_argument(
-        "--judge-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: $IDBENCH_JUDGE_URL)"
+        "--judge-url",
+        help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1, or several servers of the model, comma-separated: "
+        "the requests are spread over them (default: $IDBENCH_JUDGE_URL)",
     )
     group.add_argument(
         "--judge-model",
         help="the served model's name (default: $IDBENCH_JUDGE_MODEL); the key comes from $IDBENCH_JUDGE_API_KEY",
     )
     group.add_argument(
-        "--judge-concurrency", type=int, default=8, help="requests in flight at once (default: %(default)s)"
+        "--judge-concurrency", type=int, default=8, help="requests in flight at once, per server (default: %(default)s)"
     )
 
 

@@ -1,4 +1,4 @@
-"""The judge's answer cache: one SQLite file, keyed by a content hash of everything that shapes an answer.
+"""The judge's answer cache: a folder of one file per answer, named by a hash of everything that shapes it.
 
 Judging is the slow and (with a hosted API) the paid part of scoring, so a rerun or a run resumed after
 a crash must not ask a question it already has the answer to. An answer is reused only when the
@@ -18,18 +18,30 @@ Only deterministic requests (temperature 0) are read or written: at any other te
 answer is a new sample, not a repeat. Only usable (parsed, schema-valid) answers are stored; a failure
 is never cached, so a rerun asks again.
 
-The file is safe to share between processes (several scoring workers on one machine): it runs in
-WAL mode, so readers never wait for the writer, and a busy timeout makes concurrent writers queue
-instead of failing. The cache holds questions' hashes and answers only, never a credential.
+The cache is a folder with one small JSON file per answer, ``<root>/<key[:2]>/<key>.json``, each written
+to a temporary name beside it and renamed into place. Nothing is locked and no file is ever written in
+place, so any number of processes may read and write it at once, on one machine or on many nodes over a
+network file system (a cluster's shards share it: docs/cluster.md). SQLite, which held the answers
+before, cannot promise that: its locks and its write-ahead log's shared memory do not hold across the
+hosts of a network file system. Two writers of one key wrote answers to the same deterministic
+question, so whichever rename lands last is a valid answer. An entry is read within a size bound and
+only from a regular file; one that is not valid JSON, names another key or is too large is logged and
+asked again, never served. A SQLite cache left by an earlier idbench (``answers.sqlite3`` beside the
+folder) is imported once, so no paid answer is lost. The cache holds questions' hashes and answers
+only, never a credential.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
+import re
 import sqlite3
-import threading
+import stat
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,31 +50,29 @@ from typing import Any
 
 from idbench import settings
 
+logger = logging.getLogger(__name__)
+
 # Bump when the meaning of a key changes (what is hashed, or how images are prepared), so that old
 # answers are simply never found again rather than mistaken for answers to the new question.
 KEY_VERSION = "idbench-judge-answer-v1"
 
-_BUSY_TIMEOUT_S = 60.0
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS answers (
-    key TEXT PRIMARY KEY,   -- answer_key(): sha256 hex of the request's content
-    model TEXT NOT NULL,    -- the endpoint's model name, for inspection and pruning
-    task TEXT NOT NULL,     -- the request's task, for inspection
-    raw TEXT NOT NULL,      -- the model's reply text, as received
-    value TEXT NOT NULL,    -- the parsed, schema-valid JSON value, as JSON text
-    created REAL NOT NULL   -- unix time the answer was stored
-)
-"""
+FOLDER = "answers"  # settings.judge_cache_dir() / FOLDER, or <cache-dir>/judge/FOLDER
+LEGACY_FILE = "answers.sqlite3"  # the SQLite cache of earlier versions, beside the folder: imported once
+_IMPORTED_MARK = ".imported-" + LEGACY_FILE  # in the folder: the size and mtime of the file last imported
+# An answer is a reply of at most max_tokens tokens (1,024 by default): a few KB. A larger entry was not
+# written by this cache, and reading it whole could cost any amount of memory.
+MAX_ENTRY_BYTES = 4 << 20
+_KEY = re.compile(r"[0-9a-f]{64}")
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 
 
 def default_cache_path() -> Path:
-    """``$IDBENCH_CACHE/judge/answers.sqlite3``, else ``~/.cache/idbench/judge/answers.sqlite3``.
+    """``$IDBENCH_CACHE/judge/answers``, else ``~/.cache/idbench/judge/answers`` (a folder).
 
     The same root as the feature cache (``idbench.evaluate_pkg.runner``), so one variable moves every cache
     of a run (the test suite points it at a temporary folder).
     """
-    return settings.judge_cache_dir() / "answers.sqlite3"
+    return settings.judge_cache_dir() / FOLDER
 
 
 def image_hash(data: bytes) -> str:
@@ -118,7 +128,8 @@ class CachedAnswer:
 
 
 class AnswerCache:
-    """Judge answers on disk, by :func:`answer_key`. Usable from several threads and processes.
+    """Judge answers on disk, by :func:`answer_key`: one file per answer (see the module's docstring).
+    Usable from several threads, processes and hosts at once.
 
     Example::
 
@@ -128,51 +139,126 @@ class AnswerCache:
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # One connection, guarded by a lock: the judge may run its event loop in a worker thread.
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        # In WAL mode NORMAL keeps the file consistent after a crash and may lose only the last commits:
-        # a lost answer is asked again, which is cheaper than an fsync per answer.
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute(_SCHEMA)
+        if self.path.is_file():
+            raise ValueError(
+                f"judge answer cache {self.path}: a file, not a folder (an earlier idbench's SQLite cache?); "
+                f"pass the folder to use: a {LEGACY_FILE} beside it is imported"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._import_legacy(self.path.parent / LEGACY_FILE)
+
+    def _entry(self, key: str) -> Path:
+        if not _KEY.fullmatch(key):  # keys name files: only answer_key()'s hex digests are accepted
+            raise ValueError(f"not an answer key: {key[:80]!r}")
+        return self.path / key[:2] / f"{key}.json"
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedAnswer]:
-        """The stored answers among ``keys`` (missing keys are absent from the result)."""
-        wanted = list(dict.fromkeys(keys))
+        """The stored answers among ``keys`` (missing or unusable ones are absent from the result)."""
         found: dict[str, CachedAnswer] = {}
-        with self._lock:
-            for start in range(0, len(wanted), 500):  # stay under SQLite's bound-parameter limit
-                chunk = wanted[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, raw, value, model, created FROM answers WHERE key IN ({marks})", chunk
-                ).fetchall()
-                for key, raw, value, model, created in rows:
-                    found[key] = CachedAnswer(raw=raw, value=json.loads(value), model=model, created=created)
+        for key in dict.fromkeys(keys):
+            hit = self._read(key)
+            if hit is not None:
+                found[key] = hit
         return found
 
     def get(self, key: str) -> CachedAnswer | None:
-        return self.get_many([key]).get(key)
+        return self._read(key)
 
-    def put(self, key: str, *, model: str, task: str, raw: str, value: Any) -> None:
-        """Store a usable answer (the caller stores only parsed, schema-valid, temperature-0 answers)."""
-        encoded = json.dumps(value, sort_keys=True, ensure_ascii=False)
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO answers (key, model, task, raw, value, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (key, model, task, raw, encoded, time.time()),
+    def _read(self, key: str) -> CachedAnswer | None:
+        path = self._entry(key)
+        try:
+            # Non-blocking, then checked to be a regular file: a FIFO or a device planted under an
+            # entry's name must not hang or flood the reader.
+            handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            logger.warning("judge answer cache: cannot read %s (%s); asking again", path, err)
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                logger.warning("judge answer cache: %s is not a regular file; asking again", path)
+                return None
+            with os.fdopen(handle, "rb", closefd=False) as stream:
+                data = stream.read(MAX_ENTRY_BYTES + 1)
+        finally:
+            os.close(handle)
+        if len(data) > MAX_ENTRY_BYTES:
+            logger.warning("judge answer cache: %s is over %d bytes; asking again", path, MAX_ENTRY_BYTES)
+            return None
+        try:
+            entry = json.loads(data)
+            if entry["key"] != key or not isinstance(entry["raw"], str):
+                raise ValueError("another key's entry, or no reply text")
+            return CachedAnswer(
+                raw=entry["raw"], value=entry["value"], model=str(entry["model"]), created=float(entry["created"])
             )
+        except (ValueError, KeyError, TypeError) as err:
+            logger.warning("judge answer cache: %s is damaged (%s); asking again", path, err)
+            return None
+
+    def put(self, key: str, *, model: str, task: str, raw: str, value: Any, created: float | None = None) -> None:
+        """Store a usable answer (the caller stores only parsed, schema-valid, temperature-0 answers).
+
+        Written to a temporary file in the entry's folder, then renamed over the entry: a reader sees
+        the old entry or the new one, never a part. Not fsynced: an answer lost in a crash is asked again.
+        """
+        path = self._entry(key)
+        entry = {
+            "key": key,
+            "model": model,
+            "task": task,
+            "raw": raw,
+            "value": value,
+            "created": time.time() if created is None else created,
+        }
+        payload = json.dumps(entry, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        path.parent.mkdir(exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(payload)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+        return sum(1 for path in self.path.glob("??/*.json") if _ENTRY.fullmatch(path.name))
+
+    def _import_legacy(self, legacy: Path) -> None:
+        """Copy the answers of an earlier version's SQLite file into the folder, once per version of that file.
+
+        Entries already in the folder are kept (both are answers to the same question). A file that
+        cannot be read is logged and left alone: its answers will be asked again, the scoring goes on.
+        """
+        if not legacy.is_file():
+            return
+        info = legacy.stat()
+        signature = f"{info.st_size} {info.st_mtime_ns}"
+        mark = self.path / _IMPORTED_MARK
+        if mark.is_file() and mark.read_text(encoding="utf-8", errors="replace") == signature:
+            return
+        imported = 0
+        try:
+            with contextlib.closing(sqlite3.connect(f"{legacy.resolve().as_uri()}?mode=ro", uri=True)) as db:
+                rows = db.execute("SELECT key, model, task, raw, value, created FROM answers")
+                for key, model, task, raw, value, created in rows:
+                    if _KEY.fullmatch(str(key)) and not self._entry(key).exists():
+                        self.put(key, model=model, task=task, raw=raw, value=json.loads(value), created=created)
+                        imported += 1
+        except (sqlite3.Error, ValueError, TypeError) as err:
+            logger.warning("judge answer cache: could not import %s (%s); its answers will be asked again", legacy, err)
+            return
+        handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=self.path)
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(signature)
+        os.replace(temporary, mark)
+        if imported:
+            logger.info("judge answer cache: imported %d answers from %s into %s", imported, legacy, self.path)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        """Nothing to release (no file stays open); kept so that ``with AnswerCache(...)`` reads naturally."""
 
     def __enter__(self) -> AnswerCache:
         return self

@@ -3,10 +3,15 @@
 :class:`OpenAIJudge` satisfies the :class:`~idbench.evaluate_pkg.judge.types.Judge` contract. What it takes
 care of, so that the judged metrics only build questions and read answers:
 
-- **Throughput.** Requests go out concurrently, at most ``concurrency`` at a time (a judge server
-  batches concurrent sequences; more than it can batch only queues). Identical deterministic requests
+- **Throughput.** Requests go out concurrently, at most ``concurrency`` at a time per server (a judge
+  server batches concurrent sequences; more than it can batch only queues). Identical deterministic requests
   in one batch are sent once, and answers already in the :class:`~idbench.evaluate_pkg.judge.cache.AnswerCache`
   are not sent at all.
+- **Several servers.** ``replica_urls`` adds servers of the same model (one vLLM server per node): each
+  attempt goes to the server with the fewest requests in flight, a retry to another one when there is
+  one, and a server that fails ``ENDPOINT_DOWN_AFTER`` attempts in a row on transport (refused, timed
+  out, 5xx) gets nothing more for the rest of that :meth:`OpenAIJudge.ask` (the next one tries it again).
+  The judge is unreachable only when every server is. ``stats.by_endpoint`` counts what each did.
 - **Images.** Decoded with the scorer's own loader (:func:`idbench.evaluate_pkg.images.working_image`:
   upright, transparency composited on white, the same size limits), straight to a longer side of at
   most ``max_image_side``, and sent as JPEG (quality 90) data URLs. Transparency is flattened on
@@ -34,12 +39,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import contextlib
 import io
 import json
 import logging
 import random
 import re
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -74,6 +79,20 @@ _RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 # instead of retrying every request for hours, and the run says so (``JudgeStats.unreachable``).
 UNREACHABLE_AFTER = 8
 UNREACHABLE = "judge unreachable"
+# A server (of several) whose attempts failed on transport this many times in a row gets no more of the
+# current ask()'s requests, which go to the others.
+ENDPOINT_DOWN_AFTER = 3
+# Settings that say how to reach the judge, not what it answers: shards of one run may differ in them
+# (each node its own local server) and still be one run (evaluate_pkg/merge.py).
+TRANSPORT_SETTINGS = (
+    "base_url",
+    "replica_urls",
+    "concurrency",
+    "timeout_s",
+    "max_retries",
+    "backoff_s",
+    "backoff_cap_s",
+)
 _PREPARED_IMAGES_KEPT = 512  # references recur across many prompts: keep their prepared form a while
 _NO_KEY_PLACEHOLDER = "EMPTY"  # what a keyless local server (vLLM without --api-key) is sent
 
@@ -82,8 +101,10 @@ _NO_KEY_PLACEHOLDER = "EMPTY"  # what a keyless local server (vLLM without --api
 class JudgeConfig:
     """Where the judge is and how to ask it. Holds no secret: the API key stays in the environment.
 
-    ``concurrency`` is the number of requests in flight; set it near the server's maximum number of
-    concurrent sequences (vLLM ``--max-num-seqs``), since more only queue there. ``backoff_s`` is the
+    ``replica_urls`` are further servers of the same model (one per node, say): requests are spread
+    over ``base_url`` and these (see the module's docstring). ``concurrency`` is the number of requests
+    in flight per server; set it near a server's maximum number of concurrent sequences (vLLM
+    ``--max-num-seqs``), since more only queue there. ``backoff_s`` is the
     first retry's delay; each further retry doubles it, up to ``backoff_cap_s``, with jitter so that
     many failed requests do not come back at once. ``structured`` is how the schema is enforced:
     ``"json_schema"`` (the server constrains decoding), ``"json_object"`` (any JSON object; the
@@ -93,6 +114,8 @@ class JudgeConfig:
 
     base_url: str
     model: str
+    # Not part of the judge's identity or of any cache key: the same weights answer alike on any host.
+    replica_urls: tuple[str, ...] = ()
     api_key_env: str = settings.JUDGE_API_KEY
     max_image_side: int = 768
     temperature: float = 0.0
@@ -113,10 +136,17 @@ class JudgeConfig:
 
     def __post_init__(self) -> None:
         problems = []
+        if isinstance(self.replica_urls, str):
+            problems.append("replica_urls must be a list of URLs, not one string")
+        else:  # a list read back from JSON (a shard's record) becomes the tuple the dataclass promises
+            object.__setattr__(self, "replica_urls", tuple(self.replica_urls))
         if not self.base_url:
             problems.append("base_url is empty")
         else:
-            problems += url_credential_problems(self.base_url, self.api_key_env)
+            for url in self.urls:
+                problems += url_credential_problems(url, self.api_key_env)
+            if len(set(self.urls)) < len(self.urls):
+                problems.append("a server URL is given twice")
         if not self.model:
             problems.append("model is empty")
         if self.structured not in STRUCTURED_MODES:
@@ -139,6 +169,9 @@ class JudgeConfig:
         """``url`` / ``model`` if given (the CLI's ``--judge-url`` / ``--judge-model``), else
         ``$IDBENCH_JUDGE_URL`` / ``$IDBENCH_JUDGE_MODEL``; any other field from ``overrides``.
 
+        ``url`` may list several servers of the model, separated by commas or spaces: the first is
+        ``base_url``, the others ``replica_urls``.
+
         The key is not read here: the judge reads it from ``$<api_key_env>`` when it is built.
         """
         base_url = url or settings.judge_url()
@@ -158,7 +191,15 @@ class JudgeConfig:
             raise TypeError(f"unknown judge settings: {', '.join(sorted(unknown))}")
         if "revision" not in overrides and settings.judge_revision():
             overrides["revision"] = settings.judge_revision()
-        return cls(base_url=base_url, model=name, **overrides)
+        first, *others = [part for part in re.split(r"[,\s]+", base_url) if part] or [""]
+        if others and "replica_urls" not in overrides:
+            overrides["replica_urls"] = tuple(others)
+        return cls(base_url=first, model=name, **overrides)
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every server of the judge: ``base_url``, then ``replica_urls``."""
+        return (self.base_url, *self.replica_urls)
 
     @property
     def deterministic(self) -> bool:
@@ -231,6 +272,15 @@ class TaskStats:
 
 
 @dataclass
+class EndpointStats:
+    """The counters of one server: attempts sent to it, replies it gave, attempts that failed on transport."""
+
+    requests_sent: int = 0
+    replies: int = 0
+    transport_failures: int = 0
+
+
+@dataclass
 class JudgeStats:
     """What the judge did, over every :meth:`OpenAIJudge.ask` so far: for the metrics' reports.
 
@@ -250,6 +300,7 @@ class JudgeStats:
     completion_tokens: int = 0
     estimated_cost: float | None = None
     by_task: dict[str, TaskStats] = field(default_factory=dict)
+    by_endpoint: dict[str, EndpointStats] = field(default_factory=dict)
     # Set (to the last transport error) once UNREACHABLE_AFTER requests in a row failed on transport.
     unreachable: str | None = None
 
@@ -454,13 +505,20 @@ class OpenAIJudge:
             groups = {str(i): [i] for i in range(len(requests))}
 
         if groups:
-            async with self._client() as client:
-                slots = asyncio.Semaphore(self.config.concurrency)
+            async with contextlib.AsyncExitStack() as stack:
+                servers = _Servers(
+                    [await stack.enter_async_context(self._client(url)) for url in self.config.urls],
+                    self.config.urls,
+                    self.config.concurrency,
+                )
+                # Requests being worked on (images prepared, sent, waiting to retry): bounds the memory
+                # of prepared images; the servers bound what is in flight at each of them.
+                slots = asyncio.Semaphore(self.config.concurrency * len(self.config.urls))
 
                 async def answer_group(indices: list[int]) -> None:
                     first = indices[0]
                     async with slots:
-                        answer = await self._ask_one(client, requests[first], hashes[first])
+                        answer = await self._ask_one(servers, requests[first], hashes[first])
                     for i in indices:
                         answers[i] = answer
 
@@ -484,8 +542,11 @@ class OpenAIJudge:
 
     # --- one request --------------------------------------------------------------------------------
 
-    async def _ask_one(self, client: openai.AsyncOpenAI, request: JudgeRequest, hashes: tuple[str, ...]) -> JudgeAnswer:
-        """Send one request until it yields a schema-valid answer, retries run out, or the budget does."""
+    async def _ask_one(self, servers: _Servers, request: JudgeRequest, hashes: tuple[str, ...]) -> JudgeAnswer:
+        """Send one request until it yields a schema-valid answer, retries run out, or the budget does.
+
+        Each attempt goes to the server with the fewest requests in flight, a retry to another server
+        than the one that just failed when there is one."""
         import openai
 
         try:
@@ -495,37 +556,47 @@ class OpenAIJudge:
 
         mode = self._mode
         attempts, retries, fell_back = 0, 0, False
+        failed_at: _Server | None = None
         while True:
             if self._budget_exhausted():
                 return self._failure(request, BUDGET_EXHAUSTED, attempts)
             if self.stats.unreachable is not None:
                 return self._failure(request, f"{UNREACHABLE} ({self.stats.unreachable}); not sent", attempts)
             attempts += 1
-            self._count_sent(request.task)
+            server = await servers.acquire(avoid=failed_at)
+            self._count_sent(request.task, server.url)
             retry_after: float | None = None
             raw: str | None = None
             transport = False  # whether this attempt failed before any reply of the model's
             try:
-                response = await client.chat.completions.create(**self._create_args(request, mode, image_urls))
+                response = await server.client.chat.completions.create(**self._create_args(request, mode, image_urls))
             except openai.BadRequestError as err:
+                self._release(servers, server, None)
                 if mode == "json_schema" and not self._mode_settled and not fell_back:
                     fell_back = True
                     mode = self._fall_back(err)
                     continue
                 return self._failure(request, f"HTTP 400: {self._describe(err)}", attempts)
             except openai.APIStatusError as err:
-                if err.status_code not in _RETRY_STATUSES:
-                    return self._failure(request, f"HTTP {err.status_code}: {self._describe(err)}", attempts)
                 error = f"HTTP {err.status_code}: {self._describe(err)}"
-                retry_after = _retry_after(err.response.headers)
                 transport = err.status_code >= 500
+                self._release(servers, server, error if transport else None)
+                if err.status_code not in _RETRY_STATUSES:
+                    return self._failure(request, error, attempts)
+                retry_after = _retry_after(err.response.headers)
             except openai.APITimeoutError:
                 error = f"timed out after {self.config.timeout_s:g} s"
                 transport = True
+                self._release(servers, server, error)
             except openai.APIConnectionError as err:
                 error = f"connection error: {self._describe(err)}"
                 transport = True
+                self._release(servers, server, error)
+            except BaseException:  # cancelled, or a bug: the slot must not stay taken
+                servers.release(server, transport_error=None)
+                raise
             else:
+                self._release(servers, server, None)
                 usage = self._count_usage(response)
                 raw, value, error = self._read_reply(response, request.schema)
                 if error is None:
@@ -540,6 +611,7 @@ class OpenAIJudge:
             if retries >= self.config.max_retries:
                 self._count_transport(error if transport else None)
                 return self._failure(request, f"{error} (after {attempts} attempts)", attempts, raw=raw)
+            failed_at = server
             retries += 1
             self._count_retry()
             delay = self._backoff(retries, retry_after)
@@ -569,7 +641,7 @@ class OpenAIJudge:
             return {}
         try:
             return self.cache.get_many(keys)
-        except sqlite3.Error as err:
+        except OSError as err:
             logger.warning("judge %s: could not read the answer cache (%s); asking the server", self.config.model, err)
             return {}
 
@@ -580,7 +652,7 @@ class OpenAIJudge:
             await asyncio.to_thread(
                 self.cache.put, key, model=self.config.model, task=request.task, raw=raw, value=value
             )
-        except sqlite3.Error as err:
+        except OSError as err:
             logger.warning("judge %s: could not cache an answer (%s)", self.config.model, err)
 
     def _create_args(self, request: JudgeRequest, mode: str, image_urls: list[str]) -> dict[str, Any]:
@@ -620,8 +692,6 @@ class OpenAIJudge:
             raw = choice.message.content
         except (AttributeError, IndexError, TypeError):  # the SDK does not validate replies; a broken one lands here
             return None, None, "malformed reply (no choices[0].message.content)"
-        if raw is None:
-            return None, None, "empty reply (no content)"
         if raw is None:
             return None, None, "empty reply (no content)"
         try:
@@ -736,15 +806,15 @@ class OpenAIJudge:
             repeat=request.repeat,
         )
 
-    def _client(self) -> openai.AsyncOpenAI:
-        """A fresh SDK client (bound to the running loop), with the SDK's own retries off."""
+    def _client(self, url: str) -> openai.AsyncOpenAI:
+        """A fresh SDK client for the server at ``url`` (bound to the running loop), the SDK's own retries off."""
         try:
             import openai
         except ImportError:
             raise ImportError("the VLM judge needs the openai package: pip install 'idbench[vlm]'") from None
 
         return openai.AsyncOpenAI(
-            base_url=self.config.base_url,
+            base_url=url,
             api_key=self._key.reveal() or _NO_KEY_PLACEHOLDER,
             max_retries=0,
             timeout=self.config.timeout_s,
@@ -760,10 +830,28 @@ class OpenAIJudge:
             used = stats.prompt_tokens + stats.completion_tokens
             return config.token_budget is not None and used >= config.token_budget
 
-    def _count_sent(self, task: str) -> None:
+    def _count_sent(self, task: str, url: str) -> None:
         with self._lock:
             self.stats.requests_sent += 1
             self.stats.task(task).requests_sent += 1
+            self.stats.by_endpoint.setdefault(url, EndpointStats()).requests_sent += 1
+
+    def _release(self, servers: _Servers, server: _Server, transport_error: str | None) -> None:
+        """An attempt at ``server`` is over: count its reply or transport fault, free its slot."""
+        with self._lock:
+            counts = self.stats.by_endpoint.setdefault(server.url, EndpointStats())
+            if transport_error is None:
+                counts.replies += 1
+            else:
+                counts.transport_failures += 1
+        if servers.release(server, transport_error) and len(servers) > 1:
+            logger.warning(
+                "judge %s: %s failed %d times in a row (last: %s); its share goes to the other servers for this batch",
+                self.config.model,
+                server.url,
+                ENDPOINT_DOWN_AFTER,
+                transport_error,
+            )
 
     def _count_retry(self) -> None:
         with self._lock:
@@ -805,6 +893,63 @@ class OpenAIJudge:
                 if not answer.ok:
                     stats.failures += 1
                     task.failures += 1
+
+
+@dataclass(eq=False)
+class _Server:
+    url: str
+    client: Any  # openai.AsyncOpenAI
+    in_flight: int = 0
+    sent: int = 0
+    faults_in_a_row: int = 0
+    down: bool = False
+
+
+class _Servers:
+    """The judge's servers during one ``ask``: which one takes the next attempt.
+
+    Used from the ask's event loop only (no lock). An attempt takes a slot on the server with the fewest
+    attempts in flight (then the fewest sent), among those with a free slot (``concurrency`` each) that
+    are not down, avoiding the server a retry just failed at when another can take it; with none free it
+    waits. A server is down after ``ENDPOINT_DOWN_AFTER`` transport faults in a row; when every server is
+    down they are all used again (the request's own retries and the judge's circuit then decide).
+    """
+
+    def __init__(self, clients: Sequence[Any], urls: Sequence[str], concurrency: int):
+        self._servers = [_Server(url, client) for url, client in zip(urls, clients)]
+        self._concurrency = concurrency
+        self._freed = asyncio.Event()  # set when a slot frees; one loop, so no race between a check and a wait
+
+    def __len__(self) -> int:
+        return len(self._servers)
+
+    def _choose(self, avoid: _Server | None) -> _Server | None:
+        usable = [s for s in self._servers if not s.down] or self._servers
+        free = [s for s in usable if s.in_flight < self._concurrency]
+        if avoid is not None and any(s is not avoid for s in free):
+            free = [s for s in free if s is not avoid]
+        return min(free, key=lambda s: (s.in_flight, s.sent), default=None)
+
+    async def acquire(self, avoid: _Server | None = None) -> _Server:
+        while (server := self._choose(avoid)) is None:
+            self._freed.clear()
+            await self._freed.wait()
+        server.in_flight += 1
+        server.sent += 1
+        return server
+
+    def release(self, server: _Server, transport_error: str | None) -> bool:
+        """Free the slot; True when this fault took the server down."""
+        server.in_flight -= 1
+        went_down = False
+        if transport_error is None:
+            server.faults_in_a_row = 0
+        else:
+            server.faults_in_a_row += 1
+            went_down = not server.down and server.faults_in_a_row >= ENDPOINT_DOWN_AFTER
+            server.down = server.down or went_down
+        self._freed.set()
+        return went_down
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import io
 import json
 import logging
 import pickle
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -53,6 +53,11 @@ def make_config(server: ScriptedServer, **overrides) -> JudgeConfig:
     settings = {"backoff_s": 0.01, "backoff_cap_s": 0.05, "timeout_s": 2.0, "model": "judge-test"}
     settings.update(overrides)
     return JudgeConfig(base_url=server.base_url, **settings)
+
+
+def hex_key(i: int) -> str:
+    """A key shaped like answer_key's (the cache names files by it and accepts nothing else)."""
+    return hashlib.sha256(str(i).encode()).hexdigest()
 
 
 def make_request(i: int = 0, images: tuple[bytes, ...] = (), task: str = "test.ok") -> JudgeRequest:
@@ -169,7 +174,7 @@ def test_malformed_json_is_retried_then_fails():
 
 
 def test_schema_invalid_answer_is_a_failure_and_not_cached(tmp_path):
-    cache = AnswerCache(tmp_path / "answers.sqlite3")
+    cache = AnswerCache(tmp_path / "answers")
     with ScriptedServer(default=answer({"ok": "yes"})) as server:
         judge = OpenAIJudge(make_config(server, max_retries=1), cache=cache)
         [result] = judge.ask([make_request()])
@@ -196,11 +201,15 @@ def test_an_empty_reply_is_retried_then_fails():
 
 
 def test_an_unwritable_cache_costs_a_rerun_not_the_answer(tmp_path):
-    cache = AnswerCache(tmp_path / "answers.sqlite3")
-    cache._db.execute("DROP TABLE answers")  # every write now fails
+    cache = AnswerCache(tmp_path / "answers")
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    cache.put = disk_full  # every write now fails, as on a full disk
     with ScriptedServer() as server:
         [result] = OpenAIJudge(make_config(server), cache=cache).ask([make_request()])
-    assert result.ok
+    assert result.ok and len(cache) == 0
 
 
 @pytest.mark.parametrize(
@@ -254,7 +263,7 @@ def test_a_malformed_schema_raises_before_anything_is_sent():
 
 
 def test_json_schema_rejected_with_400_falls_back_to_plain_text_once(tmp_path, caplog):
-    cache = AnswerCache(tmp_path / "answers.sqlite3")
+    cache = AnswerCache(tmp_path / "answers")
     with ScriptedServer(default=reject_response_format(answer({"ok": True}))) as server:
         judge = OpenAIJudge(make_config(server, concurrency=1), cache=cache)
         with caplog.at_level(logging.WARNING, logger="idbench.evaluate_pkg.judge.client"):
@@ -296,7 +305,7 @@ def test_forced_modes_send_what_they_say():
 
 
 def test_a_second_run_of_the_same_requests_sends_nothing(tmp_path):
-    path = tmp_path / "answers.sqlite3"
+    path = tmp_path / "answers"
     requests = [make_request(i, images=(png_bytes((40, 30), color=(i, 0, 0)),)) for i in range(5)]
     with ScriptedServer() as server:
         first = OpenAIJudge(make_config(server), cache=AnswerCache(path)).ask(requests)
@@ -311,7 +320,7 @@ def test_a_second_run_of_the_same_requests_sends_nothing(tmp_path):
 
 
 def test_the_cache_key_covers_what_changes_an_answer(tmp_path):
-    cache = AnswerCache(tmp_path / "answers.sqlite3")
+    cache = AnswerCache(tmp_path / "answers")
     picture = (png_bytes((80, 80)),)
     with ScriptedServer() as server:
         OpenAIJudge(make_config(server), cache=cache).ask([make_request(0, images=picture)])
@@ -353,7 +362,7 @@ def test_the_cache_key_covers_what_changes_an_answer(tmp_path):
 
 
 def test_failures_are_not_cached(tmp_path):
-    cache = AnswerCache(tmp_path / "answers.sqlite3")
+    cache = AnswerCache(tmp_path / "answers")
     with ScriptedServer(default=status(503)) as server:
         [failed] = OpenAIJudge(make_config(server, max_retries=0), cache=cache).ask([make_request()])
     assert not failed.ok and len(cache) == 0
@@ -363,7 +372,7 @@ def test_failures_are_not_cached(tmp_path):
 
 
 def test_temperature_above_zero_is_neither_cached_nor_deduplicated(tmp_path):
-    cache = AnswerCache(tmp_path / "answers.sqlite3")
+    cache = AnswerCache(tmp_path / "answers")
     with ScriptedServer() as server:
         judge = OpenAIJudge(make_config(server, temperature=0.7), cache=cache)
         judge.ask([make_request(0), make_request(0)])
@@ -379,29 +388,29 @@ def test_identical_requests_in_a_batch_are_sent_once():
     assert (judge.stats.answers, judge.stats.deduplicated) == (4, 2)
 
 
-def test_the_cache_file_is_shared_safely_between_connections(tmp_path):
-    path = tmp_path / "answers.sqlite3"
+def test_the_cache_folder_is_shared_safely_between_writers(tmp_path):
+    path = tmp_path / "answers"
     caches = [AnswerCache(path), AnswerCache(path)]
-    assert caches[0]._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
     def write(cache: AnswerCache, offset: int) -> None:
-        for i in range(200):
-            cache.put(f"{offset}-{i}", model="m", task="t", raw="{}", value={"i": i})
+        for i in range(200):  # both write keys 100..199 too: the same key from two writers at once
+            cache.put(hex_key(offset * 100 + i), model="m", task="t", raw="{}", value={"i": offset * 100 + i})
 
     threads = [threading.Thread(target=write, args=(cache, n)) for n, cache in enumerate(caches)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(caches[0]) == len(caches[1]) == 400
-    assert caches[1].get("0-7").value == {"i": 7}
+    assert len(caches[0]) == len(caches[1]) == 300
+    assert caches[1].get(hex_key(7)).value == {"i": 7}
+    assert [p.name for p in path.rglob(".tmp-*")] == []  # no temporary file left behind
 
 
 def test_default_cache_path_follows_idbench_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("IDBENCH_CACHE", str(tmp_path))
-    assert default_cache_path() == tmp_path / "judge" / "answers.sqlite3"
+    assert default_cache_path() == tmp_path / "judge" / "answers"
     monkeypatch.delenv("IDBENCH_CACHE")
-    assert default_cache_path() == Path.home() / ".cache" / "idbench" / "judge" / "answers.sqlite3"
+    assert default_cache_path() == Path.home() / ".cache" / "idbench" / "judge" / "answers"
 
 
 # --- limits ---------------------------------------------------------------------------------------------
@@ -467,7 +476,7 @@ def test_images_arrive_downscaled_as_jpeg_data_urls():
 
 def test_the_api_key_never_leaks(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("IDBENCH_JUDGE_API_KEY", KEY)
-    cache_path = tmp_path / "answers.sqlite3"
+    cache_path = tmp_path / "answers"
     script = [
         status(500, f"server echoes the key {KEY}"),
         malformed(),
@@ -499,10 +508,10 @@ def test_the_api_key_never_leaks(monkeypatch, tmp_path, caplog):
     for text in outputs:
         assert KEY not in text
     judge.cache.close()
-    for file in tmp_path.iterdir():  # the database and its WAL / shared-memory files
+    files = [file for file in tmp_path.rglob("*") if file.is_file()]
+    for file in files:
         assert KEY.encode() not in file.read_bytes(), file.name
-    with sqlite3.connect(cache_path) as db:
-        assert db.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 2
+    assert len(judge.cache) == 2
     with pytest.raises(TypeError):
         pickle.dumps(judge._key)
 

@@ -262,7 +262,6 @@ def test_itt_accuracy_counts_failures_as_not_confirmed():
 
 
 def test_a_repeat_is_a_new_sample_and_a_bad_cached_value_is_asked_again(tmp_path):
-    import sqlite3
     import sys
     from dataclasses import replace
 
@@ -279,13 +278,14 @@ def test_a_repeat_is_a_new_sample_and_a_bad_cached_value_is_asked_again(tmp_path
     }
     request = JudgeRequest(task="t", prompt="Is it?", schema=schema)
     with ScriptedServer(lambda body: answer({"ok": True})) as server:
-        judge = OpenAIJudge(JudgeConfig(base_url=server.base_url, model="m"), cache=AnswerCache(tmp_path / "a.sqlite3"))
+        judge = OpenAIJudge(JudgeConfig(base_url=server.base_url, model="m"), cache=AnswerCache(tmp_path / "answers"))
         first = judge.ask([request, replace(request, repeat=1)])
         assert len(server.requests) == 2 and not any(a.cached for a in first)  # not merged, not replayed
         assert all(r.body["messages"] == server.requests[0].body["messages"] for r in server.requests)  # same prompt
         assert all(a.cached for a in judge.ask([request, replace(request, repeat=1)])) and len(server.requests) == 2
         # A stored value that breaks the schema (a damaged file) is never served: the question is asked again.
-        with sqlite3.connect(tmp_path / "a.sqlite3") as db:
-            db.execute("UPDATE answers SET value = ?", ('{"ok": "maybe"}',))
+        for entry in (tmp_path / "answers").glob("??/*.json"):
+            stored = json.loads(entry.read_text())
+            entry.write_text(json.dumps({**stored, "value": {"ok": "maybe"}}))
         again = judge.ask([request])
         assert len(server.requests) == 3 and again[0].ok and not again[0].cached and again[0].value == {"ok": True}

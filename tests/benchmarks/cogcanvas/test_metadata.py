@@ -202,7 +202,7 @@ def test_real_client_against_the_scripted_server_malformed_answer_and_cache(tmp_
     refs = [REFS[0], REFS[3], REFS[5]]  # person, fashion (malformed), background
     config = dict(model="meta-test", backoff_s=0.01, backoff_cap_s=0.02, max_retries=1, timeout_s=5.0)
     with ScriptedServer(script) as server:
-        cache = AnswerCache(tmp_path / "answers.sqlite3")
+        cache = AnswerCache(tmp_path / "answers")
         judge = OpenAIJudge(JudgeConfig(base_url=server.base_url, **config), cache=cache)
         report = md.extract_metadata(judge, refs)
         assert len(server.requests) == 2 + 2  # two good answers, the malformed one tried twice
