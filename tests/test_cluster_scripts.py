@@ -6,10 +6,12 @@ tests/generation/test_run_processes.py.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 from idbench.cli import make_parser
@@ -90,3 +92,122 @@ def test_each_job_runs_an_idbench_command_the_cli_accepts(tmp_path):
     )
     assert (score.command, str(score.cache_dir), score.device) == ("score", "/shared/features", "cuda")
     assert (merge.command, str(merge.out)) == ("merge", "scores/mine")
+
+
+# --- Ray: scripts/cluster/ray_pipeline.py, with a stand-in for Ray that keeps its contract --------------
+
+
+class _StandInRay(types.ModuleType):
+    """What the pipeline uses of Ray, run in this process: ``init``, ``remote(**options)`` (tasks run when
+    ``get`` asks, each up to ``1 + max_retries`` times when ``retry_exceptions``), ``get`` (raising an
+    error whose ``cause`` is the task's own, as Ray's RayTaskError does)."""
+
+    class TaskError(Exception):
+        def __init__(self, cause: BaseException):
+            super().__init__(f"ray::task failed\nTraceback ...\n{cause}")
+            self.cause = cause
+
+    def __init__(self):
+        super().__init__("ray")
+        self.log: list[tuple] = []
+
+    def init(self, address=None):
+        self.log.append(("init", address))
+
+    def remote(self, **options):
+        def wrap(function):
+            def submit(*args):
+                self.log.append(("submit", options, args))
+                return (function, args, options)
+
+            return types.SimpleNamespace(remote=submit)
+
+        return wrap
+
+    def get(self, refs):
+        results = []
+        for function, args, options in refs:
+            for _attempt in range(1 + (options["max_retries"] if options.get("retry_exceptions") else 0)):
+                try:
+                    results.append(function(*args))
+                    break
+                except Exception as error:
+                    last = error
+            else:
+                raise self.TaskError(last)
+        return results
+
+
+def load_ray_pipeline():
+    spec = importlib.util.spec_from_file_location("ray_pipeline", SCRIPTS / "ray_pipeline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def flaky_idbench(folder: Path) -> None:
+    """`idbench` logging its arguments; its first run for shard 1/3 fails (a lost node), later ones work."""
+    folder.mkdir()
+    (folder / "idbench").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        "log = os.path.join(os.environ['LOG_DIR'], 'idbench.log')\n"
+        "with open(log, 'a') as handle:\n"
+        "    handle.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "failed = os.path.join(os.environ['LOG_DIR'], 'failed-once')\n"
+        "if sys.argv[-1] == '1/3' and not os.path.exists(failed):\n"
+        "    open(failed, 'w').close()\n"
+        "    sys.exit('node lost')\n"
+        "if 'no_such_metric' in sys.argv:\n"
+        "    sys.exit('idbench score: error: unknown metric(s) no_such_metric')\n"
+    )
+    (folder / "idbench").chmod(0o755)
+
+
+def test_the_ray_pipeline_runs_each_step_after_the_last_retries_and_resumes(tmp_path, monkeypatch, capsys):
+    bin_folder = tmp_path / "bin"
+    flaky_idbench(bin_folder)
+    monkeypatch.setenv("PATH", f"{bin_folder}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("LOG_DIR", str(bin_folder))
+    ray = _StandInRay()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    pipeline = load_ray_pipeline()
+    out = tmp_path / "scores"
+    common = ["--shards", "3", "--benchmark", "cogcanvas", "--data", "built/cogcanvas", "--sub", "subs/mine"]
+    common += ["--out", str(out), "--cache-dir", "/shared/features", "--score-args", "--profile tiny"]
+    generate = ["--generate-args", f"--model diffusers-image-list --model-id org/model --revision {'0' * 40}"]
+
+    assert pipeline.main(["--address", "auto", *common, *generate]) == 0
+    commands = [json.loads(line) for line in (bin_folder / "idbench.log").read_text().splitlines()]
+    parser = make_parser()
+    parsed = [parser.parse_args(argv) for argv in commands]
+    steps = [args.command for args in parsed]
+    # generate 0..2 (1/3 twice: its first run failed and was retried), then score 0..2, then the merge
+    assert steps == ["generate"] * 4 + ["score"] * 3 + ["merge"]
+    assert [args.shard for args in parsed[:4]] == ["0/3", "1/3", "1/3", "2/3"]
+    assert [args.shard for args in parsed[4:7]] == ["0/3", "1/3", "2/3"]
+    assert parsed[0].model_id == "org/model" and parsed[4].profile == "tiny" and str(parsed[7].out) == str(out)
+    assert ray.log[0] == ("init", "auto")
+    shard_options = [entry[1] for entry in ray.log if entry[0] == "submit"]
+    assert shard_options[0]["num_gpus"] == 1.0 and "num_gpus" not in shard_options[-1]  # the merge needs no GPU
+
+    # Rerun with shard 0's record there: it has finished, so only 1 and 2 are scored again.
+    (bin_folder / "idbench.log").unlink()
+    (out / "shards").mkdir(parents=True)
+    (out / "shards" / "0-of-3.json").write_text("{}")
+    assert pipeline.main(["--address", "local", *common]) == 0
+    rerun = [parser.parse_args(json.loads(line)) for line in (bin_folder / "idbench.log").read_text().splitlines()]
+    assert [(args.command, getattr(args, "shard", None)) for args in rerun] == [
+        ("score", "1/3"),
+        ("score", "2/3"),
+        ("merge", None),
+    ]
+    assert ray.log[-4] == ("init", None)  # local: Ray starts an instance of its own
+
+    # A shard that keeps failing stops the pipeline with one line naming its command; no merge runs.
+    capsys.readouterr()
+    (out / "shards" / "0-of-3.json").unlink()
+    failing = [*common[:-1], "--profile tiny --metrics no_such_metric"]
+    assert pipeline.main(["--retries", "1", *failing]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "score failed after 1 retries" in err and "--shard 0/3 exited 1" in err
+    assert "unknown metric(s) no_such_metric" in err
