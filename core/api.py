@@ -17,6 +17,12 @@ and generation with any adapter object, plain callable (request -> PIL image) or
     report = idbench.generate("built/cogcanvas", my_model, "my-sub", resolution=1024)
     report.generated, report.skipped, report.seconds_per_image
 
+in shards, one per job of a cluster (docs/cluster.md), then merged into one result::
+
+    idbench.generate("built/cogcanvas", my_model, "my-sub", shard="auto")   # the job array's shard
+    idbench.score_shard("my-sub", "built/cogcanvas", "scores", shard="auto", cache_dir="/shared/features")
+    result = idbench.merge("scores")                                         # once every shard has finished
+
 or the whole generate -> validate -> score (-> submit) pipeline of ``idbench run``::
 
     done = idbench.run("cogcanvas", "diffusers-image-list", "runs/mine", model_id=..., revision=..., echo=print)
@@ -38,6 +44,7 @@ if TYPE_CHECKING:  # only for the annotations: importing idbench must not import
     from idbench.evaluate_pkg.data import BenchmarkData
     from idbench.generation.run import RunReport
     from idbench.leaderboard.queue import SubmitResult
+    from idbench.shards import Shard
 
 # The columns of ScoreResult.aggregates, in this order, from each metric's overall statistics.
 AGGREGATE_COLUMNS = ("mean", "ci_low", "ci_high", "n", "n_nan")
@@ -142,6 +149,71 @@ def score(
     return ScoreResult(summary, samples)
 
 
+def _shard(shard: str | Shard | None) -> Shard | None:
+    """``"K/N"``, a Shard, ``"auto"`` (the scheduler's variables, as the CLI reads them without --shard;
+    None outside a job array) or None (the whole benchmark)."""
+    from idbench.shards import Shard, parse_shard, shard_from_environment
+
+    if shard is None or isinstance(shard, Shard):
+        return shard
+    return shard_from_environment() if shard == "auto" else parse_shard(str(shard), "shard")
+
+
+def score_shard(
+    submission: str | Path,
+    data: str | Path,
+    out: str | Path,
+    *,
+    shard: str | Shard,
+    profile: str = "paper",
+    metrics: Iterable[str] | None = None,
+    judge: Any = None,
+    device: str = "cpu",
+    cache_dir: str | Path | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> Path:
+    """Score one shard of ``submission`` (``"K/N"``, a :class:`~idbench.shards.Shard`, or ``"auto"``: the job
+    array's), as ``idbench score --shard`` does: its images' features, copy searches and judge answers go
+    into ``cache_dir`` (put it where every job sees it), and its record into ``out/shards/K-of-N.json``,
+    whose path is returned. :func:`merge` makes the run's results once every shard has finished.
+    """
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.merge import score_shard as score_one_shard
+    from idbench.shards import ShardError
+
+    which = _shard(shard)
+    if which is None:
+        raise ShardError('shard="auto" outside a job array (no scheduler variables): give shard="K/N"')
+    options = ScoreOptions(
+        profile=profile, metrics=tuple(metrics) if metrics is not None else None, device=device, judge=judge
+    )
+    _, path = score_one_shard(
+        Path(submission),
+        Path(data),
+        Path(out),
+        options,
+        which,
+        cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        overwrite=overwrite,
+        progress=progress,
+    )
+    assert path is not None  # one process: it writes its record
+    return path
+
+
+def merge(out: str | Path, *, device: str = "cpu", progress: bool = True) -> ScoreResult:
+    """The results of a run scored in shards (:func:`score_shard`), as ``idbench merge`` writes them into
+    ``out``: the shards' records checked (one complete run, else an error naming what is missing), then
+    the whole submission scored from their caches."""
+    import pandas as pd
+
+    from idbench.evaluate_pkg.merge import merge as merge_shards
+
+    summary = merge_shards(Path(out), device=device, progress=progress)
+    return ScoreResult(summary, pd.read_parquet(Path(out) / "results.parquet"), Path(out))
+
+
 def _benchmark_data(data: str | Path | BenchmarkData) -> BenchmarkData:
     from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 
@@ -159,6 +231,7 @@ def generate(
     batch_size: int = 1,
     model_name: str | None = None,
     progress: bool | None = None,
+    shard: str | Shard | None = None,
     **adapter_options: Any,
 ) -> RunReport:
     """Generate the submission ``out`` for ``data`` (a built benchmark folder or loaded data), as ``idbench
@@ -170,7 +243,9 @@ def generate(
     (``"diffusers-image-list"``, an entry point, ``"module:attr"``), which is then made with
     ``adapter_options`` as :class:`~idbench.generation.adapters.GeneratorOptions` (``model_id``,
     ``revision``, ``device``, ``dtype``, ``steps``, ``guidance``, ...). ``resolution`` defaults to 1024 and
-    ``task`` to the benchmark's reference task. Returns the run's
+    ``task`` to the benchmark's reference task. ``shard`` (``"K/N"``, a :class:`~idbench.shards.Shard`, or
+    ``"auto"``: the job array's) generates only that shard's rows into ``out``, which the other shards
+    fill too (docs/cluster.md). Returns the run's
     :class:`~idbench.generation.run.RunReport` (generated, skipped, seconds per image).
     """
     from idbench.builders.spec import DEFAULT_TASK
@@ -199,6 +274,7 @@ def generate(
         limit=limit,
         batch_size=batch_size,
         progress=progress,
+        shard=_shard(shard),
     )
 
 

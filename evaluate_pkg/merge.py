@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from idbench.atomic import write_text_atomically
+from idbench.atomic import OutputExistsError, write_text_atomically
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
@@ -84,6 +84,50 @@ def write_shard_record(out: Path, record: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def score_shard(
+    submission: Path,
+    data: Path,
+    out: Path,
+    options: ScoreOptions,
+    shard: Shard,
+    *,
+    cache_dir: Path | None = None,
+    overwrite: bool = False,
+    accelerator: Any = None,
+    progress: bool = True,
+) -> tuple[dict[str, Any], Path | None]:
+    """Score ``shard``'s images of ``submission`` into the caches and write its record in ``out``.
+
+    Returns the shard's summary and its record's path (None on the non-main processes of an ``accelerate
+    launch``, which leave the record to the main one). A shard whose record exists has finished: refused
+    unless ``overwrite``. Without ``cache_dir``, the default feature cache (this machine's) is used.
+    """
+    from idbench.evaluate_pkg.runner import default_cache_dir, score_submission
+
+    if record_path(out, shard).exists() and not overwrite:
+        raise OutputExistsError(
+            f"{record_path(out, shard)} exists: shard {shard} has finished; pass --overwrite to score it again"
+        )
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    summary = score_submission(
+        Path(submission),
+        data,
+        None,
+        options,
+        cache_dir=cache_dir,
+        accelerator=accelerator,
+        shard=shard,
+        progress=progress,
+    )
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+        if not accelerator.is_main_process:
+            return summary, None
+    record = shard_record(shard, summary, submission=submission, data=data, cache_dir=cache_dir, options=options)
+    return summary, write_shard_record(out, record)
 
 
 def read_records(out: Path) -> list[tuple[Path, dict[str, Any]]]:

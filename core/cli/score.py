@@ -139,26 +139,22 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def _score_shard(args: argparse.Namespace, options, accelerator, shard) -> int:
     """One shard: its images into the caches, then its record (evaluate_pkg/merge.py)."""
-    from idbench.evaluate_pkg.merge import record_path, shard_record, write_shard_record
-    from idbench.evaluate_pkg.runner import default_cache_dir, score_submission
+    from idbench.evaluate_pkg.merge import score_shard
+    from idbench.evaluate_pkg.runner import default_cache_dir
 
-    if record_path(args.out, shard).exists() and not args.overwrite:
-        raise ScoringErrorForCli(
-            f"{record_path(args.out, shard)} exists: shard {shard} has finished; pass --overwrite to score it again"
-        )
+    summary, path = score_shard(
+        args.submission,
+        args.data,
+        args.out,
+        options,
+        shard,
+        cache_dir=args.cache_dir,
+        overwrite=args.overwrite,
+        accelerator=accelerator,
+    )
+    if path is None:  # another process of this shard's accelerate launch writes the record
+        return 0
     cache_dir = args.cache_dir or default_cache_dir()
-    summary = score_submission(
-        args.submission, args.data, None, options, cache_dir=cache_dir, accelerator=accelerator, shard=shard
-    )
-    if accelerator is not None:
-        accelerator.wait_for_everyone()
-        accelerator.end_training()
-        if not accelerator.is_main_process:
-            return 0
-    record = shard_record(
-        shard, summary, submission=args.submission, data=args.data, cache_dir=cache_dir, options=options
-    )
-    path = write_shard_record(args.out, record)
     print(
         f"shard {shard} (from {shard.source}): {summary['images']} images of {args.submission} scored into the feature "
         f"cache {cache_dir} ({sum(summary['features']['computed'].values())} features computed); recorded in {path}"

@@ -91,6 +91,18 @@ def test_generate_from_python_with_a_callable_or_a_name(tmp_path, standin_on_pat
     assert images_a == sorted(p.read_bytes() for p in (tmp_path / "b").rglob("*.png"))
     with pytest.raises(idbench.IdbenchError, match="already made"):
         idbench.generate(tmp_path / "charis", standin_on_path.tinted, tmp_path / "c", steps=4)
+    # In shards: two calls fill one folder, each row once, the same pictures as one call.
+    halves = [
+        idbench.generate(
+            tmp_path / "charis", standin_on_path.tinted, tmp_path / "d", resolution=32, shard=f"{k}/2", progress=False
+        )
+        for k in range(2)
+    ]
+    whole = idbench.generate(tmp_path / "charis", standin_on_path.tinted, tmp_path / "e", resolution=32, progress=False)
+    assert halves[0].generated + halves[1].generated == whole.generated and min(h.generated for h in halves) > 0
+    assert sorted(p.read_bytes() for p in (tmp_path / "d").rglob("*.png")) == sorted(
+        p.read_bytes() for p in (tmp_path / "e").rglob("*.png")
+    )
 
 
 def test_the_run_command_is_idbench_run(tmp_path, monkeypatch, capsys):

@@ -104,6 +104,24 @@ def test_with_the_default_batches_the_merge_agrees_to_float32_rounding(built, tm
     merged = json.loads((out / "aggregates.json").read_text())
     assert close(merged["aggregates"], single["aggregates"]) and merged["copies"] == single["copies"]
 
+    # The same from Python: idbench.score_shard per shard, then idbench.merge (the features are cached now,
+    # so nothing is computed and the floats are the CLI merge's own).
+    import idbench
+    from idbench.atomic import OutputExistsError
+    from idbench.shards import ShardError
+
+    api_out = tmp_path / "api"
+    kwargs = {"profile": "tiny", "metrics": METRICS.split(","), "cache_dir": cache, "progress": False}
+    paths = [idbench.score_shard(built / "sub", built / "data", api_out, shard=f"{k}/2", **kwargs) for k in range(2)]
+    assert paths == [api_out / "shards" / "0-of-2.json", api_out / "shards" / "1-of-2.json"]
+    with pytest.raises(OutputExistsError, match="shard 0/2 has finished"):
+        idbench.score_shard(built / "sub", built / "data", api_out, shard="0/2", **kwargs)
+    with pytest.raises(ShardError, match="outside a job array"):
+        idbench.score_shard(built / "sub", built / "data", api_out, shard="auto", **kwargs)
+    result = idbench.merge(api_out, progress=False)
+    assert result.summary["aggregates"] == merged["aggregates"] and computed(result.summary) == 0
+    assert len(result.samples) == len(pd.read_parquet(out / "results.parquet"))
+
 
 def test_a_killed_shard_leaves_no_record_and_its_rerun_resumes(built, tmp_path, monkeypatch, capsys):
     out, cache = tmp_path / "out", tmp_path / "cache"
