@@ -569,7 +569,7 @@ def _unranked(unranked: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec
             for model, sub, why in zip(unranked["model"], unranked["submission"], unranked[query.NOT_RANKED])
         )
     )
-    ranked_frame(unranked, results, spec, track, key=f"{benchmark}-unranked")
+    ranked_frame(unranked, results, spec, track, key=f"{benchmark}-unranked", reasons_above=True)
 
 
 def _metric_list(raw: str, metrics: list[str]) -> list[str]:
@@ -586,11 +586,17 @@ def _flag(value: bool, default: bool) -> str | None:
 
 
 def ranked_frame(
-    table: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, track: str, key: str | None = None
+    table: pd.DataFrame,
+    results: pd.DataFrame,
+    spec: BenchmarkSpec,
+    track: str,
+    key: str | None = None,
+    reasons_above: bool = False,
 ) -> None:
     """A ranked table as the app shows it: one compact column per metric (value [interval]), the model
     name linking to its model page and the model's own http(s) link beside it; the plumbing banner
-    above it when a plumbing-check row is among the rows."""
+    above it when a plumbing-check row is among the rows. ``reasons_above``: the caller has printed why
+    each row is not ranked, so the table leaves that long column out and keeps its metrics in view."""
     if not table.empty and table["marks"].str.contains(query.PLUMBING_MARK).any():
         everything = table["marks"].str.contains(query.PLUMBING_MARK).all()
         st.warning(
@@ -602,6 +608,8 @@ def ranked_frame(
     if not table.empty and (table[query.NOT_RANKED] == "").all():  # ranked rows: nothing to say there
         shown = shown.drop(columns=[query.NOT_RANKED])
     elif not table.empty and (table[query.NOT_RANKED] != "").all():
+        if reasons_above:
+            shown = shown.drop(columns=[query.NOT_RANKED])
         # Rows shown apart: why (and the marks) is what a reader looks for first, so it follows the model.
         moved = [c for c in (query.NOT_RANKED, "marks") if c in shown.columns]
         at = (
@@ -623,6 +631,8 @@ def ranked_frame(
             "link": st.column_config.LinkColumn(
                 "link", help="The model's own link (paper, code or weights), when given."
             ),
+            # A medium width: a row's marks can be a long list, and the metrics after it must stay in view.
+            "marks": st.column_config.TextColumn("marks", width="medium"),
         },
     )
 
