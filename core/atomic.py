@@ -78,16 +78,20 @@ def atomic_directory(
     shutil.rmtree(holder, ignore_errors=True)  # the staging folder is gone (renamed); this drops the backup
 
 
-def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+def write_text_atomically(path: str | os.PathLike, text: str, *, durable: bool = True) -> None:
     """Write one file completely or not at all: a hidden temporary beside it (``.<name>.<random>.tmp``),
-    fsynced, then renamed over ``path``. Readers see the old file or the new one, never a part."""
+    fsynced, then renamed over ``path``. Readers see the old file or the new one, never a part.
+
+    ``durable=False`` skips the fsync, for a cache whose entry lost in a crash is just computed again
+    (the judge's answers: an fsync per answer costs more than the rare answer asked twice)."""
     path = Path(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
+            if durable:
+                stream.flush()
+                os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

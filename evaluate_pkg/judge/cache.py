@@ -41,7 +41,6 @@ import os
 import re
 import sqlite3
 import stat
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from idbench import settings
+from idbench.atomic import write_text_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -212,16 +212,8 @@ class AnswerCache:
             "value": value,
             "created": time.time() if created is None else created,
         }
-        payload = json.dumps(entry, sort_keys=True, ensure_ascii=False).encode("utf-8")
         path.parent.mkdir(exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(payload)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_text_atomically(path, json.dumps(entry, sort_keys=True, ensure_ascii=False), durable=False)
 
     def __len__(self) -> int:
         return sum(1 for path in self.path.glob("??/*.json") if _ENTRY.fullmatch(path.name))
@@ -250,10 +242,7 @@ class AnswerCache:
         except (sqlite3.Error, ValueError, TypeError) as err:
             logger.warning("judge answer cache: could not import %s (%s); its answers will be asked again", legacy, err)
             return
-        handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=self.path)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(signature)
-        os.replace(temporary, mark)
+        write_text_atomically(mark, signature, durable=False)
         if imported:
             logger.info("judge answer cache: imported %d answers from %s into %s", imported, legacy, self.path)
 

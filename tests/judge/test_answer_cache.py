@@ -43,7 +43,7 @@ def test_processes_writing_one_folder_at_once_lose_nothing(tmp_path):
     found = cache.get_many([key(i) for i in range(260)])
     assert sorted(hit.value["i"] for hit in found.values()) == list(range(250))
     assert all(json.loads(hit.raw) == hit.value for hit in found.values())
-    assert len(cache) == 250 and not list(folder.rglob(".tmp-*"))
+    assert len(cache) == 250 and not list(folder.rglob("*.tmp"))
 
 
 def test_damaged_or_planted_entries_are_asked_again_not_served(tmp_path, caplog):

@@ -403,7 +403,7 @@ def test_the_cache_folder_is_shared_safely_between_writers(tmp_path):
         thread.join()
     assert len(caches[0]) == len(caches[1]) == 300
     assert caches[1].get(hex_key(7)).value == {"i": 7}
-    assert [p.name for p in path.rglob(".tmp-*")] == []  # no temporary file left behind
+    assert [p.name for p in path.rglob("*.tmp")] == []  # no temporary file left behind
 
 
 def test_default_cache_path_follows_idbench_cache(monkeypatch, tmp_path):
