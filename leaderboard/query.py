@@ -63,7 +63,12 @@ MISSING = " missing evidence"
 # Per-sample diagnostics whose mean (a share of images) is shown beside a metric: metric ->
 # (diagnostic, column suffix). CLIP-T's share of samples whose prompt was cut at 77 tokens.
 PROMPTS_CUT = " prompts cut"
-SHARES: dict[str, tuple[str, str]] = {"clip_t": ("clip_t.truncated", PROMPTS_CUT)}
+# prompt_adherence's share of pairs scored 0 because the subject was not confirmed in view (CHARIS 0.5).
+SUBJECT_NOT_SHOWN = " subject not shown"
+SHARES: dict[str, tuple[str, str]] = {
+    "clip_t": ("clip_t.truncated", PROMPTS_CUT),
+    "prompt_adherence": ("prompt_adherence.subject_not_shown", SUBJECT_NOT_SHOWN),
+}
 # Suffix of the column holding a metric's chance level (``MetricSpec.chance``: a retrieval metric's
 # random-ranker expectation), shown under the metric's own display so the two read side by side.
 CHANCE = " random"

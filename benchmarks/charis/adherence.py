@@ -9,9 +9,12 @@ the mean, so hiding the subject raises it. This module adds what a ranking needs
   for each transformation the prompt asked for (``pair.axes``, with its phrase), an observation, then
   whether image 2 shows it relative to image 1. The verdict's score is the share of the prompted axes
   the judge sees realised, None (a judge failure) when the answer is missing or breaks its schema;
-  the metric ``prompt_adherence`` is :func:`adherence_itt` of it, intent to treat: a failure scores 0
+  the metric ``prompt_adherence`` is :func:`adherence_gated` of it, intent to treat: a failure scores 0
   and is counted in ``prompt_adherence.failure_rate`` (suite 0.4; until then it was left out, and a
-  judge failing on the hard items read 1.000).
+  judge failing on the hard items read 1.000), and so does a pair whose subject the identity judge
+  did not confirm in view on a prompt that did not hide it (suite 0.5, counted in
+  ``prompt_adherence.subject_not_shown``: a blurred-away subject with "the changes were made" read
+  1.000 against 0.695 honest).
 - **Intent to treat** (:func:`hiding_phrases`, :func:`identity_itt`): a prompt that itself asks for
   the subject to be out of view (``transformations.yaml: hides_subject``: a back view, a distant small
   figure) is left out for every model alike; on every other prompt a missing category counts against
@@ -222,6 +225,22 @@ def identity_itt(verdict: PairVerdict, hidden_by_prompt: bool) -> float:
 def adherence_itt(verdict: AdherenceVerdict) -> float:
     """The adherence share, or ``NOT_CONFIRMED`` (0) when the judge gave no usable answer."""
     return NOT_CONFIRMED if verdict.score is None else float(verdict.score)
+
+
+def subject_not_shown(identity: PairVerdict, hidden_by_prompt: bool) -> bool:
+    """Whether the identity judge did not confirm the subject in view on a prompt that did not hide it:
+    insufficient evidence (no core feature of the subject visible) or a judge failure. The prompt's
+    changes are asked of the subject, so adherence there is not confirmed either. A hide-prompt asks
+    for the subject out of view for every model alike: never gated."""
+    return not hidden_by_prompt and identity.score is None
+
+
+def adherence_gated(verdict: AdherenceVerdict, identity: PairVerdict, hidden_by_prompt: bool) -> float:
+    """``prompt_adherence`` (suite 0.5): the adherence share, intent to treat, gated on the subject
+    being there: ``NOT_CONFIRMED`` (0, adherence's worst value) when the judge gave no usable adherence
+    answer or when :func:`subject_not_shown`. Without the gate, blurring the subject away while the
+    judge says the asked changes were made read 1.000 against 0.695 honest (issue 39)."""
+    return NOT_CONFIRMED if subject_not_shown(identity, hidden_by_prompt) else adherence_itt(verdict)
 
 
 def overall_score(identity: float, adherence: float) -> float:

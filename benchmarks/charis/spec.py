@@ -136,10 +136,14 @@ SPEC = BenchmarkSpec(
             "prompt_adherence",
             "not in the paper, intent to treat: per pair, the share of the prompt's transformations (5-6 axes) the judge "
             "sees realised in the generation relative to the reference; a judge failure (no usable answer) scores 0 and "
-            "is counted in prompt_adherence.failure_rate (the adherence factor of charis_overall)",
+            "is counted in prompt_adherence.failure_rate, and so does a pair whose subject the identity judge did not "
+            "confirm in view (insufficient evidence) on a prompt that does not hide it, counted in "
+            "prompt_adherence.subject_not_shown: the changes asked are changes of the subject (the adherence factor "
+            "of charis_overall)",
             roles=(JUDGE_ROLE,),
             # Until 0.3 a judge failure was left out (NaN): a judge failing on the hard items read 1.000.
-            defined_in="0.4",
+            # Until 0.4 a subject blurred away still earned adherence: 1.000 against 0.695 honest (issue 39).
+            defined_in="0.5",
         ),
         MetricSpec(
             "charis_overall",
@@ -216,5 +220,7 @@ SPEC = BenchmarkSpec(
     # prompt_adherence and holistic_score, which the paper does not define, score a judge failure 0
     # under their own names; the 0.3 twins prompt_adherence_itt and holistic_score_itt are gone.
     # charis_score (the paper's) is unchanged, shown beside charis_score_itt, never ranked.
-    suite_version="0.4",
+    # 0.5: prompt_adherence is gated on the subject being in view (issue 39): a pair whose subject the
+    # identity judge did not confirm, on a prompt that does not hide it, scores 0 (prompt_adherence.subject_not_shown).
+    suite_version="0.5",
 )

@@ -11,8 +11,9 @@ intent-to-treat twin ``charis_score_itt``, never ranked. Every other judged metr
 treat (docs/charis-judge.md): hide-prompts are NaN for every model and counted in
 ``charis_score.hidden_by_prompt`` (``charis_score_itt``, ``charis_overall``); on the others a missing
 category, adherence answer or holistic rating scores 0 and is counted in ``<metric>.failure_rate``
-(and ``charis_score_itt.not_confirmed``), so neither hiding the subject nor making the judge fail lifts
-a score.
+(and ``charis_score_itt.not_confirmed``), and ``prompt_adherence`` is 0 where the subject was not
+confirmed in view (``prompt_adherence.subject_not_shown``), so neither hiding the subject nor making
+the judge fail lifts a score.
 """
 
 from __future__ import annotations
@@ -39,16 +40,22 @@ HIDDEN_METRIC = "charis_score.hidden_by_prompt"
 # A ranked identity value of 0 that is no mismatch category: insufficient evidence on a prompt that
 # did not hide the subject, or a judge failure.
 NOT_CONFIRMED_METRIC = "charis_score_itt.not_confirmed"
+# prompt_adherence scored 0 because the subject was not confirmed in view (insufficient evidence or an
+# identity-judge failure) on a prompt that did not hide it: the asked changes are changes of the subject.
+SUBJECT_NOT_SHOWN_METRIC = "prompt_adherence.subject_not_shown"
 DIAGNOSTICS: dict[str, str] = {
     INSUFFICIENT_METRIC: "1 where no core feature is visible in both images, so charis_score is NaN (never exact)",
     HIDDEN_METRIC: "1 where the prompt asks for the subject to be hidden (a back view, a distant small figure): "
     "charis_score_itt and charis_overall are NaN there for every model",
     NOT_CONFIRMED_METRIC: "1 where charis_score_itt is 0 without a category (insufficient evidence on a prompt that "
     "did not hide the subject, or a judge failure); NaN on hide-prompts",
+    SUBJECT_NOT_SHOWN_METRIC: "1 where prompt_adherence is 0 because the identity judge did not confirm the subject "
+    "in view (insufficient evidence, or a judge failure) on a prompt that did not hide it; 0 on hide-prompts",
     **TEXT_DIAGNOSTICS,
 }
 NAN = float("nan")
-IDENTITY_METRICS = frozenset({"charis_score", "charis_score_itt", "charis_overall"})
+# prompt_adherence needs the identity verdict too: it is gated on the subject being in view.
+IDENTITY_METRICS = frozenset({"charis_score", "charis_score_itt", "charis_overall", "prompt_adherence"})
 ADHERENCE_METRICS = frozenset({"prompt_adherence", "charis_overall"})
 HOLISTIC_METRICS = frozenset({"holistic_score"})
 JUDGED_METRICS = IDENTITY_METRICS | ADHERENCE_METRICS | HOLISTIC_METRICS
@@ -62,7 +69,6 @@ def score(ctx: Context, metrics: set[str]) -> list[Result]:
 def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
     """The judged scores of every image, with their failure rates, evidence and run notes."""
     from idbench.benchmarks.charis.adherence import (
-        adherence_itt,
         evaluate_adherence,
         hiding_phrases,
         summarize_adherence,
@@ -105,14 +111,11 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
         ctx.notes["charis_judge"] = summarize(verdicts, ekb)
     if metrics & ADHERENCE_METRICS:
         for a in adherence:
-            if "prompt_adherence" in metrics:  # intent to treat: a judge failure scores 0, and is counted
-                results.append(Result(a.prompt_id, a.seed, "prompt_adherence", adherence_itt(a)))
-                results.append(Result(a.prompt_id, a.seed, "prompt_adherence.failure_rate", float(a.judge_failure)))
             ctx.evidence.append(
                 (a.prompt_id, a.seed, "prompt_adherence", {"score": a.score, "failure": a.failure, **a.evidence})
             )
         ctx.notes["charis_adherence"] = summarize_adherence(adherence)
-    if metrics & {"charis_score_itt", "charis_overall"}:
+    if metrics & {"charis_score_itt", "charis_overall", "prompt_adherence"}:
         results += _ranked(metrics, verdicts, adherence, hidden)
         ctx.notes["charis_hidden_by_prompt"] = {
             "prompts": sum(bool(h) for h in hidden.values()),
@@ -136,8 +139,8 @@ def _judged(ctx: Context, metrics: set[str]) -> list[Result]:
 
 
 def _ranked(metrics: set[str], verdicts, adherence, hidden: dict[str, dict[str, str]]) -> list[Result]:
-    """charis_score_itt and charis_overall per image (intent to treat), with their counts."""
-    from idbench.benchmarks.charis.adherence import adherence_itt, identity_itt, overall_score
+    """charis_score_itt, prompt_adherence and charis_overall per image (intent to treat), with their counts."""
+    from idbench.benchmarks.charis.adherence import adherence_gated, identity_itt, overall_score, subject_not_shown
 
     by_pair = {(a.prompt_id, a.seed): a for a in adherence}
     results = []
@@ -149,9 +152,17 @@ def _ranked(metrics: set[str], verdicts, adherence, hidden: dict[str, dict[str, 
             results.append(Result(v.prompt_id, v.seed, "charis_score_itt", identity))
             results.append(Result(v.prompt_id, v.seed, "charis_score_itt.failure_rate", float(v.judge_failure)))
             results.append(Result(v.prompt_id, v.seed, NOT_CONFIRMED_METRIC, NAN if hides else float(v.score is None)))
+        a = by_pair.get((v.prompt_id, v.seed))
+        if "prompt_adherence" in metrics:
+            # Intent to treat, gated on the subject: a judge failure (either request) or a subject not
+            # confirmed in view on a prompt that did not hide it scores 0, and is counted.
+            results.append(Result(v.prompt_id, v.seed, "prompt_adherence", adherence_gated(a, v, hides)))
+            results.append(
+                Result(v.prompt_id, v.seed, "prompt_adherence.failure_rate", float(v.judge_failure or a.judge_failure))
+            )
+            results.append(Result(v.prompt_id, v.seed, SUBJECT_NOT_SHOWN_METRIC, float(subject_not_shown(v, hides))))
         if "charis_overall" in metrics:
-            a = by_pair[(v.prompt_id, v.seed)]
-            overall = overall_score(identity, adherence_itt(a))
+            overall = overall_score(identity, adherence_gated(a, v, hides))
             results.append(Result(v.prompt_id, v.seed, "charis_overall", overall))
             results.append(
                 Result(v.prompt_id, v.seed, "charis_overall.failure_rate", float(v.judge_failure or a.judge_failure))

@@ -96,10 +96,10 @@ def test_every_benchmark_names_a_twin_for_each_judged_metric_that_leaves_failure
     assert "attr_vqa.binding_itt" in cog.ranking and "attr_vqa.binding" not in cog.ranking
     # The project's judged metrics that were redefined say since when (old rows are not read as them).
     assert {m.name: m.defined_in for m in CHARIS.metric_suite if m.defined_in} == {
-        "prompt_adherence": "0.4",
+        "prompt_adherence": "0.5",  # 0.4: a judge failure scores 0; 0.5: gated on the subject being in view
         "holistic_score": "0.4",
     }
-    assert CHARIS.suite_version == "0.4" and cog.suite_version == "0.6"
+    assert CHARIS.suite_version == "0.5" and cog.suite_version == "0.6"
     assert {m.name for m in cog.metric_suite if m.defined_in == "0.6"} == {
         "attr_vqa_paired",
         "igc_paired",
@@ -162,12 +162,17 @@ def test_hidden_subjects_and_judge_failures_lift_no_ranked_column():
 
 def test_a_metric_redefined_since_a_rows_suite_is_not_shown_or_ranked_under_its_new_name():
     """A CHARIS 0.3 row holds the old prompt_adherence (judge failures left out: the failing judge's
-    1.000); under suite 0.4 the name scores them 0. The old value is taken out, the row marked."""
+    1.000); under suite 0.4 the name scores them 0, and under 0.5 a subject not in view scores 0 too. The old
+    value is taken out, the row marked."""
     old = _row(5, "scored with 0.3", {**_values(1.000, 1.000, 1.000), "prompt_adherence_itt": 0.7}, suite_version="0.3")
     complete = {"clip_i": 0.8, "clip_t": 0.3, "clip_t_whole": 0.3}
-    new = _row(6, "scored with 0.4", {**_values(0.700, 0.756, 0.775), **complete}, suite_version="0.4")
+    new = _row(6, "scored with 0.5", {**_values(0.700, 0.756, 0.775), **complete}, suite_version="0.5")
     rows = pd.DataFrame([old, new])
     assert query.stale_metrics(old, CHARIS) == ["prompt_adherence", "holistic_score"]
+    # A 0.4 row's prompt_adherence let a blurred-away subject earn the changes asked of it (issue 39).
+    assert query.stale_metrics(_row(7, "scored with 0.4", _values(0.7, 1.0, 0.7), suite_version="0.4"), CHARIS) == [
+        "prompt_adherence"
+    ]
     assert (
         query.stale_metrics(new, CHARIS) == [] and query.stale_metrics(ROWS.iloc[0], CHARIS) == []
     )  # no version: none
@@ -187,13 +192,13 @@ def test_a_metric_redefined_since_a_rows_suite_is_not_shown_or_ranked_under_its_
     table = query.ranked_table(rows, CHARIS, metric="prompt_adherence").set_index("model")
     assert (
         pd.isna(table.loc["scored with 0.3", "prompt_adherence"])
-        and table.loc["scored with 0.4", "prompt_adherence"] == 0.756
+        and table.loc["scored with 0.5", "prompt_adherence"] == 0.756
     )
-    assert table.loc["scored with 0.4", "rank"] == 1
+    assert table.loc["scored with 0.5", "rank"] == 1
     assert (
         "suite 0.3: prompt_adherence, holistic_score redefined since (score again)"
         in table.loc["scored with 0.3", "marks"]
     )
     # Hidden with the incomplete suites when the switch says so, like any row that lacks a metric.
     assert query.missing_metrics(new, CHARIS) == []
-    assert query.ranked_table(rows, CHARIS, include_incomplete=False)["model"].tolist() == ["scored with 0.4"]
+    assert query.ranked_table(rows, CHARIS, include_incomplete=False)["model"].tolist() == ["scored with 0.5"]

@@ -168,7 +168,7 @@ def score_cases(root: Path, data, metrics: Sequence[str] = JUDGED) -> dict[str, 
             progress=False,
             models=Models(options),
         )
-    return {"summaries": summaries, "hard": hard}
+    return {"summaries": summaries, "hard": hard, "root": root, "truth": truth}
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +282,57 @@ def test_the_failing_judges_run_is_listed_with_its_reason_and_not_ranked_by_defa
     assert by_adherence["model"].iloc[0] == "honest" and by_adherence["rank"].notna().all()
     assert by_adherence.set_index("model")["rank"]["honest"] == 1
     assert (by_adherence.set_index("model")["rank"].drop("honest") == 2).all()
+
+
+class FooledByBlurJudge(SceneTruthJudge):
+    """The scene-truth judge, except that it says every asked change was made on a blurred-away subject
+    (issue 39: prompt_adherence read 1.000 for the blur against 0.695 honest)."""
+
+    def answer(self, request: JudgeRequest) -> object:
+        if is_adherence(request) and self.kind(*request.images) == "blur":
+            return adherence_answer(request, lambda axis: True)
+        return super().answer(request)
+
+
+def test_a_blurred_away_subject_gains_no_adherence_from_a_judge_that_says_yes(red_team, tmp_path):
+    data, scored = red_team
+    hard, prompts, root = scored["hard"], sorted(data.prompt_rows), scored["root"]
+    hide = {p for p, row in data.prompt_rows.items() if any(t["phrase"] in HIDING for t in row["transformations"])}
+    # The blurred pictures of the red team, judged by a judge that says yes to every change asked of them;
+    # the honest run as scored above (the fooled judge answers its pictures as the scene-truth judge did).
+    judge = FooledByBlurJudge("fooled-by-blur", scored["truth"])
+    options = ScoreOptions(profile="tiny", metrics=("prompt_adherence", "charis_overall"), judge=judge)
+    blur = score_submission(
+        root / "blur",
+        data,
+        tmp_path / "blur",
+        options,
+        cache_dir=tmp_path / "cache",
+        progress=False,
+        models=Models(options),
+    )
+    means = {
+        "honest": _means(red_team)["honest"],
+        "blur": {m: s["mean"] for m, s in blur["aggregates"]["overall"].items()},
+    }
+    rows = {
+        case: (lambda f: f[f["metric"] == "prompt_adherence"].set_index("prompt_id")["value"])(
+            pd.read_parquet(folder / "results.parquet")
+        )
+        for case, folder in (("honest", root / "scores" / "honest"), ("blur", tmp_path / "blur"))
+    }
+    n, axes = len(prompts), {p: len(data.prompt_rows[p]["axes"]) for p in prompts}
+    easy = [p for p in prompts if p not in hard]
+    # By hand: the honest run realises one asked change on each hard prompt; the blur earns the fooled
+    # judge's yes only where the prompt itself hides the subject (the same for every model), 0 elsewhere.
+    assert means["honest"]["prompt_adherence"] == pytest.approx((len(easy) + sum(1 / axes[p] for p in hard)) / n)
+    assert means["blur"]["prompt_adherence"] == pytest.approx((len(easy) + len(hard & hide)) / n)
+    assert means["blur"]["prompt_adherence"] < means["honest"]["prompt_adherence"] < 1.0  # ungated, the blur read 1.000
+    assert means["blur"]["prompt_adherence.subject_not_shown"] == pytest.approx(len(hard - hide) / n)
+    assert means["honest"]["prompt_adherence.subject_not_shown"] == 0.0
+    assert means["blur"]["prompt_adherence.failure_rate"] == 0.0  # not a judge failure: the subject is missing
+    assert means["blur"]["charis_overall"] <= means["honest"]["charis_overall"] + 1e-12
+    # Pair by pair, on every prompt that does not ask for the subject hidden, the blur gains nothing.
+    for p in prompts:
+        if p not in hide:
+            assert rows["blur"][p] <= rows["honest"][p] + 1e-12, p
