@@ -112,9 +112,25 @@ def rankable_metrics(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
     return [m for m in available_metrics(results, spec) if specs[m].rankable]
 
 
+def suite_rankable(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
+    """The rankable metrics of the rows' task, computed or not: what :func:`default_metric` falls back to
+    when the results computed only metrics shown beside an intent-to-treat twin (the paper's
+    ``charis_score`` alone): a metric no row has ranks no row, never the paper's column."""
+    task = task_of(results.iloc[0]) if len(results) and "task" in results else DEFAULT_TASK
+    return [m.name for m in spec.task_metrics(task) if m.rankable]
+
+
+def twin_note(spec: BenchmarkSpec, metric: str) -> str:
+    """The short label of a paper's column that leaves judge failures out (``MetricSpec.itt_twin``), as
+    the pages show it beside the column; empty for any other metric."""
+    twin = metric_specs(spec)[metric].itt_twin if metric in metric_specs(spec) else ""
+    return f"the paper's: leaves judge failures out; not ranked, see {twin}" if twin else ""
+
+
 def default_metric(results: pd.DataFrame, spec: BenchmarkSpec) -> str:
     """The first of the spec's ranking metrics that some result computed, else the first rankable one."""
-    available = rankable_metrics(results, spec) or available_metrics(results, spec)
+    # Never a metric shown only beside its intent-to-treat twin, even when no result computed another.
+    available = rankable_metrics(results, spec) or suite_rankable(results, spec)
     return next((m for m in spec.ranking if m in available), available[0])
 
 
@@ -427,6 +443,8 @@ def rank_rows(
                 + " (over 5 %)"
             )
         reasons.append(reason)
+    if table[metric].isna().all():  # no row has it (a fallback to a metric nobody computed): rank none
+        reasons = [reason or f"no {metric} computed" for reason in reasons]
     out = table.copy()
     out[NOT_RANKED] = reasons
     out = out.sort_values("submission", kind="stable")
@@ -665,7 +683,18 @@ def display_name(spec: BenchmarkSpec, metric: str, raw: bool = False) -> str:
 def display_legend(spec: BenchmarkSpec, raw: bool = False) -> dict[str, str]:
     """Column name -> how its values are made and where the convention comes from (or that it is ours),
     for the metrics of the suite: what the app shows under the table."""
-    return {display_name(spec, m.name, raw): "raw value" if raw else m.display_label for m in spec.metric_suite}
+    return {
+        display_name(spec, m.name, raw): "; ".join(
+            filter(None, ("raw value" if raw else m.display_label, twin_note(spec, m.name)))
+        )
+        for m in spec.metric_suite
+    }
+
+
+def column_help(spec: BenchmarkSpec, raw: bool = False) -> dict[str, str]:
+    """Displayed column name -> its header tooltip, for the papers' columns that leave judge failures out
+    (:func:`twin_note`): the app's tables label them where they stand."""
+    return {display_name(spec, m.name, raw): twin_note(spec, m.name) for m in spec.metric_suite if m.itt_twin}
 
 
 # Columns about who and what a row is: after the metrics, so the ranked metric is the first column after

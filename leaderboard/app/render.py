@@ -339,7 +339,8 @@ def benchmark_page(benchmark: str) -> None:
 
     metrics = query.available_metrics(results, spec)
     # A metric shown beside its intent-to-treat twin is a column, never the ranking (MetricSpec.itt_twin).
-    rankable = query.rankable_metrics(results, spec) or metrics
+    # With none of those computed, the suite's rankable metric that no row has: nobody is ranked.
+    rankable = query.rankable_metrics(results, spec) or [query.default_metric(results, spec)]
     specs = query.metric_specs(spec)
     default_metric = query.default_metric(results, spec)
     initial(f"{benchmark}-metric", "metric", rankable, default_metric, notes)
@@ -633,8 +634,19 @@ def ranked_frame(
             ),
             # A medium width: a row's marks can be a long list, and the metrics after it must stay in view.
             "marks": st.column_config.TextColumn("marks", width="medium"),
+            # The papers' columns that leave judge failures out say so on their header (never ranked).
+            **{
+                column: st.column_config.Column(column, help=note)
+                for column, note in query.column_help(spec, units_raw()).items()
+                if column in shown.columns
+            },
         },
     )
+
+
+def _index_or_first(options: list[str], wanted: str) -> int:
+    """``wanted``'s place in ``options``, else 0 (the default ranking metric may be one no row computed)."""
+    return options.index(wanted) if wanted in options else 0
 
 
 def _hidden_note(results: pd.DataFrame, spec: BenchmarkSpec, family: str | None) -> str:
@@ -1146,7 +1158,7 @@ def _sample_grid(row: dict, spec: BenchmarkSpec) -> None:
     metric = st.selectbox(
         "by metric",
         computed,
-        index=computed.index(query.default_metric(pd.DataFrame([row]), spec)),
+        index=_index_or_first(computed, query.default_metric(pd.DataFrame([row]), spec)),
         key="model-sample-metric",
     )
     try:
