@@ -14,7 +14,9 @@ layer never imports the scorer or the leaderboard and a benchmark stays describe
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +155,17 @@ class MetricSpec:
     # it now scores 0), so the leaderboard reads it as not computed there (the row is an incomplete
     # suite) rather than show or rank it as this metric. Empty: the name has never changed meaning.
     defined_in: str = ""
+    # A copy of the reference earns nothing (docs/copies.md): a ranked metric names here its
+    # copy-floored twin, the same per-sample values except that every image the copy check flagged
+    # (``copy.flag``) scores the twin's ``floor``. The leaderboard ranks on the twin, never on this one
+    # (spec.ranking may not name it), and shows this one, unchanged, beside it. Empty: no twin.
+    floored_twin: str = ""
+    # On a copy-floored twin (made by :func:`copy_floored`): what a flagged image scores, the metric's
+    # worst possible value, the bound of its range (the lower one when higher is better): -1 for a raw
+    # cosine, which can be negative; 0 for a share or a score clamped at 0; 1 for a lower-is-better
+    # share. Only the bound guarantees that a copy never raises the column, whatever the run's other
+    # images score. None: not a twin.
+    floor: float | None = None
 
     def __post_init__(self) -> None:
         if self.display not in DISPLAYS:
@@ -160,6 +173,8 @@ class MetricSpec:
         unknown = [t for t in self.tasks if t not in TASKS]
         if unknown or not self.tasks:
             raise ValueError(f"metric {self.name}: tasks {self.tasks!r} must be some of {', '.join(TASKS)}")
+        if self.floor is not None and not math.isfinite(self.floor):
+            raise ValueError(f"metric {self.name}: floor {self.floor!r} is not a finite number")
 
     @property
     def display_label(self) -> str:
@@ -173,8 +188,38 @@ class MetricSpec:
 
     @property
     def rankable(self) -> bool:
-        """Whether a leaderboard may rank on it: not a metric shown beside its intent-to-treat twin."""
-        return not self.itt_twin
+        """Whether a leaderboard may rank on it: not a metric shown beside its intent-to-treat twin or
+        its copy-floored twin."""
+        return not self.itt_twin and not self.floored_twin
+
+
+# The suffix of a copy-floored twin's name: ``dino_sim_floored`` is ``dino_sim`` with every flagged image
+# scored -1. A new name, so that every existing name keeps its meaning (the paper's values stay under it).
+FLOORED_SUFFIX = "_floored"
+
+
+def copy_floored(metric: MetricSpec, floor: float) -> tuple[MetricSpec, MetricSpec]:
+    """``metric`` pointing at its copy-floored twin, and that twin (the pair, in suite order).
+
+    The twin is ``metric`` in everything it is shown and ranked by (direction, display and its source,
+    roles, tasks, missing evidence) except its name and its ``floor``, the value the scorer gives it on
+    an image the copy check flagged (:mod:`idbench.evaluate_pkg.floors`). ``floor`` is the metric's
+    worst possible value (:attr:`MetricSpec.floor` says which).
+    """
+    name = metric.name + FLOORED_SUFFIX
+    twin = MetricSpec(
+        name,
+        f"not in the paper, ranked: {metric.name} with every image the copy check flagged (copy.flag) scored "
+        f"{floor:g}, its worst possible value, so a copied or pasted reference earns nothing",
+        higher_is_better=metric.higher_is_better,
+        display=metric.display,
+        roles=metric.roles,
+        tasks=metric.tasks,
+        display_source=metric.display_source,
+        missing_evidence=metric.missing_evidence,
+        floor=float(floor),
+    )
+    return dataclasses.replace(metric, floored_twin=name), twin
 
 
 # Which per-sample rows a :class:`SubjectBreakdown` groups, by results.parquet's ``subject`` column:
@@ -365,6 +410,7 @@ class BenchmarkSpec:
         for m in self.metric_suite:
             if m.itt_twin and m.itt_twin not in names:
                 raise SpecError(f"{where}: metric {m.name}'s itt_twin {m.itt_twin!r} is not in its metric_suite")
+        self._check_floored_twins(where)
         later = [
             m.name
             for m in self.metric_suite
@@ -377,7 +423,7 @@ class BenchmarkSpec:
         unrankable = sorted(set(self.ranking) & {m.name for m in self.metric_suite if not m.rankable})
         if unrankable:
             raise SpecError(
-                f"{where}: ranking names {', '.join(unrankable)}, shown only beside an intent-to-treat twin"
+                f"{where}: ranking names {', '.join(unrankable)}, shown only beside an intent-to-treat or copy-floored twin"
             )
         if self.group_size_axis is not None and (self.group_size_axis,) not in self.breakdowns:
             raise SpecError(f"{where}: group_size_axis {self.group_size_axis!r} is not a one-column breakdown")
@@ -394,6 +440,36 @@ class BenchmarkSpec:
                 raise SpecError(
                     f"{where}: resampling factor {factor.name} reads {factor.column!r}, which is not a prompts column"
                 )
+
+    def _check_floored_twins(self, where: str) -> None:
+        """Every ``floored_twin`` names a twin of the suite with a floor, shown and ranked like its metric,
+        and every metric with a floor is the twin of exactly one metric."""
+        by_name = {m.name: m for m in self.metric_suite}
+        named = [m.floored_twin for m in self.metric_suite if m.floored_twin]
+        for m in self.metric_suite:
+            twin = by_name.get(m.floored_twin) if m.floored_twin else None
+            if m.floored_twin and (twin is None or twin.floor is None):
+                raise SpecError(
+                    f"{where}: metric {m.name}'s floored_twin {m.floored_twin!r} is not a twin with a floor in its metric_suite"
+                )
+            if twin is not None and (twin.higher_is_better, twin.tasks, twin.display) != (
+                m.higher_is_better,
+                m.tasks,
+                m.display,
+            ):
+                raise SpecError(
+                    f"{where}: {twin.name} is not ranked and shown like {m.name}, whose copy-floored twin it is"
+                )
+            if m.floor is not None and named.count(m.name) != 1:
+                raise SpecError(
+                    f"{where}: {m.name} has a floor but is the floored_twin of {named.count(m.name)} metrics, not one"
+                )
+
+    @property
+    def floored_twins(self) -> dict[str, MetricSpec]:
+        """Metric name -> its copy-floored twin (``MetricSpec.floored_twin``), in suite order."""
+        by_name = {m.name: m for m in self.metric_suite}
+        return {m.name: by_name[m.floored_twin] for m in self.metric_suite if m.floored_twin}
 
     def _check_subject_breakdowns(self, where: str) -> None:
         """Every field a SubjectBreakdown reads is a column of the table it reads it from."""

@@ -305,6 +305,13 @@ def format_summary(summary: dict[str, Any]) -> str:
             + chance_text(overall, metric, spec)
         )
     lines += [f"  {metric:22s} not run: {why}" for metric, why in summary["not_run"].items()]
+    copies = summary.get("copies") or {}
+    if copies.get("flagged"):
+        floored = (copies.get("floored") or {}).get("images", 0)
+        lines.append(
+            f"  copies: {copies['flagged']} of {copies['images']} images flagged; {floored} scored the floor in the "
+            "ranked (*_floored) columns" + ("; the run is marked" if copies.get("marked") else "")
+        )
     return "\n".join(lines)
 
 
@@ -323,6 +330,45 @@ def missing_evidence_lines(overall: dict[str, Any], spec: BenchmarkSpec) -> list
                 f"over {stats['n']} images (NaN, left out of the mean; not a 0)"
             )
     return ["", "Missing evidence:", "", *rows] if rows else []
+
+
+def copies_lines(summary: dict[str, Any]) -> list[str]:
+    """The report's "Copy check" section: how many images showed a reference, how many of them scored
+    the floor in the ranked columns (``summary["copies"]["floored"]``, evaluate_pkg/floors.py), and
+    whether the run is marked. Nothing for a run without a copy check (a ranking of references)."""
+    copies = summary.get("copies")
+    if not copies:
+        return []
+    floored = copies.get("floored") or {}
+    columns = floored.get("columns") or {}
+    lines = [
+        "",
+        "## Copy check",
+        "",
+        f"{copies['flagged']} of {copies['images']} images ({copies['share']:.1%}) show a reference copied or "
+        "pasted (`copy.flag`; docs/copies.md).",
+    ]
+    if columns:
+        lines += [
+            "",
+            f"{floored.get('images', 0)} images scored the floor because they were flagged: a flagged image "
+            "scores its metric's worst possible value in every ranked column, so a copy earns nothing there; "
+            "the metric keeps its own value beside it.",
+            "",
+            "| ranked column | floor | the metric, unchanged |",
+            "| --- | --- | --- |",
+            *(f"| `{twin}` | {entry['floor']:g} | `{entry['of']}` |" for twin, entry in columns.items()),
+        ]
+    share = copies.get("mark_above_share")
+    limit = f"{share:.0%}" if isinstance(share, (int, float)) else "the limit"
+    lines += [
+        "",
+        f"**Marked**: more than {limit} of the images are flagged; the leaderboard shows the run apart, not "
+        "ranked by default."
+        if copies.get("marked")
+        else f"Not marked: at most {limit} of the images are flagged.",
+    ]
+    return lines
 
 
 def coverage(stats: dict[str, Any]) -> float | None:
@@ -503,12 +549,18 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
             display_value(stats["mean"], display)
             + chance_text(overall, metric, spec)
             + judged_note(summary, spec, metric, stats)
+            + (
+                f" (copies keep their value, not ranked: see `{specs[metric].floored_twin}`)"
+                if metric in specs and specs[metric].floored_twin
+                else ""
+            )
         )
         lines.append(
             f"| `{metric}` | {value} | {interval_text(stats, display)} | "
             f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {shown_as} |"
         )
     lines += missing_evidence_lines(summary["aggregates"]["overall"], spec)
+    lines += copies_lines(summary)
     lines += judge_card_lines(summary, spec)
     cut = summary["aggregates"]["overall"].get(TRUNCATED)
     if cut and cut.get("mean") is not None:

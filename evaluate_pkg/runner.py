@@ -31,6 +31,7 @@ from idbench.evaluate_pkg.context import Context, Models, Result, ScoreOptions
 from idbench.evaluate_pkg.copies import detect_copies
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
+from idbench.evaluate_pkg.floors import floor_record, floored_results
 from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 from idbench.evaluate_pkg.report import aggregate, write_report
 from idbench.evaluate_pkg.submission import Submission, validate_submission
@@ -88,10 +89,13 @@ def select_metrics(
     if unknown:
         raise ScoringError(f"unknown metric(s) {', '.join(unknown)} for {data.name}; known: {', '.join(known)}")
     wanted = list(known) if requested is None else list(requested)
+    floored_from = {twin.name: metric for metric, twin in data.spec.floored_twins.items()}
     metrics, not_run = [], {}
     for m in wanted:
         if m in not_computed:
             not_run[m] = not_computed[m]
+        elif floored_from.get(m) in not_computed:  # a copy-floored twin is its metric's values
+            not_run[m] = f"the copy-floored {floored_from[m]}, which is not run: {not_computed[floored_from[m]]}"
         elif task not in data.spec.metric(m).tasks:
             not_run[m] = task_not_run(task, data.spec.metric(m))
         elif data.spec.metric(m).judged and judge is None:
@@ -276,11 +280,16 @@ def _score(
             results = scorer.score_rankings(data, submission.rankings, metrics=set(metrics))
             context.notes["retrieval"] = scorer.slot_count_note(data)
         else:
-            results = suite_for(data.name).score(context, set(metrics))
+            # A copy-floored twin is computed from its metric's rows (below): the suite computes the metric.
+            floored_from = {twin.name: metric for metric, twin in data.spec.floored_twins.items()}
+            results = suite_for(data.name).score(context, {floored_from.get(m, m) for m in metrics})
             # Every benchmark, whatever metrics ran: a copy or paste of the references wins identity
-            # scores without generating anything, so it is flagged per image and the run marked.
+            # scores without generating anything, so it is flagged per image and the run marked (over
+            # 5 % flagged); a flagged image scores the floor in every ranked column (evaluate_pkg/floors.py).
             copy_rows, context.copies = detect_copies(context)
-            results += copy_rows
+            floored = floored_results(data.spec, results + copy_rows, metrics)
+            context.copies["floored"] = floor_record(data.spec, copy_rows, floored)
+            results += copy_rows + floored
         reporter.close()
         if shard is not None:  # the work is in the caches; the results come from the merge
             return shard_summary(data, whole, shard, context)

@@ -179,8 +179,10 @@ def _description(spec: BenchmarkSpec) -> str:
 
 
 def flipped_label(spec: BenchmarkSpec, metric: str) -> str:
-    """What a flipped task holds, in words: "1 - Subject Collapse Rate (scr@0.5), higher is better"."""
-    description = spec.metric(metric).description
+    """What a flipped task holds, in words: "1 - Subject Collapse Rate (scr@0.5), higher is better"
+    (a copy-floored twin is named by its metric's words: "1 - Subject Collapse Rate (scr@0.5_floored)")."""
+    floored_from = {twin.name: name for name, twin in spec.floored_twins.items()}
+    description = spec.metric(floored_from.get(metric, metric)).description
     name = description.split(":", 1)[0] if ":" in description else metric
     return f"1 - {name} ({metric}), higher is better"
 

@@ -107,9 +107,17 @@ def available_metrics(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
 
 def rankable_metrics(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
     """The available metrics a ranking may use: not those shown only beside their intent-to-treat twin
-    (``MetricSpec.itt_twin``: hiding the subject or making the judge fail would lift them)."""
+    (``MetricSpec.itt_twin``: hiding the subject or making the judge fail would lift them), nor those
+    shown beside their copy-floored twin (``MetricSpec.floored_twin``: a few copied images would lift
+    them), unless no result computed that twin (results scored before it existed rank as they did)."""
     specs = metric_specs(spec)
-    return [m for m in available_metrics(results, spec) if specs[m].rankable]
+    available = available_metrics(results, spec)
+    return [
+        m
+        for m in available
+        if specs[m].rankable
+        or (not specs[m].itt_twin and specs[m].floored_twin and specs[m].floored_twin not in available)
+    ]
 
 
 def suite_rankable(results: pd.DataFrame, spec: BenchmarkSpec) -> list[str]:
@@ -128,10 +136,13 @@ def twin_note(spec: BenchmarkSpec, metric: str) -> str:
 
 
 def default_metric(results: pd.DataFrame, spec: BenchmarkSpec) -> str:
-    """The first of the spec's ranking metrics that some result computed, else the first rankable one."""
+    """The first of the spec's ranking metrics that some result computed (for results scored before
+    its copy-floored twin existed, the metric the twin floors), else the first rankable one."""
     # Never a metric shown only beside its intent-to-treat twin, even when no result computed another.
     available = rankable_metrics(results, spec) or suite_rankable(results, spec)
-    return next((m for m in spec.ranking if m in available), available[0])
+    floored_from = {twin.name: metric for metric, twin in spec.floored_twins.items()}
+    candidates = [name for m in spec.ranking for name in (m, floored_from.get(m)) if name]
+    return next((m for m in candidates if m in available), available[0])
 
 
 def filter_axes(spec: BenchmarkSpec) -> list[str]:

@@ -17,6 +17,7 @@ from idbench.builders.spec import (
     Resampling,
     SourceColumn,
     UnitFactor,
+    copy_floored,
 )
 from idbench.ekb import load_ekb
 
@@ -123,14 +124,17 @@ SPEC = BenchmarkSpec(
             missing_evidence="charis_score.insufficient_evidence",
             itt_twin="charis_score_itt",
         ),
-        MetricSpec(
-            "charis_score_itt",
-            "not in the paper, ranked: charis_score by intent to treat. NaN (counted in charis_score.hidden_by_prompt) "
-            "on prompts that ask for the subject to be hidden (transformations.yaml: hides_subject), for every model; "
-            "elsewhere the category score, with insufficient evidence (the subject not shown) and a judge failure "
-            "scored 0, not confirmed (counted in charis_score_itt.not_confirmed)",
-            roles=(JUDGE_ROLE,),
-            missing_evidence="charis_score.hidden_by_prompt",
+        *copy_floored(
+            MetricSpec(
+                "charis_score_itt",
+                "not in the paper, ranked through its copy-floored twin: charis_score by intent to treat. NaN (counted in charis_score.hidden_by_prompt) "
+                "on prompts that ask for the subject to be hidden (transformations.yaml: hides_subject), for every model; "
+                "elsewhere the category score, with insufficient evidence (the subject not shown) and a judge failure "
+                "scored 0, not confirmed (counted in charis_score_itt.not_confirmed)",
+                roles=(JUDGE_ROLE,),
+                missing_evidence="charis_score.hidden_by_prompt",
+            ),
+            floor=0.0,  # a category score's bound (mismatch)
         ),
         MetricSpec(
             "prompt_adherence",
@@ -145,14 +149,17 @@ SPEC = BenchmarkSpec(
             # Until 0.4 a subject blurred away still earned adherence: 1.000 against 0.695 honest (issue 39).
             defined_in="0.5",
         ),
-        MetricSpec(
-            "charis_overall",
-            "not in the paper, the default ranking: per pair sqrt(charis_score_itt x prompt_adherence), a judge failure "
-            "scored 0 in either; NaN on hide-prompts (counted). A geometric mean, as "
-            "OmniContext combines its criteria, so neither factor can be traded away: a copy of the reference "
-            "(identity 1, adherence 0) scores 0",
-            roles=(JUDGE_ROLE,),
-            missing_evidence="charis_score.hidden_by_prompt",
+        *copy_floored(
+            MetricSpec(
+                "charis_overall",
+                "not in the paper, the default ranking through its copy-floored twin: per pair sqrt(charis_score_itt x prompt_adherence), a judge failure "
+                "scored 0 in either; NaN on hide-prompts (counted). A geometric mean, as "
+                "OmniContext combines its criteria, so neither factor can be traded away: a copy of the reference "
+                "(identity 1, adherence 0) scores 0",
+                roles=(JUDGE_ROLE,),
+                missing_evidence="charis_score.hidden_by_prompt",
+            ),
+            floor=0.0,  # the geometric mean of two [0, 1] scores: its bound
         ),
         MetricSpec(
             "holistic_score",
@@ -162,17 +169,23 @@ SPEC = BenchmarkSpec(
             roles=(JUDGE_ROLE,),
             defined_in="0.4",  # until 0.3 a judge failure was left out (NaN)
         ),
-        MetricSpec(
-            "clip_i",
-            "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)",
-            roles=("clip",),
-            display_source="CHARIS Table 3: CLIP 0.804-0.834, raw",
+        *copy_floored(
+            MetricSpec(
+                "clip_i",
+                "CLIP ViT-L/14 image cosine, reference vs generation (baseline C-H)",
+                roles=("clip",),
+                display_source="CHARIS Table 3: CLIP 0.804-0.834, raw",
+            ),
+            floor=-1.0,  # a raw cosine's bound
         ),
-        MetricSpec(
-            "dino_sim",
-            "DINOv2 cosine, reference vs generation (baseline D-H)",
-            roles=("dinov2",),
-            display_source="CHARIS Table 3: DINOv2 0.632-0.703, raw",
+        *copy_floored(
+            MetricSpec(
+                "dino_sim",
+                "DINOv2 cosine, reference vs generation (baseline D-H)",
+                roles=("dinov2",),
+                display_source="CHARIS Table 3: DINOv2 0.632-0.703, raw",
+            ),
+            floor=-1.0,  # a raw cosine's bound
         ),
         MetricSpec(
             "clip_t",
@@ -190,7 +203,8 @@ SPEC = BenchmarkSpec(
     # Identity and adherence together first (charis_overall), then identity alone by intent to treat;
     # the paper's charis_score is shown beside its twin, never ranked (hiding the subject or making the
     # judge fail lifts it); the embedding scores rank only runs without a judge (a copy wins those).
-    ranking=("charis_overall", "charis_score_itt", "dino_sim", "clip_i"),
+    # Each by its copy-floored twin: an image the copy check flagged scores the floor (issue 39).
+    ranking=("charis_overall_floored", "charis_score_itt_floored", "dino_sim_floored", "clip_i_floored"),
     limitations=(
         "Prompts are written from EKB templates; the paper's prompts were written by GPT-4o and refined by "
         "experts, so wording is plainer here.",
@@ -220,6 +234,9 @@ SPEC = BenchmarkSpec(
     # prompt_adherence and holistic_score, which the paper does not define, score a judge failure 0
     # under their own names; the 0.3 twins prompt_adherence_itt and holistic_score_itt are gone.
     # charis_score (the paper's) is unchanged, shown beside charis_score_itt, never ranked.
+    # 0.5: a copied image earns nothing (issue 39): the ranking moves to copy-floored twins, charis_overall_floored,
+    # charis_score_itt_floored, dino_sim_floored and clip_i_floored, where an image the copy check flagged scores
+    # the floor (0, 0, -1, -1); charis_overall, charis_score_itt, dino_sim and clip_i are unchanged, shown beside.
     # 0.5: prompt_adherence is gated on the subject being in view (issue 39): a pair whose subject the
     # identity judge did not confirm, on a prompt that does not hide it, scores 0 (prompt_adherence.subject_not_shown).
     suite_version="0.5",

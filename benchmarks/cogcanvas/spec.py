@@ -22,6 +22,7 @@ from idbench.builders.spec import (
     SourceColumn,
     SubjectBreakdown,
     UnitFactor,
+    copy_floored,
 )
 
 NAME = "cogcanvas"
@@ -187,7 +188,8 @@ SPEC = BenchmarkSpec(
     # 0.4: attr_vqa_itt (judge failures count as not confirmed; it replaces attr_vqa in the ranking), judge controls and card
     # 0.5: id_arranged, the default ranking: a person's cosine counts only when found where the position graph puts it (id_sim_strict ranked a swapped, crossed or shifted row within 0.03 of the collage); id_arranged_vqa also needs the judge's paired binding
     # 0.6: every shown judged column is intent to treat or the paper's beside its twin (issue 28): igc and attr_vqa.binding (the paper's) beside igc_itt and attr_vqa.binding_itt (the T2I ranking); attr_vqa_paired, igc_paired, binding_grounded_vqa and binding_grounded_vqa_paired (not the paper's) count a failed answer as not confirmed under their own names
-    suite_version="0.6",
+    # 0.7: a copied image earns nothing (issue 39): every ranked column of the image tracks moves to its copy-floored twin (id_arranged_floored, ..., count_accuracy_floored), where an image the copy check flagged scores the floor (0 for a share or a score with negative cosines as 0, -1 for a raw cosine); the metrics themselves are unchanged, shown beside their twins, never ranked
+    suite_version="0.7",
     summary=(
         "Multi-subject reference-based generation: 2-5 persons, each bound to an object or fashion "
         "item, in a given background, with interaction and position graphs and yes/no questions "
@@ -246,32 +248,44 @@ SPEC = BenchmarkSpec(
     ),
     breakdowns=(("n_persons",),),
     metric_suite=(
-        MetricSpec(
-            "id_sim",
-            "ArcFace cosine of aligned faces, Hungarian-matched; unmatched reference = 0, reference without a face = NaN (counted)",
-            roles=("face",),
-            missing_evidence="id_sim.reference_without_face",
+        *copy_floored(
+            MetricSpec(
+                "id_sim",
+                "ArcFace cosine of aligned faces, Hungarian-matched; unmatched reference = 0, reference without a face = NaN (counted)",
+                roles=("face",),
+                missing_evidence="id_sim.reference_without_face",
+            ),
+            floor=-1.0,  # matched cosines are raw and may be negative: a cosine's bound
         ),
-        MetricSpec(
-            "id_sim_strict",
-            "not in the paper: ID-Sim that extra faces cannot raise, matched cosines (negatives as 0) over max(N, faces found)",
-            roles=("face",),
-            missing_evidence="id_sim.reference_without_face",
+        *copy_floored(
+            MetricSpec(
+                "id_sim_strict",
+                "not in the paper: ID-Sim that extra faces cannot raise, matched cosines (negatives as 0) over max(N, faces found)",
+                roles=("face",),
+                missing_evidence="id_sim.reference_without_face",
+            ),
+            floor=0.0,  # negative cosines count 0: its bound
         ),
-        MetricSpec(
-            "id_arranged",
-            "not in the paper, the default ranking: per person its matched face cosine if it is found (recognised as itself) "
-            "and stands where the position graph puts it among the found persons, else 0; summed over max(N, faces found) "
-            "as id_sim_strict, so a right face in the wrong place scores nothing",
-            roles=("face",),
-            missing_evidence="id_arranged.not_located",
+        *copy_floored(
+            MetricSpec(
+                "id_arranged",
+                "not in the paper, the default ranking through its copy-floored twin: per person its matched face cosine if it is found (recognised as itself) "
+                "and stands where the position graph puts it among the found persons, else 0; summed over max(N, faces found) "
+                "as id_sim_strict, so a right face in the wrong place scores nothing",
+                roles=("face",),
+                missing_evidence="id_arranged.not_located",
+            ),
+            floor=0.0,  # negative cosines count 0: its bound
         ),
-        MetricSpec(
-            "id_arranged_vqa",
-            "not in the paper: id_arranged with a third factor per person, the judge confirming the located person (marked in "
-            "red) with its own item and denying another person's; a failed answer counts 0 (id_arranged_vqa.judge_failed)",
-            roles=(JUDGE_ROLE, "face", "detector"),
-            missing_evidence="id_arranged.not_located",
+        *copy_floored(
+            MetricSpec(
+                "id_arranged_vqa",
+                "not in the paper: id_arranged with a third factor per person, the judge confirming the located person (marked in "
+                "red) with its own item and denying another person's; a failed answer counts 0 (id_arranged_vqa.judge_failed)",
+                roles=(JUDGE_ROLE, "face", "detector"),
+                missing_evidence="id_arranged.not_located",
+            ),
+            floor=0.0,  # negative cosines count 0: its bound
         ),
         MetricSpec(
             "layout_grounded",
@@ -308,15 +322,21 @@ SPEC = BenchmarkSpec(
             missing_evidence="binding_grounded_vqa.not_located",
             defined_in="0.6",  # until 0.5 a failed answer was left out (NaN)
         ),
-        MetricSpec(
-            "dino_sim",
-            "DINOv2 cosine of detected object/fashion crops vs their references",
-            roles=("detector", "dinov2"),
+        *copy_floored(
+            MetricSpec(
+                "dino_sim",
+                "DINOv2 cosine of detected object/fashion crops vs their references",
+                roles=("detector", "dinov2"),
+            ),
+            floor=-1.0,  # a raw cosine's bound
         ),
-        MetricSpec(
-            "clip_t",
-            "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper",
-            roles=("clip",),
+        *copy_floored(
+            MetricSpec(
+                "clip_t",
+                "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper",
+                roles=("clip",),
+            ),
+            floor=-1.0,  # a raw cosine's bound
         ),
         MetricSpec(
             "clip_t_whole",
@@ -344,12 +364,15 @@ SPEC = BenchmarkSpec(
             display_source="CogCanvas Table 2: Attr-VQA 1.28-35.12, a mean accuracy in percent",
             itt_twin="attr_vqa_itt",
         ),
-        MetricSpec(
-            "attr_vqa_itt",
-            "not in the paper: Attr-VQA over every fact asked, a fact whose judge answer failed (after the client's "
-            "retries) counted as not confirmed, so judge failures cannot raise a score; the ranked Attr-VQA",
-            display="percent",
-            roles=(JUDGE_ROLE,),
+        *copy_floored(
+            MetricSpec(
+                "attr_vqa_itt",
+                "not in the paper: Attr-VQA over every fact asked, a fact whose judge answer failed (after the client's "
+                "retries) counted as not confirmed, so judge failures cannot raise a score; the ranked Attr-VQA (through its copy-floored twin)",
+                display="percent",
+                roles=(JUDGE_ROLE,),
+            ),
+            floor=0.0,  # a share's bound
         ),
         MetricSpec(
             "igc",
@@ -390,20 +413,26 @@ SPEC = BenchmarkSpec(
             tasks=("reference", "text-to-image"),
             itt_twin="attr_vqa.binding_itt",
         ),
-        MetricSpec(
-            "attr_vqa.binding_itt",
-            "not in the paper: attr_vqa.binding over every binding fact asked, a failed answer counted as not confirmed; "
-            "the T2I task's ranking",
-            display="percent",
-            roles=(JUDGE_ROLE,),
-            tasks=("reference", "text-to-image"),
+        *copy_floored(
+            MetricSpec(
+                "attr_vqa.binding_itt",
+                "not in the paper: attr_vqa.binding over every binding fact asked, a failed answer counted as not confirmed; "
+                "the T2I task's ranking through its copy-floored twin",
+                display="percent",
+                roles=(JUDGE_ROLE,),
+                tasks=("reference", "text-to-image"),
+            ),
+            floor=0.0,  # a share's bound
         ),
-        MetricSpec(
-            "count_accuracy",
-            "detected persons == N (the T2I task's count accuracy)",
-            display="percent",
-            roles=("detector",),
-            tasks=("reference", "text-to-image"),
+        *copy_floored(
+            MetricSpec(
+                "count_accuracy",
+                "detected persons == N (the T2I task's count accuracy)",
+                display="percent",
+                roles=("detector",),
+                tasks=("reference", "text-to-image"),
+            ),
+            floor=0.0,  # a share's bound
         ),
         # The retrieval task: a ranking of each slot's candidate references (no images), per slot then
         # per prompt (the mean over its slots of one group), each group named apart. A slot with one
@@ -434,16 +463,19 @@ SPEC = BenchmarkSpec(
     # relevant, the paper's "select the best-matching reference". Its ceiling is 1 however many
     # references are relevant, where R@1's is 1/|relevant|; with one relevant image (today's data) the
     # two are equal.
+    # Every ranked column of an image track is a copy-floored twin (issue 39): an image the copy check
+    # flagged scores the floor there, so copying a few images cannot lift it; the retrieval task submits
+    # no images.
     ranking=(
-        "id_arranged",
-        "id_arranged_vqa",
-        "id_sim_strict",
-        "id_sim",
-        "dino_sim",
-        "attr_vqa_itt",
-        "clip_t",
-        "attr_vqa.binding_itt",
-        "count_accuracy",
+        "id_arranged_floored",
+        "id_arranged_vqa_floored",
+        "id_sim_strict_floored",
+        "id_sim_floored",
+        "dino_sim_floored",
+        "attr_vqa_itt_floored",
+        "clip_t_floored",
+        "attr_vqa.binding_itt_floored",
+        "count_accuracy_floored",
         "retrieval_p@1",
     ),
     limitations=(

@@ -17,6 +17,7 @@ from idbench.builders.spec import (
     Resampling,
     SourceColumn,
     UnitFactor,
+    copy_floored,
 )
 
 NAME = "identity-collapse"
@@ -51,11 +52,23 @@ PROMPTS = Features(
     }
 )
 
+RANKED_SCR = "scr@0.5"
+
+
+def _scr(metric: MetricSpec) -> tuple[MetricSpec, ...]:
+    """An SCR metric, with its copy-floored twin when it is the ranked one (floor 1: every reference
+    collapsed, the worst share)."""
+    return copy_floored(metric, floor=1.0) if metric.name == RANKED_SCR else (metric,)
+
+
 SPEC = BenchmarkSpec(
     name=NAME,
     title="Identity Collapse",
     # 0.2: instance-SCR crops padded to square and deduplicated by NMS; clip_t_whole and clip_t.truncated; intervals resample prompts
-    suite_version="0.2",
+    # 0.3: a copied image earns nothing (issue 39): dino_sim_floored, scr@0.5_floored and clip_t_floored, the ranking,
+    # score every image the copy check flagged at the floor (-1, 1, -1); dino_sim, scr@0.5 and clip_t (the paper's)
+    # are unchanged, shown beside their twins, never ranked
+    suite_version="0.3",
     summary=(
         "A stress test for multi-subject personalization: 75 prompts with 2 to 10 reference subjects "
         "in neutral, occlusion and interaction scenes, 3 seeds each, scored by whole-image DINOv2 "
@@ -91,33 +104,42 @@ SPEC = BenchmarkSpec(
     ),
     breakdowns=(("n_subjects",), ("scene",), ("n_subjects", "scene")),
     metric_suite=(
-        MetricSpec(
-            "clip_t",
-            "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper",
-            roles=("clip",),
-            display_source="Identity Collapse Sec. 4: CLIP-T 0.261-0.309, raw cosines",
+        *copy_floored(
+            MetricSpec(
+                "clip_t",
+                "CLIP ViT-L/14 cosine between prompt and generation, the prompt cut at 77 tokens as in the paper",
+                roles=("clip",),
+                display_source="Identity Collapse Sec. 4: CLIP-T 0.261-0.309, raw cosines",
+            ),
+            floor=-1.0,  # a raw cosine's bound
         ),
         MetricSpec(
             "clip_t_whole",
             "not in the paper: mean CLIP cosine over sentence chunks of at most 77 tokens, so the whole prompt is read",
             roles=("clip",),
         ),
-        MetricSpec(
-            "dino_sim",
-            "whole-image DINOv2 cosine, averaged over the N references",
-            roles=("dinov2",),
-            display_source="Identity Collapse Sec. 4: DINOv2 0.101-0.425, raw cosines",
+        *copy_floored(
+            MetricSpec(
+                "dino_sim",
+                "whole-image DINOv2 cosine, averaged over the N references",
+                roles=("dinov2",),
+                display_source="Identity Collapse Sec. 4: DINOv2 0.101-0.425, raw cosines",
+            ),
+            floor=-1.0,  # a raw cosine's bound
         ),
         *(
-            MetricSpec(
-                f"scr@{tau}",
-                f"Subject Collapse Rate: share of references with whole-image DINOv2 cosine below {tau}",
-                higher_is_better=False,
-                display="percent",
-                roles=("dinov2",),
-                display_source="Identity Collapse Sec. 4: SCR in percent (48.9 % for MOSAIC at 2 subjects, tau 0.4)",
-            )
+            metric
             for tau in SCR_THRESHOLDS
+            for metric in _scr(
+                MetricSpec(
+                    f"scr@{tau}",
+                    f"Subject Collapse Rate: share of references with whole-image DINOv2 cosine below {tau}",
+                    higher_is_better=False,
+                    display="percent",
+                    roles=("dinov2",),
+                    display_source="Identity Collapse Sec. 4: SCR in percent (48.9 % for MOSAIC at 2 subjects, tau 0.4)",
+                )
+            )
         ),
         *(
             MetricSpec(
@@ -131,7 +153,9 @@ SPEC = BenchmarkSpec(
         ),
     ),
     seeds=SEEDS,
-    ranking=("dino_sim", "scr@0.5", "clip_t"),
+    # The paper's headline numbers, each by its copy-floored twin: a flagged image scores the floor, so
+    # copying a few images (under the 5 % that marks a run) cannot lift a ranked column.
+    ranking=("dino_sim_floored", "scr@0.5_floored", "clip_t_floored"),
     limitations=(
         "Scene types are defined by the prompt wording alone; how much occlusion or contact a model "
         "renders is left to the model.",

@@ -741,7 +741,7 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
         )
         _draw(chart, "chart-type-style")
 
-    identity = next((m for m in spec.ranking if m != "clip_t"), None)
+    identity = next((m for m in spec.ranking if m not in ("clip_t", "clip_t_floored")), None)
     if identity is not None and any("clip_t" in (r.get("overall") or {}) for r in results["aggregates"]):
         points = query.scatter_frame(results, spec, "clip_t", identity, raw)
         x, y = query.display_name(spec, "clip_t", raw), query.display_name(spec, identity, raw)

@@ -35,9 +35,18 @@ def _stats(mean: float) -> dict[str, Any]:
 
 def collapse_summary(profile: str = "standard", plumbing: bool = False) -> dict[str, Any]:
     """A scoring summary shaped like evaluate_pkg.runner.summarize's, for identity-collapse."""
-    overall = {"clip_t": _stats(0.25), "dino_sim": _stats(0.5), "scr@0.5": _stats(0.3), "scr@0.4": _stats(0.2)}
+    overall = {
+        "clip_t_floored": _stats(0.25),
+        "dino_sim_floored": _stats(0.5),
+        "scr@0.5_floored": _stats(0.3),
+        "scr@0.4": _stats(0.2),
+    }
     sizes = {
-        str(n): {"dino_sim": _stats(0.5 - n / 100), "scr@0.5": _stats(n / 100), "clip_t": _stats(0.2)}
+        str(n): {
+            "dino_sim_floored": _stats(0.5 - n / 100),
+            "scr@0.5_floored": _stats(n / 100),
+            "clip_t_floored": _stats(0.2),
+        }
         for n in (2, 4, 6, 8, 10)
     }
     return {
@@ -50,7 +59,7 @@ def collapse_summary(profile: str = "standard", plumbing: bool = False) -> dict[
         "idbench_version": "0.1.0",
         "aggregates": {
             "overall": overall,
-            "breakdowns": {"n_subjects": sizes, "scene": {"neutral": {"dino_sim": _stats(0.9)}}},
+            "breakdowns": {"n_subjects": sizes, "scene": {"neutral": {"dino_sim_floored": _stats(0.9)}}},
         },
         "not_run": {},
     }
@@ -65,7 +74,11 @@ def test_eval_yaml_declares_a_task_per_headline_metric_and_group_size():
     assert data["name"] == COLLAPSE.title and data["evaluation_framework"] == "idbench"
     ids = [task["id"] for task in data["tasks"]]
     expected = []
-    for metric in ("dino_sim", "one_minus_scr_at_0.5", "clip_t"):  # COLLAPSE.ranking, id-safe, SCR flipped
+    for metric in (
+        "dino_sim_floored",
+        "one_minus_scr_at_0.5_floored",
+        "clip_t_floored",
+    ):  # COLLAPSE.ranking, id-safe, SCR flipped
         expected += [metric] + [f"{metric}-n_subjects-{n}" for n in (2, 4, 6, 8, 10)]
     assert ids == expected and len(set(ids)) == len(ids)
     assert all(task == {"id": task["id"], "config": "prompts", "split": "test"} for task in data["tasks"])
@@ -75,13 +88,13 @@ def test_eval_yaml_declares_a_task_per_headline_metric_and_group_size():
 
 def test_eval_yaml_group_sizes_come_from_the_benchmark_and_are_absent_without_one():
     cog = [task["id"] for task in hub.eval_yaml(COGCANVAS)["tasks"]]
-    assert "id_sim" in cog and "id_sim-n_persons-5" in cog and "id_sim-n_persons-6" not in cog
+    assert "id_sim_floored" in cog and "id_sim_floored-n_persons-5" in cog and "id_sim_floored-n_persons-6" not in cog
     assert len(cog) == len(COGCANVAS.ranking) * (1 + 4)
     assert [task["id"] for task in hub.eval_yaml(CHARIS)["tasks"]] == [
-        "charis_overall",
-        "charis_score_itt",
-        "dino_sim",
-        "clip_i",
+        "charis_overall_floored",
+        "charis_score_itt_floored",
+        "dino_sim_floored",
+        "clip_i_floored",
     ]  # the paper's charis_score: shown, never ranked
 
 
@@ -102,38 +115,44 @@ def test_entries_one_per_headline_metric_and_group_size_with_raw_values():
         e["dataset"] == {"id": DATASET, "task_id": e["dataset"]["task_id"], "revision": REVISION} for e in entries
     )
     by_id = {e["dataset"]["task_id"]: e for e in entries}
-    assert by_id["dino_sim"]["value"] == 0.5  # raw, not x100
-    assert by_id["dino_sim-n_subjects-4"]["value"] == pytest.approx(0.46)
-    assert by_id["one_minus_scr_at_0.5-n_subjects-10"]["value"] == pytest.approx(0.9)  # 1 - 0.1
-    assert by_id["one_minus_scr_at_0.5"]["notes"].startswith("1 - Subject Collapse Rate (scr@0.5), higher is better")
-    assert "higher is better" not in by_id["dino_sim"]["notes"]
-    assert "profile standard" in by_id["dino_sim"]["notes"]
-    assert by_id["clip_t"]["source"] == source
+    assert by_id["dino_sim_floored"]["value"] == 0.5  # raw, not x100
+    assert by_id["dino_sim_floored-n_subjects-4"]["value"] == pytest.approx(0.46)
+    assert by_id["one_minus_scr_at_0.5_floored-n_subjects-10"]["value"] == pytest.approx(0.9)  # 1 - 0.1
+    assert by_id["one_minus_scr_at_0.5_floored"]["notes"].startswith(
+        "1 - Subject Collapse Rate (scr@0.5_floored), higher is better"
+    )
+    assert "higher is better" not in by_id["dino_sim_floored"]["notes"]
+    assert "profile standard" in by_id["dino_sim_floored"]["notes"]
+    assert by_id["clip_t_floored"]["source"] == source
     # the notes say what the interval resampled when the scorer recorded it
     summary = collapse_summary()
     summary["aggregates"]["ci"] = {"method": "percentile bootstrap over prompts", "unit": "prompt", "n_boot": 1000}
-    summary["aggregates"]["overall"]["dino_sim"]["n_prompts"] = 15
+    summary["aggregates"]["overall"]["dino_sim_floored"]["n_prompts"] = 15
     recorded = {
         e["dataset"]["task_id"]: e for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, REVISION, source)
     }
-    assert "(percentile bootstrap over prompts, 15 prompts)" in recorded["dino_sim"]["notes"]
-    assert "prompts)" not in by_id["dino_sim"]["notes"]  # older summaries: nothing claimed
-    assert "date" not in by_id["clip_t"]  # deterministic by default: the Hub uses the commit time
+    assert "(percentile bootstrap over prompts, 15 prompts)" in recorded["dino_sim_floored"]["notes"]
+    assert "prompts)" not in by_id["dino_sim_floored"]["notes"]  # older summaries: nothing claimed
+    assert "date" not in by_id["clip_t_floored"]  # deterministic by default: the Hub uses the commit time
     # Group sizes sort numerically, after the overall entry of each metric.
-    assert ids[:6] == ["dino_sim"] + [f"dino_sim-n_subjects-{n}" for n in (2, 4, 6, 8, 10)]
+    assert ids[:6] == ["dino_sim_floored"] + [f"dino_sim_floored-n_subjects-{n}" for n in (2, 4, 6, 8, 10)]
     # huggingface_hub parses them back.
     parsed = parse_eval_result_entries(entries)
-    assert parsed[0].dataset_id == DATASET and parsed[0].task_id == "dino_sim" and parsed[0].source_user == "idbench"
+    assert (
+        parsed[0].dataset_id == DATASET
+        and parsed[0].task_id == "dino_sim_floored"
+        and parsed[0].source_user == "idbench"
+    )
 
 
 def test_metrics_the_run_did_not_compute_are_left_out():
     summary = collapse_summary()
-    del summary["aggregates"]["overall"]["clip_t"]
+    del summary["aggregates"]["overall"]["clip_t_floored"]
     for cell in summary["aggregates"]["breakdowns"]["n_subjects"].values():
-        del cell["clip_t"]
-    summary["aggregates"]["overall"]["dino_sim"]["mean"] = None  # all NaN
+        del cell["clip_t_floored"]
+    summary["aggregates"]["overall"]["dino_sim_floored"]["mean"] = None  # all NaN
     ids = [e["dataset"]["task_id"] for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)]
-    assert "clip_t" not in ids and "dino_sim" not in ids and "dino_sim-n_subjects-2" in ids
+    assert "clip_t_floored" not in ids and "dino_sim_floored" not in ids and "dino_sim_floored-n_subjects-2" in ids
     assert all("revision" not in e["dataset"] for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None))
 
 
@@ -156,7 +175,7 @@ def test_bad_inputs_are_refused_with_a_reason():
     with pytest.raises(hub.HubExportError, match="source_url"):
         hub.eval_results_entries(collapse_summary(), COLLAPSE, DATASET, None, {"name": "no url"})
     summary = collapse_summary()
-    summary["aggregates"]["breakdowns"]["n_subjects"]["12"] = {"dino_sim": _stats(0.1)}
+    summary["aggregates"]["breakdowns"]["n_subjects"]["12"] = {"dino_sim_floored": _stats(0.1)}
     with pytest.raises(hub.HubExportError, match="does not declare"):
         hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)
 
@@ -256,7 +275,7 @@ def test_request_and_result_records_hold_metadata_only(store):
     assert request["model"] == "org/real-model" and request["state"] == "FINISHED"
     assert json.loads(operations[EXPECTED[1][1]].data)["state"] == "PENDING"
     result = json.loads(operations[EXPECTED[3][1]].data)
-    assert result["aggregates"]["overall"]["dino_sim"]["mean"] == 0.5 and result["profile"] == "standard"
+    assert result["aggregates"]["overall"]["dino_sim_floored"]["mean"] == 0.5 and result["profile"] == "standard"
     assert result["samples"] == EXPECTED[4][1]
     assert operations[EXPECTED[4][1]].local_path.name == "results.parquet"
     everything = b"".join(op.data for op in operations.values() if op.data is not None)
@@ -329,18 +348,27 @@ def test_invalid_repo_ids_are_refused(store):
 def test_lower_is_better_metrics_are_published_as_one_minus_with_the_interval_flipped():
     # Hand numbers: SCR 0.30 with 95% CI [0.22, 0.41] must read 0.70 with CI [0.59, 0.78].
     summary = collapse_summary()
-    summary["aggregates"]["overall"]["scr@0.5"] = {"mean": 0.30, "ci_low": 0.22, "ci_high": 0.41, "n": 45, "n_nan": 0}
+    summary["aggregates"]["overall"]["scr@0.5_floored"] = {
+        "mean": 0.30,
+        "ci_low": 0.22,
+        "ci_high": 0.41,
+        "n": 45,
+        "n_nan": 0,
+    }
     by_id = {e["dataset"]["task_id"]: e for e in hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)}
-    assert "scr_at_0.5" not in by_id  # the raw rate never goes up under a task the Hub would rank higher-first
-    flipped = by_id["one_minus_scr_at_0.5"]
+    assert "scr_at_0.5_floored" not in by_id  # the raw rate never goes up under a task the Hub would rank higher-first
+    flipped = by_id["one_minus_scr_at_0.5_floored"]
     assert flipped["value"] == pytest.approx(0.70)
     assert "95% CI [0.5900, 0.7800]" in flipped["notes"]
-    assert by_id["dino_sim"]["value"] == 0.5  # higher-is-better metrics are left as they are
+    assert by_id["dino_sim_floored"]["value"] == 0.5  # higher-is-better metrics are left as they are
     # eval.yaml declares the flipped task, and its description says what the task holds.
     data = hub.eval_yaml(COLLAPSE)
-    assert {"id": "one_minus_scr_at_0.5", "config": "prompts", "split": "test"} in data["tasks"]
+    assert {"id": "one_minus_scr_at_0.5_floored", "config": "prompts", "split": "test"} in data["tasks"]
     assert not any(task["id"].startswith("scr") for task in data["tasks"])
-    assert "one_minus_scr_at_0.5: 1 - Subject Collapse Rate (scr@0.5), higher is better" in data["description"]
+    assert (
+        "one_minus_scr_at_0.5_floored: 1 - Subject Collapse Rate (scr@0.5_floored), higher is better"
+        in data["description"]
+    )
     assert set(by_id) <= {task["id"] for task in data["tasks"]}
     # Benchmarks without a lower-is-better headline metric keep their summary as it is.
     assert hub.eval_yaml(CHARIS)["description"] == CHARIS.summary
@@ -348,8 +376,8 @@ def test_lower_is_better_metrics_are_published_as_one_minus_with_the_interval_fl
 
 def test_a_rate_outside_zero_one_cannot_be_flipped():
     summary = collapse_summary()
-    summary["aggregates"]["overall"]["scr@0.5"] = _stats(1.5)
-    with pytest.raises(hub.HubExportError, match=r"scr@0\.5.*outside \[0, 1\]"):
+    summary["aggregates"]["overall"]["scr@0.5_floored"] = _stats(1.5)
+    with pytest.raises(hub.HubExportError, match=r"scr@0\.5_floored.*outside \[0, 1\]"):
         hub.eval_results_entries(summary, COLLAPSE, DATASET, None, None)
 
 

@@ -24,6 +24,8 @@ JUDGE = {"model": "Qwen/Qwen2.5-VL-3B-Instruct", "revision": "r", "url": "http:/
 ITT = (
     25 / 36
 )  # charis_score_itt and charis_overall of every case: 25 easy prompts of the 36 that do not hide the subject
+# A row of suite 0.5 and later holds the copy-floored twins (no image flagged here: the same values).
+FLOORED_TWINS = {"charis_score_itt_floored": ITT, "charis_overall_floored": ITT, "dino_sim_floored": 0.5}
 FAILED = {m: 0.3 for m in ("charis_score", "charis_score_itt", "prompt_adherence", "charis_overall", "holistic_score")}
 
 
@@ -78,7 +80,9 @@ def test_every_benchmark_names_a_twin_for_each_judged_metric_that_leaves_failure
         specs = query.metric_specs(spec)
         for metric in spec.metric_suite:
             if metric.itt_twin:
-                assert specs[metric.itt_twin].rankable and specs[metric.itt_twin].judged == metric.judged
+                # The twin ranks, itself or through its copy-floored twin (a copy earns nothing there).
+                twin = specs[metric.itt_twin]
+                assert (twin.rankable or specs[twin.floored_twin].rankable) and twin.judged == metric.judged
                 # The twin stands right beside it in the suite's (and so the table's) column order.
                 order = [m.name for m in spec.metric_suite]
                 assert order.index(metric.itt_twin) == order.index(metric.name) + 1
@@ -93,13 +97,13 @@ def test_every_benchmark_names_a_twin_for_each_judged_metric_that_leaves_failure
         "igc": "igc_itt",
         "attr_vqa.binding": "attr_vqa.binding_itt",
     }
-    assert "attr_vqa.binding_itt" in cog.ranking and "attr_vqa.binding" not in cog.ranking
+    assert "attr_vqa.binding_itt_floored" in cog.ranking and "attr_vqa.binding" not in cog.ranking
     # The project's judged metrics that were redefined say since when (old rows are not read as them).
     assert {m.name: m.defined_in for m in CHARIS.metric_suite if m.defined_in} == {
         "prompt_adherence": "0.5",  # 0.4: a judge failure scores 0; 0.5: gated on the subject being in view
         "holistic_score": "0.4",
     }
-    assert CHARIS.suite_version == "0.5" and cog.suite_version == "0.6"
+    assert CHARIS.suite_version == "0.5" and cog.suite_version == "0.7"
     assert {m.name for m in cog.metric_suite if m.defined_in == "0.6"} == {
         "attr_vqa_paired",
         "igc_paired",
@@ -165,7 +169,7 @@ def test_a_metric_redefined_since_a_rows_suite_is_not_shown_or_ranked_under_its_
     1.000); under suite 0.4 the name scores them 0, and under 0.5 a subject not in view scores 0 too. The old
     value is taken out, the row marked."""
     old = _row(5, "scored with 0.3", {**_values(1.000, 1.000, 1.000), "prompt_adherence_itt": 0.7}, suite_version="0.3")
-    complete = {"clip_i": 0.8, "clip_t": 0.3, "clip_t_whole": 0.3}
+    complete = {"clip_i": 0.8, "clip_t": 0.3, "clip_t_whole": 0.3, **FLOORED_TWINS, "clip_i_floored": 0.8}
     new = _row(6, "scored with 0.5", {**_values(0.700, 0.756, 0.775), **complete}, suite_version="0.5")
     rows = pd.DataFrame([old, new])
     assert query.stale_metrics(old, CHARIS) == ["prompt_adherence", "holistic_score"]
@@ -183,9 +187,13 @@ def test_a_metric_redefined_since_a_rows_suite_is_not_shown_or_ranked_under_its_
     )
     assert rows.iloc[0]["aggregates"]["overall"]["prompt_adherence"]["mean"] == 1.0  # the input is left as it was
     assert query.missing_metrics(now.iloc[0], CHARIS) == [
+        "charis_score_itt_floored",
         "prompt_adherence",
+        "charis_overall_floored",
         "holistic_score",
         "clip_i",
+        "clip_i_floored",
+        "dino_sim_floored",
         "clip_t",
         "clip_t_whole",
     ]

@@ -276,15 +276,24 @@ def test_metrics_of_other_tasks_do_not_make_a_row_incomplete():
     generation = [m.name for m in spec.metric_suite if "reference" in m.tasks]
     assert "attr_vqa" in generation and not any(name.startswith("retrieval") for name in generation)
     # A text-to-image row is complete with its own metrics (written out by hand: paper 001's protocol, count
-    # accuracy and binding Attr-VQA, the latter beside its intent-to-treat twin since suite 0.6).
+    # accuracy and binding Attr-VQA, the latter beside its intent-to-treat twin since suite 0.6, both beside
+    # their copy-floored twins since 0.7).
     t2i = _result_row(
-        {"count_accuracy": {"mean": 0.5}, "attr_vqa.binding": {"mean": 0.2}, "attr_vqa.binding_itt": {"mean": 0.2}},
+        {
+            "count_accuracy": {"mean": 0.5},
+            "count_accuracy_floored": {"mean": 0.5},
+            "attr_vqa.binding": {"mean": 0.2},
+            "attr_vqa.binding_itt": {"mean": 0.2},
+            "attr_vqa.binding_itt_floored": {"mean": 0.2},
+        },
         task="text-to-image",
     )
     assert query.missing_metrics(t2i, spec) == [] and query.marks(t2i, spec) == ""
     assert query.missing_metrics(_result_row({"count_accuracy": {"mean": 0.5}}, task="text-to-image"), spec) == [
         "attr_vqa.binding",
         "attr_vqa.binding_itt",
+        "attr_vqa.binding_itt_floored",
+        "count_accuracy_floored",
     ]
     complete = _result_row({name: {"mean": 0.5} for name in generation})
     assert query.missing_metrics(complete, spec) == [] and query.marks(complete, spec) == ""
