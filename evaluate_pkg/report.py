@@ -345,7 +345,7 @@ def copies_lines(summary: dict[str, Any]) -> list[str]:
         "",
         "## Copy check",
         "",
-        f"{copies['flagged']} of {copies['images']} images ({copies['share']:.1%}) show a reference copied or "
+        f"{copies['flagged']} of {copies['images']} images ({100 * copies['share']:.1f} %) show a reference copied or "
         "pasted (`copy.flag`; docs/copies.md).",
     ]
     if columns:
@@ -360,7 +360,7 @@ def copies_lines(summary: dict[str, Any]) -> list[str]:
             *(f"| `{twin}` | {entry['floor']:g} | `{entry['of']}` |" for twin, entry in columns.items()),
         ]
     share = copies.get("mark_above_share")
-    limit = f"{share:.0%}" if isinstance(share, (int, float)) else "the limit"
+    limit = f"{100 * share:g} %" if isinstance(share, (int, float)) else "the limit"
     lines += [
         "",
         f"**Marked**: more than {limit} of the images are flagged; the leaderboard shows the run apart, not "

@@ -146,8 +146,8 @@ def test_the_report_and_aggregates_say_how_many_images_scored_the_floor():
     assert record["columns"]["scr@0.5_floored"] == {"of": "scr@0.5", "floor": 1.0}
     copies = {**copies_summary([r.value for r in rows if r.metric == FLAG_METRIC], False, ""), "floored": record}
     text = "\n".join(copies_lines({"copies": copies}))
-    assert "2 of 50 images (4.0%)" in text and "2 images scored the floor because they were flagged" in text
-    assert "| `scr@0.5_floored` | 1 | `scr@0.5` |" in text and "Not marked" in text
+    assert "2 of 50 images (4.0 %)" in text and "2 images scored the floor because they were flagged" in text
+    assert "| `scr@0.5_floored` | 1 | `scr@0.5` |" in text and "Not marked: at most 5 % of the images" in text
     assert copies_lines({"copies": None}) == []
 
 
