@@ -763,7 +763,8 @@ def _plots(results: pd.DataFrame, spec: BenchmarkSpec, metric: str) -> None:
             )
             _draw(chart.properties(height=CHART_HEIGHT), "chart-clip-vs-identity")
 
-    scr = [m.name for m in spec.metric_suite if m.name.startswith("scr@")]
+    # The paper's rate at each threshold (a copy-floored twin is a ranked column, not a threshold).
+    scr = [m.name for m in spec.metric_suite if m.name.startswith("scr@") and m.floor is None]
     rates = query.overall_frame(results, spec, scr, raw)
     if scr and not rates.empty:
         st.subheader("Subject Collapse Rate at each threshold")

@@ -92,7 +92,7 @@ def test_the_overview_is_the_default_page(filled, monkeypatch):
     assert [h.value for h in at.subheader] == ["Identity Collapse", "CHARIS", "CogCanvas", "Latest submissions"]
     top, latest = at.dataframe  # only the stress test has a ranked row in this store
     assert _names(top.value) == ["baseline-collage"] and top.value["family"].tolist() == ["Collages"]
-    assert "dino_sim" in top.value.columns  # the ranking metric, in its display convention (raw here)
+    assert "dino_sim_floored" in top.value.columns  # the ranking metric, in its display convention (raw here)
     assert any("0 scored submission(s)" in t.value for t in at.text)
     assert not at.warning  # the ranked row is a real run: no plumbing banner
     # The latest submissions, newest first, with benchmark, task and state.
@@ -107,7 +107,8 @@ def test_benchmark_page_renders_the_ranked_table(app):
     table = _table(app)
     assert _names(table) == ["baseline-collage"] and table.loc[0, "marks"] == ""
     assert not app.warning  # no plumbing row among those shown
-    assert app.selectbox(key=f"{BENCHMARK}-metric").value == "dino_sim"  # the spec's ranking metric
+    # The spec's ranking metric: dino_sim with a copied image scored -1 (the paper's dino_sim is a column beside it).
+    assert app.selectbox(key=f"{BENCHMARK}-metric").value == "dino_sim_floored"
     assert app.download_button(key=f"{BENCHMARK}-csv").label == "Download CSV"
     assert any("number of subjects" in h.value for h in app.subheader)
 
@@ -251,7 +252,7 @@ def test_status_model_and_about_pages(app):
     assert any(h.value == "By n_subjects x scene" for h in app.subheader)
     # Best and worst samples by the ranking metric: each line names its prompt, seed and value.
     assert any(h.value == "Best and worst samples" for h in app.subheader)
-    lines = [t.value for t in app.text if " seed " in t.value and "dino_sim = " in t.value]
+    lines = [t.value for t in app.text if " seed " in t.value and "dino_sim_floored = " in t.value]
     assert len(lines) == 6
     app.switch_page("views/about.py").run()
     assert [h.value for h in app.header] == [
@@ -278,7 +279,7 @@ def test_results_files_over_their_bounds_are_not_read(app, monkeypatch):
         assert any(
             "too large to read here" in w and "rows, over the 10 a results file may have" in w for w in warnings
         ), warnings
-        assert not [t.value for t in app.text if " seed " in t.value and "dino_sim = " in t.value]
+        assert not [t.value for t in app.text if " seed " in t.value and "dino_sim_floored = " in t.value]
         assert not any("/results/" in w for w in warnings)  # the server's paths are not shown
         app.switch_page(PAGE).run()
         app.checkbox(key=f"{BENCHMARK}-plumbing").check().run()
@@ -440,25 +441,25 @@ def test_a_deep_link_sets_the_filters_and_an_invalid_value_is_ignored(filled, mo
         "n_subjects": "4",
         "search": "swap",
         "plumbing": "1",
-        "metric": "scr@0.5",
+        "metric": "scr@0.5_floored",
         "scene": "underwater",
     }.items():
         at.query_params[name] = value
     at.switch_page(PAGE).run()
     assert not at.exception and not at.error
     assert at.selectbox(key=f"{BENCHMARK}-filter-n_subjects").value == "4"
-    assert at.selectbox(key=f"{BENCHMARK}-metric").value == "scr@0.5"
+    assert at.selectbox(key=f"{BENCHMARK}-metric").value == "scr@0.5_floored"
     assert at.selectbox(key=f"{BENCHMARK}-filter-scene").value == "all"  # not a scene of this benchmark
     assert any("scene=underwater" in _unescape(c.value) for c in at.caption)
     table = _table(at)
     assert _names(table) == ["baseline-swap"]
-    cell = _aggregates(filled, 3)["breakdowns"]["n_subjects"]["4"]["scr@0.5"]
+    cell = _aggregates(filled, 3)["breakdowns"]["n_subjects"]["4"]["scr@0.5_floored"]
     assert (
-        table.loc[0, "scr@0.5 (%)"]
+        table.loc[0, "scr@0.5_floored (%)"]
         == f"{100 * cell['mean']:.2f} [{100 * cell['ci_low']:.2f}, {100 * cell['ci_high']:.2f}]"
     )
     assert (
-        "scene" not in at.query_params and at.query_params["metric"] == "scr@0.5"
+        "scene" not in at.query_params and at.query_params["metric"] == "scr@0.5_floored"
     )  # the ignored value leaves the link
 
 
@@ -474,7 +475,7 @@ def test_compact_intervals_and_the_column_picker(app, filled):
     assert "clip_t" in picker.value and "scr@0.5" in picker.value  # every metric by default
     picker.set_value(["clip_t"]).run()
     columns = list(_table(app).columns)
-    assert "dino_sim" in columns and "clip_t" in columns  # the metric ranked by stays
+    assert "dino_sim_floored" in columns and "clip_t" in columns  # the metric ranked by stays
     assert not [c for c in columns if c.startswith("scr")]
     assert app.query_params["columns"] == "clip_t"
 
@@ -736,7 +737,7 @@ def test_charts_draw_the_stored_values_in_the_app_units(filled, monkeypatch):
         cells = _aggregates(filled, submission)["breakdowns"]["n_subjects"]
         got = degradation[degradation["model"] == name].set_index("N")
         for size, stats in cells.items():
-            s = stats["dino_sim"]
+            s = stats["dino_sim_floored"]  # the ranked metric's
             assert got.loc[int(size), ["value", "low", "high"]].tolist() == pytest.approx(
                 [s["mean"], s["ci_low"], s["ci_high"]]
             )
@@ -748,7 +749,10 @@ def test_charts_draw_the_stored_values_in_the_app_units(filled, monkeypatch):
     [(spec, profile)] = [(spec, data) for spec, data in charts if "facet" in spec]
     # One panel per metric that tells the models apart, named as the table's columns are; the all-zero
     # collapse rates get one line instead of empty panels (named in their units: SCR in percent here).
-    assert set(profile["metric"]) <= set(_table(at).columns) and not any(m.startswith("scr") for m in profile["metric"])
+    # (scr@0.5_floored is not all zero: a copied image scores 1 there.)
+    assert set(profile["metric"]) <= set(_table(at).columns) and not any(
+        m.startswith("scr") and "_floored" not in m for m in profile["metric"]
+    )
     assert any(
         t.value.startswith("Not drawn, every model shown has the same value: ") and "scr@0.5 (%) = 0" in t.value
         for t in at.text
