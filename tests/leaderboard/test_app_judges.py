@@ -83,10 +83,12 @@ def _fill(root: Path, rows) -> Path:
             m.name: {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.55, "n": 10, "n_nan": 0}
             for m in CHARIS.task_metrics("reference")
         }
-        # The default ranking (charis_overall) and the paper's score get the row's number, 2 of 10 pairs NaN.
-        for name in ("charis_overall", "charis_score"):
+        # The default ranking (charis_overall_floored: charis_overall, no image flagged), charis_overall and the
+        # paper's score get the row's number, 2 of 10 pairs NaN; dino_sim and its copy-floored twin too.
+        for name in ("charis_overall", "charis_overall_floored", "charis_score"):
             overall[name] = {"mean": charis, "ci_low": charis - 0.05, "ci_high": charis + 0.05, "n": 8, "n_nan": 2}
-        overall["dino_sim"] = {"mean": charis, "ci_low": charis - 0.05, "ci_high": charis + 0.05, "n": 10, "n_nan": 0}
+        for name in ("dino_sim", "dino_sim_floored"):
+            overall[name] = {"mean": charis, "ci_low": charis - 0.05, "ci_high": charis + 0.05, "n": 10, "n_nan": 0}
         store.add_submission(
             benchmark="charis",
             benchmark_version="v",
@@ -131,7 +133,7 @@ def _models(frame) -> list[str]:
 def test_a_judged_ranking_is_among_one_judge_and_copies_stand_apart(home, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(home))
     at = AppTest.from_function(_charis_page, default_timeout=TIMEOUT).run()
-    assert not at.exception and at.selectbox(key="charis-metric").value == "charis_overall"
+    assert not at.exception and at.selectbox(key="charis-metric").value == "charis_overall_floored"
     selector = at.selectbox(key="charis-judge")
     assert (
         selector.options[0].startswith(SMALL_LABEL) and "(4 row(s))" in selector.options[0]
@@ -140,13 +142,13 @@ def test_a_judged_ranking_is_among_one_judge_and_copies_stand_apart(home, monkey
     assert _models(ranked.value) == ["follows", "other"]  # not the copy, not the lenient judge, not the 72B row
     assert _models(apart.value) == ["copy", "lenient", "large", "older"]
     captions = " ".join(_unescape(c.value) for c in at.caption)
-    assert f"charis_overall: ranked among rows judged by {SMALL_LABEL}" in captions
+    assert f"charis_overall_floored: ranked among rows judged by {SMALL_LABEL}" in captions
     text = " ".join(t.value for t in at.text)
     assert "copy (submission 1): copies references: 62 % of images" in text
     assert "lenient (submission 5): uncalibrated judge: exact_copy accuracy 0.25 below the floor 0.8" in text
     assert "large (submission 4): judged by another judge: Qwen/Qwen2.5-VL-72B-Instruct" in text
-    assert "charis_overall coverage (%)" in ranked.value.columns and set(
-        ranked.value["charis_overall coverage (%)"]
+    assert "charis_overall_floored coverage (%)" in ranked.value.columns and set(
+        ranked.value["charis_overall_floored coverage (%)"]
     ) == {80.0}
 
     # The other judge: its row alone is ranked on the judged metric, and the URL says so.
@@ -174,7 +176,7 @@ INCOMPLETE = [
 def test_a_run_whose_judge_failed_on_over_5_percent_is_listed_apart_until_the_switch_ranks_it(tmp_path, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(_fill(tmp_path / "home", INCOMPLETE)))
     at = AppTest.from_function(_charis_page, default_timeout=TIMEOUT).run()
-    assert not at.exception and at.selectbox(key="charis-metric").value == "charis_overall"
+    assert not at.exception and at.selectbox(key="charis-metric").value == "charis_overall_floored"
     ranked, apart = at.dataframe
     assert _models(ranked.value) == ["follows"] and _models(apart.value) == ["failing-judge"]
     text = " ".join(t.value for t in at.text)
@@ -186,14 +188,14 @@ def test_a_run_whose_judge_failed_on_over_5_percent_is_listed_apart_until_the_sw
     assert at.query_params["judge_failures"] == "1"
     # An unjudged ranking never set it apart (its embedding columns are complete).
     at.checkbox(key="charis-judge_failures").uncheck().run()
-    at.selectbox(key="charis-metric").select("dino_sim").run()
+    at.selectbox(key="charis-metric").select("dino_sim_floored").run()
     assert _models(at.dataframe[0].value) == ["failing-judge", "follows"]
 
 
 def test_on_an_unjudged_metric_the_copy_is_still_not_first(home, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(home))
     at = AppTest.from_function(_charis_page, default_timeout=TIMEOUT).run()
-    at.selectbox(key="charis-metric").select("dino_sim").run()
+    at.selectbox(key="charis-metric").select("dino_sim_floored").run()
     ranked, apart = at.dataframe
     assert _models(ranked.value)[0] == "lenient" and "copy" not in _models(ranked.value)
     assert _models(apart.value) == ["copy"]
