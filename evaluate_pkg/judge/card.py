@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from idbench.builders.spec import FLOORED_SUFFIX
 from idbench.evaluate_pkg.judge.controls import ControlRun, same_answer
 
 #: A judge answering fewer controls than this right is uncalibrated.
@@ -153,12 +154,13 @@ def _evidence(run: ControlRun) -> list[dict[str, Any]]:
 
 def failure_rates(overall: Mapping[str, Mapping[str, Any]], judged: list[str]) -> dict[str, float]:
     """Judged metric -> the mean per-image judge-failure rate of its own ``<metric>.failure_rate``
-    diagnostic, else of its family's (``attr_vqa.failure_rate`` for every ``attr_vqa*`` / ``igc*``)."""
+    diagnostic, else of its family's (``attr_vqa.failure_rate`` for every ``attr_vqa*`` / ``igc*``); a
+    copy-floored twin (``<metric>_floored``) has its metric's, whose answers it holds."""
     out = {}
     for metric in judged:
         if metric not in overall:
             continue
-        stats = overall.get(f"{metric}.failure_rate") or overall.get(
+        stats = overall.get(f"{metric.removesuffix(FLOORED_SUFFIX)}.failure_rate") or overall.get(
             "attr_vqa.failure_rate" if metric.startswith(("attr_vqa", "igc")) else ""
         )
         if stats and stats.get("mean") is not None:

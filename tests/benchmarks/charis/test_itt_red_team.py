@@ -208,13 +208,16 @@ def test_the_red_team_table_by_hand(red_team):
         },
         "holistic_score": {"honest": (len(easy) + 0.25 * len(hard)) / n, **dict.fromkeys(CASES[1:], len(easy) / n)},
     }
+    # The ranked copy-floored twins: no image here is a copy of its own reference, so the same values.
+    expected["charis_score_itt_floored"] = expected["charis_score_itt"]
+    expected["charis_overall_floored"] = expected["charis_overall"]
     means = _means(red_team)
     assert set(expected) == set(JUDGED)
     for metric, by_case in expected.items():
         for case, value in by_case.items():
             assert means[case][metric] == pytest.approx(value), (metric, case)
     # Failures and missing evidence are still counted and shown beside the scores.
-    for metric in JUDGED:
+    for metric in (m for m in JUDGED if CHARIS.metric(m).floor is None):  # a twin's failures are its metric's
         assert means["failing judge"][f"{metric}.failure_rate"] == pytest.approx(len(hard) / n), metric
         assert means["honest"][f"{metric}.failure_rate"] == 0.0
     assert means["blur"]["charis_score.insufficient_evidence"] == pytest.approx(len(hard) / n)
@@ -228,6 +231,8 @@ def test_no_case_scores_above_the_honest_run_on_a_ranked_judged_column(red_team)
     means = _means(red_team)
     specs = query.metric_specs(CHARIS)
     for metric in JUDGED:
+        if specs[metric].floored_twin:  # ranked through its copy-floored twin, checked in this loop
+            continue
         if not specs[metric].rankable:  # the paper's charis_score: beside its twin, never ranked
             assert metric == "charis_score" and specs[metric].itt_twin == "charis_score_itt"
             assert means["blur"][metric] > means["honest"][metric]  # why it is not ranked
@@ -268,7 +273,7 @@ def test_the_failing_judges_run_is_listed_with_its_reason_and_not_ranked_by_defa
     assert all(not scored["summaries"][case]["judge"]["incomplete"] for case in CASES[:3])
     rows = _leaderboard_rows(red_team)
     table = query.ranked_table(rows, CHARIS)
-    assert query.default_metric(rows, CHARIS) == "charis_overall"
+    assert query.default_metric(rows, CHARIS) == "charis_overall_floored"  # no image is a copy: charis_overall
     ranked, apart = table[table["rank"].notna()], table[table["rank"].isna()].set_index("model")
     assert set(ranked["model"]) == {"honest", "blur", "blank"}
     assert ranked["rank"].tolist() == [1, 1, 1]  # charis_overall: the hard prompts score 0 in every case
