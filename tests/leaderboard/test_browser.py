@@ -292,7 +292,7 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     _idle(page, expect)
     header, before = _header(page), _rows(page)
     assert len(before) == 1 and _models(page) == ["baseline-collage"]
-    column = header.index("dino_sim")
+    column = header.index("dino_sim_floored")  # the ranked column, the first metric (in view at any width)
 
     page.get_by_role("combobox", name="n_subjects").click()
     page.get_by_role(
@@ -305,8 +305,8 @@ def test_group_size_filter_changes_the_table(page, server, filled, sync_api):
     after = _rows(page)
     _screenshot(page, "identity-collapse-n_subjects-4")
 
-    # One cell: mean [ci_low, ci_high] of the collage's n_subjects = 4 cell, as stored (dino_sim is shown raw).
-    cell = _aggregates(filled, 1)["breakdowns"]["n_subjects"]["4"]["dino_sim"]
+    # One cell: mean [ci_low, ci_high] of the collage's n_subjects = 4 cell, as stored (a cosine is shown raw).
+    cell = _aggregates(filled, 1)["breakdowns"]["n_subjects"]["4"]["dino_sim_floored"]
     assert _models(page) == ["baseline-collage"]
     assert after[0][column] == f"{cell['mean']:.4f} [{cell['ci_low']:.4f}, {cell['ci_high']:.4f}]"
     expect(page).to_have_url(re.compile(r"[?&]n_subjects=4(&|$)"))  # the address bar links to this view
