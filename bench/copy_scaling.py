@@ -178,7 +178,7 @@ def main() -> None:
             per_gen.append((s_wall, s_cpu, v_wall, v_cpu, len(shortlisted), len(found)))
         _, pool_wall, _ = timed(
             copy_index.parallel_map,
-            lambda p, index=index: copy_index.search_pool(index, p, prepared.__getitem__),
+            lambda p, index=index: copy_index.search_pool(index, p, prepared.__getitem__, verify=find_in_any_pose),
             gen_points,
             threads,
         )

@@ -16,14 +16,19 @@ asks to keep) and flagged, per image, when one is found:
    finds where, the hash confirms that the content, not only its layout of light and dark, is the same.
 3. **Any pose.** Correlation at one orientation misses a reference turned by 90 degrees (0 of 203
    CHARIS images flagged) or stretched (53 %). SIFT keypoints of the reference (and of its mirror
-   image) are matched to the generation's, an affine map is fitted to the matches by RANSAC (any
-   rotation, flip, stretch, crop, scale or small paste is one), and the reference warped by it is
-   correlated with the generation where it lands: at least ``MIN_INLIERS`` consistent matches and a
-   correlation of ``WARP_CORR_MIN`` flag a copy. The keypoints say where, the pixels confirm.
+   image) are matched to the generation's, an affine map or a homography is fitted to the matches
+   (any rotation, flip, stretch, crop, scale, keystone or small paste is one), and the *matched region*
+   of the reference (the part the consistent keypoints span, or whose fine detail agrees, within its
+   subject) is warped onto the generation and correlated there, in grey levels and in fine detail.
+   A large part of the subject that agrees is a copy; a smaller part (a face) must also fit to the
+   pixel, which a re-photograph does not (:attr:`PoseMatch.copied`; thresholds calibrated on
+   bench/copy_calibration.py, docs/copies.md). The keypoints say where, the pixels confirm.
 4. **A crowd.** On a multi-subject benchmark a picture of every subject of the pool (0 of 225
    Identity Collapse crowds flagged before) dilutes the search for the prompt's own. Every subject and item reference of the pool that the prompt does not name is searched too,
-   by keypoints (cheap once each reference is prepared), and one found flags the image
-   (``copy.foreign`` counts them).
+   by keypoints, and one found flags the image (``copy.foreign`` counts them). A pool index
+   (``copy_index``: one faiss search of the generation's SIFT descriptors among the whole pool's)
+   shortlists the few references worth the full match, so the cost is linear in the generations, not
+   generations x pool (CogCanvas: ~1,950 references).
 5. **Embedding** (reported, and a criterion of its own only with real weights): the cosine of the whole
    generation's DINOv2 CLS embedding to each reference's, when the run computed those features anyway.
    A cosine of at least ``EMBEDDING_MIN_COSINE`` also flags a copy; with a plumbing profile's random
@@ -34,7 +39,7 @@ many of the prompt's references were found) and, on multi-subject benchmarks, ``
 many references of the pool the prompt does not name); ``summary["copies"]`` holds the share of flagged images and
 the criteria, and a run with more than ``MARK_ABOVE_SHARE`` of its images flagged is *marked*: the
 leaderboard shows it apart, not ranked by default. Results are cached per (generation, reference) in
-the feature store, so a rescore searches nothing again.
+the feature store (the foreign search per generation), so a rescore searches nothing again.
 
 Cost is bounded up front: the generation is searched at ``WORK_SIDE`` px whatever its size, each
 of its prompt's references at most ``4 x (16 + FINE_EVALUATIONS)`` times (two directions, plain and
@@ -47,6 +52,7 @@ iterations.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,23 +78,38 @@ COARSE_RATIO = 1.15  # between coarse scales: a paste's scale is at most ~7 % fr
 FINE_EVALUATIONS = 5  # correlations of the fine pass (see refine): an eighth of a coarse step's precision
 REVERSE_MIN_FRACTION = 0.5  # a crop of the reference is searched down to half its side
 NCC_MIN = 0.85  # measured: pastes 0.88-1.00 on the samples, other photographs <= 0.76
-PHASH_MAX_DISTANCE = 12  # of 64 bits: pastes 0-12 on the samples, other photographs 14-32
+PHASH_MAX_DISTANCE = 10  # of 64 bits: pastes 0-10 on the samples; re-drawn characters and re-photographs reach 12 (bench/copy_calibration.py)
 EMBEDDING_MIN_COSINE = 0.95
 MARK_ABOVE_SHARE = 0.05  # a run with more than 5 % of its images flagged is marked
 COARSE_GATE = 0.5  # measured on the samples: pastes 0.67-1.00 in the coarse pass (a 5-image collage lowest)
 MIN_STD = 2.0  # grey-level std below which a window is flat: a blank canvas matches nothing
-VERSION = 5  # of the search and its thresholds: part of the cache key (5: keypoint stage, foreign references)
+VERSION = 6  # of the search and its thresholds: part of the cache key (6: the matched region verified, homographies)
 # The keypoint stage (find_in_any_pose): SIFT keypoints matched with Lowe's ratio test, an affine map
 # fitted by RANSAC, then the reference warped by it and correlated with the generation where it lands.
-KEYPOINT_REF_SIDE = 256  # px: the reference's longest side for its keypoints
-KEYPOINT_GEN_SIDE = 512  # px: the generation's (twice the reference's: a paste at 5 % of the area keeps keypoints)
-MAX_KEYPOINTS = 500  # per reference: bounds the matching cost (with the generation's, 500 x 1,500 distances a pair)
+KEYPOINT_REF_SIDE = 384  # px: the reference's longest side for its keypoints (a face of a full figure keeps some)
+KEYPOINT_GEN_SIDE = 512  # px: the generation's (a paste at 5 % of the area keeps keypoints)
+MAX_KEYPOINTS = 800  # per reference: bounds the matching cost (with the generation's, 800 x 1,500 distances a pair)
 MAX_GEN_KEYPOINTS = 1500  # per generation: a textured background must not take every keypoint from a small paste
 RATIO_TEST = 0.8  # Lowe's ratio: a match counts when clearly nearer than the second-nearest descriptor
-MIN_INLIERS = 5  # matches consistent with one affine map
-WARP_CORR_MIN = 0.7  # measured on the samples: copies in any pose 0.75-1.00; different pictures <= 0.66,
-# except one emoji drawn in another style of the same set (the same outline: 0.71-0.94, flagged)
+RANSAC_PX = 3.0  # px at KEYPOINT_GEN_SIDE: a match further from the map is not consistent with it
+HOMOGRAPHY_MIN_MATCHES = 8  # a homography (8 degrees of freedom) is tried only on this many matches
+MAX_PERSPECTIVE = 2.5  # a homography may change the scale at most this much across the reference
 MAX_ANISOTROPY = 3.0  # an affine map stretching one axis more than 3x the other is not a pose of the picture
+# The thresholds below were set on bench/copy_calibration.py's set (the calibration table in docs/copies.md):
+# copies in 7 kinds of pose and paste on one side, different photographs of one subject and re-drawn
+# characters on the other.
+MIN_INLIERS = 6  # matches consistent with one map
+WARP_CORR_MIN = 0.85  # verified correlation (grey and fine detail) of a smaller matched region
+LARGE_CORR_MIN = 0.75  # the same, of a region of at least LARGE_SHARE of the subject
+REGION_MARGIN = 0.03  # of the reference's side: the keypoints' hull grown by this much
+LARGE_SHARE = 0.3  # of the subject: a region this large is a copy whatever its fit
+MIN_SHARE = 0.02  # of the subject: a smaller region (a print, a detail) is never a copy
+TIGHT_RESIDUAL_PX = 0.45  # median inlier error (px at KEYPOINT_GEN_SIDE): a smaller region must fit this well
+AGREE_WINDOW = 15  # px at KEYPOINT_GEN_SIDE: the window of the local agreement of fine detail
+AGREE_MIN = 0.8  # local correlation of the fine band at which a pixel agrees
+TEXTURE_VARIANCE = 4.0  # of the fine band (grey levels squared): below it a pixel is flat, counted nowhere
+MAP_MODELS = ("", "affine", "homography")  # the keypoint stage's maps, stored by position
+BACKGROUND_TOLERANCE = 16  # grey levels: a border this uniform is a background, not part of the subject
 MIN_COVER = 400  # px of the generation (at KEYPOINT_GEN_SIDE) the warped reference must cover
 
 
@@ -294,15 +315,44 @@ def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
 
 @dataclass(frozen=True)
 class Keypoints:
-    """An image prepared for the keypoint stage: grey levels at a working size, SIFT keypoints, descriptors."""
+    """An image prepared for the keypoint stage: grey levels at a working size, SIFT keypoints, descriptors,
+    and (references only) the subject's mask."""
 
     grey: np.ndarray  # float32
     points: np.ndarray  # (n, 2) float32, x and y in ``grey``'s pixels
     descriptors: np.ndarray | None  # (n, 128) float32, None without keypoints
+    subject: np.ndarray | None = None  # bool, ``grey``'s shape: the subject (see subject_mask); None: all of it
 
 
-def keypoints(image: Image.Image, side: int, limit: int = MAX_KEYPOINTS) -> Keypoints:
-    """SIFT keypoints of ``image`` at a longest side of ``side`` px (the ``limit`` strongest)."""
+def subject_mask(rgb: np.ndarray) -> np.ndarray:
+    """The subject of a reference: the pixels unlike its border's colour, holes filled, when the border is
+    one colour (a subject on white, a cut-out render); the whole picture otherwise (a photograph). A copy
+    is measured as a share of this: the white around a drawing is nobody's identity."""
+    import cv2
+
+    h, w = rgb.shape[:2]
+    edge = np.concatenate(
+        [rgb[:2].reshape(-1, 3), rgb[-2:].reshape(-1, 3), rgb[:, :2].reshape(-1, 3), rgb[:, -2:].reshape(-1, 3)]
+    )
+    edge = edge.astype(np.float32)
+    colour = np.median(edge, axis=0)
+    if float((np.abs(edge - colour).max(axis=1) <= BACKGROUND_TOLERANCE).mean()) < 0.9:
+        return np.ones((h, w), dtype=bool)
+    unlike = (np.abs(rgb.astype(np.float32) - colour).max(axis=2) > BACKGROUND_TOLERANCE).astype(np.uint8)
+    unlike = cv2.morphologyEx(unlike, cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
+    # The background is what reaches the border through pixels like it; everything else is the subject.
+    reach = (1 - unlike).astype(np.uint8)
+    seeds = np.zeros((h + 2, w + 2), np.uint8)
+    for y, x in ((0, 0), (0, w - 1), (h - 1, 0), (h - 1, w - 1)):
+        if reach[y, x] == 1:
+            cv2.floodFill(reach, seeds, (x, y), 2)
+    subject = reach != 2
+    return subject if subject.mean() >= 0.01 else np.ones((h, w), dtype=bool)
+
+
+def keypoints(image: Image.Image, side: int, limit: int = MAX_KEYPOINTS, *, with_subject: bool = False) -> Keypoints:
+    """SIFT keypoints of ``image`` at a longest side of ``side`` px (the ``limit`` strongest), and the
+    subject's mask at that size when asked (references)."""
     import cv2
 
     grey = _grey(image, side)
@@ -310,72 +360,220 @@ def keypoints(image: Image.Image, side: int, limit: int = MAX_KEYPOINTS) -> Keyp
         grey.astype(np.uint8), None
     )
     points = np.float32([k.pt for k in found]).reshape(-1, 2)
-    return Keypoints(grey, points, descriptors if found else None)
+    subject = None
+    if with_subject:
+        rgb = image.convert("RGB").resize((grey.shape[1], grey.shape[0]), Image.Resampling.BILINEAR)
+        subject = subject_mask(np.asarray(rgb))
+    return Keypoints(grey, points, descriptors if found else None, subject)
 
 
 @dataclass(frozen=True)
 class PoseMatch:
-    """The keypoint stage's answer for one (generation, reference): matches consistent with one affine
-    map, and the correlation of the reference warped by it with the generation (-1: no usable map)."""
+    """The keypoint stage's answer for one (generation, reference).
+
+    ``inliers``: matches consistent with one map (affine, or a homography where it fits clearly more).
+    ``correlation``: the *verified* correlation, the lower of the grey-level and the fine-detail
+    correlation of the reference warped by the map with the generation, inside the matched region; -1
+    when there is no usable map or the region fails the geometry (see :func:`_verify_region`).
+    The other fields are evidence: the region's share of the reference's subject, the inliers' median
+    reprojection error (px at ``KEYPOINT_GEN_SIDE``), the model, its 3x3 matrix (reference pixels at
+    ``KEYPOINT_REF_SIDE`` to generation pixels at ``KEYPOINT_GEN_SIDE``) and the region's box in the
+    generation (fractions of its size)."""
 
     inliers: int
     correlation: float
     mirrored: bool
+    share: float = 0.0
+    residual: float = -1.0
+    model: str = ""
+    matrix: tuple[float, ...] = ()
+    box: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    drawing: bool = False  # the reference is a subject on a plain background (a drawing, a render, a cut-out)
 
     @property
     def copied(self) -> bool:
-        return self.inliers >= MIN_INLIERS and self.correlation >= WARP_CORR_MIN
+        """A copy is a large part of the subject whose pixels agree, or a smaller part (a face, an item)
+        fitted to the pixel whose pixels agree closely; a re-photograph shares at most a small region (a
+        print, a detail), fitted loosely (parallax, focus), and never agrees over a large one."""
+        if self.inliers < MIN_INLIERS:
+            return False
+        if self.share >= LARGE_SHARE:
+            return self.correlation >= LARGE_CORR_MIN
+        if self.drawing:  # a smaller part of a drawing is a shared motif (eyes, a logo, a part of an emoji kit)
+            return False
+        return self.share >= MIN_SHARE and 0 <= self.residual <= TIGHT_RESIDUAL_PX and self.correlation >= WARP_CORR_MIN
 
 
-def _pose_match(reference: Keypoints, generation: Keypoints) -> tuple[int, float]:
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    if a.size < 50 or float(a.std()) < MIN_STD or float(b.std()) < MIN_STD:  # flat: a blank matches nothing
+        return -1.0
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def _detail(grey: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """The fine band of a picture (difference of Gaussians, 0.8 and 2.5 px, times ``scale``): what a
+    re-photograph, with its own light, focus and parallax, does not put back at the same sub-pixel places,
+    and a copy does. ``scale`` is the map's magnification when above 1: a reference enlarged onto the
+    generation has no finer band than that, so both are compared on the band both hold."""
     import cv2
 
+    return cv2.GaussianBlur(grey, (0, 0), 0.8 * scale) - cv2.GaussianBlur(grey, (0, 0), 2.5 * scale)
+
+
+def _plausible_homography(matrix: np.ndarray, shape: tuple[int, int]) -> bool:
+    """A homography that keeps the reference's frame a convex quadrilateral in front of the camera, its
+    scale changing at most ``MAX_PERSPECTIVE`` times across it: a photograph of a flat print, not a fold."""
+    import cv2
+
+    h, w = shape
+    corners = np.float32([[0, 0], [w, 0], [w, h], [0, h]]).reshape(-1, 1, 2)
+    out = cv2.perspectiveTransform(corners, matrix).reshape(-1, 2)
+    edges = [out[(i + 1) % 4] - out[i] for i in range(4)]
+    turns = [float(a[0] * b[1] - a[1] * b[0]) for a, b in zip(edges, edges[1:] + edges[:1], strict=True)]
+    if not (all(t > 0 for t in turns) or all(t < 0 for t in turns)):
+        return False
+    depth = matrix[2, 0] * corners[:, 0, 0] + matrix[2, 1] * corners[:, 0, 1] + matrix[2, 2]
+    return bool(np.all(depth > 0) and depth.max() / depth.min() <= MAX_PERSPECTIVE)
+
+
+def _fit_map(source: np.ndarray, target: np.ndarray, shape: tuple[int, int]):
+    """The map from the reference's matched keypoints to the generation's: an affine map by RANSAC, or a
+    homography (MAGSAC) when it explains clearly more matches (a keystone or perspective view). Returns
+    (model, 3x3 matrix, inlier mask) or None."""
+    import cv2
+
+    best = None
+    affine, mask = cv2.estimateAffine2D(
+        source,
+        target,
+        method=cv2.RANSAC,
+        ransacReprojThreshold=RANSAC_PX,
+        maxIters=2000,
+        confidence=0.99,
+        refineIters=10,
+    )
+    if affine is not None:
+        singular = np.linalg.svd(affine[:, :2], compute_uv=False)
+        # A map that collapses or shears the picture is no pose of it.
+        if singular.min() > 1e-3 and singular.max() / singular.min() <= MAX_ANISOTROPY:
+            best = ("affine", np.vstack([affine, [0.0, 0.0, 1.0]]), mask.ravel().astype(bool))
+    if len(source) >= HOMOGRAPHY_MIN_MATCHES:
+        homography, mask = cv2.findHomography(
+            source, target, cv2.USAC_MAGSAC, RANSAC_PX, maxIters=2000, confidence=0.99
+        )
+        if homography is not None and mask is not None and _plausible_homography(homography, shape):
+            count = int(mask.sum())
+            if best is None or count >= max(1.2 * best[2].sum(), best[2].sum() + 3):
+                best = ("homography", homography, mask.ravel().astype(bool))
+    return best
+
+
+def _verify_region(reference: Keypoints, generation: Keypoints, matrix: np.ndarray, inliers: np.ndarray):
+    """The pixels' word on a map: the region the consistent keypoints span in the reference (their convex
+    hull, grown by ``REGION_MARGIN`` of the side, within the subject) is warped onto the generation and
+    compared there, in grey levels and in the fine band (:func:`_detail`). Only the matched region counts:
+    a pasted face or a cut-out subject is not vetoed by the rest of the reference's rectangle.
+
+    Returns (verified correlation, share of the subject, generation box); the correlation is -1 when the
+    region lands on fewer than ``MIN_COVER`` px."""
+    import cv2
+
+    height, width = reference.grey.shape
+    region = np.zeros((height, width), np.uint8)
+    cv2.fillConvexPoly(region, cv2.convexHull(inliers.astype(np.float32)).astype(np.int32), 1)
+    margin = max(3, round(REGION_MARGIN * max(height, width)))
+    region = cv2.dilate(region, np.ones((2 * margin + 1, 2 * margin + 1), np.uint8)).astype(bool)
+    subject = reference.subject if reference.subject is not None else np.ones_like(region)
+    region &= subject
+    share = float(region.sum() / max(1, int(subject.sum())))
+    gh, gw = generation.grey.shape
+    warped = cv2.warpPerspective(reference.grey, matrix, (gw, gh), flags=cv2.INTER_LINEAR, borderValue=0)
+    cover = cv2.warpPerspective(region.astype(np.uint8), matrix, (gw, gh), flags=cv2.INTER_NEAREST, borderValue=0) > 0
+    if int(cover.sum()) < MIN_COVER:
+        return -1.0, share, (0.0, 0.0, 0.0, 0.0)
+    ys, xs = np.nonzero(cover)
+    box = (xs.min() / gw, ys.min() / gh, (xs.max() + 1) / gw, (ys.max() + 1) / gh)
+    grey = _pearson(warped[cover], generation.grey[cover])
+    inner = cv2.erode(cover.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0  # the warp's edge is no detail
+    centre = np.float32([[[width / 2, height / 2]]])
+    step = cv2.perspectiveTransform(centre + np.float32([[[1, 0]]]), matrix) - cv2.perspectiveTransform(centre, matrix)
+    rise = cv2.perspectiveTransform(centre + np.float32([[[0, 1]]]), matrix) - cv2.perspectiveTransform(centre, matrix)
+    (a, b), (c, d) = step.ravel(), rise.ravel()
+    scale = max(1.0, float(np.sqrt(abs(a * d - b * c))))  # the map's magnification
+    detail = (
+        _pearson(_detail(warped, scale)[inner], _detail(generation.grey, scale)[inner]) if inner.sum() >= 50 else -1.0
+    )
+    share = max(share, _agreeing_share(reference, generation, matrix, warped, scale))
+    return min(grey, detail), share, tuple(round(float(v), 4) for v in box)
+
+
+def _agreeing_share(
+    reference: Keypoints, generation: Keypoints, matrix: np.ndarray, warped: np.ndarray, scale: float
+) -> float:
+    """The share of the subject's textured pixels (those of it that land in the generation) whose fine
+    detail agrees with the generation's under the map: local correlation of the fine band (windows of
+    ``AGREE_WINDOW`` px) of at least ``AGREE_MIN``. The keypoints' hull understates a whole copy whose
+    keypoints bunch together; this counts every pixel that matches. A re-photograph agrees only where it
+    happens to line up to the pixel (a print, a patch), so it does not grow there."""
+    import cv2
+
+    gh, gw = generation.grey.shape
+    subject = reference.subject if reference.subject is not None else np.ones(reference.grey.shape, bool)
+    landed = cv2.warpPerspective(subject.astype(np.uint8), matrix, (gw, gh), flags=cv2.INTER_NEAREST) > 0
+    landed = cv2.erode(landed.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    a, b = _detail(warped, scale), _detail(generation.grey, scale)
+    size = (AGREE_WINDOW, AGREE_WINDOW)
+    mean_a, mean_b = cv2.blur(a, size), cv2.blur(b, size)
+    var_a = cv2.blur(a * a, size) - mean_a**2
+    var_b = cv2.blur(b * b, size) - mean_b**2
+    local = (cv2.blur(a * b, size) - mean_a * mean_b) / np.sqrt(np.maximum(var_a * var_b, 1e-6))
+    textured = landed & (var_a > TEXTURE_VARIANCE)
+    if int(textured.sum()) < MIN_COVER:
+        return 0.0
+    return float((textured & (local >= AGREE_MIN) & (var_b > TEXTURE_VARIANCE / 4)).sum() / textured.sum())
+
+
+def _pose_match(reference: Keypoints, generation: Keypoints, mirrored: bool) -> PoseMatch:
+    import cv2
+
+    nothing = PoseMatch(0, -1.0, mirrored)
     if (
         reference.descriptors is None
         or generation.descriptors is None
         or min(len(reference.points), len(generation.points)) < 3
     ):
-        return 0, -1.0
+        return nothing
     pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(reference.descriptors, generation.descriptors, k=2)
     good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO_TEST * p[1].distance]
     if len(good) < MIN_INLIERS:
-        return len(good), -1.0
+        return PoseMatch(len(good), -1.0, mirrored)
     source = reference.points[[m.queryIdx for m in good]]
     target = generation.points[[m.trainIdx for m in good]]
-    affine, mask = cv2.estimateAffine2D(
-        source, target, method=cv2.RANSAC, ransacReprojThreshold=4.0, maxIters=2000, confidence=0.99, refineIters=10
-    )
-    if affine is None:
-        return 0, -1.0
+    fitted = _fit_map(source, target, reference.grey.shape)
+    if fitted is None:
+        return nothing
+    model, matrix, mask = fitted
     inliers = int(mask.sum())
-    # Confirm: the keypoints say where, the pixels say whether. A map that collapses or shears the
-    # picture is no pose of it.
-    singular = np.linalg.svd(affine[:, :2], compute_uv=False)
-    if singular.min() < 1e-3 or singular.max() / singular.min() > MAX_ANISOTROPY:
-        return inliers, -1.0
-    height, width = generation.grey.shape
-    warped = cv2.warpAffine(reference.grey, affine, (width, height), flags=cv2.INTER_LINEAR, borderValue=0)
-    cover = (
-        cv2.warpAffine(np.ones_like(reference.grey), affine, (width, height), flags=cv2.INTER_NEAREST, borderValue=0)
-        > 0.5
+    projected = cv2.perspectiveTransform(source[mask].reshape(-1, 1, 2), matrix).reshape(-1, 2)
+    residual = float(np.median(np.linalg.norm(projected - target[mask], axis=1))) if inliers else -1.0
+    correlation, share, box = (
+        (-1.0, 0.0, (0.0,) * 4) if inliers < 3 else _verify_region(reference, generation, matrix, source[mask])
     )
-    if int(cover.sum()) < MIN_COVER:
-        return inliers, -1.0
-    a, b = warped[cover], generation.grey[cover]
-    if float(a.std()) < MIN_STD or float(b.std()) < MIN_STD:  # flat where it lands: a blank matches nothing
-        return inliers, -1.0
-    return inliers, float(np.corrcoef(a, b)[0, 1])
+    matrix_out = tuple(round(float(v), 5) for v in (matrix / matrix[2, 2]).ravel())
+    drawing = reference.subject is not None and not bool(reference.subject.all())
+    return PoseMatch(
+        inliers, correlation, mirrored, round(share, 4), round(residual, 3), model, matrix_out, box, drawing
+    )
 
 
 def find_in_any_pose(generation: Keypoints, reference: Keypoints, mirrored_reference: Keypoints) -> PoseMatch:
     """The keypoint stage: the reference (and its mirror image, as SIFT descriptors are not mirror
-    invariant) rotated by any angle, flipped, stretched, cropped, scaled or pasted small, found by an
-    affine map from matched keypoints and confirmed by the warped reference's correlation with the
-    generation. The best of the two orientations."""
-    plain = _pose_match(reference, generation)
-    mirror = _pose_match(mirrored_reference, generation)
-    (inliers, correlation), is_mirror = max(((plain, False), (mirror, True)), key=lambda c: (c[0][1], c[0][0]))
-    return PoseMatch(inliers, correlation, is_mirror)
+    invariant), or any large enough part of it, rotated by any angle, flipped, stretched, seen in
+    perspective, cropped, scaled or pasted small, found by a map from matched keypoints and confirmed by the
+    pixels of the matched region (:func:`_verify_region`). The better of the two orientations."""
+    plain = _pose_match(reference, generation, False)
+    mirror = _pose_match(mirrored_reference, generation, True)
+    return max((plain, mirror), key=lambda m: (m.correlation, m.inliers))
 
 
 def generation_keypoints(image: Image.Image) -> Keypoints:
@@ -384,8 +582,11 @@ def generation_keypoints(image: Image.Image) -> Keypoints:
 
 
 def reference_keypoints(image: Image.Image) -> tuple[Keypoints, Keypoints]:
-    """A reference's keypoints, plain and mirrored, at ``KEYPOINT_REF_SIDE``."""
-    return keypoints(image, KEYPOINT_REF_SIDE), keypoints(ImageOps.mirror(image), KEYPOINT_REF_SIDE)
+    """A reference's keypoints and subject mask, plain and mirrored, at ``KEYPOINT_REF_SIDE``."""
+    return (
+        keypoints(image, KEYPOINT_REF_SIDE, with_subject=True),
+        keypoints(ImageOps.mirror(image), KEYPOINT_REF_SIDE, with_subject=True),
+    )
 
 
 def _generation(loader, key: str) -> Image.Image:
@@ -454,8 +655,25 @@ def summarize(
             },
             "references": "the prompt's subjects and bound items (not its background); on multi-subject benchmarks "
             f"also the pool's other references ({pool}), by keypoints: a crowd of them counts against the image",
+            "pool_index": _pool_index_criteria(),
             "version": VERSION,
         },
+    }
+
+
+def _pool_index_criteria() -> dict[str, Any]:
+    """How the pool's other references are shortlisted before the keypoint stage (``copy_index``)."""
+    from idbench.evaluate_pkg import copy_index as X
+
+    return {
+        "method": "SIFT descriptors of every pool reference (plain and mirrored) in one faiss index; each "
+        "generation keypoint votes for its nearest references (ratio test against another reference); the "
+        "most voted and every one with enough votes are verified by the keypoint stage",
+        "top_k": X.TOP_K,
+        "max_candidates": X.MAX_CANDIDATES,
+        "ratio": X.RATIO,
+        "exhaustive_up_to": X.EXHAUSTIVE_UP_TO,
+        "version": X.INDEX_VERSION,
     }
 
 
@@ -475,9 +693,13 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
     """Per-image ``copy.flag`` / ``copy.pasted`` / ``copy.foreign`` results, and ``summary["copies"]``.
 
     Each generation is searched for its prompt's own references by both stages (pixels, keypoints) and,
-    on multi-subject benchmarks, for every other reference of the pool by the keypoint stage
-    (:func:`foreign_pool`). Each (generation, reference) search is cached in the feature store under
-    this module's version. Evidence (what was found where) goes to ``ctx.evidence`` for flagged images.
+    on multi-subject benchmarks, for the other references of the pool (:func:`foreign_pool`): the pool
+    index (``copy_index``) shortlists the few the generation may show, and the keypoint stage verifies
+    only those. Each (generation, own reference) search, and each generation's foreign search, is cached
+    in the feature store under this module's version (the foreign search's key also holds the pool and
+    ``copy_index.INDEX_VERSION``). The generations are spread over a thread pool (OpenCV and faiss
+    release the GIL); the results do not depend on it. Evidence (what was found where) goes to
+    ``ctx.evidence`` for flagged images.
     """
     from idbench.evaluate_pkg.context import Result, end_stage
     from idbench.evaluate_pkg.features import condition_hash
@@ -496,67 +718,141 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
     def pair_key(key: str, ref_id: str, kind: str) -> str:
         return condition_hash(key, ref_hash[ref_id], kind)
 
-    items = {}
+    # The foreign search: one index over the pool, each picture once (two reference ids may hold the
+    # same bytes), in hash order; one cached item per (generation, prompt's own references), keyed by the
+    # pool's digest, which holds the index's version.
+    from idbench.evaluate_pkg import copy_index
+
+    pool_hashes = sorted({ref_hash[r] for r in pool})
+    position = {h: k for k, h in enumerate(pool_hashes)}
+    ids_of_hash: dict[str, list[str]] = {}
+    for r in pool:
+        ids_of_hash.setdefault(ref_hash[r], []).append(r)
+    digest = copy_index.pool_digest(pool_hashes)
+
+    def foreign_key(key: str, prompt_id: str) -> str:
+        return condition_hash(key, digest, *sorted({ref_hash[r] for r in refs_of[prompt_id]}), "foreign")
+
+    items: dict[str, tuple] = {}
     for (p, _), key in generations.items():
         for r in refs_of[p]:
             items[pair_key(key, r, "own")] = (key, r, "own")
-        for r in foreign_of[p]:
-            items[pair_key(key, r, "foreign")] = (key, r, "foreign")
-    ref_points: dict[str, tuple[Keypoints, Keypoints]] = {}  # each reference prepared once per run
-    # The generation in hand, kept across batches; the missing pairs are put in generation order
-    # first (the store hands them over in hash order), so each generation is decoded and its keypoints
-    # found once. In hash order, 20 CogCanvas generations took 385 keypoint searches (0.03-0.14 s each).
-    opened: dict[str, tuple[Image.Image, Keypoints]] = {}
+        if pool:
+            items[foreign_key(key, p)] = (key, "", "foreign", p)
+    # Each reference prepared once per run, held as bytes (copy_index.compact: a quarter of the memory).
+    ref_points: dict[str, tuple[Keypoints, Keypoints]] = {}
+    index: list[copy_index.PoolIndex] = []  # built when a generation first needs it (a rescore never does)
 
-    def compute(keys: list[str], payloads: list[tuple[str, str, str]]) -> list[dict[str, np.ndarray]]:
-        out = []
-        for gen_key, ref_id, kind in payloads:
-            if gen_key not in opened:
-                image = _generation(gen_loaders[gen_key], gen_key)
-                opened.clear()
-                opened[gen_key] = (image, generation_keypoints(image))
-            image, gen_points = opened[gen_key]
-            reference = data.references[ref_id]["image"]
-            if ref_id not in ref_points:
-                ref_points[ref_id] = reference_keypoints(reference)
-            pose = find_in_any_pose(gen_points, *ref_points[ref_id])
-            record = {
-                "inliers": np.int64(pose.inliers),
-                "warp_correlation": np.float32(pose.correlation),
-                "pose_mirrored": np.bool_(pose.mirrored),
-            }
-            if kind == "own" and pose.copied:  # found: the costlier correlation search adds nothing
-                record.update(
-                    {
-                        "ncc": np.float32(-1.0),
-                        "phash_distance": np.int64(64),
-                        "box": np.zeros(4, dtype=np.float32),
-                        "mirrored": np.bool_(False),
-                        "reverse": np.bool_(False),
-                    }
-                )
-            elif kind == "own":
-                found = find_reference(image, reference)
-                record.update(
-                    {
-                        "ncc": np.float32(found.ncc),
-                        "phash_distance": np.int64(found.phash_distance),
-                        "box": np.asarray(found.box, dtype=np.float32),
-                        "mirrored": np.bool_(found.mirrored),
-                        "reverse": np.bool_(found.direction != "reference in generation"),
-                    }
-                )
-            out.append(record)
-        return out
+    def prepare(ref_ids: list[str]) -> None:
+        missing = [r for r in dict.fromkeys(ref_ids) if r not in ref_points]
+        images = [data.references[r]["image"] for r in missing]  # decoded here, not in the threads
+        prepared = copy_index.parallel_map(
+            lambda image: tuple(copy_index.compact(k) for k in reference_keypoints(image)), images
+        )
+        ref_points.update(zip(missing, prepared, strict=True))
+
+    def points_of(ref_id: str) -> tuple[Keypoints, Keypoints]:
+        plain, mirrored = ref_points[ref_id]
+        return copy_index.expand(plain), copy_index.expand(mirrored)
+
+    def pool_index() -> copy_index.PoolIndex:
+        if not index:
+            firsts = [ids_of_hash[h][0] for h in pool_hashes]
+            prepare(firsts)
+            index.append(copy_index.build_index([ref_points[r] for r in firsts]))
+        return index[0]
+
+    def own_record(image: Image.Image, gen_points: Keypoints, ref_id: str) -> dict[str, np.ndarray]:
+        pose = find_in_any_pose(gen_points, *points_of(ref_id))
+        record = {
+            "inliers": np.int64(pose.inliers),
+            "warp_correlation": np.float32(pose.correlation),
+            "pose_mirrored": np.bool_(pose.mirrored),
+            # Evidence a reader can check: the matched region's share of the subject and its box in the
+            # generation, how well the map fits, and the map itself (reference px -> generation px).
+            "pose_share": np.float32(pose.share),
+            "pose_drawing": np.bool_(pose.drawing),
+            "pose_residual": np.float32(pose.residual),
+            "pose_model": np.int64(MAP_MODELS.index(pose.model)),
+            "pose_matrix": np.asarray(pose.matrix or (0.0,) * 9, dtype=np.float64),
+            "pose_box": np.asarray(pose.box, dtype=np.float32),
+        }
+        if pose.copied:  # found: the costlier correlation search adds nothing
+            record.update(
+                {
+                    "ncc": np.float32(-1.0),
+                    "phash_distance": np.int64(64),
+                    "box": np.zeros(4, dtype=np.float32),
+                    "mirrored": np.bool_(False),
+                    "reverse": np.bool_(False),
+                }
+            )
+        else:
+            found = find_reference(image, data.references[ref_id]["image"])
+            record.update(
+                {
+                    "ncc": np.float32(found.ncc),
+                    "phash_distance": np.int64(found.phash_distance),
+                    "box": np.asarray(found.box, dtype=np.float32),
+                    "mirrored": np.bool_(found.mirrored),
+                    "reverse": np.bool_(found.direction != "reference in generation"),
+                }
+            )
+        return record
+
+    def foreign_record(gen_points: Keypoints, prompt_id: str) -> dict[str, np.ndarray]:
+        """The pool's references (but the prompt's own) shortlisted for the generation and verified."""
+        own = {position[ref_hash[r]] for r in refs_of[prompt_id] if ref_hash[r] in position}
+        found = copy_index.search_pool(
+            pool_index(), gen_points, lambda k: points_of(ids_of_hash[pool_hashes[k]][0]), own, verify=find_in_any_pose
+        )
+        return {
+            "references": np.asarray([pool_hashes[c.position] for c in found], dtype=str),
+            "votes": np.asarray([c.votes for c in found], dtype=np.int64),
+            "inliers": np.asarray([c.pose.inliers for c in found], dtype=np.int64),
+            "warp_correlation": np.asarray([c.pose.correlation for c in found], dtype=np.float32),
+            "pose_mirrored": np.asarray([c.pose.mirrored for c in found], dtype=bool),
+            "pose_share": np.asarray([c.pose.share for c in found], dtype=np.float32),
+            "pose_residual": np.asarray([c.pose.residual for c in found], dtype=np.float32),
+            "pose_drawing": np.asarray([c.pose.drawing for c in found], dtype=bool),
+        }
+
+    def search_generation(payloads: list[tuple]) -> list[dict[str, np.ndarray]]:
+        """Every missing search of one generation: it is decoded, and its keypoints found, once."""
+        gen_key = payloads[0][0]
+        image = _generation(gen_loaders[gen_key], gen_key)
+        gen_points = generation_keypoints(image)
+        return [
+            own_record(image, gen_points, ref_id) if kind == "own" else foreign_record(gen_points, rest[0])
+            for _, ref_id, kind, *rest in payloads
+        ]
+
+    def compute(payloads: list[tuple]) -> list[dict[str, np.ndarray]]:
+        """The searches of whole generations (``payloads`` in generation order), a generation a thread."""
+        prepare([ref_id for _, ref_id, kind, *_ in payloads if kind == "own"])
+        if any(kind == "foreign" for _, _, kind, *_ in payloads):
+            pool_index()
+        groups = [list(group) for _, group in itertools.groupby(payloads, key=lambda payload: payload[0])]
+        return [record for records in copy_index.parallel_map(search_generation, groups) for record in records]
 
     tick = ctx.progress("copy check", len(items))
     batch = max(1, ctx.options.batch_size)
+    threads = copy_index.workers()
 
     def by_generation(keys: list[str]):
+        # The store hands the missing searches over in hash order; they are put in generation order and
+        # cut between generations, so each generation is decoded and its keypoints found once (in hash
+        # order, 20 CogCanvas generations took 385 keypoint searches), and a batch holds at least one
+        # generation a thread.
         ordered = sorted(keys, key=lambda k: items[k])
-        for start in range(0, len(ordered), batch):
-            chunk = ordered[start : start + batch]
-            yield chunk, compute(chunk, [items[k] for k in chunk])
+        chunk: list[str] = []
+        for k, key in enumerate(ordered):
+            chunk.append(key)
+            generation_ends = k + 1 == len(ordered) or items[ordered[k + 1]][0] != items[key][0]
+            done = len({items[c][0] for c in chunk})
+            if generation_ends and len(chunk) >= batch and done >= threads or k + 1 == len(ordered):
+                yield chunk, compute([items[c] for c in chunk])
+                chunk = []
 
     searched = ctx.store.cached_batches("copy-search", VERSION, items, by_generation, tick)
     end_stage(tick)
@@ -576,7 +872,14 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
         for ref_id in refs_of[prompt_id]:
             hit = searched[pair_key(key, ref_id, "own")]
             ncc, distance = float(hit["ncc"]), int(hit["phash_distance"])
-            pose = PoseMatch(int(hit["inliers"]), float(hit["warp_correlation"]), bool(hit["pose_mirrored"]))
+            pose = PoseMatch(
+                int(hit["inliers"]),
+                float(hit["warp_correlation"]),
+                bool(hit["pose_mirrored"]),
+                share=float(hit["pose_share"]),
+                residual=float(hit["pose_residual"]),
+                drawing=bool(hit["pose_drawing"]),
+            )
             cosine = None if embedding is None else embedding.get((key, ref_id))
             by_pixels = ncc >= NCC_MIN and distance <= PHASH_MAX_DISTANCE
             by_embedding = applied and cosine is not None and cosine >= EMBEDDING_MIN_COSINE
@@ -590,6 +893,7 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
                     "crop_of_reference": bool(hit["reverse"]),
                     "keypoint_inliers": pose.inliers,
                     "warp_correlation": round(pose.correlation, 4),
+                    **(_pose_evidence(hit) if pose.copied else {}),
                     "embedding_cosine": None if cosine is None else round(cosine, 4),
                     "by": [
                         n
@@ -597,15 +901,37 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
                         if yes
                     ],
                 }
-        for ref_id in foreign_of[prompt_id]:
-            hit = searched[pair_key(key, ref_id, "foreign")]
-            pose = PoseMatch(int(hit["inliers"]), float(hit["warp_correlation"]), bool(hit["pose_mirrored"]))
-            if pose.copied:
+        if pool:
+            hit = searched[foreign_key(key, prompt_id)]
+            others = set(foreign_of[prompt_id])
+            poses = {
+                ref_id: PoseMatch(
+                    int(inliers),
+                    float(correlation),
+                    bool(mirrored),
+                    float(share),
+                    residual=float(error),
+                    drawing=bool(plain),
+                )
+                for ref_hash_found, inliers, correlation, mirrored, share, error, plain in zip(
+                    hit["references"],
+                    hit["inliers"],
+                    hit["warp_correlation"],
+                    hit["pose_mirrored"],
+                    hit["pose_share"],
+                    hit["pose_residual"],
+                    hit["pose_drawing"],
+                    strict=True,
+                )
+                for ref_id in ids_of_hash[str(ref_hash_found)]
+                if ref_id in others
+            }
+            for ref_id in sorted(r for r, pose in poses.items() if pose.copied):  # in pool order, as before
                 foreign.append(ref_id)
                 record[ref_id] = {
                     "not_in_prompt": True,
-                    "keypoint_inliers": pose.inliers,
-                    "warp_correlation": round(pose.correlation, 4),
+                    "keypoint_inliers": poses[ref_id].inliers,
+                    "warp_correlation": round(poses[ref_id].correlation, 4),
                     "by": ["keypoints"],
                 }
         flag = float(bool(found_refs or foreign))
@@ -618,6 +944,20 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
         if found_refs or foreign:
             ctx.evidence.append((prompt_id, seed, EVIDENCE_METRIC, {"found": record}))
     return results, summarize(flags, applied, why_not, foreign=foreign_flags, pool=len(pool))
+
+
+def _pose_evidence(hit: dict[str, np.ndarray]) -> dict[str, Any]:
+    """What the keypoint stage found, for the model page and report: the matched region's box in the
+    generation (fractions), its share of the reference's subject, the map's model and matrix (reference
+    pixels at ``KEYPOINT_REF_SIDE`` to generation pixels at ``KEYPOINT_GEN_SIDE``) and its fit."""
+    return {
+        "region_box": [round(float(v), 4) for v in hit["pose_box"]],
+        "subject_share": round(float(hit["pose_share"]), 4),
+        "map": MAP_MODELS[int(hit["pose_model"])],
+        "matrix": [round(float(v), 5) for v in hit["pose_matrix"]],
+        "median_error_px": round(float(hit["pose_residual"]), 3),
+        "mirrored_reference": bool(hit["pose_mirrored"]),
+    }
 
 
 def _embedding_cosines(ctx, generations, refs_of) -> dict[tuple[str, str], float] | None:

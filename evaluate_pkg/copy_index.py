@@ -44,13 +44,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from idbench.evaluate_pkg.copies import Keypoints, PoseMatch
+# copies.Keypoints and copies.PoseMatch, by name only: this module sits below copies.py, which imports it.
+Keypoints = Any
+PoseMatch = Any
 
+MIN_VOTES = 6  # votes that shortlist a reference whatever its rank: the keypoint stage's MIN_INLIERS (tested equal)
 INDEX_VERSION = 1  # of the index, the vote and the shortlist: part of the foreign search's cache key
 NEIGHBOURS = 16  # nearest pool descriptors looked up per generation keypoint
 SHARED_VOTES = 2  # the nearest references that may share one keypoint's vote; the next one is the rival
@@ -185,8 +187,6 @@ def shortlist(pool: PoolIndex, generation: Keypoints, exclude: Iterable[int] = (
     position): the ``TOP_K`` most voted for (at least one vote) and every one with at least
     ``MIN_INLIERS`` votes, at most ``MAX_CANDIDATES``; every reference of a small pool (votes 0); the
     positions in ``exclude`` (the prompt's own references, searched by their own stage) never."""
-    from idbench.evaluate_pkg.copies import MIN_INLIERS
-
     excluded = set(exclude)
     if pool.index is None:  # a small pool: every reference
         return [(position, 0) for position in range(pool.references) if position not in excluded]
@@ -196,7 +196,7 @@ def shortlist(pool: PoolIndex, generation: Keypoints, exclude: Iterable[int] = (
     chosen = [
         (int(p), int(counts[p]))
         for rank, p in enumerate(order)
-        if counts[p] > 0 and (rank < TOP_K or counts[p] >= MIN_INLIERS)
+        if counts[p] > 0 and (rank < TOP_K or counts[p] >= MIN_VOTES)
     ]
     return chosen[:MAX_CANDIDATES]
 
@@ -215,13 +215,14 @@ def search_pool(
     generation: Keypoints,
     prepared: Callable[[int], tuple[Keypoints, Keypoints]],
     exclude: Iterable[int] = (),
+    *,
+    verify: Callable[..., PoseMatch],
 ) -> list[Candidate]:
-    """The foreign search of one generation: shortlist, then ``find_in_any_pose`` on the shortlisted
+    """The foreign search of one generation: shortlist, then ``verify`` (the keypoint stage,
+    ``copies.find_in_any_pose``: passed in, so this module sits below copies.py) on the shortlisted
     references only (``prepared(position)`` gives a reference's plain and mirrored keypoints)."""
-    from idbench.evaluate_pkg.copies import find_in_any_pose
-
     return [
-        Candidate(position, count, find_in_any_pose(generation, *prepared(position)))
+        Candidate(position, count, verify(generation, *prepared(position)))
         for position, count in shortlist(pool, generation, exclude)
     ]
 
@@ -262,15 +263,13 @@ R = TypeVar("R")
 
 
 def workers() -> int:
-    """Threads for the copy check: the cores this process may use, or fewer when OMP_NUM_THREADS says so
-    (the tests' workers each get their share). OpenCV and faiss release the GIL, so threads run in
-    parallel."""
+    """Threads for the copy check: the cores this process may use (its CPU affinity). OpenCV and faiss
+    release the GIL, so threads run in parallel."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    limit = os.environ.get("OMP_NUM_THREADS", "")
-    return max(1, min(cores, int(limit))) if limit.isdigit() and int(limit) > 0 else max(1, cores)
+    return max(1, cores)
 
 
 def parallel_map(function: Callable[[T], R], items: Sequence[T], threads: int | None = None) -> list[R]:

@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageOps
 
+from idbench.evaluate_pkg import copy_index
+from idbench.evaluate_pkg.copies import find_in_any_pose
+
 POOL = 120  # distinct pictures: ~58,000 descriptors, an HNSW index (with the twin below, 121)
 TWIN = 7  # the picture stored a second time (re-encoded), at position POOL
 
@@ -120,7 +123,7 @@ def test_the_shortlist_holds_every_reference_the_exhaustive_search_flags(pool, c
     shortlisted = {position for position, _ in copy_index.shortlist(index, generation)}
     assert flagged <= shortlisted
     assert len(shortlisted) <= copy_index.TOP_K + len(flagged)
-    found = copy_index.search_pool(index, generation, lambda k: prepared[k])
+    found = copy_index.search_pool(index, generation, lambda k: prepared[k], verify=find_in_any_pose)
     assert {c.position for c in found if c.pose.copied} == flagged
 
 
@@ -136,7 +139,9 @@ def test_pictures_with_no_pool_reference_flag_nothing(pool):
         "another picture": procedural(99_999, 512),
     }
     for name, picture in pictures.items():
-        found = copy_index.search_pool(index, generation_keypoints(picture), lambda k: prepared[k])
+        found = copy_index.search_pool(
+            index, generation_keypoints(picture), lambda k: prepared[k], verify=find_in_any_pose
+        )
         assert not [c.position for c in found if c.pose.copied], name
         assert len(found) <= copy_index.TOP_K, name
     assert copy_index.shortlist(index, generation_keypoints(pictures["blank"])) == []
@@ -199,5 +204,11 @@ def test_a_small_pool_is_matched_in_full(pool):
     assert small.index is None
     generation = generation_keypoints(canvas([(pictures[4], (40, 60), 0.08)], 4))
     assert [k for k, _ in copy_index.shortlist(small, generation, exclude={2})] == [0, 1, *range(3, 13)]
-    found = copy_index.search_pool(small, generation, lambda k: prepared[k], exclude={2})
+    found = copy_index.search_pool(small, generation, lambda k: prepared[k], exclude={2}, verify=find_in_any_pose)
     assert {c.position for c in found if c.pose.copied} == {4}
+
+
+def test_the_shortlist_takes_every_reference_with_as_many_votes_as_the_keypoint_stage_needs():
+    from idbench.evaluate_pkg.copies import MIN_INLIERS
+
+    assert copy_index.MIN_VOTES == MIN_INLIERS
