@@ -24,7 +24,7 @@ full match:
    repeated or mirrored descriptors never cancel its vote, and two near-duplicate references, two
    photographs of one face or one picture stored twice, share a vote instead of cancelling each other's).
    A keypoint votes at most once per reference.
-3. **Shortlist.** The ``TOP_K`` references with the most votes (at least one), and every reference with
+3. **Shortlist.** The ``TOP_K`` references with the most votes (at least ``TOP_K_MIN_VOTES``), and every reference with
    at least ``MIN_INLIERS`` votes (a paste has that many matches, or the full match would not flag it),
    at most ``MAX_CANDIDATES`` in all.
 4. **Verify.** Only the shortlisted references are matched in full by ``find_in_any_pose``: the same
@@ -53,11 +53,16 @@ Keypoints = Any
 PoseMatch = Any
 
 MIN_VOTES = 6  # votes that shortlist a reference whatever its rank: the keypoint stage's MIN_INLIERS (tested equal)
-INDEX_VERSION = 1  # of the index, the vote and the shortlist: part of the foreign search's cache key
+INDEX_VERSION = 2  # of the index, the vote and the shortlist: part of the foreign search's cache key
 NEIGHBOURS = 16  # nearest pool descriptors looked up per generation keypoint
 SHARED_VOTES = 2  # the nearest references that may share one keypoint's vote; the next one is the rival
 RATIO = 0.8  # Lowe's ratio against the rival reference's distance (the keypoint stage's own ratio)
-TOP_K = 8  # references shortlisted by votes whatever their count (at least one vote)
+TOP_K = 8  # references shortlisted by rank when they have at least TOP_K_MIN_VOTES votes
+# Half of MIN_VOTES: a reference with fewer votes is not worth a full match. Measured on 49 random pastes of
+# DreamBooth photographs (crops of 30-100 %, 3-25 % of the area, mirrored or turned, among 120 references;
+# bench/copy_votes.py): every pasted reference the full match flagged had 7 votes or more (median 55).
+# Verifying the top 8 at one or two votes each cost ~60 % of the copy check's matchings on the samples.
+TOP_K_MIN_VOTES = 3
 MAX_CANDIDATES = 64  # shortlisted references at most per generation: bounds the verification's cost
 EXHAUSTIVE_UP_TO = 16  # references: a pool this small is matched in full, with no index
 # descriptors: below, an exact scan. Measured (1,500 queries, k = 16, one thread): the scan 0.035 / 0.058
@@ -184,7 +189,7 @@ def votes(pool: PoolIndex, generation: Keypoints) -> np.ndarray:
 
 def shortlist(pool: PoolIndex, generation: Keypoints, exclude: Iterable[int] = ()) -> list[tuple[int, int]]:
     """The references worth the full match, as ``(position, votes)``, most votes first (ties by
-    position): the ``TOP_K`` most voted for (at least one vote) and every one with at least
+    position): the ``TOP_K`` most voted for (with at least ``TOP_K_MIN_VOTES``) and every one with at least
     ``MIN_INLIERS`` votes, at most ``MAX_CANDIDATES``; every reference of a small pool (votes 0); the
     positions in ``exclude`` (the prompt's own references, searched by their own stage) never."""
     excluded = set(exclude)
@@ -196,7 +201,7 @@ def shortlist(pool: PoolIndex, generation: Keypoints, exclude: Iterable[int] = (
     chosen = [
         (int(p), int(counts[p]))
         for rank, p in enumerate(order)
-        if counts[p] > 0 and (rank < TOP_K or counts[p] >= MIN_VOTES)
+        if counts[p] >= MIN_VOTES or (rank < TOP_K and counts[p] >= TOP_K_MIN_VOTES)
     ]
     return chosen[:MAX_CANDIDATES]
 

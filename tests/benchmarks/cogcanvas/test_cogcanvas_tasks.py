@@ -456,11 +456,13 @@ def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path
     # The copy check runs on every task: a text-to-image model that returns the benchmark's references is flagged too.
     assert produced == {
         "count_accuracy",
+        "count_accuracy_floored",
         "persons_detected",
         "attr_vqa.binding",
         "attr_vqa.binding.failure_rate",
         "attr_vqa.binding_itt",
         "attr_vqa.binding_itt.failure_rate",
+        "attr_vqa.binding_itt_floored",
         "copy.flag",
         "copy.pasted",
         "copy.foreign",
