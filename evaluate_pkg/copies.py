@@ -147,9 +147,14 @@ def _grey(image: Image.Image, side: int) -> np.ndarray:
 
 
 def _best_at(
-    haystack: np.ndarray, needle: np.ndarray, scale: float, min_side: int = MIN_TEMPLATE_SIDE
+    haystack: np.ndarray,
+    needle: np.ndarray,
+    scale: float,
+    min_side: int = MIN_TEMPLATE_SIDE,
+    tables: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[float, tuple[int, int, int, int]] | None:
-    """Best correlation of ``needle`` resized by ``scale`` inside ``haystack``, and its window (x, y, w, h)."""
+    """Best correlation of ``needle`` resized by ``scale`` inside ``haystack``, and its window (x, y, w, h).
+    ``tables``: ``_integral_tables(haystack)``, when the caller searches the same haystack at many scales."""
     import cv2
 
     h, w = round(needle.shape[0] * scale), round(needle.shape[1] * scale)
@@ -160,18 +165,25 @@ def _best_at(
         return None
     scores = cv2.matchTemplate(haystack, template, cv2.TM_CCOEFF_NORMED)
     # A flat window has no defined correlation (OpenCV returns noise or inf there): it matches nothing.
-    scores = np.nan_to_num(scores, nan=-1.0, posinf=-1.0, neginf=-1.0)
-    local_std = _window_std(haystack, h, w)
+    np.nan_to_num(scores, copy=False, nan=-1.0, posinf=-1.0, neginf=-1.0)
+    local_std = _window_std(tables or _integral_tables(haystack), h, w)
     scores[local_std < MIN_STD] = -1.0
     y, x = np.unravel_index(int(np.argmax(scores)), scores.shape)
     return float(np.clip(scores[y, x], -1.0, 1.0)), (int(x), int(y), w, h)
 
 
-def _window_std(image: np.ndarray, h: int, w: int) -> np.ndarray:
-    """Grey-level std of every h x w window (the shape ``matchTemplate`` returns), by integral images."""
+def _integral_tables(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The summed-area tables of ``image`` and of its squares (float64), for :func:`_window_std`."""
     import cv2
 
     total, squares = cv2.integral2(image.astype(np.float64))[:2]
+    return total, squares
+
+
+def _window_std(tables: tuple[np.ndarray, np.ndarray], h: int, w: int) -> np.ndarray:
+    """Grey-level std of every h x w window of the image whose ``_integral_tables`` these are (the shape
+    ``matchTemplate`` returns)."""
+    total, squares = tables
 
     def window_sum(table: np.ndarray) -> np.ndarray:
         return table[h:, w:] - table[:-h, w:] - table[h:, :-w] + table[:-h, :-w]
@@ -202,9 +214,10 @@ def coarse_locate(
     fit = min(haystack.shape[0] / needle.shape[0], haystack.shape[1] / needle.shape[1])
     smallest = max(MIN_TEMPLATE_SIDE / min(needle.shape), fit * min_fraction)
     half_hay, half_needle = _half(haystack), _half(needle)
+    tables = _integral_tables(half_hay)
     best = None
     for scale in _scales(fit, smallest, COARSE_RATIO):
-        found = _best_at(half_hay, half_needle, scale, min_side=MIN_TEMPLATE_SIDE // 2)
+        found = _best_at(half_hay, half_needle, scale, min_side=MIN_TEMPLATE_SIDE // 2, tables=tables)
         if found and (best is None or found[0] > best[0]):
             best = (found[0], scale, found[1])
     if best is None:
@@ -225,11 +238,12 @@ def refine(
     its window (x, y, w, h in ``haystack``'s pixels), None when no scale fits."""
     step = np.log(COARSE_RATIO)
     tried: dict[float, tuple[float, tuple[int, int, int, int]] | None] = {}
+    tables = _integral_tables(haystack)
 
     def at(offset: float):
         if offset not in tried:
             s = min(scale * float(np.exp(offset * step)), fit)
-            tried[offset] = _best_at(haystack, needle, s)
+            tried[offset] = _best_at(haystack, needle, s, tables=tables)
         return tried[offset]
 
     def best_of(offsets) -> float | None:
