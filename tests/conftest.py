@@ -36,6 +36,9 @@ for _variable, _sub in (
     ("IDBENCH_HOME", "home"),
 ):
     os.environ.setdefault(_variable, os.path.join(_SESSION_CACHE, _sub))
+# The first process's cache, which its xdist workers inherit: the scorings that default to it and the
+# fixtures below share one feature cache across the whole session.
+_SHARED_CACHE = os.environ["IDBENCH_CACHE"]
 
 from pathlib import Path  # noqa: E402
 
@@ -87,17 +90,29 @@ def fresh_cache(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def shared_features(tmp_path_factory) -> Path:
-    """One feature cache for the fixtures that score the same pictures with the same tiny models (the
-    leaderboard stores of test_app, test_browser and test_query, the sanity battery): what one computed,
-    the next reads, as a worker's jobs share ``home/features``. A cache entry is named by the content of
-    its input and of the weights (the tiny models are seeded: every worker makes the same files), and
-    written to a temporary name then renamed (``features.FeatureStore``), so the xdist workers share the
-    folder above their own base folders without a lock. Only fixtures whose tests are not about caching
-    use it; tests that count what is computed keep caches of their own."""
-    base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-features"
-    folder.mkdir(exist_ok=True)
+    """One feature cache for the session: the scorings without a ``cache_dir`` (``$IDBENCH_CACHE/features``
+    of the first process, which the xdist workers inherit) and the fixtures that score the same pictures
+    with the same tiny models (the leaderboard stores, the sanity battery, the queue tests through
+    ``warm_home``): what one computed, the next reads, as a worker's jobs share ``home/features``. A cache
+    entry is named by the content of its input and of the weights (the tiny models are seeded: every
+    worker makes the same files) and written to a temporary name then renamed (``features.FeatureStore``),
+    so the workers share the folder without a lock. Tests that count what is computed, or that inject a
+    fault into the computing, keep caches of their own."""
+    folder = Path(_SHARED_CACHE) / "features"
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@pytest.fixture
+def warm_home(tmp_path, shared_features) -> Path:
+    """A fresh ``$IDBENCH_HOME`` (store, results, logs of its own) whose feature cache is the session's
+    shared one: a worker there reads what any earlier test computed for the same pictures (a tiny
+    identity-collapse collage: 26 s cold, 1 s warm). For the tests about queues, stores and faults, not
+    about what the scoring computes."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "features").symlink_to(shared_features, target_is_directory=True)
+    return home
 
 
 # --- a dataset repo in the Hugging Face cache, as a download leaves it ---------------------------

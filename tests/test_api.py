@@ -80,7 +80,7 @@ def collapse(tmp_path_factory):
 METRICS = ("clip_t", "dino_sim")
 
 
-def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, monkeypatch):
+def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, monkeypatch, shared_features):
     import idbench.evaluate_pkg.context as context
 
     loads = []
@@ -89,7 +89,7 @@ def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, 
     idbench.release_models()
     root, data = collapse
     first = idbench.score(
-        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "a", progress=False
+        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=shared_features, progress=False
     )
     assert loads and len(loads) == len(set(loads))  # each model of the roles used, once
     again = idbench.score(
@@ -98,20 +98,20 @@ def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, 
     assert len(loads) == len(set(loads))  # nothing loaded the second time (another feature cache: computed anew)
     pd.testing.assert_frame_equal(first.aggregates, again.aggregates)
     assert idbench.release_models() == len(set(loads))
-    # the first run's cache again: every feature is read back, yet the models are loaded before any work
+    # the first run's cache (the session's) again: every feature is read back, yet the models are loaded before any work
     idbench.score(
-        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "a", progress=False
+        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=shared_features, progress=False
     )
     assert len(loads) == 2 * len(set(loads))  # released: loaded again
 
 
-def test_score_returns_the_runners_summary_and_its_rows_as_frames(collapse, tmp_path, monkeypatch):
+def test_score_returns_the_runners_summary_and_its_rows_as_frames(collapse, tmp_path, monkeypatch, shared_features):
     root, data = collapse
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(scratch))  # where score() stages the rows it reads back
     result = idbench.score(
-        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=tmp_path / "cache", progress=False
+        root / "collage", data, profile="tiny", metrics=list(METRICS), cache_dir=shared_features, progress=False
     )
     # out=None: score() keeps nothing of its own on disk but the feature cache (torch may leave its own
     # compile cache in the temporary folder; that is not ours)
@@ -138,7 +138,7 @@ def test_score_returns_the_runners_summary_and_its_rows_as_frames(collapse, tmp_
     assert "plumbing check" in html and html.count("<tr") == len(aggregates) + 2  # two header rows (index name)
 
 
-def test_score_with_out_writes_the_clis_outputs(collapse, tmp_path):
+def test_score_with_out_writes_the_clis_outputs(collapse, tmp_path, shared_features):
     root, data = collapse
     out = tmp_path / "scores"
     # a folder path for data, as a notebook would pass it, and the feature cache of an earlier run
@@ -148,7 +148,7 @@ def test_score_with_out_writes_the_clis_outputs(collapse, tmp_path):
         profile="tiny",
         metrics=["clip_t"],
         out=out,
-        cache_dir=tmp_path / "cache",
+        cache_dir=shared_features,
         progress=False,
     )
     assert result.out == out and {"results.parquet", "aggregates.json", "report.md"} <= {p.name for p in out.iterdir()}

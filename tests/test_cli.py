@@ -46,13 +46,13 @@ def test_existing_output_needs_overwrite(tmp_path, capsys):
     assert main(args + ["--overwrite"]) == 0
 
 
-def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypatch):
+def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypatch, warm_home):
     # One of the five baselines keeps the test quick (each is ~2 min of scoring here; ranking several models
     # is the leaderboard tests' subject); the README's command runs all five.
     from idbench.demo import run_demo
     from idbench.leaderboard.store import Store
 
-    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("IDBENCH_HOME", str(warm_home))  # the session's features: what the battery scored is read
     run_demo(tmp_path, baselines=("collage",))
     out = capsys.readouterr().out
     store = Store()

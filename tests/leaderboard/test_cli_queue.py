@@ -11,8 +11,8 @@ from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
 
 
-def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys, warm_home):
+    monkeypatch.setenv("IDBENCH_HOME", str(warm_home))
     data_dir = tmp_path / "home" / "benchmarks" / "identity-collapse"  # the default --data location
     build("identity-collapse", out=data_dir)
     make_baseline("collage", load_benchmark_data(data_dir), tmp_path / "collage", size=128)

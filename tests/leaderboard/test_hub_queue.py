@@ -201,35 +201,33 @@ def test_a_malformed_record_is_reported_by_path_and_skipped(repos, caplog, capsy
 # --- the worker --------------------------------------------------------------------------------------
 
 
-def test_worker_fault_puts_the_request_back_then_parks_it(repos, collapse, tmp_path, monkeypatch):
+def test_worker_fault_puts_the_request_back_then_parks_it(repos, collapse, tmp_path, monkeypatch, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
     data_dirs = {BENCH: collapse / "data"}
     oom = RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
     for attempt in range(1, MAX_ATTEMPTS + 1):
         with pytest.raises(WorkerFaultError, match="back in the queue" if attempt < MAX_ATTEMPTS else "parked"):
-            run_hub_worker(requests, results, data_dirs, TINY, once=True, scorer=_raising(oom), home=tmp_path / "home")
+            run_hub_worker(requests, results, data_dirs, TINY, once=True, scorer=_raising(oom), home=warm_home)
         record = _record(requests, ref.path)
         assert record["attempts"] == attempt and record["worker"] is None and "CUDA out of memory" in record["reason"]
         assert record["state"] == ("PENDING" if attempt < MAX_ATTEMPTS else "PARKED")
-        assert (tmp_path / "home" / "logs" / f"{ref.path[:-5].replace('/', '--')}-attempt-{attempt}.log").is_file()
+        assert (warm_home / "logs" / f"{ref.path[:-5].replace('/', '--')}-attempt-{attempt}.log").is_file()
     assert "back in the queue" not in record["reason"] and "not a fault of the submission" in record["reason"]
-    assert (
-        run_hub_worker(requests, results, data_dirs, TINY, once=True, scorer=_raising(oom), home=tmp_path / "home") == 0
-    )
+    assert run_hub_worker(requests, results, data_dirs, TINY, once=True, scorer=_raising(oom), home=warm_home) == 0
     assert results.head() is None
     monkeypatch.setenv("IDBENCH_HUB_STAND_IN", str(tmp_path / "hub"))  # an admin requeues it once the workers are fixed
     assert main(["rescore", "--hub", "org/requests", "--request", ref.content_hash[:12]]) == 0
     assert _record(requests, ref.path)["state"] == "PENDING" and _record(requests, ref.path)["attempts"] == 0
 
 
-def test_submission_fault_ends_failed_with_the_reason(repos, collapse, tmp_path):
+def test_submission_fault_ends_failed_with_the_reason(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
     fault = SubmissionError([Problem("01", 0, "images/x.png", "does not decode")])
     assert (
         run_hub_worker(
-            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_raising(fault), home=tmp_path
+            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_raising(fault), home=warm_home
         )
         == 1
     )
@@ -239,7 +237,7 @@ def test_submission_fault_ends_failed_with_the_reason(repos, collapse, tmp_path)
     assert results.head() is None
 
 
-def test_files_that_are_not_the_requested_ones_fail_the_request(repos, collapse, tmp_path):
+def test_files_that_are_not_the_requested_ones_fail_the_request(repos, collapse, tmp_path, warm_home):
     """The worker validates the download again and checks it is what the record names (untrusted input)."""
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
@@ -251,14 +249,14 @@ def test_files_that_are_not_the_requested_ones_fail_the_request(repos, collapse,
                 data = json.dumps(dict(json.loads(data), model="forged")).encode()
             dst.writestr(name, data)
     requests.commit([FileAdd(ref.files, local_path=other)], "swap the zip", parent=requests.head())
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, home=tmp_path) == 1
+    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, home=warm_home) == 1
     record = _record(requests, ref.path)
     assert (
         record["state"] == "FAILED" and "not the ones the request names" in record["reason"] and results.head() is None
     )
 
 
-def test_a_misconfigured_worker_claims_nothing(repos, collapse, tmp_path, monkeypatch):
+def test_a_misconfigured_worker_claims_nothing(repos, collapse, tmp_path, monkeypatch, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
     head = requests.head()
@@ -266,33 +264,33 @@ def test_a_misconfigured_worker_claims_nothing(repos, collapse, tmp_path, monkey
     rebuilt = shutil.copytree(collapse / "data", tmp_path / "rebuilt")
     (rebuilt / "extra.txt").write_text("a changed build\n")
     with pytest.raises(WorkerNotReadyError, match="submitted against build") as error:
-        run_hub_worker(requests, results, {BENCH: rebuilt}, TINY, once=True, home=tmp_path)
+        run_hub_worker(requests, results, {BENCH: rebuilt}, TINY, once=True, home=warm_home)
     assert ref.path in str(error.value)
     with pytest.raises(WorkerNotReadyError, match=f"no benchmark data for it \\(--data {BENCH}=DIR\\)"):
-        run_hub_worker(requests, results, {}, TINY, once=True, home=tmp_path)
+        run_hub_worker(requests, results, {}, TINY, once=True, home=warm_home)
     monkeypatch.setenv("IDBENCH_MODELS", str(tmp_path / "no-models"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub-cache"))
     with pytest.raises(WorkerNotReadyError, match="model\\(s\\) of profile 'paper' not on this machine"):
         run_hub_worker(
-            requests, results, {BENCH: collapse / "data"}, ScoreOptions(profile="paper"), once=True, home=tmp_path
+            requests, results, {BENCH: collapse / "data"}, ScoreOptions(profile="paper"), once=True, home=warm_home
         )
     assert requests.head() == head and _record(requests, ref.path)["state"] == "PENDING" and results.head() is None
 
 
-def test_requests_of_an_older_build_are_skipped_not_blocking(repos, collapse, tmp_path, caplog):
+def test_requests_of_an_older_build_are_skipped_not_blocking(repos, collapse, tmp_path, caplog, warm_home):
     """After a benchmark update: one request of the old build (seeded, oldest), one of this build. The
     worker serves the latter and leaves the former PENDING with a warning naming it."""
     requests, results = repos
     [stale] = _fake_requests(requests, 1)  # benchmark_version "v": not this build
     ref = submit_request(requests, collapse / "collage", collapse / "data")
     with caplog.at_level(logging.WARNING):
-        assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, home=tmp_path) == 1
+        assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, home=warm_home) == 1
     assert _record(requests, ref.path)["state"] == "FINISHED"
     assert _record(requests, stale)["state"] == "PENDING" and _record(requests, stale)["attempts"] == 0
     assert stale in caplog.text and "skipping those" in caplog.text
 
 
-def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collapse, tmp_path):
+def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(
         requests,
@@ -302,7 +300,7 @@ def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collap
         family="Collages",
         link="https://example.org/c",
     )
-    out = tmp_path / "home"
+    out = warm_home
     assert (
         run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=out) == 1
     )
@@ -346,22 +344,22 @@ def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collap
     )
 
 
-def test_plumbing_results_are_never_published(repos, collapse, tmp_path):
+def test_plumbing_results_are_never_published(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
-    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, home=tmp_path) == 1
+    assert run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, home=warm_home) == 1
     record = _record(requests, ref.path)
     assert record["state"] == "FINISHED" and "plumbing check" in record["reason"] and results.head() is None
 
 
-def test_dry_run_lists_and_commits_nothing(repos, collapse, tmp_path):
+def test_dry_run_lists_and_commits_nothing(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
     head = requests.head()
     lines: list[str] = []
     assert (
         run_hub_worker(
-            requests, results, {BENCH: collapse / "data"}, TINY, dry_run=True, home=tmp_path, echo=lines.append
+            requests, results, {BENCH: collapse / "data"}, TINY, dry_run=True, home=warm_home, echo=lines.append
         )
         == 1
     )
@@ -372,9 +370,9 @@ def test_dry_run_lists_and_commits_nothing(repos, collapse, tmp_path):
 # --- the command line, end to end --------------------------------------------------------------------
 
 
-def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypatch, capsys, caplog):
+def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypatch, capsys, caplog, warm_home):
     monkeypatch.setenv("IDBENCH_HUB_STAND_IN", str(tmp_path / "hub"))
-    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("IDBENCH_HOME", str(warm_home))
     # The one worker loop's default scorer (local and Hub alike), wrapped to publish its summary.
     monkeypatch.setattr(worker, "score_work", _real_then_published(worker.score_work))
     data = f"{BENCH}={collapse / 'data'}"
@@ -498,7 +496,7 @@ def _real_then_published(real):
     return scorer
 
 
-def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, collapse, tmp_path):
+def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
 
@@ -509,7 +507,7 @@ def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, co
 
     assert (
         run_hub_worker(
-            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=withdrawn_then_scored, home=tmp_path
+            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=withdrawn_then_scored, home=warm_home
         )
         == 0
     )
@@ -517,7 +515,9 @@ def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, co
     assert results.head() is None  # the lease check before the push saw the withdrawal: nothing pushed
 
 
-def test_a_withdrawal_between_the_lease_check_and_the_push_still_wins(repos, collapse, tmp_path, monkeypatch):
+def test_a_withdrawal_between_the_lease_check_and_the_push_still_wins(
+    repos, collapse, tmp_path, monkeypatch, warm_home
+):
     """The narrow race: the worker has checked its lease, the withdrawal lands (deleting nothing: no results
     yet), then the worker pushes. Its FINISHED commit is refused, and it deletes what it pushed."""
     requests, results = repos
@@ -530,7 +530,9 @@ def test_a_withdrawal_between_the_lease_check_and_the_push_still_wins(repos, col
 
     monkeypatch.setattr(hub_queue, "result_operations", withdrawn_then_operations)
     assert (
-        run_hub_worker(requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=tmp_path)
+        run_hub_worker(
+            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=warm_home
+        )
         == 0
     )
     assert _record(requests, ref.path)["state"] == "WITHDRAWN"
@@ -538,7 +540,7 @@ def test_a_withdrawal_between_the_lease_check_and_the_push_still_wins(repos, col
     assert results.head() is not None and not any(p.is_file() for p in pushed_then_deleted.rglob("*"))
 
 
-def test_the_heartbeat_extends_the_lease_while_a_request_is_scored(repos, collapse, tmp_path, monkeypatch):
+def test_the_heartbeat_extends_the_lease_while_a_request_is_scored(repos, collapse, tmp_path, monkeypatch, warm_home):
     """A 3 s lease, renewed every second: the scorer waits (on an event, no fixed sleep) until two renewals
     landed, each a commit of lease_until; then the request finishes normally. (A 0.6 s lease expired on a
     loaded 2-core CI machine before its renewal's commit landed: the test measured the machine's load.)"""
@@ -567,7 +569,7 @@ def test_the_heartbeat_extends_the_lease_while_a_request_is_scored(repos, collap
             TINY,
             once=True,
             scorer=scorer,
-            home=tmp_path,
+            home=warm_home,
             lease_seconds=3.0,
         )
         == 1
@@ -581,7 +583,7 @@ def test_the_heartbeat_extends_the_lease_while_a_request_is_scored(repos, collap
 # --- the Space reads what a worker wrote ----------------------------------------------------------------
 
 
-def test_the_space_shows_results_a_worker_pushed(repos, collapse, tmp_path, monkeypatch):
+def test_the_space_shows_results_a_worker_pushed(repos, collapse, tmp_path, monkeypatch, warm_home):
     """submit_request -> run_hub_worker -> results repo -> hub_mirror -> the app's benchmark and status pages."""
     from streamlit.testing.v1 import AppTest
 
@@ -594,7 +596,7 @@ def test_the_space_shows_results_a_worker_pushed(repos, collapse, tmp_path, monk
     ref = submit_request(requests, collapse / "collage", collapse / "data", "org/collage", family="Collages")
     assert (
         run_hub_worker(
-            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=tmp_path / "worker"
+            requests, results, {BENCH: collapse / "data"}, TINY, once=True, scorer=_published, home=warm_home
         )
         == 1
     )

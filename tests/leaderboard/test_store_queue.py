@@ -40,8 +40,9 @@ def collapse(tmp_path_factory):
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> Store:
-    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+def store(warm_home, monkeypatch) -> Store:
+    """A fresh store whose feature cache is the session's (``warm_home``): the pictures are scored once."""
+    monkeypatch.setenv("IDBENCH_HOME", str(warm_home))
     return Store()
 
 
@@ -99,7 +100,9 @@ def test_duplicate_is_recognised_also_as_a_zip_but_not_under_another_model(store
     assert len(jobs_table(store)) == 2
 
 
-def test_worker_once_scores_and_finishes(store, collapse):
+def test_worker_once_scores_and_finishes(tmp_path, monkeypatch, collapse):
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "cold-home"))  # a feature cache of its own: checked below
+    store = Store()
     result = submit(store, collapse / "collage", collapse / "data")
     assert run_worker(store, once=True, options=TINY) == 1
     [row] = jobs_table(store)
@@ -117,13 +120,13 @@ def test_worker_once_scores_and_finishes(store, collapse):
     assert out == store.results_dir / str(result.submission_id) / str(result.job_id)
     assert (out / "results.parquet").is_file() and (out / "report.md").is_file()
     assert res["aggregates"] == json.loads((out / "aggregates.json").read_text())["aggregates"]
-    assert any(store.features_dir.rglob("*"))  # the shared feature cache was used
+    assert any(store.features_dir.rglob("*"))  # the store's feature cache was used
     board = store.current_results("identity-collapse")
     assert list(board["model_name"]) == ["baseline-collage"] and board["current"].all()
     assert run_worker(store, once=True, options=TINY) == 0  # drained
 
 
-def test_lease_expiry_reclaims_a_killed_workers_job(store, collapse, tmp_path):
+def test_lease_expiry_reclaims_a_killed_workers_job(store, collapse, tmp_path, shared_features):
     result = submit(store, collapse / "collage", collapse / "data")
     dead = claim(store, "killed-worker", lease_seconds=0.2)
     assert dead is not None and dead.id == result.job_id
@@ -136,7 +139,7 @@ def test_lease_expiry_reclaims_a_killed_workers_job(store, collapse, tmp_path):
         finish(store, dead, {}, tmp_path)
     [res] = store.results(result.submission_id)
     clean = score_submission(
-        collapse / "collage", collapse / "data", None, TINY, cache_dir=tmp_path / "clean", progress=False
+        collapse / "collage", collapse / "data", None, TINY, cache_dir=shared_features, progress=False
     )
     assert res["aggregates"] == json.loads(json.dumps(clean["aggregates"], sort_keys=True, default=str))
 

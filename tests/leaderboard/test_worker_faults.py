@@ -42,8 +42,9 @@ def collapse(tmp_path_factory):
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> Store:
-    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
+def store(warm_home, monkeypatch) -> Store:
+    """A fresh store whose feature cache is the session's (``warm_home``): the pictures are scored once."""
+    monkeypatch.setenv("IDBENCH_HOME", str(warm_home))
     return Store()
 
 

@@ -30,10 +30,10 @@ def collapse(tmp_path_factory):
     return root, data
 
 
-def test_outputs_and_their_contract(collapse, tmp_path):
+def test_outputs_and_their_contract(collapse, tmp_path, shared_features):
     root, data = collapse
     summary = score_submission(
-        root / "collage", data, tmp_path / "out", TINY, cache_dir=tmp_path / "cache", progress=False
+        root / "collage", data, tmp_path / "out", TINY, cache_dir=shared_features, progress=False
     )
     results = pd.read_parquet(tmp_path / "out" / "results.parquet")
     # one whole-image row per (prompt, seed) and metric, raw values, the run's identity on every row
@@ -129,13 +129,15 @@ def test_crash_then_resume_recomputes_nothing_done(collapse, tmp_path, monkeypat
     assert resumed["aggregates"] == clean["aggregates"]
 
 
-def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(collapse, tmp_path, monkeypatch):
+def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(
+    collapse, tmp_path, monkeypatch, shared_features
+):
     """Rescoring into an existing folder with overwrite: the old results are never deleted first."""
     root, data = collapse
     from idbench import atomic
 
     out, options = tmp_path / "out", ScoreOptions(profile="tiny", metrics=("clip_t",))
-    score_submission(root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False)
+    score_submission(root / "collage", data, out, options, cache_dir=shared_features, progress=False)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     real_rename = atomic.os.rename
     moves = []
@@ -150,7 +152,7 @@ def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(co
     monkeypatch.setattr(atomic.os, "rename", crash_on_the_swap)
     with pytest.raises(OSError, match="simulated crash"):
         score_submission(
-            root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False, overwrite=True
+            root / "collage", data, out, options, cache_dir=shared_features, progress=False, overwrite=True
         )
     assert len(moves) >= 2 and str(moves[0][0]) == str(out)  # the old folder had been moved aside
     monkeypatch.setattr(atomic.os, "rename", real_rename)
@@ -162,15 +164,17 @@ def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(co
         "copy.pasted",
         "copy.foreign",
     }  # the first run's
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]  # no staging folder or backup left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder or backup left
 
 
-def test_an_error_while_writing_results_leaves_the_previous_results_and_no_staging(collapse, tmp_path, monkeypatch):
+def test_an_error_while_writing_results_leaves_the_previous_results_and_no_staging(
+    collapse, tmp_path, monkeypatch, shared_features
+):
     root, data = collapse
     from idbench.evaluate_pkg import runner
 
     out, options = tmp_path / "out", ScoreOptions(profile="tiny", metrics=("clip_t",))
-    score_submission(root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False)
+    score_submission(root / "collage", data, out, options, cache_dir=shared_features, progress=False)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def failing_report(*args, **kwargs):
@@ -179,10 +183,10 @@ def test_an_error_while_writing_results_leaves_the_previous_results_and_no_stagi
     monkeypatch.setattr(runner, "write_report", failing_report)
     with pytest.raises(RuntimeError, match="report failed"):
         score_submission(
-            root / "collage", data, out, options, cache_dir=tmp_path / "cache", progress=False, overwrite=True
+            root / "collage", data, out, options, cache_dir=shared_features, progress=False, overwrite=True
         )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_invalid_submission_scores_nothing(collapse, tmp_path, capsys):
@@ -209,7 +213,7 @@ def test_unknown_metric_is_refused(collapse, tmp_path):
         )
 
 
-def test_cli_score_prints_a_summary(collapse, tmp_path, capsys):
+def test_cli_score_prints_a_summary(collapse, tmp_path, capsys, shared_features):
     root, _ = collapse
     code = main(
         [
@@ -224,7 +228,7 @@ def test_cli_score_prints_a_summary(collapse, tmp_path, capsys):
             "--metrics",
             "clip_t,dino_sim",
             "--cache-dir",
-            str(tmp_path / "cache"),
+            str(shared_features),
         ]
     )
     assert code == 0
