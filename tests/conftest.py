@@ -115,6 +115,31 @@ def warm_home(tmp_path, shared_features) -> Path:
     return home
 
 
+@pytest.fixture
+def seeded_cache(tmp_path, shared_features):
+    """``seeded_cache(name)``: a cache folder of the test's own (``tmp_path/name``; its judge answers,
+    what it computes anew) that starts with every feature the session's shared cache holds, as hard
+    links: for the tests that count the judge's requests, which a shared cache folder would also share
+    (``cache_dir/judge``). An entry is replaced by a rename, never rewritten in place, so a link never
+    changes the shared file; one renamed away mid-copy (another worker's temporary) is skipped."""
+
+    def seed(name: str = "cache") -> Path:
+        folder = tmp_path / name
+        for source in shared_features.rglob("*.npz"):
+            if source.name.startswith(".tmp-"):
+                continue
+            target = folder / source.relative_to(shared_features)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except FileNotFoundError:
+                pass
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    return seed
+
+
 # --- a dataset repo in the Hugging Face cache, as a download leaves it ---------------------------
 
 HUB_REVISION = "0123456789abcdef0123456789abcdef01234567"

@@ -36,15 +36,12 @@ def built(tmp_path_factory):
     return root
 
 
-def _score(built: Path, benchmark: str, judge, out: Path | None, metrics) -> dict:
+def _score(built: Path, benchmark: str, judge, out: Path | None, metrics, cache: Path | None = None) -> dict:
+    """Scored with the session's feature cache (the default), or ``cache`` where the judge caches its
+    answers (a JudgeConfig's, under ``cache/judge``): the scripted judges cache nothing."""
     options = ScoreOptions(profile="tiny", metrics=metrics, judge=judge)
     return score_submission(
-        built / f"{benchmark}-sub",
-        built / benchmark,
-        out,
-        options,
-        cache_dir=out.parent / "cache" if out else None,
-        progress=False,
+        built / f"{benchmark}-sub", built / benchmark, out, options, cache_dir=cache, progress=False
     )
 
 
@@ -206,7 +203,7 @@ def test_the_judge_key_names_model_revision_and_settings_and_nothing_secret():
     assert judge_key(None) is None
 
 
-def test_controls_are_asked_once_the_second_run_sends_nothing(built, tmp_path, monkeypatch):
+def test_controls_are_asked_once_the_second_run_sends_nothing(built, tmp_path, monkeypatch, seeded_cache):
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -221,14 +218,15 @@ def test_controls_are_asked_once_the_second_run_sends_nothing(built, tmp_path, m
 
     with ScriptedServer(yes) as server:
         config = JudgeConfig(base_url=server.base_url, model="scripted-vlm", concurrency=8)
-        first = _score(built, "cogcanvas", config, tmp_path / "one", ("attr_vqa",))
+        cache = seeded_cache()  # the judge's answers of its own, the session's features
+        first = _score(built, "cogcanvas", config, tmp_path / "one", ("attr_vqa",), cache)
         sent = len(server.requests)
         card = first["judge"]["card"]
         images = len(load_benchmark_data(built / "cogcanvas").required_pairs)
         # One request per submission image, one per control picture, and the repeats (new samples).
         assert sent == images + card["requests"]["answers"] and card["repeat"]["n"] == 4
         assert first["judge"]["stats"]["requests_sent"] == images  # the submission's own judging only
-        again = _score(built, "cogcanvas", config, tmp_path / "two", ("attr_vqa",))
+        again = _score(built, "cogcanvas", config, tmp_path / "two", ("attr_vqa",), cache)
         assert len(server.requests) == sent  # nothing new: controls and repeats came from the cache
         assert again["judge"]["card"]["requests"]["cached"] == card["requests"]["answers"]
         assert {k: v for k, v in again["judge"]["card"].items() if k != "requests"} == {

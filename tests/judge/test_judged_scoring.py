@@ -74,16 +74,20 @@ BROKEN_HOLISTIC = False
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(tmp_path_factory, shared_features):
+    """The two submissions, their encoder features and copy check scored once into the session's cache:
+    each test's own cache (``seeded_cache``: its judge answers are its own) starts with them, so the
+    tests pay for the judging, not for the copy check of the same pictures again."""
+    from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.runner import score_submission
+
     root = tmp_path_factory.mktemp("judged")
     for name in ("charis", "cogcanvas"):
         build(name, out=root / name)
-        make_baseline(
-            "collage" if name == "cogcanvas" else "clone",
-            load_benchmark_data(root / name),
-            root / f"{name}-sub",
-            size=64,
-        )
+        data = load_benchmark_data(root / name)
+        make_baseline("collage" if name == "cogcanvas" else "clone", data, root / f"{name}-sub", size=64)
+        options = ScoreOptions(profile="tiny", metrics=("clip_t",))
+        score_submission(root / f"{name}-sub", data, None, options, cache_dir=shared_features, progress=False)
     return root
 
 
@@ -146,10 +150,9 @@ def _expected_charis_scores(data) -> dict[str, float]:
     return out
 
 
-def test_charis_judged_end_to_end_and_cached(built, server, tmp_path):
-    summary = _score(
-        built, "charis", "charis_score,holistic_score", tmp_path / "out", server.base_url, tmp_path / "cache"
-    )
+def test_charis_judged_end_to_end_and_cached(built, server, tmp_path, seeded_cache):
+    cache = seeded_cache()
+    summary = _score(built, "charis", "charis_score,holistic_score", tmp_path / "out", server.base_url, cache)
     data = load_benchmark_data(built / "charis")
     results = pd.read_parquet(tmp_path / "out" / "results.parquet")
     scores = results[results["metric"] == "charis_score"].set_index("prompt_id")["value"].to_dict()
@@ -174,9 +177,7 @@ def test_charis_judged_end_to_end_and_cached(built, server, tmp_path):
         sent - summary["judge"]["card"]["requests"]["answers"] == expected == summary["judge"]["stats"]["requests_sent"]
     )
     # A rerun of the unchanged submission asks nothing: every answer comes from the cache.
-    again = _score(
-        built, "charis", "charis_score,holistic_score", tmp_path / "again", server.base_url, tmp_path / "cache"
-    )
+    again = _score(built, "charis", "charis_score,holistic_score", tmp_path / "again", server.base_url, cache)
     assert len(server.requests) == sent and again["judge"]["stats"]["cache_hits"] == expected
     assert pd.read_parquet(tmp_path / "again" / "results.parquet")["value"].tolist() == results["value"].tolist()
     # The key was sent to the server and written nowhere.
@@ -186,7 +187,7 @@ def test_charis_judged_end_to_end_and_cached(built, server, tmp_path):
             assert SECRET.encode() not in file.read_bytes(), file
 
 
-def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
+def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path, seeded_cache):
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.judge import JudgeConfig
     from idbench.evaluate_pkg.runner import score_submission
@@ -194,6 +195,7 @@ def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
     global BROKEN_HOLISTIC
     judge = JudgeConfig(base_url=server.base_url, model="scripted-vlm", max_retries=1, backoff_s=0.001, concurrency=16)
     options = ScoreOptions(profile="tiny", metrics=("holistic_score",), judge=judge)
+    cache = seeded_cache()
     BROKEN_HOLISTIC = True  # every holistic answer is malformed JSON, retried once, then a failure
     try:
         summary = score_submission(
@@ -201,7 +203,7 @@ def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
             built / "charis",
             tmp_path / "out",
             options,
-            cache_dir=tmp_path / "cache",
+            cache_dir=cache,
             progress=False,
         )
     finally:
@@ -222,20 +224,20 @@ def test_failed_judge_answers_are_counted_never_scored(built, server, tmp_path):
         built / "charis",
         tmp_path / "mended",
         options,
-        cache_dir=tmp_path / "cache",
+        cache_dir=cache,
         progress=False,
     )
     assert summary["aggregates"]["overall"]["holistic_score"]["mean"] == 0.75
 
 
-def test_cogcanvas_attr_vqa_end_to_end(built, server, tmp_path):
+def test_cogcanvas_attr_vqa_end_to_end(built, server, tmp_path, seeded_cache):
     summary = _score(
         built,
         "cogcanvas",
         "attr_vqa,igc,attr_vqa_paired,igc_paired",
         tmp_path / "out",
         server.base_url,
-        tmp_path / "cache",
+        seeded_cache(),
     )
     data = load_benchmark_data(built / "cogcanvas")
     results = pd.read_parquet(tmp_path / "out" / "results.parquet")
@@ -286,14 +288,14 @@ def test_half_a_judge_configuration_is_an_error(built, tmp_path, capsys, monkeyp
     assert code == 2 and "--judge-model" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
-def test_judged_metrics_run_in_chunks_with_the_same_results(built, server, tmp_path, monkeypatch):
+def test_judged_metrics_run_in_chunks_with_the_same_results(built, server, tmp_path, monkeypatch, seeded_cache):
     import idbench.benchmarks.charis.suite as charis_suite
     import idbench.benchmarks.cogcanvas.suite as cogcanvas_suite
 
-    whole = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "whole", server.base_url, tmp_path / "c1")
+    whole = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "whole", server.base_url, seeded_cache("c1"))
     monkeypatch.setattr(cogcanvas_suite, "JUDGE_CHUNK", 10)  # 82 images: 9 chunks
     monkeypatch.setattr(charis_suite, "JUDGE_CHUNK", 50)
-    chunked = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "chunked", server.base_url, tmp_path / "c2")
+    chunked = _score(built, "cogcanvas", "attr_vqa,igc", tmp_path / "chunked", server.base_url, seeded_cache("c2"))
     assert chunked["aggregates"] == whole["aggregates"]
     assert chunked["notes"]["attr_vqa"]["requests"] == whole["notes"]["attr_vqa"]["requests"] == 82
     a = (
@@ -307,7 +309,7 @@ def test_judged_metrics_run_in_chunks_with_the_same_results(built, server, tmp_p
         .reset_index(drop=True)
     )
     pd.testing.assert_frame_equal(a, b)
-    charis = _score(built, "charis", "charis_score", tmp_path / "charis", server.base_url, tmp_path / "c3")
+    charis = _score(built, "charis", "charis_score", tmp_path / "charis", server.base_url, seeded_cache("c3"))
     assert (
         charis["notes"]["charis_judge"]["pairs"] == 203
         and charis["aggregates"]["overall"]["charis_score.failure_rate"]["mean"] == 0
