@@ -36,9 +36,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageOps
+from PIL import Image, ImageOps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "scoring"))
+
+from procedural import procedural  # noqa: E402  (tests/scoring/procedural.py)
 
 from idbench.evaluate_pkg import copy_index  # noqa: E402
 from idbench.evaluate_pkg.copies import (  # noqa: E402
@@ -52,38 +55,6 @@ PAPERS = {  # (generations, pool references) the projection is made for
     "Identity Collapse (225 images, the sample's 13 references)": (225, 13),
     "Identity Collapse (225 images, a pool of 100)": (225, 100),
 }
-
-
-def procedural(seed: int, side: int = 192) -> Image.Image:
-    """A distinct picture per seed: smooth colour fields at three scales under random flat shapes."""
-    rng = np.random.default_rng(seed)
-
-    def field(cells: int, amplitude: float) -> np.ndarray:
-        small = rng.normal(0, amplitude, (cells, cells, 3)).astype(np.float32)
-        return np.stack(
-            [
-                np.asarray(Image.fromarray(small[..., c]).resize((side, side), Image.Resampling.BICUBIC))
-                for c in range(3)
-            ],
-            axis=-1,
-        )
-
-    image = Image.fromarray(np.clip(128 + field(4, 50) + field(12, 30) + field(40, 12), 0, 255).astype(np.uint8))
-    draw = ImageDraw.Draw(image)
-    for _ in range(int(rng.integers(6, 14))):
-        x, y = (int(v) for v in rng.integers(0, side, 2))
-        w, h = (int(v) for v in rng.integers(side // 16, side // 3, 2))
-        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
-        shape = int(rng.integers(3))
-        if shape == 0:
-            draw.ellipse((x, y, x + w, y + h), fill=colour)
-        elif shape == 1:
-            draw.rectangle((x, y, x + w, y + h), fill=colour)
-        else:
-            draw.polygon(
-                [tuple(int(v) for v in rng.integers(0, side, 2)) for _ in range(int(rng.integers(3, 6)))], fill=colour
-            )
-    return image
 
 
 POSES = (

@@ -371,6 +371,31 @@ def copies_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+FLAGGED_ROWS = 50  # of the report's table: every flag is in judge_evidence.parquet (metric "copies")
+
+
+def flagged_lines(flagged: list[dict[str, Any]]) -> list[str]:
+    """The flagged (image, reference) pairs: where and how the reference was found, and its figure (the
+    reference beside the generation, the place found outlined) for the first of them."""
+    if not flagged:
+        return []
+    lines = [
+        "",
+        "### Flagged images",
+        "",
+        "| prompt | seed | reference | found by | what was found | figure |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for entry in flagged[:FLAGGED_ROWS]:
+        reference = entry["reference"] + (" (not in the prompt)" if entry.get("foreign") else "")
+        figure = f"[figure]({entry['figure']})" if entry.get("figure") else ""
+        cells = (entry["prompt_id"], entry["seed"], reference, ", ".join(entry["by"]), entry["transformation"])
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + f" | {figure} |")
+    if len(flagged) > FLAGGED_ROWS:
+        lines += ["", f"... and {len(flagged) - FLAGGED_ROWS} more pairs in judge_evidence.parquet (metric `copies`)."]
+    return lines
+
+
 def coverage(stats: dict[str, Any]) -> float | None:
     """The share of the samples with a value (n over n + undefined); None when there are none."""
     total = stats.get("n", 0) + stats.get("n_nan", 0)
@@ -508,8 +533,11 @@ def subject_breakdown_lines(aggregates: dict[str, Any], spec: BenchmarkSpec, dis
     return lines
 
 
-def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> list[str]:
-    """README-style Markdown plus PNG plots; returns the files written (relative names)."""
+def write_report(
+    folder: Path, summary: dict[str, Any], spec: BenchmarkSpec, flagged: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """README-style Markdown plus PNG plots; returns the files written (relative names). ``flagged``: the
+    copy check's flagged pairs and their figures (copy_figures.write_copy_figures), listed under the check."""
     displays = metric_displays(spec)
     specs = {m.name: m for m in spec.metric_suite}
     higher = {m.name: m.higher_is_better for m in spec.metric_suite}
@@ -561,6 +589,7 @@ def write_report(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> 
         )
     lines += missing_evidence_lines(summary["aggregates"]["overall"], spec)
     lines += copies_lines(summary)
+    lines += flagged_lines(flagged or [])
     lines += judge_card_lines(summary, spec)
     cut = summary["aggregates"]["overall"].get(TRUNCATED)
     if cut and cut.get("mean") is not None:

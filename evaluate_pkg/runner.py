@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -310,7 +311,17 @@ def _score(
         if out is not None and is_main:
             with reporter.step("writing results.parquet, aggregates.json and report.md") as writing:
                 writing.note = f"into {out}"
-                write_outputs(Path(out), data, results, summary, context.evidence, overwrite=overwrite, carry=carry)
+                keys, loaders = context.generation_keys(), context.generation_loaders()
+                write_outputs(
+                    Path(out),
+                    data,
+                    results,
+                    summary,
+                    context.evidence,
+                    overwrite=overwrite,
+                    carry=carry,
+                    generation=lambda prompt_id, seed: loaders[keys[(prompt_id, seed)]](),
+                )
     return summary
 
 
@@ -448,8 +459,13 @@ def write_outputs(
     evidence: list | None = None,
     overwrite: bool = False,
     carry: str | None = None,
+    generation: Callable[[str, int], bytes] | None = None,
 ) -> None:
     """Write results.parquet, the judge's evidence, aggregates.json and report.md into ``out``, atomically.
+
+    With ``generation`` ((prompt id, seed) -> the image's bytes), the images the copy check flagged are
+    drawn beside their reference with the place found outlined (``copies/``, listed in ``copies/index.json``
+    and in the report; evaluate_pkg/copy_figures.py).
 
     An earlier ``out`` is moved aside and removed only once the new results are in place, so a crash
     while writing leaves the previous results readable. ``score_submission`` refused an existing
@@ -464,4 +480,12 @@ def write_outputs(
         if evidence:
             evidence_frame(evidence).to_parquet(staging / EVIDENCE_FILE, index=False)
         (staging / "aggregates.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
-        write_report(staging, summary, data.spec)
+        flagged = None
+        if evidence and generation is not None:
+            from idbench.evaluate_pkg.copy_figures import FOLDER, write_copy_figures
+
+            flagged = write_copy_figures(staging, evidence, generation, lambda ref_id: data.reference_bytes[ref_id])
+            if flagged:
+                (staging / FOLDER).mkdir(exist_ok=True)
+                (staging / FOLDER / "index.json").write_text(json.dumps(flagged, indent=1) + "\n")
+        write_report(staging, summary, data.spec, flagged=flagged)

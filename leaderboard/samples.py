@@ -244,3 +244,51 @@ def face_crop(image: Any, box: Any, pad: float = 0.3) -> Any:
     left, top = max(0, int(x0 - dx)), max(0, int(y0 - dy))
     right, bottom = min(width, int(round(x1 + dx))), min(height, int(round(y1 + dy)))
     return image.crop((left, top, max(right, left + 1), max(bottom, top + 1)))
+
+
+COPY_INDEX = "copies/index.json"  # evaluate_pkg.copy_figures, written beside report.md
+COPY_INDEX_MAX_BYTES = 2_000_000  # ~10,000 listed pairs: a larger file is not one the scorer wrote
+
+
+def copy_figures(result_dir: Path) -> list[dict[str, Any]]:
+    """The copy check's flagged (image, reference) pairs of a result, each with its figure's path (the
+    reference beside the generation, the place found outlined) where one was drawn, else None.
+
+    Read from ``copies/index.json``; [] when there is none (nothing flagged, or scored before the figures).
+    A figure is only ever a file of the result's own ``copies`` folder: any other name in the index (a
+    link out, ``..``) is listed without a figure. A file that is not the scorer's list raises ValueError.
+    """
+    path = Path(result_dir) / COPY_INDEX
+    if not path.is_file():
+        return []
+    if path.stat().st_size > COPY_INDEX_MAX_BYTES:
+        raise ValueError(f"{COPY_INDEX} is over {COPY_INDEX_MAX_BYTES:,} bytes")
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ValueError(f"{COPY_INDEX} is nested too deeply") from None
+    except ValueError as error:  # not UTF-8, not JSON
+        raise ValueError(f"{COPY_INDEX} is not the scorer's JSON: {error}") from None
+    if not isinstance(entries, list):
+        raise ValueError(f"{COPY_INDEX} is not a list of flagged pairs")
+    folder = (Path(result_dir) / "copies").resolve()
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("prompt_id", "reference")):
+            raise ValueError(f"{COPY_INDEX}: an entry is not a flagged pair: {str(entry)[:80]}")
+        figure = entry.get("figure")
+        shown = None
+        if isinstance(figure, str) and figure.endswith(".png"):
+            candidate = (Path(result_dir) / figure).resolve()
+            if candidate.parent == folder and candidate.is_file():
+                shown = candidate
+        out.append(
+            {
+                "prompt_id": entry["prompt_id"],
+                "seed": entry.get("seed"),
+                "reference": entry["reference"],
+                "transformation": str(entry.get("transformation", "")),
+                "figure": shown,
+            }
+        )
+    return out

@@ -1144,6 +1144,19 @@ def _copy_check(row: dict) -> None:
     if copies.get("criteria"):
         with st.expander("copy criteria (JSON)"):
             st.json(copies["criteria"])
+    try:
+        flagged = samples.copy_figures(Path(row["results_path"])) if row.get("results_path") else []
+    except (OSError, ValueError) as error:
+        st.warning(plain(f"The copy check's figures of this result are not readable: {error}"))
+        return
+    drawn = [entry for entry in flagged if entry["figure"] is not None]
+    if drawn:
+        with st.expander(f"where each flagged image shows its reference ({len(drawn)} of {len(flagged)} drawn)"):
+            for entry in drawn:
+                st.image(
+                    str(entry["figure"]),
+                    caption=plain(f"{entry['prompt_id']} seed {entry['seed']}: {entry['transformation']}"),
+                )
 
 
 def _sample_grid(row: dict, spec: BenchmarkSpec) -> None:

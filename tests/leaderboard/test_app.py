@@ -535,6 +535,20 @@ def test_a_model_link_opens_its_model_page_with_the_metadata_table(filled, monke
     assert "benchmark=no-such-benchmark" in notes and "submission=x1" in notes
 
 
+def test_the_model_page_draws_where_the_copy_check_found_each_reference(filled, monkeypatch):
+    """The collage (submission 1) pastes every reference: its model page lists the flagged images and shows
+    the figures the scorer drew (evaluate_pkg/copy_figures.py), each captioned with what was found."""
+    monkeypatch.setenv("IDBENCH_HOME", str(filled))
+    at = AppTest.from_file(str(APP_PATH), default_timeout=TIMEOUT).run()
+    at.query_params.update({"benchmark": BENCHMARK, "submission": "1"})
+    at.switch_page("views/model.py").run()
+    assert not at.exception
+    [figures] = [e for e in at.expander if e.label.startswith("where each flagged image shows its reference")]
+    drawn = re.search(r"\((\d+) of (\d+) drawn\)", figures.label)
+    assert drawn and 1 <= int(drawn.group(1)) <= int(drawn.group(2))
+    assert len(figures.get("imgs")) == int(drawn.group(1))
+
+
 def test_the_model_page_shows_the_generation_record_as_plain_text(home_copy):
     record = {
         "adapter": "diffusers-image-list",
