@@ -17,6 +17,7 @@ nothing of idbench but :mod:`idbench.errors`, and nothing heavy, so every packag
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -468,6 +469,51 @@ def api_key(variable: str = JUDGE_API_KEY) -> str | None:
     return text if text else None
 
 
+# --- judge URLs as recorded and shown ---------------------------------------------------------------
+# The judge's key belongs in $IDBENCH_JUDGE_API_KEY, but some gateways take it in the URL, and a URL is
+# written into results (aggregates.json, shard records), logs, the leaderboard and `idbench env`: a key
+# there is a key published. So a URL is only ever shown through redact_url.
+
+REDACTED = "***"
+# How keys of common services begin (OpenAI sk-, Hugging Face hf_, GitHub, GitLab, Slack, AWS, Google, a JWT).
+_KEY_PREFIX = re.compile(r"(sk|hf|ghp|gho|ghu|ghs|github_pat|glpat|xox[abeprs])[-_]|AKIA|AIza|eyJ")
+# A run of a key's alphabet (hex, base64, base64url) long enough to be a random token, not a word.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_+-]{24,}")
+
+
+def looks_like_a_credential(segment: str) -> bool:
+    """Whether one path segment (percent-decoded) may be a credential: it begins like a known key
+    (``sk-``, ``hf_``...), holds a ``name=value`` pair (``key=``, ``token=``...), or holds a run of 24 or
+    more letters, digits, ``-``, ``_`` or ``+`` mixing letters and digits (hex and base64 keys, UUIDs).
+    It errs on the side of masking: a long slug such as a dated model name is masked too, which costs a
+    readable path in a record, where the other error would cost a key."""
+    if _KEY_PREFIX.match(segment) or "=" in segment:
+        return True
+    return any(any(c.isdigit() for c in run) and any(c.isalpha() for c in run) for run in _TOKEN_RUN.findall(segment))
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be recorded or shown: scheme, host, port and path, with every path segment that
+    :func:`looks_like_a_credential` replaced by ``***``. A user part (``user:password@``) is dropped; a
+    query or a fragment, which a judge URL may not have (JudgeConfig refuses them), shows as ``?***`` or
+    ``#***`` so a reader sees that one was there. Pure, and never raises: what cannot be parsed is ``***``."""
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(str(url).strip())
+    except ValueError:  # an unbalanced IPv6 bracket, say
+        return REDACTED
+    host_and_port = parts.netloc.rpartition("@")[2]
+    path = "/".join(REDACTED if looks_like_a_credential(unquote(s)) else s for s in parts.path.split("/"))
+    query, fragment = (REDACTED if part else "" for part in (parts.query, parts.fragment))
+    return urlunsplit((parts.scheme, host_and_port, path, query, fragment))
+
+
+def redact_urls(text: str) -> str:
+    """A list of URLs (comma- or space-separated, as $IDBENCH_JUDGE_URL takes several servers), each redacted."""
+    return ", ".join(redact_url(part) for part in re.split(r"[,\s]+", text) if part)
+
+
 def zip_limit(name: str) -> int | float:
     """One of the zip bounds (MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS, MAX_COMPRESSION_RATIO)."""
     assert name in (MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS, MAX_COMPRESSION_RATIO), name
@@ -570,6 +616,8 @@ def _shown(variable: Variable) -> str:
         return "not set"
     if variable.name == RATE_LIMIT:
         value = f"{value[0]}/{value[1]:g}"
+    if variable.name == JUDGE_URL:
+        value = redact_urls(value)  # a key in the URL (user:password@, ?api-key=, a path token) is not printed
     return f"{value} ({where})"
 
 

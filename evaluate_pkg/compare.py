@@ -23,6 +23,7 @@ import pandas as pd
 
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.functional.bootstrap import holm, paired_difference
+from idbench.settings import redact_url
 
 #: Resamples of a comparison, and its seed: as the aggregates' intervals (report.CI_RESAMPLES, CI_SEED).
 COMPARE_RESAMPLES, COMPARE_SEED = 2000, 0
@@ -225,7 +226,14 @@ def _judge_key(summary: dict[str, Any]) -> Any:
     judge = summary.get("judge")
     if not judge:
         return None
-    return judge.get("key") or {k: judge.get(k) for k in ("model", "base_url", "settings")}
+    if judge.get("key"):
+        return judge["key"]
+    # Scored before judge keys: model, endpoint and settings. A refusal prints this, and a summary from before
+    # URLs were redacted may hold a key in the endpoint's path: it is redacted here too.
+    fallback = {k: judge.get(k) for k in ("model", "base_url", "settings")}
+    if isinstance(fallback["base_url"], str):
+        fallback["base_url"] = redact_url(fallback["base_url"])
+    return fallback
 
 
 def refusal(a: dict[str, Any], b: dict[str, Any]) -> str | None:

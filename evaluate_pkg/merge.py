@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from idbench import settings
 from idbench.atomic import OutputExistsError, write_text_atomically
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import ScoreOptions
@@ -60,7 +61,8 @@ def shard_record(
     options: ScoreOptions,
 ) -> dict[str, Any]:
     """What ``OUT/shards/K-of-N.json`` holds: the shard, what it scored, and how (no secret: the judge's
-    API key stays in the environment, as in :class:`~idbench.evaluate_pkg.judge.JudgeConfig`)."""
+    API key stays in the environment, as in :class:`~idbench.evaluate_pkg.judge.JudgeConfig`, and its
+    URLs are recorded as :func:`recorded_judge` has them)."""
     judge = options.judge
     return {
         "shard": {"index": shard.index, "count": shard.count, "from": shard.source},
@@ -72,9 +74,46 @@ def shard_record(
         "build": summary["build"],
         "cache_dir": str(Path(cache_dir).resolve()),
         "options": {name: getattr(options, name) for name in SHARED_OPTIONS},
-        "judge": dataclasses.asdict(judge) if dataclasses.is_dataclass(judge) else None,
+        "judge": recorded_judge(judge),
         "features": summary["features"],
     }
+
+
+def recorded_judge(judge: Any) -> dict[str, Any] | None:
+    """A JudgeConfig as a shard's record keeps it: every field, its URLs as ``settings.redact_url`` shows
+    them (a key-shaped path segment masked: the record lies beside the results). None for no judge."""
+    if not dataclasses.is_dataclass(judge):
+        return None
+    record = dataclasses.asdict(judge)
+    record["base_url"] = settings.redact_url(record["base_url"])
+    record["replica_urls"] = [settings.redact_url(url) for url in record.get("replica_urls", ())]
+    return record
+
+
+def judge_for_merge(out: Path, recorded: dict[str, Any] | None) -> Any:
+    """The JudgeConfig the merge scores with: the shards' recorded one, each URL the record keeps masked
+    taken back from ``$IDBENCH_JUDGE_URL`` (the URL whose masked form is the record's). The merge reads
+    the shards' answers from the cache, but asks the server what it does not find there, so it needs the
+    real address; without it, a one-line MergeError says what to set."""
+    if not recorded:
+        return None
+    from idbench.evaluate_pkg.judge import JudgeConfig
+
+    given = [url for url in re.split(r"[,\s]+", settings.judge_url()) if url]
+
+    def unmasked(url: str) -> str:
+        if settings.REDACTED not in url.split("/"):
+            return url
+        found = next((candidate for candidate in given if settings.redact_url(candidate) == url), None)
+        if found is None:
+            raise MergeError(
+                f"merge {out}: the shards' judge URL {url} has a key-shaped path segment, masked in their "
+                f"records; set ${settings.JUDGE_URL} to that URL to merge"
+            )
+        return found
+
+    replicas = tuple(unmasked(url) for url in recorded.get("replica_urls", ()))
+    return JudgeConfig(**{**recorded, "base_url": unmasked(recorded["base_url"]), "replica_urls": replicas})
 
 
 def write_shard_record(out: Path, record: dict[str, Any]) -> Path:
@@ -206,7 +245,6 @@ def check_complete(out: Path, records: list[tuple[Path, dict[str, Any]]], requir
 
 def merge(out: Path, *, device: str = "cpu", num_workers: int = 0, progress: bool = True) -> dict[str, Any]:
     """Check ``OUT/shards`` (see the module docstring) and write the whole run's results into ``out``."""
-    from idbench.evaluate_pkg.judge import JudgeConfig
     from idbench.evaluate_pkg.runner import build_record, score_submission, submission_fingerprint
     from idbench.evaluate_pkg.submission import validate_submission
 
@@ -227,7 +265,7 @@ def merge(out: Path, *, device: str = "cpu", num_workers: int = 0, progress: boo
         **{**run["options"], "metrics": tuple(run["options"]["metrics"]) if run["options"]["metrics"] else None},
         device=device,
         num_workers=num_workers,
-        judge=JudgeConfig(**run["judge"]) if run["judge"] else None,
+        judge=judge_for_merge(out, run["judge"]),
     )
     return score_submission(
         Path(run["submission"]),

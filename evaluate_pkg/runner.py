@@ -123,22 +123,16 @@ def make_judge(judge: Any, cache_dir: Path | None) -> Any:
 
 
 def judge_summary(judge: Any) -> dict[str, Any] | None:
-    """The judge as recorded with the results: model, endpoint (no credentials), settings, statistics."""
+    """The judge as recorded with the results: model, endpoint (as ``settings.redact_url`` shows it: no
+    credentials, a key-shaped path segment masked), settings, statistics."""
     if judge is None:
         return None
     out: dict[str, Any] = {"model": judge.model}
     config = getattr(judge, "config", None)
     if config is not None:
-        from urllib.parse import urlsplit, urlunsplit
-
-        def shown(address: str) -> str:  # scheme, host, port and path: never a query or a user part
-            url = urlsplit(address)
-            host = url.hostname or ""
-            return urlunsplit((url.scheme, host + (f":{url.port}" if url.port else ""), url.path, "", ""))
-
-        out["base_url"] = shown(config.base_url)
+        out["base_url"] = settings.redact_url(config.base_url)
         if getattr(config, "replica_urls", ()):
-            out["replica_urls"] = [shown(address) for address in config.replica_urls]
+            out["replica_urls"] = [settings.redact_url(address) for address in config.replica_urls]
         out["settings"] = {
             k: getattr(config, k) for k in ("temperature", "max_tokens", "max_image_side", "structured", "concurrency")
         }

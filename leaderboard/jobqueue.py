@@ -28,6 +28,7 @@ from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import BenchmarkDataError, load_benchmark_data
 from idbench.evaluate_pkg.runner import model_roles, select_metrics
+from idbench.settings import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ def judge_problems(judge: Any) -> list[str]:
     problems = []
     url = urlparse(str(getattr(judge, "base_url", "") or ""))
     if url.scheme not in ("http", "https") or not url.netloc:
-        problems.append(f"judge URL {getattr(judge, 'base_url', None)!r} is not an http(s) URL")
+        problems.append(f"judge URL {redact_url(str(getattr(judge, 'base_url', '')))!r} is not an http(s) URL")
     if not getattr(judge, "model", None):
         problems.append("no judge model named")
     return problems

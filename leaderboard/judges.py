@@ -17,6 +17,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from idbench.settings import redact_url
+
 # Settings that change what the judge answers (concurrency does not): part of a fallback key.
 DECODING_SETTINGS = ("temperature", "max_tokens", "max_image_side", "structured")
 KEPT = ("model", "base_url", "settings", "key", "card", "calibrated", "incomplete")
@@ -25,10 +27,14 @@ MAX_COPIES_BYTES = 16 * 1024
 
 
 def judge_record(judge: Any) -> dict[str, Any] | None:
-    """The judge as the store keeps it: model, endpoint, settings, key, card, calibrated, incomplete."""
+    """The judge as the store keeps it: model, endpoint, settings, key, card, calibrated, incomplete. The
+    endpoint as ``settings.redact_url`` shows it, whatever the summary holds (one scored before URLs were
+    redacted may carry a key in its path)."""
     if not isinstance(judge, Mapping) or not judge.get("model"):
         return None
     out = {k: judge[k] for k in KEPT if k in judge}
+    if isinstance(out.get("base_url"), str):
+        out["base_url"] = redact_url(out["base_url"])
     out["key"] = judge_key(judge)
     return out
 

@@ -191,12 +191,56 @@ def test_idbench_env_masks_secrets(clean, capsys):
     clean.setenv("IDBENCH_ADMIN_TOKEN", "admin-do-not-print-0815")
     clean.setenv("IDBENCH_CACHE", "/tmp/cache-root")
     clean.setenv("IDBENCH_TRUSTED_PROXIES", "many")  # a bad value is shown, not raised: the report is for bug reports
+    # A key in the judge's URLs (user part, query, a path token), which JudgeConfig would refuse or mask:
+    # the report shows the URLs, redacted, and none of it.
+    clean.setenv(
+        "IDBENCH_JUDGE_URL",
+        "https://user:pw-do-not-print@judge.example/v1?api-key=SECRET-do-not-print, "
+        "http://node1:8000/sk-do-not-print-1234/v1#key=do-not-print",
+    )
     assert main(["env"]) == 0
     out = capsys.readouterr().out
-    assert "do-not-print" not in out
+    assert "do-not-print" not in out and "SECRET" not in out  # the password is pw-do-not-print
+    url_line = next(line for line in out.splitlines() if line.split()[:1] == ["IDBENCH_JUDGE_URL"])
+    assert "https://judge.example/v1?***, http://node1:8000/***/v1#*** (env)" in url_line
     key_line = next(line for line in out.splitlines() if line.split()[:1] == ["IDBENCH_JUDGE_API_KEY"])
     assert "set (hidden)" in key_line
     assert "/tmp/cache-root (env)" in out and "/tmp/cache-root/features" in out
     assert "IDBENCH_TRUSTED_PROXIES='many'" in out
     for name in ("python", "platform", "idbench", "torch", "transformers", "diffusers", "datasets", "huggingface_hub"):
         assert any(line.startswith(f"{name}: ") for line in out.splitlines()), name
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://localhost:8000/v1", "http://localhost:8000/v1"),
+        (
+            "https://judge.example/openai/deployments/gpt-4o-2024-08-06/",
+            "https://judge.example/openai/deployments/gpt-4o-2024-08-06/",
+        ),
+        ("https://user:pw@judge.example/v1", "https://judge.example/v1"),
+        ("https://judge.example/v1?apikey=abc", "https://judge.example/v1?***"),
+        ("https://judge.example/v1?session=abc&code=def", "https://judge.example/v1?***"),
+        ("https://judge.example/v1#key=abc", "https://judge.example/v1#***"),
+        ("https://judge.example/v1/sk-abc123/chat", "https://judge.example/v1/***/chat"),
+        ("https://judge.example/v1/sk-proj-Ab12_cd34-EF/", "https://judge.example/v1/***/"),
+        ("https://judge.example/hf_AbCdEfGh/v1", "https://judge.example/***/v1"),
+        ("https://judge.example/v1/0123456789abcdef0123456789abcdef", "https://judge.example/v1/***"),
+        ("https://judge.example/v1/QmFzZTY0LWxpa2UtdG9rZW4tMTIzNDU2", "https://judge.example/v1/***"),
+        ("https://judge.example/123e4567-e89b-12d3-a456-426614174000/v1", "https://judge.example/***/v1"),
+        ("https://judge.example/key=abc/v1", "https://judge.example/***/v1"),
+        ("https://judge.example/v1;token=abc", "https://judge.example/***"),
+        ("https://judge.example/v1/sk%2Dabc", "https://judge.example/v1/***"),  # percent-encoded: decoded first
+        ("http://[::1", "***"),  # not parsable: nothing of it
+    ],
+)
+def test_redact_url_keeps_scheme_host_port_and_path_and_masks_key_shaped_segments(url, shown):
+    assert settings.redact_url(url) == shown
+    assert settings.redact_url(settings.redact_url(url)) == settings.redact_url(url)  # stable: safe to apply twice
+
+
+def test_redact_urls_takes_the_lists_idbench_judge_url_takes():
+    assert settings.redact_urls("http://a:1/v1, http://u:p@b:2/sk-x1/v1 http://c/v1?k=1") == (
+        "http://a:1/v1, http://b:2/***/v1, http://c/v1?***"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 
 import pytest
@@ -99,3 +100,31 @@ def test_shards_asking_their_own_servers_of_one_judge_are_one_run():
     for change in ({"model": "other"}, {"revision": "abc"}, {"max_tokens": 9}):
         with pytest.raises(MergeError, match="1-of-2.json and 0-of-2.json differ in 'judge'"):
             _one_run(Path("out"), [record(0), record(1, **change)])
+
+
+def test_a_shard_record_keeps_the_judge_url_masked_and_the_merge_takes_it_back_from_the_environment(monkeypatch):
+    # A gateway key in the URL's path is masked in OUT/shards/*.json (a file beside the results); the
+    # merge, which asks the judge what the cache lacks, takes the real URL from $IDBENCH_JUDGE_URL.
+    from pathlib import Path
+
+    from idbench.evaluate_pkg.judge import JudgeConfig
+    from idbench.evaluate_pkg.merge import MergeError, judge_for_merge, recorded_judge
+
+    token = "sk-gateway-0123456789abcdef"
+    config = JudgeConfig(
+        base_url=f"https://gateway.example/{token}/v1", replica_urls=("http://node1:8000/v1",), model="qwen"
+    )
+    record = recorded_judge(config)
+    assert token not in json.dumps(record)
+    assert record["base_url"] == "https://gateway.example/***/v1" and record["replica_urls"] == ["http://node1:8000/v1"]
+    assert recorded_judge(None) is None
+
+    monkeypatch.delenv("IDBENCH_JUDGE_URL", raising=False)
+    with pytest.raises(MergeError, match=r"set \$IDBENCH_JUDGE_URL") as refused:
+        judge_for_merge(Path("out"), record)
+    assert token not in str(refused.value) and "\n" not in str(refused.value)
+    monkeypatch.setenv("IDBENCH_JUDGE_URL", f"https://gateway.example/{token}/v1,http://node1:8000/v1")
+    assert judge_for_merge(Path("out"), json.loads(json.dumps(record))) == config
+    plain = recorded_judge(JudgeConfig(base_url="http://node0:8000/v1", model="qwen"))
+    monkeypatch.delenv("IDBENCH_JUDGE_URL")
+    assert judge_for_merge(Path("out"), plain).base_url == "http://node0:8000/v1"  # nothing masked: as recorded

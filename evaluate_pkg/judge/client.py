@@ -10,8 +10,9 @@ care of, so that the judged metrics only build questions and read answers:
 - **Several servers.** ``replica_urls`` adds servers of the same model (one vLLM server per node): each
   attempt goes to the server with the fewest requests in flight, a retry to another one when there is
   one, and a server that fails ``ENDPOINT_DOWN_AFTER`` attempts in a row on transport (refused, timed
-  out, 5xx) gets nothing more for the rest of that :meth:`OpenAIJudge.ask` (the next one tries it again).
-  The judge is unreachable only when every server is. ``stats.by_endpoint`` counts what each did.
+  out, 5xx, a reply refused) gets nothing more for the rest of that :meth:`OpenAIJudge.ask` (the next
+  one tries it again). The judge is unreachable only when every server is. ``stats.by_endpoint``
+  counts what each did.
 - **Images.** Decoded with the scorer's own loader (:func:`idbench.evaluate_pkg.images.working_image`:
   upright, transparency composited on white, the same size limits), straight to a longer side of at
   most ``max_image_side``, and sent as JPEG (quality 90) data URLs. Transparency is flattened on
@@ -28,10 +29,20 @@ care of, so that the judged metrics only build questions and read answers:
   schema-invalid replies are retried with capped, jittered exponential backoff (the SDK's own retries
   are off so that every attempt is counted); what still fails becomes a :class:`JudgeAnswer` with
   ``error`` set, counted in :attr:`OpenAIJudge.stats`, never an exception and never a score.
+- **Replies it will not take.** Each attempt has a deadline of ``timeout_s`` for everything (connecting,
+  the headers, the body), beyond httpx's per-phase timeouts, which a server sending a byte a second
+  never trips. A reply is read to at most ``MAX_REPLY_BYTES`` (refused unread when its Content-Length says
+  more), uncompressed only, and a redirect to another origin (scheme, host, port) is refused, naming
+  only that origin; a redirect within the origin is followed. Each of these is a transport failure:
+  retried, and counted towards resting a server and towards ``UNREACHABLE_AFTER``, so a stalling server
+  is treated as a failing one.
 - **Budgets and cost.** Optional caps on requests sent and tokens used; past them the remaining
   requests fail with ``"budget exhausted"``. With prices set, a running cost estimate.
 - **The API key** is read from the environment variable that ``JudgeConfig.api_key_env`` names. It is
   not a field of the config, and never appears in a repr, a log line, an error, an answer or the cache.
+  A judge URL may hold only scheme, host, port and path (a user part, a query or a fragment is refused),
+  and is shown everywhere through :func:`idbench.settings.redact_url`, which masks a key-shaped path
+  segment.
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ from idbench import settings
 from idbench.evaluate_pkg.images import ImageError, working_image
 from idbench.evaluate_pkg.judge.cache import AnswerCache, CachedAnswer, answer_key, image_hash
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
+from idbench.settings import redact_url
 
 if TYPE_CHECKING:  # the SDK is the optional ``vlm`` extra: imported only when a judge actually calls it
     import openai
@@ -93,6 +105,10 @@ TRANSPORT_SETTINGS = (
     "backoff_s",
     "backoff_cap_s",
 )
+# The most bytes one reply may hold. A judge's answer is a small JSON object (max_tokens=1024 is about 4 KB
+# of text) in a small envelope; 4 MiB leaves an honest server a thousand times that, while a broken or
+# hostile one cannot make the scorer read, and hold once per request in flight, hundreds of MB.
+MAX_REPLY_BYTES = 4 * 1024 * 1024
 _PREPARED_IMAGES_KEPT = 512  # references recur across many prompts: keep their prepared form a while
 _NO_KEY_PLACEHOLDER = "EMPTY"  # what a keyless local server (vLLM without --api-key) is sent
 
@@ -201,40 +217,151 @@ class JudgeConfig:
         """Every server of the judge: ``base_url``, then ``replica_urls``."""
         return (self.base_url, *self.replica_urls)
 
+    def __repr__(self) -> str:
+        """The fields, the URLs as :func:`~idbench.settings.redact_url` shows them (a path may hold a key)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["base_url"] = redact_url(self.base_url)
+        shown["replica_urls"] = tuple(redact_url(url) for url in self.replica_urls)
+        return f"JudgeConfig({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
     @property
     def deterministic(self) -> bool:
         """Temperature 0: the only setting whose answers are cached and deduplicated."""
         return self.temperature == 0
 
 
-# Query parameters that carry a credential in some OpenAI-compatible gateways (Azure's ``api-key``,
-# Google's ``key``): in a URL they would reach logs, error messages and the judge card.
-_CREDENTIAL_PARAMETERS = re.compile(r"(^|[-_])(key|token|secret|password|auth|signature|sig)$", re.IGNORECASE)
-
-
 def url_credential_problems(url: str, api_key_env: str) -> list[str]:
-    """Why a judge URL is refused: not http(s) with a host, or carrying a credential (``user:pass@`` or
-    a key-like query parameter). The URL itself is never repeated: it may hold the secret."""
-    from urllib.parse import parse_qsl, urlsplit
+    """Why a judge URL is refused: not http(s) with a host, or more than scheme, host, port and path.
+
+    A user part, a query and a fragment are where gateways and people put keys (``user:pw@``,
+    ``?api-key=``, ``?session=``, ``?code=``, ``#key=``), and a judge URL is recorded with the results
+    and shown in logs: the key belongs in the environment. Whatever the query holds, it is refused, since
+    no list of parameter names can know every gateway's. The URL itself is never repeated: it may hold
+    the secret. (A key-shaped path segment is not refused but masked wherever the URL is shown:
+    ``settings.redact_url``.)
+    """
+    from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(url)
-        host = parts.hostname
+        host, _ = parts.hostname, parts.port  # .port raises on a port that is not a number
     except ValueError:
-        return ["base_url is not a URL"]
+        return ["a judge URL is not a URL"]
     if parts.scheme not in ("http", "https") or not host:
-        return ["base_url must be an http(s) URL with a host (e.g. http://localhost:8000/v1)"]
-    problems = []
-    if parts.username or parts.password:
-        problems.append(f"base_url carries credentials (user:password@host); give the key only through ${api_key_env}")
-    named = sorted(
-        {name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAMETERS.search(name)}
-    )
-    if named:
-        problems.append(
-            f"base_url carries a credential in its query ({', '.join(named)}); give the key only through ${api_key_env}"
+        return ["a judge URL must be an http(s) URL with a host (e.g. http://localhost:8000/v1)"]
+    extras = [
+        what
+        for what, present in (
+            ("a user part (user:password@host)", "@" in parts.netloc),
+            ("a query (?...)", bool(parts.query)),
+            ("a fragment (#...)", bool(parts.fragment)),
         )
-    return problems
+        if present
+    ]
+    if not extras:
+        return []
+    return [
+        f"a judge URL may hold only scheme, host, port and path, and one has {' and '.join(extras)}: "
+        f"keep credentials out of it (it is recorded with the results) and give the key through ${api_key_env}"
+    ]
+
+
+class ReplyRefused(Exception):
+    """A reply the judge will not read or follow: larger than ``MAX_REPLY_BYTES``, compressed, or a
+    redirect to another origin. Counted as a transport failure (retried, and it rests a server that
+    keeps doing it); ``str()`` is its one-line reason."""
+
+
+def _origin(url: Any) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of an httpx URL, the port filled in where the scheme implies it."""
+    return url.scheme, url.host, url.port or {"http": 80, "https": 443}.get(url.scheme)
+
+
+def _origin_text(url: Any) -> str:
+    """``scheme://host:port`` of an httpx URL: what a message may say of a redirect's target (its path
+    and query, which may carry a token, are left out)."""
+    scheme, host, port = _origin(url)
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+async def _read_at_most(stream: Any, limit: int) -> bytes:
+    """The whole of an httpx byte stream, refused (``ReplyRefused``) as soon as it passes ``limit`` bytes:
+    what is held never exceeds ``limit`` plus one network read."""
+    chunks, size = [], 0
+    async for chunk in stream:
+        size += len(chunk)
+        if size > limit:
+            raise ReplyRefused(f"a reply over the {limit}-byte limit; refused after {size} bytes")
+        chunks.append(chunk)
+    await stream.aclose()  # read to the end: the connection goes back to the pool
+    return b"".join(chunks)
+
+
+async def _guard_reply(byte_stream: type, response: Any) -> None:
+    """The judge's rules for every HTTP response, as an httpx response hook (run once the headers are in,
+    before the body is read, for each response of a redirect chain).
+
+    A redirect to another origin (scheme, host, port) is refused: its answer would come from a server
+    nobody configured, and would carry the key's request there. A redirect within the origin is followed
+    (httpx's own handling; the key stays with the server it was meant for). A compressed body is refused,
+    since the judge asks for none (a few MB of gzip can unpack to GBs past any byte count). A body larger
+    than ``MAX_REPLY_BYTES`` is refused, by its ``Content-Length`` before a byte of it is read, else while
+    it is read. The body is read here, at most that much, and handed on as ``byte_stream`` (the httpx in
+    use's in-memory stream), so the SDK reads the same bytes from memory.
+    """
+    request_url = response.request.url
+    if response.has_redirect_location:
+        try:
+            target = request_url.join(response.headers["location"])
+            same_origin = _origin(target) == _origin(request_url)
+        except Exception:  # httpx's own InvalidURL, of whichever httpx: a location nobody could follow
+            raise ReplyRefused("a redirect to a location that is not a URL; not followed") from None
+        if not same_origin:
+            raise ReplyRefused(f"a redirect to another origin ({_origin_text(target)}); not followed")
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ReplyRefused(
+            f"a compressed reply (content-encoding {encoding[:40]!r}) though none was asked for; refused"
+        )
+    declared = response.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
+        raise ReplyRefused(f"a reply of {int(declared)} bytes, over the {MAX_REPLY_BYTES}-byte limit; refused unread")
+    response.stream = byte_stream(await _read_at_most(response.stream, MAX_REPLY_BYTES))
+
+
+def _httpx_beneath(client_class: type) -> Any:
+    """The httpx package an SDK client class is built on: ``httpx`` under openai 1.x, ``httpx2`` later."""
+    import importlib
+
+    for base in client_class.__mro__:
+        package = base.__module__.partition(".")[0]
+        if base.__name__ == "AsyncClient" and package.startswith("httpx"):
+            return importlib.import_module(package)
+    raise ImportError(f"the openai SDK's HTTP client {client_class.__name__} is not an httpx AsyncClient")
+
+
+def _guarded_http_client(timeout_s: float) -> Any:
+    """The SDK's own async HTTP client (its connection limits and defaults) with :func:`_guard_reply` on
+    every response and plain (uncompressed) bodies asked for."""
+    import functools
+
+    import openai
+
+    client_class = openai.DefaultAsyncHttpxClient
+    return client_class(
+        timeout=timeout_s,
+        headers={"Accept-Encoding": "identity"},
+        event_hooks={"response": [functools.partial(_guard_reply, _httpx_beneath(client_class).ByteStream)]},
+    )
+
+
+def _refusal_in(err: BaseException) -> ReplyRefused | None:
+    """The ``ReplyRefused`` behind an SDK error: some SDK versions wrap an event hook's exception in
+    ``APIConnectionError``, others let it through as it is."""
+    for cause in (err, err.__cause__, err.__context__):
+        if isinstance(cause, ReplyRefused):
+            return cause
+    return None
 
 
 class _Secret:
@@ -459,7 +586,7 @@ class OpenAIJudge:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIJudge(model={self.config.model!r}, base_url={self.config.base_url!r}, "
+            f"OpenAIJudge(model={self.config.model!r}, base_url={redact_url(self.config.base_url)!r}, "
             f"structured={self._mode!r}, cache={self.cache!r})"
         )
 
@@ -564,12 +691,17 @@ class OpenAIJudge:
                 return self._failure(request, f"{UNREACHABLE} ({self.stats.unreachable}); not sent", attempts)
             attempts += 1
             server = await servers.acquire(avoid=failed_at)
-            self._count_sent(request.task, server.url)
+            self._count_sent(request.task, server.name)
             retry_after: float | None = None
             raw: str | None = None
             transport = False  # whether this attempt failed before any reply of the model's
             try:
-                response = await server.client.chat.completions.create(**self._create_args(request, mode, image_urls))
+                # httpx's timeouts bound each phase (connect, each read) but not their sum: a server sending a
+                # byte a second would hold the request, and its slot, for ever. This bounds the attempt.
+                async with asyncio.timeout(self.config.timeout_s):
+                    response = await server.client.chat.completions.create(
+                        **self._create_args(request, mode, image_urls)
+                    )
             except openai.BadRequestError as err:
                 self._release(servers, server, None)
                 if mode == "json_schema" and not self._mode_settled and not fell_back:
@@ -584,12 +716,13 @@ class OpenAIJudge:
                 if err.status_code not in _RETRY_STATUSES:
                     return self._failure(request, error, attempts)
                 retry_after = _retry_after(err.response.headers)
-            except openai.APITimeoutError:
+            except (openai.APITimeoutError, TimeoutError):  # a phase's timeout, or the attempt's deadline
                 error = f"timed out after {self.config.timeout_s:g} s"
                 transport = True
                 self._release(servers, server, error)
-            except openai.APIConnectionError as err:
-                error = f"connection error: {self._describe(err)}"
+            except (openai.APIConnectionError, ReplyRefused) as err:
+                refusal = _refusal_in(err)
+                error = str(refusal) if refusal is not None else f"connection error: {self._describe(err)}"
                 transport = True
                 self._release(servers, server, error)
             except BaseException:  # cancelled, or a bug: the slot must not stay taken
@@ -818,6 +951,7 @@ class OpenAIJudge:
             api_key=self._key.reveal() or _NO_KEY_PLACEHOLDER,
             max_retries=0,
             timeout=self.config.timeout_s,
+            http_client=_guarded_http_client(self.config.timeout_s),  # closed with the SDK client
         )
 
     # --- accounting -------------------------------------------------------------------------------
@@ -830,16 +964,16 @@ class OpenAIJudge:
             used = stats.prompt_tokens + stats.completion_tokens
             return config.token_budget is not None and used >= config.token_budget
 
-    def _count_sent(self, task: str, url: str) -> None:
+    def _count_sent(self, task: str, endpoint: str) -> None:
         with self._lock:
             self.stats.requests_sent += 1
             self.stats.task(task).requests_sent += 1
-            self.stats.by_endpoint.setdefault(url, EndpointStats()).requests_sent += 1
+            self.stats.by_endpoint.setdefault(endpoint, EndpointStats()).requests_sent += 1
 
     def _release(self, servers: _Servers, server: _Server, transport_error: str | None) -> None:
         """An attempt at ``server`` is over: count its reply or transport fault, free its slot."""
         with self._lock:
-            counts = self.stats.by_endpoint.setdefault(server.url, EndpointStats())
+            counts = self.stats.by_endpoint.setdefault(server.name, EndpointStats())
             if transport_error is None:
                 counts.replies += 1
             else:
@@ -848,7 +982,7 @@ class OpenAIJudge:
             logger.warning(
                 "judge %s: %s failed %d times in a row (last: %s); its share goes to the other servers for this batch",
                 self.config.model,
-                server.url,
+                server.name,
                 ENDPOINT_DOWN_AFTER,
                 transport_error,
             )
@@ -899,6 +1033,7 @@ class OpenAIJudge:
 class _Server:
     url: str
     client: Any  # openai.AsyncOpenAI
+    name: str  # how statistics and logs name it: endpoint_names()
     in_flight: int = 0
     sent: int = 0
     faults_in_a_row: int = 0
@@ -916,7 +1051,8 @@ class _Servers:
     """
 
     def __init__(self, clients: Sequence[Any], urls: Sequence[str], concurrency: int):
-        self._servers = [_Server(url, client) for url, client in zip(urls, clients)]
+        names = endpoint_names(urls)
+        self._servers = [_Server(url, client, names[url]) for url, client in zip(urls, clients)]
         self._concurrency = concurrency
         self._freed = asyncio.Event()  # set when a slot frees; one loop, so no race between a check and a wait
 
@@ -950,6 +1086,16 @@ class _Servers:
             server.down = server.down or went_down
         self._freed.set()
         return went_down
+
+
+def endpoint_names(urls: Sequence[str]) -> dict[str, str]:
+    """How each server is named in ``JudgeStats.by_endpoint`` (written into aggregates.json) and in logs:
+    its URL as :func:`~idbench.settings.redact_url` shows it, numbered when two servers redact alike."""
+    names: dict[str, str] = {}
+    for url in urls:
+        name = redact_url(url)
+        names[url] = name if name not in names.values() else f"{name} (#{len(names) + 1})"
+    return names
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

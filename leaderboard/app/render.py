@@ -1084,7 +1084,7 @@ def _judge_card(row: dict, spec: BenchmarkSpec) -> None:
     judge = row["judge"]
     st.text(
         f"Judge: {facts.judge}\nkey: {facts.judge_key}"
-        + (f"\nendpoint: {judge['base_url']}" if judge.get("base_url") else "")
+        + (f"\nendpoint: {settings.redact_url(str(judge['base_url']))}" if judge.get("base_url") else "")
     )
     card = judge.get("card")
     if not isinstance(card, dict):

@@ -39,7 +39,9 @@ class Behaviour:
     OpenAI-style error body carrying ``message``. ``delay_s`` is slept first (longer than the client's
     timeout, it makes the client time out). ``only_with_response_format``: the behaviour applies only
     to requests that carry ``response_format``; others get ``otherwise`` (a server without structured
-    output). ``headers`` are extra response headers (``retry-after``...).
+    output). ``headers`` are extra response headers (``retry-after``...). ``raw`` replaces the whole
+    reply: given the connection's writer and the server's closing event, it writes what it likes (a
+    misbehaving server: :func:`drip`, :func:`oversized`, :func:`redirect`).
     """
 
     status: int = 200
@@ -50,6 +52,7 @@ class Behaviour:
     headers: tuple[tuple[str, str], ...] = ()
     only_with_response_format: bool = False
     otherwise: Behaviour | None = None
+    raw: Callable[[Any, threading.Event], None] | None = None
 
 
 def answer(value: Any) -> Behaviour:
@@ -93,6 +96,74 @@ def delay(seconds: float, then: Behaviour) -> Behaviour:
         finish_reason=then.finish_reason,
         headers=then.headers,
     )
+
+
+# --- misbehaving servers: each writes its reply byte for byte ----------------------------------------
+
+
+def drip(where: str, every_s: float = 0.25, for_s: float = 30.0) -> Behaviour:
+    """A server that never finishes: one byte every ``every_s`` seconds, in the ``"headers"`` or in the
+    ``"body"`` (after complete headers announcing a body far longer than it sends), for ``for_s`` seconds
+    or until the client hangs up. Each byte resets a per-read timeout, so only a deadline on the whole
+    request cuts it."""
+    if where not in ("headers", "body"):
+        raise ValueError(f"drip where={where!r}: 'headers' or 'body'")
+
+    def write(out: Any, closing: threading.Event) -> None:
+        if where == "headers":
+            out.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+        else:
+            out.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{")
+        out.flush()
+        deadline = time.monotonic() + for_s
+        while time.monotonic() < deadline and not closing.wait(every_s):
+            out.write(b"a" if where == "headers" else b" ")
+            out.flush()
+
+    return Behaviour(raw=write)
+
+
+def oversized(size: int, *, declared: bool = True) -> Behaviour:
+    """A usable completion of ``size`` bytes (its answer's ``why`` is padding), sent in 1 MiB writes:
+    with a ``content-length`` (``declared``) or chunked, so that only counting tells its size. The
+    padding is one reused buffer: the server holds 1 MiB, whatever ``size`` is."""
+    head = b'{"id": "chatcmpl-big", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0, '
+    head += b'"message": {"role": "assistant", "content": "{\\"ok\\": true, \\"why\\": \\"'
+    tail = (
+        b'\\"}"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}'
+    )
+    block = b"x" * (1 << 20)
+
+    def pieces() -> Iterable[bytes]:
+        yield head
+        left = size - len(head) - len(tail)
+        while left > 0:
+            yield block[: min(left, len(block))]
+            left -= len(block)
+        yield tail
+
+    def write(out: Any, closing: threading.Event) -> None:
+        framing = f"content-length: {size}" if declared else "transfer-encoding: chunked"
+        out.write(f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{framing}\r\n\r\n".encode())
+        for piece in pieces():
+            if closing.is_set():
+                return
+            out.write(piece if declared else b"%x\r\n%s\r\n" % (len(piece), piece))
+        if not declared:
+            out.write(b"0\r\n\r\n")
+        out.flush()
+
+    return Behaviour(raw=write)
+
+
+def redirect(location: str, code: int = 307) -> Behaviour:
+    """An HTTP ``code`` redirect to ``location`` (307 keeps the method and body: the request again, there)."""
+
+    def write(out: Any, closing: threading.Event) -> None:
+        out.write(f"HTTP/1.1 {code} Redirect\r\nlocation: {location}\r\ncontent-length: 0\r\n\r\n".encode())
+        out.flush()
+
+    return Behaviour(raw=write)
 
 
 Script = Iterable[Behaviour] | Callable[[dict[str, Any]], Behaviour]
@@ -224,7 +295,7 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", 0))
             raw = self.rfile.read(length)
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
                 self._send(404, _error_body("not found", "not_found"))
                 return
             try:
@@ -236,6 +307,13 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             try:
                 behaviour = server._next(body)
                 server._sleep(server.latency_s + behaviour.delay_s)
+                if behaviour.raw is not None:
+                    self.close_connection = True  # its framing is its own: the connection is not reused
+                    try:
+                        behaviour.raw(self.wfile, server._closing)
+                    except OSError:
+                        pass  # the client hung up (cut the request, or refused the reply): that was the point
+                    return
                 if behaviour.status == 200:
                     reply = _completion(body, behaviour, server.usage)
                 else:

@@ -559,31 +559,40 @@ def test_ask_works_inside_a_running_event_loop_and_ask_async_directly():
 @pytest.mark.parametrize(
     "url, says",
     [
-        ("https://alice:s3cret-key@judge.example/v1", "user:password@host"),
-        ("https://sk-live-123@judge.example/v1", "user:password@host"),
-        ("https://judge.example/v1?api-key=s3cret-key", "query (api-key)"),
-        ("https://judge.example/v1?key=s3cret-key&x=1", "query (key)"),
+        ("https://alice:s3cret-key@judge.example/v1", "a user part (user:password@host)"),
+        ("https://sk-live-123@judge.example/v1", "a user part (user:password@host)"),
+        ("https://judge.example/v1?api-key=s3cret-key", "a query (?...)"),
+        ("https://judge.example/v1?apikey=s3cret-key&x=1", "a query (?...)"),
+        ("https://judge.example/v1?session=s3cret-key", "a query (?...)"),
+        ("https://judge.example/v1?code=s3cret-key", "a query (?...)"),
+        ("https://judge.example/v1?s3cret-key", "a query (?...)"),
+        ("https://judge.example/v1#key=s3cret-key", "a fragment (#...)"),
+        ("https://u:s3cret-key@judge.example/v1?api-key=s3cret-key", "a user part (user:password@host) and a query"),
         ("ftp://judge.example/v1", "http(s) URL with a host"),
         ("http:///v1", "http(s) URL with a host"),
+        ("http://judge.example:s3cret-key/v1", "not a URL"),
     ],
 )
-def test_a_judge_url_with_credentials_is_refused_without_repeating_them(url, says):
-    from idbench.evaluate_pkg.judge import JudgeConfig
-
+def test_a_judge_url_with_more_than_scheme_host_port_and_path_is_refused_without_repeating_it(url, says):
+    """A user part, a query (whatever its parameters: no list of names knows every gateway's) and a
+    fragment are where keys go; the URL is recorded with the results, so each is refused, in one line
+    that says where the key belongs and never repeats the URL."""
     with pytest.raises(ValueError) as error:
         JudgeConfig(base_url=url, model="m")
     message = str(error.value)
-    assert says in message and "s3cret" not in message and "sk-live" not in message
-    if "@" in url or "?" in url:
+    assert says in message and "s3cret" not in message and "sk-live" not in message and "\n" not in message
+    if any(mark in url for mark in "@?#"):
         assert "$IDBENCH_JUDGE_API_KEY" in message  # where the key belongs
 
 
-def test_a_plain_judge_url_with_a_port_and_path_is_accepted():
-    from idbench.evaluate_pkg.judge import JudgeConfig
-
-    assert JudgeConfig(base_url="http://localhost:8000/v1?api-version=2024-06-01", model="m").base_url.startswith(
-        "http://localhost"
-    )
+def test_a_plain_judge_url_with_a_port_and_path_is_accepted_and_a_path_token_is_never_shown():
+    assert JudgeConfig(base_url="http://localhost:8000/v1", model="m").base_url == "http://localhost:8000/v1"
+    token = "sk-proj-0a1b2c3d4e5f6a7b8c9d"
+    config = JudgeConfig(base_url=f"https://gateway.example/{token}/v1", model="m")
+    assert config.base_url.endswith(f"/{token}/v1")  # it is what the client calls
+    judge = OpenAIJudge(config)
+    assert token not in repr(config) and token not in repr(judge)
+    assert "https://gateway.example/***/v1" in repr(config)
 
 
 # --- a judge that is down ---------------------------------------------------------------------------

@@ -314,3 +314,25 @@ def test_judged_metrics_run_in_chunks_with_the_same_results(built, server, tmp_p
         charis["notes"]["charis_judge"]["pairs"] == 203
         and charis["aggregates"]["overall"]["charis_score.failure_rate"]["mean"] == 0
     )
+
+
+def test_a_token_in_the_judge_urls_path_is_written_nowhere(server, tmp_path, seeded_cache, caplog):
+    """Some gateways take the key in the URL's path: the run calls that URL, and records and logs it
+    masked (settings.redact_url), in aggregates.json, report.md and every other file of the run."""
+    import logging
+
+    token = "sk-idbench-path-token-0123456789abcdef"
+    build("charis", out=tmp_path / "charis", n_prompts=2)
+    data = load_benchmark_data(tmp_path / "charis")
+    make_baseline("clone", data, tmp_path / "charis-sub", size=64)
+    url = server.base_url.replace("/v1", f"/{token}/v1")
+    with caplog.at_level(logging.DEBUG, logger="idbench"):  # idbench's logs (httpx's own log the URL at INFO)
+        summary = _score(tmp_path, "charis", "holistic_score", tmp_path / "out", url, seeded_cache())
+    assert len(server.requests) > 0 and summary["aggregates"]["overall"]["holistic_score"]["mean"] == 0.75
+    masked = server.base_url.replace("/v1", "/***/v1")
+    assert summary["judge"]["base_url"] == masked and list(summary["judge"]["stats"]["by_endpoint"]) == [masked]
+    written = [file for file in (tmp_path / "out").rglob("*") if file.is_file()]
+    assert {"aggregates.json", "report.md"} <= {file.name for file in written}
+    for file in written:
+        assert token.encode() not in file.read_bytes(), file
+    assert token not in caplog.text
