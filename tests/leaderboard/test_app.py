@@ -546,7 +546,7 @@ def test_the_model_page_draws_where_the_copy_check_found_each_reference(filled, 
     [figures] = [e for e in at.expander if e.label.startswith("where each flagged image shows its reference")]
     drawn = re.search(r"\((\d+) of (\d+) drawn\)", figures.label)
     assert drawn and 1 <= int(drawn.group(1)) <= int(drawn.group(2))
-    assert len(figures.get("imgs")) == int(drawn.group(1))
+    assert len(figures.children) == int(drawn.group(1))  # one st.image per figure
 
 
 def test_the_model_page_shows_the_generation_record_as_plain_text(home_copy):

@@ -138,7 +138,7 @@ def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(
 
     out, options = tmp_path / "out", ScoreOptions(profile="tiny", metrics=("clip_t",))
     score_submission(root / "collage", data, out, options, cache_dir=shared_features, progress=False)
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     real_rename = atomic.os.rename
     moves = []
 
@@ -156,7 +156,7 @@ def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(
         )
     assert len(moves) >= 2 and str(moves[0][0]) == str(out)  # the old folder had been moved aside
     monkeypatch.setattr(atomic.os, "rename", real_rename)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert set(pd.read_parquet(out / "results.parquet")["metric"]) == {
         "clip_t",
         "clip_t.truncated",
@@ -175,7 +175,7 @@ def test_an_error_while_writing_results_leaves_the_previous_results_and_no_stagi
 
     out, options = tmp_path / "out", ScoreOptions(profile="tiny", metrics=("clip_t",))
     score_submission(root / "collage", data, out, options, cache_dir=shared_features, progress=False)
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
     def failing_report(*args, **kwargs):
         raise RuntimeError("report failed")
@@ -185,7 +185,7 @@ def test_an_error_while_writing_results_leaves_the_previous_results_and_no_stagi
         score_submission(
             root / "collage", data, out, options, cache_dir=shared_features, progress=False, overwrite=True
         )
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
