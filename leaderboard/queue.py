@@ -49,7 +49,14 @@ from idbench.evaluate_pkg.submission import (
 from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
 from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
-from idbench.names import confusable_key, name_problems, normalise_name, rate_identity, submitter_identity
+from idbench.names import (
+    confusable_keys,
+    lookalike_characters,
+    name_problems,
+    normalise_name,
+    rate_identity,
+    submitter_identity,
+)
 
 # A job whose attempts ended this many times in worker faults (its lease ran out: the worker was
 # killed; or the worker reported a fault of its own) is not handed out again but PARKED, so a job
@@ -145,8 +152,8 @@ def submit(
     Names cannot impersonate (:mod:`idbench.names`): the model name, family and submitter are refused
     with control, format (bidi, zero-width) or mixed-script characters and stored in NFKC; a model name
     that another submitter already uses on this benchmark (same :func:`~idbench.names.name_key`, not
-    withdrawn) is refused, and so is one that looks like it (same :func:`~idbench.names.confusable_key`:
-    ``FLUX.1–dev`` with an en dash, Lisu or Armenian lookalike letters), while the same submitter may
+    withdrawn) is refused, and so is one that looks like it (:func:`~idbench.names.looks_alike`:
+    ``FLUX.1–dev`` with an en dash, Lisu or Armenian lookalike letters, small capitals, a middle dot), while the same submitter may
     submit new files under their name again.
 
     ``client`` is what the caller knows of the submitter's client: the app passes
@@ -168,11 +175,11 @@ def submit(
         existing = store.find_duplicate(digest)
         if existing is not None:
             return SubmitResult(existing[0], existing[1], duplicate=True)
-        key = confusable_key(name)  # the same name, or one that looks like it (idbench.names)
+        keys = confusable_keys(name)  # the same name, or one that looks like it (idbench.names)
         taken = [
             f"submission {i} ({model!r})"
             for i, model, _, owner in store.submission_identities(data.name)
-            if owner != identity and confusable_key(model) == key
+            if owner != identity and keys & confusable_keys(model)
         ]
         if taken:
             raise SubmissionError([Problem(None, None, "model metadata", name_taken_message(name, data.name, taken))])
@@ -207,10 +214,12 @@ def name_taken_message(name: str, benchmark: str, taken: list[str]) -> str:
     """The one line that refuses a model name another submitter already uses (``taken``: where, e.g.
     ``"submission 3 ('FLUX.1-dev')"``)."""
     more = f" and {len(taken) - 1} more" if len(taken) > 1 else ""
+    read = lookalike_characters(name)
+    how = f" (its {', '.join(read)})" if read else ""
     return (
         f"field 'model': the name {name!r} is or looks like a name already used on {benchmark} by another submitter "
-        f"({taken[0]}{more}); names are compared ignoring case, width, spacing and lookalike characters "
-        "(Unicode's confusables): choose another name"
+        f"({taken[0]}{more}){how}; names are compared ignoring case, width, spacing, combining marks and lookalike "
+        "characters (Unicode's confusables, digits and dots of any script, small capitals): choose another name"
     )
 
 

@@ -32,6 +32,7 @@ from idbench.names import (
     rate_identity,
     request_client,
     resolve_name,
+    shown_name,
     submitter_identity,
     terminal_safe,
 )
@@ -63,6 +64,49 @@ LOOKALIKE_NAMES = {
     "armenian": "FL\u054dX.1-dev",  # ARMENIAN CAPITAL LETTER SEH
     "canadian syllabics": "FLU\u1541.1-dev",  # CANADIAN SYLLABICS SAYISI YI
 }
+
+# Issue 40, item 6: what was queued beside a held FLUX.1-dev (the first four by others through the
+# queue, the rest in-process). Each is refused outright (one line naming the character) or refused as a
+# lookalike of FLUX.1-dev (one line naming the held submission).
+ZALGO = "FLUX.1-dev" + "".join(chr(code) for code in range(0x0300, 0x0314))  # 20 marks on the v
+ITEM6_REFUSED = {  # name -> the character the one-line refusal names
+    "combining dot below on a digit": ("FLUX.1\u0323-dev", "U+0323 COMBINING DOT BELOW"),
+    "20 combining marks": (ZALGO, "U+0300 COMBINING GRAVE ACCENT"),
+    "overlay marks over every letter": ("".join(c + "\u0336" for c in "FLUX.1-dev"), "U+0336 COMBINING LONG STROKE"),
+    "enclosing circle on a digit": ("FLUX.1\u20dd-dev", "U+20DD COMBINING ENCLOSING CIRCLE"),
+    "mark alone at the start": ("\u0301FLUX.1-dev", "U+0301 COMBINING ACUTE ACCENT"),
+    "ideographic space": ("FLUX.1\u3000dev", "U+3000 IDEOGRAPHIC SPACE"),
+    "thin space": ("FLUX.1\u2009dev", "U+2009 THIN SPACE"),
+    "no-break space inside": ("Stable\u00a0Diffusion 3.5", "U+00A0 NO-BREAK SPACE"),
+}
+ITEM6_LOOKALIKES = {  # name -> what the refusal says of it (the held name is FLUX.1-dev)
+    "combining dot below (composes to ẹ)": ("FLUX.1-de\u0323v", "U+0323 COMBINING DOT BELOW (ignored)"),
+    "latin small capitals": ("\ua730\u029f\u1d1cx.1-dev", "U+A730 LATIN LETTER SMALL CAPITAL F (read as 'f')"),
+    "small capitals, all": ("\ua730\u029f\u1d1c\u02e3.1-\u1d05\u1d07\u1d20", "SMALL CAPITAL"),
+    "U+A7FE for 1": ("FLUX.\ua7fe-dev", "U+A7FE LATIN EPIGRAPHIC LETTER I LONGA (read as 'l')"),
+    "dotless i for 1": ("FLUX.\u0131-dev", "U+0131 LATIN SMALL LETTER DOTLESS I"),
+    "dotted I for 1": ("FLUX.\u0130-dev", "U+0307 COMBINING DOT ABOVE (ignored)"),
+    "middle dot for .": ("FLUX\u00b71-dev", "U+00B7 MIDDLE DOT (read as '.')"),
+    "arabic full stop for .": ("FLUX\u06d41-dev", "U+06D4 ARABIC FULL STOP"),
+    "katakana middle dot for .": ("FLUX\u30fb1-dev", "U+30FB KATAKANA MIDDLE DOT"),
+    "arabic-indic one": ("FLUX.\u0661-dev", "U+0661 ARABIC-INDIC DIGIT ONE"),
+    "bengali one (not in confusables.txt)": ("FLUX.\u09e7-dev", "U+09E7 BENGALI DIGIT ONE (read as 'l')"),
+}
+HONEST_NAMES = (
+    "FLUX.1-dev",
+    "SDXL-base-1.0",
+    "Stable Diffusion 3.5",
+    "Stable Diffusion 3.5 (large)",
+    "Café-XL 2",
+    "Tiếng Việt 1.0",  # Vietnamese: precomposed letters with two marks
+    "Ζεύς",
+    "Кандинский 3.1",
+    "通义万相 Wan 2.1",
+    "हिन्दी मॉडल",  # Devanagari vowel signs and virama: marks on letters of another script
+    "ภาษาไทย 2",
+    "עִבְרִית",  # Hebrew points
+    "InstantID+IP-Adapter_v2",
+)
 
 
 # --- the rules, alone --------------------------------------------------------------------------------
@@ -198,6 +242,56 @@ def test_the_skeleton_is_the_published_one():
     # UTS #39's own example pairs (section 4): the skeleton maps both sides to one string.
     assert skeleton("paypal") == skeleton("\u0440\u0430\u0443\u0440\u0430l")  # Cyrillic р а у
     assert skeleton("\u2013") == "-" and skeleton("1") == "l" and skeleton("rn") == "rn" and skeleton("m") == "rn"
+
+
+@pytest.mark.parametrize("case", sorted(ITEM6_REFUSED))
+def test_stray_marks_and_other_spaces_are_refused_in_one_line_naming_the_character(case):
+    text, label = ITEM6_REFUSED[case]
+    for field in ("model", "family"):
+        problems = name_problems(field, text)
+        assert len(problems) == 1, problems
+        (line,) = problems
+        assert line.startswith(f"field {field!r}") and label in line and "\n" not in line, line
+        # The name is in the line, with what could redraw it escaped (no raw mark, no odd space).
+        assert not [ch for ch in line if unicodedata.category(ch).startswith("M") or ch in "\u3000\u2009\u00a0"]
+        assert shown_name(text) in line
+
+
+@pytest.mark.parametrize("case", sorted(ITEM6_LOOKALIKES))
+def test_item6_lookalikes_look_like_the_held_name(case):
+    from idbench.names import lookalike_characters, lookalike_of, looks_alike
+
+    text, label = ITEM6_LOOKALIKES[case]
+    assert looks_alike(text, "FLUX.1-dev") and looks_alike("flux.I-DEV", text)
+    assert lookalike_of(text, ["SD3", "FLUX.1-dev"]) == "FLUX.1-dev"
+    assert not looks_alike(text, "FLUX.2-dev") and not looks_alike(text, "FLUX.1-pro")
+    assert any(label in note for note in lookalike_characters(text)), lookalike_characters(text)
+
+
+@pytest.mark.parametrize("text", HONEST_NAMES)
+def test_honest_names_pass_and_do_not_look_like_each_other(text):
+    from idbench.names import looks_alike
+
+    assert name_problems("model", text) == [] and name_problems("family", text) == [], text
+    others = [other for other in HONEST_NAMES if other != text]
+    assert not [other for other in others if looks_alike(text, other)]
+    assert looks_alike(text, text.upper()) and looks_alike(text, f" {text} ")
+
+
+def test_both_readings_keep_their_matches():
+    from idbench.names import looks_alike
+
+    # Case never makes a new name: I reads as l, and case-folded as i.
+    assert looks_alike("STABLE DIFFUSION", "Stable Diffusion") and looks_alike("MIDJOURNEY", "midjourney")
+    assert looks_alike("DIFFUSION", "dlffuslon") and looks_alike("ΖΕΎΣ", "Ζεύς")
+
+    # Dotless i reads as i (confusables.txt) and as the 1/l stroke; both matches hold.
+    assert looks_alike("M\u0131n\u0131", "Mini") and looks_alike("FLUX.\u0131-dev", "FLUX.1-dev")
+    assert not looks_alike("FLUX.i-dev", "FLUX.1-dev")  # plain ASCII i is no 1
+    # The Arabic full stop is '-' to confusables.txt and '.' by meaning: it looks like both.
+    assert looks_alike("FLUX\u06d41-dev", "FLUX-1-dev") and looks_alike("FLUX\u06d41-dev", "FLUX.1-dev")
+    # Leading and trailing odd spaces are stripped when stored, so they are not refused.
+    assert name_problems("model", "\u3000FLUX.1-dev\u00a0") == []
 
 
 def test_resolve_name_opens_only_an_unambiguous_name():
@@ -336,10 +430,32 @@ def test_lookalikes_and_invisible_names_of_a_held_name_are_refused_in_one_line(s
     ).duplicate
 
 
+def test_item6_names_beside_a_held_name_are_refused_in_one_line(store, collapse):
+    first = submit(
+        store, collapse / "collage", collapse / "data", model_name="FLUX.1-dev", submitter="alice", client="hf:alice"
+    )
+    cases = [(text, label) for text, label in ITEM6_REFUSED.values()] + [
+        (text, f"submission {first.submission_id} ('FLUX.1-dev')") for text, _ in ITEM6_LOOKALIKES.values()
+    ]
+    for text, expected in cases:
+        with pytest.raises(SubmissionError) as caught:
+            submit(
+                store, collapse / "clone", collapse / "data", model_name=text, submitter="mallory", client="hf:mallory"
+            )
+        (problem,) = caught.value.problems  # one line
+        line = str(problem)
+        assert "\n" not in line and expected in line and "U+" in line, line
+    assert len(jobs_table(store)) == 1
+    # Honest names beside it are queued (two other file sets: the same files again would be a duplicate).
+    for folder, name in (("clone", "SDXL-base-1.0"), ("swap", "Stable Diffusion 3.5")):
+        assert not submit(store, collapse / folder, collapse / "data", model_name=name, submitter="bob").duplicate
+    assert len(jobs_table(store)) == 3
+
+
 def test_hub_submit_refuses_lookalikes_of_a_held_name(tmp_path, collapse):
     requests = LocalRepoStandIn(tmp_path / "hub" / "org" / "requests", "org/requests")
     first = submit_request(requests, collapse / "collage", collapse / "data", "FLUX.1-dev", client="hf:alice")
-    for text in LOOKALIKE_NAMES.values():
+    for text in list(LOOKALIKE_NAMES.values()) + [text for text, _ in ITEM6_LOOKALIKES.values()]:
         with pytest.raises(SubmissionError) as caught:
             submit_request(requests, collapse / "clone", collapse / "data", text, client="hf:mallory")
         (problem,) = caught.value.problems
