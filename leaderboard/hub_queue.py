@@ -800,6 +800,7 @@ class HubQueue:
         self.requests, self.results = requests, results
         self.builds = _Builds(data_dirs)
         self.home = Path(home) if home is not None else default_home()
+        self.reserve = None  # outcomes are commits to the Hub, not writes to a local disk
         self.description = f"the requests repo {requests.repo_id}"
 
     def _queued(self) -> list[Request]:

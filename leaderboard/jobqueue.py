@@ -17,7 +17,9 @@ any more, and records nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -72,11 +74,72 @@ class Work:
     benchmark_version: str | None = None
 
 
+#: The space a local queue holds back on its database's disk (:class:`DiskReserve`).
+RESERVE_BYTES = 8 * 1024 * 1024
+
+
+_random_bytes = os.urandom  # what the reserve holds (random: a compressing file system stores it whole)
+
+
+class DiskReserve:
+    """Space held back on the disk of a queue's records, so that a worker can still record a job's outcome
+    when the disk fills up (issue 40, item 7).
+
+    A file of ``size`` random bytes (random, so a compressing file system stores it whole) beside the
+    store's database. When an outcome cannot be recorded (a full disk: SQLite needs room for its
+    write-ahead log even to change one row), the worker deletes it (:meth:`free`) and records again, so
+    the job leaves RUNNING at once instead of when its lease runs out. :meth:`ensure` puts it back when
+    there is room (a worker does before each claim).
+    """
+
+    def __init__(self, path: Path, size: int = RESERVE_BYTES):
+        self.path, self.size = Path(path), size
+
+    def ensure(self) -> str | None:
+        """Create the reserve when it is not in place; None when it is, else one line saying why not."""
+        try:
+            if self.path.stat().st_size == self.size:
+                return None
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            return f"no disk reserve at {self.path.name}: {one_line(err)}"
+        staging = self.path.with_name(self.path.name + ".new")
+        try:
+            with open(staging, "wb") as out:
+                for start in range(0, self.size, 1 << 20):
+                    out.write(_random_bytes(min(1 << 20, self.size - start)))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(staging, self.path)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                staging.unlink()
+            return (
+                f"no disk reserve: {self.size // (1024 * 1024)} MiB could not be set aside beside the store "
+                f"({one_line(err)}); a full disk may leave a job RUNNING until its lease runs out"
+            )
+        return None
+
+    def free(self) -> bool:
+        """Delete the reserve; True when there was one to free."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as err:
+            log.warning("could not free the disk reserve %s: %s", self.path.name, one_line(err))
+            return False
+        return True
+
+
 class JobQueue(Protocol):
     """A job queue a worker can serve (see the module docstring for what each operation guarantees)."""
 
     #: what the queue is, for messages ("the queue", "the requests repo org/requests")
     description: str
+    #: space held back on the disk of the queue's records (None: the records are not on a local disk)
+    reserve: DiskReserve | None
     #: what one job is called in counts ("job", "request")
     unit: str
     #: the worker's folder: ``logs/`` (tracebacks), ``features/`` (the shared feature cache)

@@ -46,7 +46,7 @@ from idbench.evaluate_pkg.submission import (
     metadata_text_problems,
     validate_submission,
 )
-from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
+from idbench.leaderboard.jobqueue import DiskReserve, Lease, Work, readiness_problems
 from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
 from idbench.names import (
@@ -599,6 +599,8 @@ class StoreQueue:
         self.home = store.home
         self.job_id = job_id  # serve this job only (``idbench run --submit``)
         self.description = f"the queue at {store.home}" + (f" (job {job_id})" if job_id is not None else "")
+        # Room to record an outcome on a full disk, beside the database (leaderboard.sqlite3.reserve).
+        self.reserve = DiskReserve(store.path.with_name(store.path.name + ".reserve"))
 
     def sweep(self) -> list[str]:
         return sweep_staging(self.home)

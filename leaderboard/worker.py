@@ -25,6 +25,12 @@ claims nothing: the queue stays as it was.
   :class:`WorkerFaultError` (:class:`DiskFullError` for a full disk), since whatever broke it would
   likely break the next job too.
 
+When an outcome cannot be recorded because the store's disk is full (SQLite needs room even to change
+one row), the worker frees the queue's disk reserve (:class:`~idbench.leaderboard.jobqueue.DiskReserve`,
+8 MiB beside the database, put back before each claim when there is room) and records it again, so the
+job leaves RUNNING at once; only when that fails too is the job handed back (released) or, failing even
+that, left to its lease.
+
 The traceback goes to ``home/logs/<job>-attempt-<n>.log``; the reason a job's record shows is one
 line naming that log file by name only. Reasons may be public (a Hub requests repo), so absolute
 paths and the host name are taken out of them, and a worker id carries no host name.
@@ -47,7 +53,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from idbench.errors import IdbenchError, disk_full
+from idbench.errors import IdbenchError, disk_full, storage_failure
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.images import ImageError
 from idbench.evaluate_pkg.judge.card import judge_unavailable
@@ -207,9 +213,11 @@ def run_worker(
     for line in queue.sweep():
         log.warning("%s", line)
     done = 0
+    reserve_warned: set[str] = set()
     while True:
         if check:
             _check(queue, options, models, checked, started=done > 0)
+        _keep_reserve(queue, reserve_warned)
         lease = queue.claim(worker_id, lease_seconds, checked=check)
         if lease is None:
             if once:
@@ -309,15 +317,22 @@ def run_one(
             log.warning("%s", lost)
             return 0
         except Exception as again:
-            # Whatever it is, the job must not sit RUNNING under our lease until the lease runs out.
-            raise _unrecorded(
-                queue, lease, lease_seconds, f"a fault of this worker ({one_line(err)})", again, full
-            ) from err
+            # Whatever it is, the job must not sit RUNNING under our lease until the lease runs out: with
+            # the disk reserve freed, record it again; else hand it back.
+            state = _with_reserve(queue, lambda: queue.requeue(lease, reason), again)
+            if state is _LOST:
+                return 0
+            if state is None:
+                raise _unrecorded(
+                    queue, lease, lease_seconds, f"a fault of this worker ({one_line(err)})", again, full
+                ) from err
+            full = True
         where = "parked (not the submitter's fault)" if state == "PARKED" else "back in the queue"
         if full:
+            freed = "; recorded in the disk reserve, now used up" if _reserve_used(queue) else ""
             raise DiskFullError(
-                f"disk full: {lease.label} {where} (attempt {lease.attempts}); free space and restart the worker: "
-                f"{public_reason(err)}"
+                f"disk full: {lease.label} {where} (attempt {lease.attempts}{freed}); free space and restart the "
+                f"worker: {public_reason(err)}"
             ) from err
         raise WorkerFaultError(
             f"{lease.label} {where} after a fault of this worker on attempt {lease.attempts}: {reason}"
@@ -333,9 +348,62 @@ def _recorded(
         log.warning("%s", lost)
         return 0
     except Exception as again:
-        raise _unrecorded(queue, lease, lease_seconds, outcome, again) from again
+        done = _with_reserve(queue, record, again)
+        if done is _LOST:
+            return 0
+        if done is None:
+            raise _unrecorded(queue, lease, lease_seconds, outcome, again) from again
+        # Recorded in the reserve's room: the disk is full, so this worker stops here.
+        log.warning("%s", message)
+        raise DiskFullError(
+            one_line(
+                f"disk full: {lease.label}: {outcome} (recorded in the disk reserve, now used up); free space and "
+                f"restart the worker ({one_line(again)})"
+            )
+        ) from again
     log.warning("%s", message)
     return 1
+
+
+_LOST = object()  # _with_reserve: the job turned out to be no longer ours
+
+
+def _keep_reserve(queue: JobQueue, warned: set[str]) -> None:
+    """Put the queue's disk reserve (:class:`~idbench.leaderboard.jobqueue.DiskReserve`) in place when
+    it is not; a warning when the disk has no room for it (once, until it is in place again)."""
+    reserve = getattr(queue, "reserve", None)
+    if reserve is None:
+        return
+    missing = reserve.ensure()
+    if missing is None:
+        warned.clear()
+    elif not warned:
+        warned.add(missing)
+        log.warning("%s", missing)
+
+
+def _reserve_used(queue: JobQueue) -> bool:
+    reserve = getattr(queue, "reserve", None)
+    return reserve is not None and not reserve.path.exists()
+
+
+def _with_reserve(queue: JobQueue, record: Callable[[], Any], again: BaseException) -> Any:
+    """After ``record`` failed with ``again``: free the disk reserve and record once more. What ``record``
+    returned (True when it returns None), ``_LOST`` when the job is no longer ours, or None when there was
+    no reserve to free or it failed again."""
+    reserve = getattr(queue, "reserve", None)
+    if reserve is None or not storage_failure(again) or not reserve.free():
+        return None
+    log.warning("could not record an outcome (%s); freed the disk reserve to record it", one_line(again))
+    try:
+        result = record()
+    except LeaseLostError as lost:
+        log.warning("%s", lost)
+        return _LOST
+    except Exception as still:
+        log.warning("still not recorded with the reserve freed: %s", one_line(still))
+        return None
+    return True if result is None else result
 
 
 #: Pauses before each try to hand a job back when its outcome could not be recorded: an I/O error may

@@ -483,7 +483,8 @@ def test_when_the_requeue_fails_too_the_lease_is_released(store, collapse, error
         with pytest.raises(WorkerFaultError) as raised:
             run_worker(store, once=True, options=TINY, scorer=_finished_scorer, lease_seconds=3600)
     message = str(raised.value)
-    assert len(refused) == 2 and "\n" not in message and "released back to the queue" in message
+    # the result, the requeue, and the requeue again with the disk reserve freed (issue 40, item 7a)
+    assert len(refused) == 3 and "\n" not in message and "released back to the queue" in message
     assert isinstance(raised.value, DiskFullError) == ("full" in str(error))
     job = store.job(result.job_id)
     assert job["state"] == "PENDING" and job["lease_owner"] is None
@@ -532,3 +533,113 @@ def test_a_store_that_refuses_every_write_says_the_lease_runs_out_in_one_line(st
     message = str(raised.value)
     assert "\n" not in message and "could not be released either" in message and "lease runs out in 600 s" in message
     assert store.job(result.job_id)["state"] == "RUNNING"  # nothing could be written: the lease is all that is left
+
+
+# --- a full disk while writing results: the job leaves RUNNING at once (issue 40, item 7a) ----------
+
+
+def _disk_fills_while_writing_results(monkeypatch, store: Store) -> dict:
+    """The results writer (``DataFrame.to_parquet``) raises ENOSPC; from then on the disk is full: every
+    write of the store fails as SQLite's does on a full disk, until space is freed (the reserve deleted)."""
+    import errno
+
+    from idbench.leaderboard.queue import StoreQueue
+
+    reserve = StoreQueue(store).reserve.path
+    disk = {"full": False, "refused": 0}
+
+    def writer(self, path, *args, **kwargs):
+        disk["full"] = True
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    def fails(sql: str) -> bool:
+        if disk["full"] and reserve.exists() and sql.lstrip().upper().startswith(("UPDATE", "INSERT", "DELETE")):
+            disk["refused"] += 1
+            return True
+        return False
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", writer)
+    _failing_writes(monkeypatch, store, fails, sqlite3.OperationalError("database or disk is full"))
+    return disk
+
+
+def test_a_full_disk_while_writing_results_leaves_no_job_running(store, collapse, capsys):
+    from idbench.leaderboard.queue import StoreQueue
+    from idbench.leaderboard.worker import DiskFullError
+
+    result = submit(store, collapse / "collage", collapse / "data")
+    reserve = StoreQueue(store).reserve
+    with pytest.MonkeyPatch.context() as patch:
+        disk = _disk_fills_while_writing_results(patch, store)
+        with pytest.raises(DiskFullError) as raised:
+            run_worker(store, once=True, options=TINY, lease_seconds=3600)  # the default scorer
+    message = str(raised.value)
+    assert disk["refused"] == 1  # the requeue, refused on the full disk; recorded once the reserve was freed
+    assert message.startswith("disk full: job 1 back in the queue") and "\n" not in message, message
+    assert "disk reserve" in message and "No space left on device" in message
+    job = store.job(result.job_id)
+    # Not RUNNING for the hour of its lease: back in the queue now, with the one-line reason.
+    assert job["state"] == "PENDING" and job["lease_owner"] is None and job["attempts"] == 1
+    assert "No space left on device" in job["reason"] and "\n" not in job["reason"]
+    assert not reserve.path.exists()
+    # Space freed: the next worker puts the reserve back and scores the job.
+    assert run_worker(store, once=True, options=TINY) == 1
+    assert store.job(result.job_id)["state"] == "FINISHED" and reserve.path.stat().st_size == reserve.size
+
+
+def test_the_cli_says_a_full_disk_in_one_line_and_leaves_no_job_running(store, collapse, capsys):
+    result = submit(store, collapse / "collage", collapse / "data")
+    with pytest.MonkeyPatch.context() as patch:
+        _disk_fills_while_writing_results(patch, store)
+        assert main(["worker", "--once", "--profile", "tiny", "--lease-seconds", "3600"]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("idbench worker")]
+    assert "Traceback" not in err and len(lines) == 1 and lines[0].startswith("idbench worker: error: disk full"), err
+    assert store.job(result.job_id)["state"] == "PENDING"
+
+
+def test_a_failed_outcome_on_a_full_disk_is_recorded_with_the_reserve(store, collapse):
+    from idbench.evaluate_pkg.images import ImageError
+    from idbench.leaderboard.queue import StoreQueue
+    from idbench.leaderboard.worker import DiskFullError
+
+    result = submit(store, collapse / "collage", collapse / "data")
+    reserve = StoreQueue(store).reserve.path
+    with pytest.MonkeyPatch.context() as patch:
+        _failing_writes(
+            patch,
+            store,
+            lambda sql: reserve.exists() and sql.startswith("UPDATE jobs SET state = 'FAILED'"),
+            sqlite3.OperationalError("database or disk is full"),
+        )
+        with pytest.raises(DiskFullError) as raised:
+            run_worker(
+                store,
+                once=True,
+                options=TINY,
+                scorer=_raising(ImageError("prompt_id '05' seed 1", "not an image")),
+                lease_seconds=3600,
+            )
+    message = str(raised.value)
+    assert message.startswith("disk full: job 1: FAILED: ImageError") and "disk reserve" in message, message
+    job = store.job(result.job_id)
+    assert job["state"] == "FAILED" and "not an image" in job["reason"] and job["lease_expires_at"] is None
+
+
+def test_a_worker_without_room_for_its_reserve_says_so_and_goes_on(store, collapse, monkeypatch, caplog):
+    import errno
+
+    from idbench.leaderboard import jobqueue
+
+    submit(store, collapse / "collage", collapse / "data")
+
+    def no_room(size):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jobqueue, "_random_bytes", no_room)
+    served = _summary_with_judge({"answers": 0, "failures": 0})
+    with caplog.at_level("WARNING", logger="idbench.leaderboard.worker"):
+        assert run_worker(store, once=True, options=TINY, scorer=served) == 1
+    (line,) = [r.getMessage() for r in caplog.records if "reserve" in r.getMessage()]
+    assert line.startswith("no disk reserve: 8 MiB could not be set aside") and "No space left" in line
+    assert not list(store.path.parent.glob("*.reserve*"))  # no partial reserve left behind
