@@ -37,8 +37,35 @@ def _text(text: str) -> str:
     return text
 
 
+# A folder variable's bounds: idbench appends its own sub-paths (models/insightface/..., features/<key>/...)
+# to it, so it stays well under the system's PATH_MAX (4096); a name is at most NAME_MAX (255) bytes.
+MAX_FOLDER_CHARS = 1024
+MAX_NAME_BYTES = 255
+
+
 def _path(text: str) -> Path:
-    return Path(text).expanduser()
+    """A folder: bounded in length, no NUL, and not a file (nor under one) where it exists."""
+    if "\0" in text:
+        raise ValueError("a path cannot hold a NUL character")
+    if len(text) > MAX_FOLDER_CHARS:
+        raise ValueError(f"a path of {len(text)} characters; a folder here is at most {MAX_FOLDER_CHARS}")
+    path = Path(text).expanduser()
+    longest = max(path.parts, key=lambda part: len(part.encode("utf-8", "surrogateescape")), default="")
+    if len(longest.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        raise ValueError(
+            f"a folder name of {len(longest.encode('utf-8', 'surrogateescape'))} bytes; a name is at most "
+            f"{MAX_NAME_BYTES}"
+        )
+    for place in (path, *path.parents):  # the deepest part that exists must be a folder
+        try:
+            if place.is_dir():
+                break
+            if place.exists():
+                where = "it is" if place == path else f"{str(place)!r} is"
+                raise ValueError(f"{where} a file, not a folder")
+        except OSError:  # not readable here: the command that uses it says so
+            break
+    return path
 
 
 def _hf_path(text: str) -> Path:
@@ -398,10 +425,24 @@ def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
     return text.strip() if text is not None and text.strip() else None
 
 
+def _shown_value(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut to ``limit`` characters with the length said (a 5,000-character value is one line)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
-    """The typed value of the variable ``name`` now (``environ``: another mapping, for tests)."""
+    """The typed value of the variable ``name`` now (``environ``: another mapping, for tests).
+
+    A folder variable set to blanks is refused (``IDBENCH_HOME=""``, often an unset shell variable
+    expanded, would otherwise quietly mean the default folder); other blank variables mean their default.
+    """
     variable = BY_NAME[name]
     text = _raw(name, environ)
+    if text is None and variable.parse is _path and (os.environ if environ is None else environ).get(name) is not None:
+        default = f"the default {variable.default}" if variable.default else "no folder"
+        raise SettingError(f"{name} is set but empty: give a folder, or unset it for {default}")
     if text is None:
         text = variable.default
     if text is None:
@@ -409,7 +450,7 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
     try:
         return variable.parse(text)
     except ValueError as error:
-        raise SettingError(f"{name}={text!r}: {error}") from None
+        raise SettingError(f"{name}={_shown_value(text)}: {error}") from None
 
 
 def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:

@@ -127,8 +127,8 @@ def test_set_values_are_parsed_when_read(clean):
     assert settings.hf_hub_offline() and settings.hub_cache_dir() == Path("/hf/hub")
     clean.setenv("HF_HUB_CACHE", "$HOME/hub-cache")
     assert settings.hub_cache_dir() == Path("/home/someone/hub-cache")
-    clean.setenv("IDBENCH_HOME", "   ")  # blank is unset: the default, not the current folder
-    assert settings.home() == Path("/home/someone/.idbench")
+    clean.setenv("IDBENCH_JUDGE_MODEL", "   ")  # blank is unset: the default
+    assert settings.judge_model() == ""
     assert settings.trusted_proxies({"IDBENCH_TRUSTED_PROXIES": "3"}) == 3  # another mapping, for tests
 
 
@@ -153,6 +153,57 @@ def test_a_bad_value_is_one_line_naming_the_variable(clean, name, value, says):
         settings.get(name)
     assert str(error.value).startswith(f"{name}={value!r}: ") and says in str(error.value)
     assert "\n" not in str(error.value) and isinstance(error.value, ValueError)
+
+
+# --- folder variables that cannot be a folder: one line each (issue 40, item 7) --------------------
+
+FOLDER_VARIABLES = [v.name for v in settings.VARIABLES if v.parse is settings._path]
+
+
+@pytest.mark.parametrize("name", FOLDER_VARIABLES)
+@pytest.mark.parametrize("value", ["", "   "])
+def test_a_folder_variable_set_but_empty_is_refused(clean, name, value):
+    clean.setenv(name, value)
+    with pytest.raises(SettingError) as error:
+        settings.get(name)
+    assert str(error.value).startswith(f"{name} is set but empty: give a folder, or unset it")
+    clean.delenv(name)
+    settings.get(name)  # unset: its default
+
+
+def test_home_set_but_empty_names_the_default_it_would_have_meant(clean):
+    clean.setenv("IDBENCH_HOME", "")
+    with pytest.raises(SettingError, match=r"^IDBENCH_HOME is set but empty: .* the default ~/\.idbench$"):
+        settings.home()
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("/tmp/" + "a" * 5000, "a path of 5005 characters; a folder here is at most 1024"),
+        ("/tmp/" + "a/" * 600, "a path of 1205 characters"),
+        ("/tmp/" + "b" * 300 + "/models", "a folder name of 300 bytes; a name is at most 255"),
+        ("/tmp/models\0x", "NUL"),
+    ],
+)
+def test_a_folder_variable_too_long_for_the_system_is_one_short_line(clean, value, says):
+    with pytest.raises(SettingError) as error:
+        settings.get("IDBENCH_MODELS", {"IDBENCH_MODELS": value})
+    message = str(error.value)
+    assert message.startswith("IDBENCH_MODELS=") and says in message and "\n" not in message
+    assert len(message) < 200  # the value is cut, its length said
+
+
+def test_a_folder_variable_naming_a_file_or_a_path_under_one_is_refused(clean, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for value, says in ((afile, "it is a file, not a folder"), (afile / "sub", f"{str(afile)!r} is a file")):
+        clean.setenv("IDBENCH_CACHE", str(value))
+        with pytest.raises(SettingError, match="not a folder") as error:
+            settings.cache_root()
+        assert says in str(error.value)
+    clean.setenv("IDBENCH_CACHE", str(tmp_path / "not" / "yet"))  # not there yet: made when needed
+    assert settings.cache_root() == tmp_path / "not" / "yet"
 
 
 def test_every_variable_has_one_meaning_and_its_default_parses(clean):

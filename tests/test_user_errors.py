@@ -143,3 +143,68 @@ def test_build_whose_curation_stage_lacks_its_model_is_one_line(tmp_path, capsys
         code == 2 and err.startswith("idbench build: error: ") and "is not available" in err and "--profile tiny" in err
     )
     assert not (tmp_path / "out").exists()
+
+
+# --- folder variables that cannot be a folder (issue 40, item 7 b-d) ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def collapse_submission(tmp_path_factory):
+    """The identity-collapse sample and one 64 px baseline, for `idbench score`."""
+    from idbench.builders.build import build
+    from idbench.evaluate_pkg.baselines import make_baseline
+    from idbench.evaluate_pkg.data import load_benchmark_data
+
+    root = tmp_path_factory.mktemp("collapse")
+    build("identity-collapse", out=root / "data")
+    make_baseline("collage", load_benchmark_data(root / "data"), root / "collage", size=64)
+    return root
+
+
+def _one_line(err: str, command: str) -> str:
+    """The error line of ``command`` (progress lines on stderr aside): exactly one, no traceback."""
+    lines = [line for line in err.splitlines() if line.startswith(f"idbench {command}")]
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0]
+
+
+def test_models_list_with_a_5000_character_models_folder_is_one_short_line(monkeypatch, capsys):
+    monkeypatch.setenv("IDBENCH_MODELS", "/tmp/" + "a" * 5000)
+    code, err = _run(capsys, ["models", "list"])
+    line = _one_line(err, "models")
+    assert code == 2 and err.count("\n") == 1
+    assert line.startswith("idbench models: error: IDBENCH_MODELS='/tmp/aaa") and "(5005 characters)" in line
+    assert "at most 1024" in line and len(line) < 250
+
+
+def test_score_with_the_cache_variable_pointing_at_a_file_is_one_line(
+    monkeypatch, capsys, tmp_path, collapse_submission
+):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    monkeypatch.setenv("IDBENCH_CACHE", str(afile))
+    argv = ["score", str(collapse_submission / "collage"), "--data", str(collapse_submission / "data")]
+    code, err = _run(capsys, [*argv, "--out", str(tmp_path / "out"), "--profile", "tiny"])
+    line = _one_line(err, "score")
+    assert code == 2 and line == f"idbench score: error: IDBENCH_CACHE={str(afile)!r}: it is a file, not a folder"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("variable", "argv"),
+    [("IDBENCH_HOME", ["jobs"]), ("IDBENCH_HOME", ["env"]), ("IDBENCH_MODELS", ["models", "list"])],
+)
+def test_an_empty_folder_variable_is_refused_not_taken_for_the_default(monkeypatch, capsys, variable, argv):
+    monkeypatch.setenv(variable, "")
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    if argv == ["env"]:  # the bug-report printout shows it, as it shows any value it cannot read
+        assert code == 0 and f"INVALID ({variable} is set but empty" in captured.out
+        return
+    line = _one_line(captured.err, argv[0])
+    assert code == 2 and captured.err.count("\n") == 1
+    assert line.endswith(
+        f"{variable} is set but empty: give a folder, or unset it for the default ~/"
+        + (".idbench" if variable == "IDBENCH_HOME" else ".cache/idbench/models")
+    )
