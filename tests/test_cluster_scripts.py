@@ -14,6 +14,8 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
+
 from idbench.cli import make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +72,46 @@ def test_the_pipeline_chains_two_arrays_and_the_merge(tmp_path):
         timeout=60,
     )
     assert missing.returncode != 0 and "CACHE" in missing.stderr  # a variable left out: said, nothing submitted
+
+
+@pytest.mark.parametrize(
+    "shards",
+    ["PATH[$(touch X)]+2", "a[$(touch X)]", "$(touch X)", "0", "-1", "2+1", "08x", "1e3", " 3", "3 ", "1\n2", "99999"],
+)
+def test_shards_is_checked_as_text_before_any_arithmetic(tmp_path, shards):
+    """Bash evaluates a variable's text inside $((...)): SHARDS='PATH[$(touch X)]+2' ran `touch X`
+    (issue 40, item 7e). Now anything but a whole number 1-10000 is one line, and nothing is submitted."""
+    env = {**stand_ins(tmp_path / "bin"), "SHARDS": shards}
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "slurm_pipeline.sh")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert not (tmp_path / "X").exists()  # no command ran
+    assert done.returncode == 2 and not (tmp_path / "bin" / "sbatch.log").exists()
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(
+        "slurm_pipeline.sh: SHARDS must be a whole number of shards from 1 to 10000; got "
+    ), done.stderr
+
+
+def test_shards_with_a_leading_zero_is_read_in_decimal(tmp_path):
+    env = {**stand_ins(tmp_path / "bin"), "SHARDS": "08"}  # bash arithmetic would read 08 as bad octal
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "slurm_pipeline.sh")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--array=0-7" in (tmp_path / "bin" / "sbatch.log").read_text().splitlines()[0]
+
+
+def test_no_cluster_script_does_arithmetic_on_a_variable_it_did_not_check():
+    """Each $((...)) of the cluster scripts reads only a variable checked by the regex just before it."""
+    import re
+
+    for script in sorted(SCRIPTS.glob("*.s*")):
+        code = "\n".join(line for line in script.read_text().splitlines() if not line.lstrip().startswith("#"))
+        for expression in re.findall(r"\(\((.*?)\)\)", code):  # $((...)) and ((...))
+            reads = re.findall(r"(?:10#\$|\$\{#|\$)?[A-Za-z_][A-Za-z0-9_]*", expression)
+            assert set(reads) <= {"10#$SHARDS", "${#SHARDS"}, f"{script.name}: (({expression})) reads {reads}"
+        if re.search(r"\(\(", code):
+            assert "[[ $SHARDS =~ ^[0-9]+$ ]]" in code
 
 
 def test_each_job_runs_an_idbench_command_the_cli_accepts(tmp_path):

@@ -10,7 +10,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p logs
 export BENCHMARK DATA SUB OUT CACHE MODEL MODEL_ID REVISION GENERATE_ARGS SCORE_ARGS DEVICE
-last=$((SHARDS - 1))
+# SHARDS is checked as text before any arithmetic: bash evaluates a variable's text inside $((...)), so
+# SHARDS='PATH[$(touch X)]+2' would run a command. Digits only, 1 to 10000 (10# reads 08 as eight).
+if ! [[ $SHARDS =~ ^[0-9]+$ ]] || ((${#SHARDS} > 5)) || ((10#$SHARDS < 1 || 10#$SHARDS > 10000)); then
+    printf '%s: SHARDS must be a whole number of shards from 1 to 10000; got %q\n' "$(basename "$0")" "$SHARDS" >&2
+    exit 2
+fi
+last=$((10#$SHARDS - 1))
 generate=$(sbatch --parsable --export=ALL --array="0-$last" "$here/generate.sbatch")
 score=$(sbatch --parsable --export=ALL --array="0-$last" --dependency="afterok:$generate" "$here/score.sbatch")
 merge=$(sbatch --parsable --export=ALL --dependency="afterok:$score" "$here/merge.sbatch")
