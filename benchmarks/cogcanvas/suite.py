@@ -62,10 +62,14 @@ WHO = "who_became_whom"  # the evidence record of the face assignment (judge_evi
 NOT_RUN: dict[str, str] = {}
 # The per-image count of ID-Sim's missing evidence (references without a face), a diagnostic below.
 REFERENCE_WITHOUT_FACE = "id_sim.reference_without_face"
+FACE_SEARCH_SKIPPED = "faces.slow_search_skipped"
 # Per-image counts stored next to the metrics (not metrics of the suite: never ranked).
 DIAGNOSTICS: dict[str, str] = {
     "faces_detected": "faces found in the generation (ID-Sim)",
     "faces_expected": "persons the prompt asks for (ID-Sim)",
+    # The face search's own decision, kept so that a 0 faces found can be read: searched or not.
+    FACE_SEARCH_SKIPPED: "1 where the face model's slow search (dlib's CNN) did not run: its fast detector found no "
+    "face and its candidate check no face-like window (only for face models with that search)",
     # Missing evidence, not a generator's miss: those references' ID-Sim is NaN and outside the mean.
     REFERENCE_WITHOUT_FACE: "person references of the prompt whose own image shows no detectable face",
     "persons_detected": "persons counted after NMS (count accuracy)",
@@ -288,6 +292,7 @@ class _Located:
     boxes: np.ndarray  # (k, 4) every generated face
     assignment: F.WhoBecameWhom  # indexed like ``persons``
     paper: F.IdSim  # the paper's ID-Sim, indexed like the prompt's ``persons`` list
+    slow_search_skipped: bool | None  # the face model's record (None: a model without a slow search)
 
 
 def _layout_persons(prompt: dict) -> list[dict]:
@@ -321,7 +326,10 @@ def _locate(ctx: Context, gen_loaders) -> dict[tuple[str, int], _Located]:
             [reference_face[p["ref_id"]] for p in ordered], faces["embeddings"], faces["boxes"], threshold
         )
         paper = F.id_sim_with_faceless([reference_face[p["ref_id"]] for p in prompt["persons"]], faces["embeddings"])
-        out[(prompt_id, seed)] = _Located(ordered, np.asarray(faces["boxes"]).reshape(-1, 4), assignment, paper)
+        skipped = bool(np.asarray(faces["cnn_skipped"])) if "cnn_skipped" in faces else None
+        out[(prompt_id, seed)] = _Located(
+            ordered, np.asarray(faces["boxes"]).reshape(-1, 4), assignment, paper, skipped
+        )
     ctx.notes["reference_faces_not_found"] = sorted(r for r, e in reference_face.items() if e is None)
     ctx.notes[WHO] = {
         "same_identity_cosine": threshold,
@@ -354,6 +362,8 @@ def _identities(ctx: Context, metrics: set[str], shared: _Lazy) -> list[Result]:
             usable = ~np.isnan(sim.per_reference)
             results.append(Result(prompt_id, seed, "faces_detected", float(sim.detected)))
             results.append(Result(prompt_id, seed, "faces_expected", float(sim.expected)))
+            if loc.slow_search_skipped is not None:
+                results.append(Result(prompt_id, seed, FACE_SEARCH_SKIPPED, float(loc.slow_search_skipped)))
             results.append(Result(prompt_id, seed, REFERENCE_WITHOUT_FACE, float(sim.without_face)))
             results.append(Result(prompt_id, seed, "id_sim", sim.mean))
             share = matched.sum() / usable.sum() if usable.any() else float("nan")

@@ -84,7 +84,7 @@ __all__ = [
 ]
 
 #: bumped when detection, alignment or the output format change, so cached features are recomputed
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2  # 2: dlib records "cnn_skipped" (the candidate check before the CNN)
 
 #: file names of buffalo_l's detector and recogniser; the tiny pack uses the same names
 TINY_ARCFACE_DETECTOR = "det_10g.onnx"
@@ -241,6 +241,15 @@ class DlibFaceEncoder(_FaceEncoderBase):
     (about 0-3; dlib's default threshold 0 is kept) or the CNN's confidence (about 1); never compare
     the two.
 
+    The candidate check: most pictures that reach the CNN hold no face at all (backgrounds, objects,
+    animals, flat figures, noise) and cost it ~3 CPU seconds to say so. Before it, HOG runs once more on
+    the CNN's own 640 px copy, upsampled 0 times, at the low threshold ``cnn_candidate_threshold``
+    (0.03 s). Where even that loose HOG sees no face-like window, the CNN does not run; the picture's
+    features record it (``cnn_skipped``), and CogCanvas reports the count per image
+    (``faces.slow_search_skipped``), so "no face found" and "not searched by the CNN" stay apart.
+    bench/face_prefilter.py calibrates the threshold: on every picture of its set where only the CNN
+    finds a face, the loose HOG fires (docs/performance.md has the figures).
+
     Alignment and embedding: the 5-point predictor (eye corners and nose base) places every face;
     ``face_recognition_model_v1.compute_face_descriptor`` then cuts the face chip exactly as
     ``dlib.get_face_chip`` does (150x150, padding 0.25; rotated upright, scaled) and embeds it. The
@@ -248,6 +257,9 @@ class DlibFaceEncoder(_FaceEncoderBase):
     """
 
     same_identity_cosine = 0.95
+    #: the loose-HOG threshold of the candidate check before the CNN (None: the CNN always runs);
+    #: calibrated by bench/face_prefilter.py
+    cnn_candidate_threshold: float | None = -0.8
 
     def __init__(
         self,
@@ -270,6 +282,8 @@ class DlibFaceEncoder(_FaceEncoderBase):
         if self.cnn_fallback:
             used.append(self.files["cnn_detector"])
         detection = f"up{self.upsample}" + (f"-cnn{self.cnn_max_side}" if self.cnn_fallback else "")
+        if self.cnn_fallback and self.cnn_candidate_threshold is not None:
+            detection += f"-candidates{self.cnn_candidate_threshold:g}"
         self.key = f"{card.name}@dlib{dlib.__version__}-{detection}-{_files_digest(used)}"
         self._models: dict[str, Any] | None = None
         self._load()
@@ -296,21 +310,30 @@ class DlibFaceEncoder(_FaceEncoderBase):
             self._models = models
         return self._models
 
+    def cnn_copy(self, rgb: np.ndarray) -> tuple[np.ndarray, float]:
+        """The copy the CNN searches (long side ``cnn_max_side``) and its scale from the original."""
+        height, width = rgb.shape[:2]
+        scale = self.cnn_max_side / max(height, width)
+        resized = Image.fromarray(rgb).resize(
+            (max(1, round(width * scale)), max(1, round(height * scale))), Image.Resampling.BILINEAR
+        )
+        return np.ascontiguousarray(np.asarray(resized)), scale
+
     def detect(self, rgb: np.ndarray) -> tuple[list[Any], list[float], str]:
-        """``(dlib rectangles in original pixels, scores, "hog" | "cnn" | "none")`` for one image."""
+        """``(dlib rectangles in original pixels, scores, detector)`` for one image; the detector is "hog",
+        "cnn", "none" (both searched, nothing found) or "skipped" (HOG found nothing and the candidate
+        check saw no face-like window: the CNN did not run)."""
         import dlib
 
         models = self._load()
         rects, scores, _ = models["hog"].run(rgb, self.upsample, 0.0)
         if len(rects) or not self.cnn_fallback:
             return list(rects), [float(s) for s in scores], "hog" if len(rects) else "none"
-        height, width = rgb.shape[:2]
-        scale = self.cnn_max_side / max(height, width)
-        resized = np.asarray(
-            Image.fromarray(rgb).resize(
-                (max(1, round(width * scale)), max(1, round(height * scale))), Image.Resampling.BILINEAR
-            )
-        )
+        resized, scale = self.cnn_copy(rgb)
+        if self.cnn_candidate_threshold is not None:
+            candidates = models["hog"].run(resized, 0, self.cnn_candidate_threshold)[0]
+            if not len(candidates):
+                return [], [], "skipped"
         found = models["cnn"](resized, 0)
         rects = [
             dlib.rectangle(
@@ -351,6 +374,9 @@ class DlibFaceEncoder(_FaceEncoderBase):
                 points = [[[s.part(i).x, s.part(i).y] for i in range(5)] for s in shapes]
                 embeddings = np.array([np.array(v) for v in vectors], dtype=np.float32)
                 results[index] = _faces(boxes, scores, points, embeddings, rgb.shape, self.dim)
+        for faces, detector in zip(results, self.last_detectors):
+            # recorded with the faces so that a report can count the pictures the CNN never searched
+            faces["cnn_skipped"] = np.array(detector == "skipped")
         return results
 
 

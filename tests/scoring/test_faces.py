@@ -189,14 +189,27 @@ def test_dlib_composite_matches_identities_and_positions(dlib_encoder, people, s
 
 
 def test_dlib_no_face_gives_empty_arrays(dlib_encoder):
-    """A background with nobody in it: HOG finds nothing, the CNN fallback runs and finds nothing."""
+    """A background with nobody in it: HOG finds nothing and the candidate check sees no face-like window,
+    so the CNN does not run; the features say so."""
     features = dlib_encoder.encode_batch([dlib_encoder.preprocess(_image(BACKGROUND))])[0]
-    assert dlib_encoder.last_detectors == ["none"]
+    assert dlib_encoder.last_detectors == ["skipped"]
     assert features["boxes"].shape == (0, 4)
     assert features["scores"].shape == (0,)
     assert features["landmarks"].shape == (0, 5, 2)
     assert features["embeddings"].shape == (0, 128)
-    assert all(v.dtype == np.float32 for v in features.values())
+    assert all(features[k].dtype == np.float32 for k in ("boxes", "scores", "landmarks", "embeddings"))
+    assert bool(features["cnn_skipped"]) is True
+
+
+def test_dlib_candidate_check_never_hides_a_face_the_cnn_finds(dlib_encoder):
+    """Every sample picture where only the CNN finds the face passes the candidate check: the two
+    19th-century portraits (PEOPLE, checked with the others) and this flat vector drawing; the record
+    says the CNN searched. A flat picture can hold no face: skipped."""
+    pictures = [_image("subjects/human/vector/fluent_flat_old_man.jpg"), Image.new("RGB", (256, 256), (128,) * 3)]
+    features = dlib_encoder.encode_batch([dlib_encoder.preprocess(p) for p in pictures])
+    assert dlib_encoder.last_detectors == ["cnn", "skipped"]
+    assert [len(f["scores"]) for f in features] == [1, 0]
+    assert [bool(f["cnn_skipped"]) for f in features] == [False, True]
 
 
 def test_dlib_without_cnn_fallback_misses_the_small_portraits(people):
