@@ -137,6 +137,18 @@ def _rate_limit(text: str) -> tuple[int, float]:
     return limit
 
 
+MIN_KEY_CHARS = 32
+
+
+def _cache_key(text: str) -> str:
+    if len(text) < MIN_KEY_CHARS:
+        raise ValueError(
+            f"a key of {len(text)} characters; use at least {MIN_KEY_CHARS} random ones "
+            "(python -c 'import secrets; print(secrets.token_hex(32))')"
+        )
+    return text
+
+
 def _benchmark_repos(text: str) -> dict[str, tuple[str, str | None]]:
     out = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -219,6 +231,14 @@ VARIABLES: tuple[Variable, ...] = (
         "judge",
         "The judge's API key (the variable `JudgeConfig.api_key_env` names; unset: a keyless local server).",
         None,
+        secret=True,
+    ),
+    Variable(
+        "IDBENCH_JUDGE_CACHE_KEY",
+        "judge",
+        "The key that signs the judge's cached answers (at least 32 characters); an entry signed with another key is asked again. Unset: a random key kept in `$IDBENCH_HOME/judge-cache.key` (mode 0600). Give every shard of a run the same one (docs/cluster.md).",
+        None,
+        _cache_key,
         secret=True,
     ),
     # Submissions.
@@ -401,6 +421,7 @@ JUDGE_URL, JUDGE_MODEL, JUDGE_REVISION, JUDGE_API_KEY = (
     "IDBENCH_JUDGE_REVISION",
     "IDBENCH_JUDGE_API_KEY",
 )
+JUDGE_CACHE_KEY = "IDBENCH_JUDGE_CACHE_KEY"
 MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS, MAX_COMPRESSION_RATIO = (
     "IDBENCH_MAX_UNPACKED_BYTES",
     "IDBENCH_MAX_ZIP_MEMBERS",
@@ -450,7 +471,8 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
     try:
         return variable.parse(text)
     except ValueError as error:
-        raise SettingError(f"{name}={_shown_value(text)}: {error}") from None
+        shown = "(a secret, not shown)" if variable.secret else _shown_value(text)
+        raise SettingError(f"{name}={shown}: {error}") from None
 
 
 def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
@@ -494,6 +516,12 @@ def judge_model() -> str:
 
 def judge_revision() -> str | None:
     return get(JUDGE_REVISION)
+
+
+def judge_cache_key() -> str | None:
+    """``$IDBENCH_JUDGE_CACHE_KEY``: the key that signs the judge's cached answers, None when unset (the
+    answer cache then keeps a random one in the home: ``idbench.evaluate_pkg.judge.cache.cache_key``)."""
+    return get(JUDGE_CACHE_KEY)
 
 
 def judge_configured() -> bool:

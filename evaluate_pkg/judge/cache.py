@@ -24,24 +24,41 @@ place, so any number of processes may read and write it at once, on one machine 
 network file system (a cluster's shards share it: docs/cluster.md). SQLite, which held the answers
 before, cannot promise that: its locks and its write-ahead log's shared memory do not hold across the
 hosts of a network file system. Two writers of one key wrote answers to the same deterministic
-question, so whichever rename lands last is a valid answer. An entry is read within a size bound and
-only from a regular file; one that is not valid JSON, names another key or is too large is logged and
-asked again, never served. A SQLite cache left by an earlier idbench (``answers.sqlite3`` beside the
-folder) is imported once, so no paid answer is lost. The cache holds questions' hashes and answers
-only, never a credential.
+question, so whichever rename lands last is a valid answer. A SQLite cache left by an earlier idbench
+(``answers.sqlite3`` beside the folder) is imported once, so no paid answer is lost. The cache holds
+questions' hashes and answers only, never a credential.
+
+**Trust.** A cached answer is served as the judge's answer with no request sent, so whoever can write the
+folder could otherwise decide the judge's verdicts: edit an entry, or plant one before a run (a key needs
+only the public prompt, the image and the model name). Each entry is therefore signed: an HMAC-SHA256,
+with the cache's key, over the canonical JSON of the entry (its key, model, task, reply text, value and
+time). The key is ``$IDBENCH_JUDGE_CACHE_KEY`` when set, else a random one made once and kept in
+``$IDBENCH_HOME/judge-cache.key`` (mode 0600): the shards of one run share it by sharing the home or
+the variable (docs/cluster.md). An entry is served only when it is a regular file with one link, in a
+real sub-folder of the cache (no symbolic link is followed below the cache's root), within a size
+bound, JSON nested at most :data:`MAX_ENTRY_DEPTH` deep, naming its own key, and signed with this key.
+Anything else (edited, planted, unsigned, signed with another key, reached through a link, damaged) is
+refused: asked again, counted (:attr:`AnswerCache.refused`, ``JudgeStats.cache_refused``, which ``score``
+and ``merge`` print) and logged, one line per lookup. The key decides who may write answers; the folder's
+permissions only decide who may make the judge be asked again. An earlier version's SQLite file is
+imported only when this user owns it and no one else may write it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import os
 import re
+import secrets
 import sqlite3
 import stat
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +66,8 @@ from typing import Any
 
 from idbench import settings
 from idbench.atomic import write_text_atomically
+from idbench.errors import IdbenchError
+from idbench.untrusted import UntrustedInput, load_json, read_regular_file
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +81,88 @@ _IMPORTED_MARK = ".imported-" + LEGACY_FILE  # in the folder: the size and mtime
 # An answer is a reply of at most max_tokens tokens (1,024 by default): a few KB. A larger entry was not
 # written by this cache, and reading it whole could cost any amount of memory.
 MAX_ENTRY_BYTES = 4 << 20
+# An answer matches a judge's JSON schema: a few levels deep. A deeper entry was not written here, and
+# parsing it could exhaust the stack.
+MAX_ENTRY_DEPTH = 64
+# What a signature covers, besides the entry: bump when the signed fields change.
+MAC_VERSION = "idbench-judge-answer-mac-v1"
+KEY_FILE = "judge-cache.key"  # in $IDBENCH_HOME, when $IDBENCH_JUDGE_CACHE_KEY is unset
+_SIGNED = ("key", "model", "task", "raw", "value", "created")
 _KEY = re.compile(r"[0-9a-f]{64}")
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+
+
+class CacheKeyError(IdbenchError, ValueError):
+    """The answer cache's key cannot be read or made (one line naming the file)."""
+
+
+def cache_key() -> bytes:
+    """The key that signs the answer cache's entries: ``$IDBENCH_JUDGE_CACHE_KEY`` when set, else the one
+    in ``$IDBENCH_HOME/judge-cache.key``, made (random, mode 0600) by the first process that needs it.
+
+    Made under a temporary name and linked into place, so processes starting together over a shared home
+    all read the one key that won, never a part of it.
+    """
+    given = settings.judge_cache_key()
+    if given is not None:
+        return given.encode("utf-8")
+    path = settings.home() / KEY_FILE
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{KEY_FILE}.{secrets.token_hex(8)}.tmp")
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(handle, "w", encoding="ascii") as stream:
+                stream.write(secrets.token_hex(32) + "\n")
+                stream.flush()
+                os.fsync(stream.fileno())
+            with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+                os.link(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+        logger.info("judge answer cache: made its signing key in %s (mode 0600)", path)
+        return _read_key(path)
+    except OSError as err:
+        raise CacheKeyError(
+            f"judge answer cache: cannot make its signing key {path} ({err.strerror or err}); "
+            f"set ${settings.JUDGE_CACHE_KEY} or a writable ${settings.HOME}"
+        ) from None
+
+
+def _read_key(path: Path) -> bytes:
+    try:
+        with path.open("rb") as stream:
+            text = stream.read(4097).strip()
+            mode = os.fstat(stream.fileno()).st_mode
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise CacheKeyError(
+            f"judge answer cache: cannot read its signing key {path} ({err.strerror or err})"
+        ) from None
+    if not 32 <= len(text) <= 4096:
+        raise CacheKeyError(
+            f"judge answer cache: {path} holds {len(text)} characters, not a signing key; remove it to make a new one "
+            "(the answers signed with the old one will be asked again)"
+        )
+    if mode & 0o077:
+        logger.warning(
+            "judge answer cache: %s may be read by others (mode %o): whoever reads it can sign answers; chmod 600 it",
+            path,
+            stat.S_IMODE(mode),
+        )
+    return text
+
+
+def sign(secret: bytes, entry: Mapping[str, Any]) -> str:
+    """The HMAC-SHA256 (hex) of an entry's signed fields as canonical JSON, with the cache's key ``secret``."""
+    signed = {name: entry.get(name) for name in _SIGNED}
+    text = json.dumps([MAC_VERSION, signed], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hmac.new(secret, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def default_cache_path() -> Path:
@@ -137,13 +236,20 @@ class AnswerCache:
         judge = OpenAIJudge(JudgeConfig.from_env(), cache=cache)
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, signing_key: bytes | str | None = None):
         self.path = Path(path)
         if self.path.is_file():
             raise ValueError(
                 f"judge answer cache {self.path}: a file, not a folder (an earlier idbench's SQLite cache?); "
                 f"pass the folder to use: a {LEGACY_FILE} beside it is imported"
             )
+        # The key entries are signed with (the module's docstring): cache_key() unless given (tests).
+        if signing_key is None:
+            signing_key = cache_key()
+        self._secret = signing_key.encode("utf-8") if isinstance(signing_key, str) else bytes(signing_key)
+        # Entries refused so far, by reason (read by the judge's statistics and the tests).
+        self.refused: Counter[str] = Counter()
+        self._lock = threading.Lock()
         self.path.mkdir(parents=True, exist_ok=True)
         self._import_legacy(self.path.parent / LEGACY_FILE)
 
@@ -153,55 +259,87 @@ class AnswerCache:
         return self.path / key[:2] / f"{key}.json"
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedAnswer]:
-        """The stored answers among ``keys`` (missing or unusable ones are absent from the result)."""
+        """The stored answers among ``keys`` (missing or refused ones are absent from the result)."""
+        return self.read_many(keys)[0]
+
+    def read_many(self, keys: Iterable[str]) -> tuple[dict[str, CachedAnswer], int]:
+        """The stored answers among ``keys``, and how many entries among them were refused (see the module's
+        docstring: each is asked again). One log line says what was refused, if anything."""
         found: dict[str, CachedAnswer] = {}
+        refused: Counter[str] = Counter()
+        example = ""
         for key in dict.fromkeys(keys):
-            hit = self._read(key)
+            try:
+                hit = self._read(key)
+            except _Refused as why:
+                refused[why.reason] += 1
+                example = example or f"{self._entry(key)}: {why.detail}"
+                continue
             if hit is not None:
                 found[key] = hit
-        return found
+        if refused:
+            with self._lock:
+                self.refused.update(refused)
+            reasons = ", ".join(f"{count} {reason}" for reason, count in refused.most_common())
+            logger.warning(
+                "judge answer cache %s: %d entries refused and asked again (%s), e.g. %s",
+                self.path,
+                refused.total(),
+                reasons,
+                example,
+            )
+        return found, refused.total()
 
     def get(self, key: str) -> CachedAnswer | None:
-        return self._read(key)
+        """The stored answer of ``key``; None when there is none or it is refused (logged, counted)."""
+        return self.read_many([key])[0].get(key)
 
     def _read(self, key: str) -> CachedAnswer | None:
+        """The entry of ``key``: None when absent; raises :class:`_Refused` when one is there but is not served."""
         path = self._entry(key)
         try:
-            # Non-blocking, then checked to be a regular file: a FIFO or a device planted under an
-            # entry's name must not hang or flood the reader.
-            handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            # The sub-folder is opened without following a link, and the entry inside it: nothing below the
+            # cache's root may lead out of it.
+            folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0))
         except FileNotFoundError:
             return None
         except OSError as err:
-            logger.warning("judge answer cache: cannot read %s (%s); asking again", path, err)
-            return None
+            if path.parent.is_symlink():
+                raise _Refused("through a link", f"{path.parent.name}/ is a symbolic link") from None
+            raise _Refused("unreadable", err.strerror or str(err)) from None
         try:
-            if not stat.S_ISREG(os.fstat(handle).st_mode):
-                logger.warning("judge answer cache: %s is not a regular file; asking again", path)
-                return None
-            with os.fdopen(handle, "rb", closefd=False) as stream:
-                data = stream.read(MAX_ENTRY_BYTES + 1)
+            data = read_regular_file(path.name, MAX_ENTRY_BYTES, dir_fd=folder)
+            entry = load_json(data, max_depth=MAX_ENTRY_DEPTH)
+        except FileNotFoundError:
+            return None
+        except UntrustedInput as err:
+            text = str(err)
+            reason = "through a link" if "link" in text else "damaged"
+            raise _Refused(reason, text) from None
+        except OSError as err:
+            raise _Refused("unreadable", err.strerror or str(err)) from None
         finally:
-            os.close(handle)
-        if len(data) > MAX_ENTRY_BYTES:
-            logger.warning("judge answer cache: %s is over %d bytes; asking again", path, MAX_ENTRY_BYTES)
-            return None
-        try:
-            entry = json.loads(data)
-            if entry["key"] != key or not isinstance(entry["raw"], str):
-                raise ValueError("another key's entry, or no reply text")
-            return CachedAnswer(
-                raw=entry["raw"], value=entry["value"], model=str(entry["model"]), created=float(entry["created"])
-            )
-        except (ValueError, KeyError, TypeError) as err:
-            logger.warning("judge answer cache: %s is damaged (%s); asking again", path, err)
-            return None
+            os.close(folder)
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            raise _Refused("damaged", "another key's entry, or not an entry")
+        mac = entry.get("mac")
+        if mac is None:
+            raise _Refused("unsigned", "no signature")
+        if not isinstance(mac, str) or not _KEY.fullmatch(mac):  # compare_digest takes ASCII text only
+            raise _Refused("not signed with this cache's key", "a signature that is not one")
+        if not hmac.compare_digest(mac, sign(self._secret, entry)):
+            raise _Refused("not signed with this cache's key", "edited, planted, or signed with another key")
+        raw, model, created = entry.get("raw"), entry.get("model"), entry.get("created")
+        if not isinstance(raw, str) or not isinstance(model, str) or type(created) not in (int, float):
+            raise _Refused("damaged", "a field of the wrong type")
+        return CachedAnswer(raw=raw, value=entry.get("value"), model=model, created=float(created))
 
     def put(self, key: str, *, model: str, task: str, raw: str, value: Any, created: float | None = None) -> None:
         """Store a usable answer (the caller stores only parsed, schema-valid, temperature-0 answers).
 
-        Written to a temporary file in the entry's folder, then renamed over the entry: a reader sees
-        the old entry or the new one, never a part. Not fsynced: an answer lost in a crash is asked again.
+        Signed with the cache's key, written to a temporary file in the entry's folder, then renamed over
+        the entry: a reader sees the old entry or the new one, never a part. Not fsynced: an answer lost
+        in a crash is asked again. A value that is not JSON (a NaN, say) raises ValueError.
         """
         path = self._entry(key)
         entry = {
@@ -212,6 +350,13 @@ class AnswerCache:
             "value": value,
             "created": time.time() if created is None else created,
         }
+        # Signed as a reader will see it: the entry as JSON read back (a tuple becomes a list, say).
+        text = json.dumps(entry, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        entry = json.loads(text)
+        entry["mac"] = sign(self._secret, entry)
+        if path.parent.is_symlink():  # a link planted in place of a sub-folder: replaced, never written through
+            with contextlib.suppress(FileNotFoundError):
+                path.parent.unlink()
         path.parent.mkdir(exist_ok=True)
         write_text_atomically(path, json.dumps(entry, sort_keys=True, ensure_ascii=False), durable=False)
 
@@ -227,6 +372,12 @@ class AnswerCache:
         if not legacy.is_file():
             return
         info = legacy.stat()
+        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            # Its answers would be signed as ours: only a file no one else may have written is imported.
+            logger.warning(
+                "judge answer cache: %s is not this user's own file (or others may write it); not imported", legacy
+            )
+            return
         signature = f"{info.st_size} {info.st_mtime_ns}"
         mark = self.path / _IMPORTED_MARK
         if mark.is_file() and mark.read_text(encoding="utf-8", errors="replace") == signature:
@@ -239,7 +390,7 @@ class AnswerCache:
                     if _KEY.fullmatch(str(key)) and not self._entry(key).exists():
                         self.put(key, model=model, task=task, raw=raw, value=json.loads(value), created=created)
                         imported += 1
-        except (sqlite3.Error, ValueError, TypeError) as err:
+        except (sqlite3.Error, ValueError, TypeError, RecursionError) as err:
             logger.warning("judge answer cache: could not import %s (%s); its answers will be asked again", legacy, err)
             return
         write_text_atomically(mark, signature, durable=False)
@@ -257,3 +408,11 @@ class AnswerCache:
 
     def __repr__(self) -> str:
         return f"AnswerCache({str(self.path)!r})"
+
+
+class _Refused(Exception):
+    """An entry that is there but is not served: ``reason`` groups it in the log line and the counts."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail

@@ -413,13 +413,19 @@ class JudgeStats:
 
     ``requests_sent`` counts HTTP requests (every attempt, so retries too); ``answers`` counts answers
     returned, of which ``cache_hits`` came from the cache, ``deduplicated`` were copies of an identical
-    request in the same batch, and ``failures`` carry an error. ``estimated_cost`` is None unless a
-    price is configured.
+    request in the same batch, and ``failures`` carry an error; ``unanswered`` of those failures got no
+    reply of the model at all (transport faults, HTTP errors, the judge unreachable, the budget spent), so
+    another run may well get an answer where this one did not. ``cache_refused`` counts cache entries that
+    were there but not served (edited, planted, unsigned, signed with another key, reached through a link,
+    damaged, or not matching the request's schema: judge/cache.py): each was asked again.
+    ``estimated_cost`` is None unless a price is configured.
     """
 
     answers: int = 0
     requests_sent: int = 0
     cache_hits: int = 0
+    cache_refused: int = 0
+    unanswered: int = 0
     deduplicated: int = 0
     failures: int = 0
     retries: int = 0
@@ -686,15 +692,18 @@ class OpenAIJudge:
         failed_at: _Server | None = None
         while True:
             if self._budget_exhausted():
-                return self._failure(request, BUDGET_EXHAUSTED, attempts)
+                return self._failure(request, BUDGET_EXHAUSTED, attempts, unanswered=True)
             if self.stats.unreachable is not None:
-                return self._failure(request, f"{UNREACHABLE} ({self.stats.unreachable}); not sent", attempts)
+                return self._failure(
+                    request, f"{UNREACHABLE} ({self.stats.unreachable}); not sent", attempts, unanswered=True
+                )
             attempts += 1
             server = await servers.acquire(avoid=failed_at)
             self._count_sent(request.task, server.name)
             retry_after: float | None = None
             raw: str | None = None
             transport = False  # whether this attempt failed before any reply of the model's
+            no_reply = True  # whether this attempt got no reply of the model (a transport fault or an HTTP error)
             try:
                 # httpx's timeouts bound each phase (connect, each read) but not their sum: a server sending a
                 # byte a second would hold the request, and its slot, for ever. This bounds the attempt.
@@ -714,7 +723,7 @@ class OpenAIJudge:
                 transport = err.status_code >= 500
                 self._release(servers, server, error if transport else None)
                 if err.status_code not in _RETRY_STATUSES:
-                    return self._failure(request, error, attempts)
+                    return self._failure(request, error, attempts, unanswered=True)
                 retry_after = _retry_after(err.response.headers)
             except (openai.APITimeoutError, TimeoutError):  # a phase's timeout, or the attempt's deadline
                 error = f"timed out after {self.config.timeout_s:g} s"
@@ -729,6 +738,7 @@ class OpenAIJudge:
                 servers.release(server, transport_error=None)
                 raise
             else:
+                no_reply = False
                 self._release(servers, server, None)
                 usage = self._count_usage(response)
                 raw, value, error = self._read_reply(response, request.schema)
@@ -743,7 +753,9 @@ class OpenAIJudge:
 
             if retries >= self.config.max_retries:
                 self._count_transport(error if transport else None)
-                return self._failure(request, f"{error} (after {attempts} attempts)", attempts, raw=raw)
+                return self._failure(
+                    request, f"{error} (after {attempts} attempts)", attempts, raw=raw, unanswered=no_reply
+                )
             failed_at = server
             retries += 1
             self._count_retry()
@@ -761,6 +773,8 @@ class OpenAIJudge:
         """
         ok = isinstance(hit.value, dict) and schema_problem(self._validators.get(request.schema), hit.value) is None
         if not ok:
+            with self._lock:
+                self.stats.cache_refused += 1
             logger.warning(
                 "judge %s: a cached answer to a %s request does not match its schema; asking again",
                 self.config.model,
@@ -769,11 +783,17 @@ class OpenAIJudge:
         return ok
 
     def _lookup(self, keys: list[str]) -> dict[str, CachedAnswer]:
-        """The cached answers among ``keys``; an unreadable cache means asking again, not failing."""
+        """The cached answers among ``keys``; an unreadable cache means asking again, not failing. Entries
+        the cache refused (judge/cache.py) are counted in ``stats.cache_refused`` and asked again."""
         if self.cache is None:
             return {}
         try:
-            return self.cache.get_many(keys)
+            if not hasattr(self.cache, "read_many"):  # a stand-in cache of a test or a notebook
+                return self.cache.get_many(keys)
+            found, refused = self.cache.read_many(keys)
+            with self._lock:
+                self.stats.cache_refused += refused
+            return found
         except OSError as err:
             logger.warning("judge %s: could not read the answer cache (%s); asking the server", self.config.model, err)
             return {}
@@ -785,7 +805,7 @@ class OpenAIJudge:
             await asyncio.to_thread(
                 self.cache.put, key, model=self.config.model, task=request.task, raw=raw, value=value
             )
-        except OSError as err:
+        except (OSError, ValueError) as err:
             logger.warning("judge %s: could not cache an answer (%s)", self.config.model, err)
 
     def _create_args(self, request: JudgeRequest, mode: str, image_urls: list[str]) -> dict[str, Any]:
@@ -868,7 +888,12 @@ class OpenAIJudge:
                     error,
                 )
 
-    def _failure(self, request: JudgeRequest, error: str, attempts: int, raw: str | None = None) -> JudgeAnswer:
+    def _failure(
+        self, request: JudgeRequest, error: str, attempts: int, raw: str | None = None, *, unanswered: bool = False
+    ) -> JudgeAnswer:
+        if unanswered:
+            with self._lock:
+                self.stats.unanswered += 1
         if error.startswith(UNREACHABLE):  # said once, when the circuit opened
             logger.debug("judge %s: %s: %s", self.config.model, request.task, error)
         elif error != BUDGET_EXHAUSTED:
