@@ -23,6 +23,7 @@ import pandas as pd
 
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.functional.bootstrap import holm, paired_difference
+from idbench.names import terminal_safe
 from idbench.settings import redact_url
 
 #: Resamples of a comparison, and its seed: as the aggregates' intervals (report.CI_RESAMPLES, CI_SEED).
@@ -172,6 +173,9 @@ def _read_results(path: Path) -> pd.DataFrame:
 
 
 MAX_METRIC_NAME = 120  # characters; the longest of the suites' names and diagnostics is under 60
+# The largest magnitude a value may have: far above any metric (cosines, percentages, scores), far below
+# where the sums of 4 million of them, weighted by a resample, could overflow a float64.
+MAX_ABS_VALUE = 1e15
 
 
 def _check_results(path: Path, frame: pd.DataFrame) -> None:
@@ -199,6 +203,16 @@ def _check_results(path: Path, frame: pd.DataFrame) -> None:
         raise CompareError(
             f"{path}: column value holds {int(infinite.sum())} infinite value(s), e.g. {row['value']} for metric "
             f"{row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}; a comparison needs finite values"
+        )
+    # A finite value can still overflow: the sums behind a mean and its resamples of 1e308 are infinite, and
+    # an infinite difference was "A better" at p < 0.001 (issue 40, item 7f). No metric comes near the bound.
+    huge = np.abs(value.to_numpy(dtype=float)) > MAX_ABS_VALUE
+    if huge.any():
+        row = frame[huge].iloc[0]
+        raise CompareError(
+            f"{path}: column value holds {int(huge.sum())} value(s) beyond +-{MAX_ABS_VALUE:g}, e.g. {row['value']:g} "
+            f"for metric {row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}; no metric's value is "
+            "that large, and sums of such values overflow"
         )
     # Rows of diagnostics (clip_t.truncated, copy.flag, who.extra, ...) sit beside the suite's metrics and
     # are not compared; a metric name is held to plain, short text, as it reaches the verdict's lines.
@@ -295,7 +309,7 @@ class Comparison:
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("B better", "A better", "tied"))
         cells = len({row["table"] for row in self.rows}) - (1 if verdicts else 0)
         return (
-            f"<idbench Comparison {self.benchmark}: A = {self.model_a}, B = {self.model_b}; "
+            f"<idbench Comparison {self.benchmark}: A = {terminal_safe(self.model_a)}, B = {terminal_safe(self.model_b)}; "
             f"{len(verdicts)} metrics overall: {counts} (Holm, alpha {self.alpha:g}); "
             f"{len(self.rows)} rows with {cells} breakdown cells in .frame()"
             + ("; PLUMBING CHECK: random weights" if self.plumbing else "")
@@ -395,6 +409,12 @@ def compare_runs(
             )
             if d.n == 0:
                 continue
+            if any(math.isinf(x) for x in (d.mean_a, d.mean_b, d.diff, d.low, d.high)):
+                # Defence in depth behind MAX_ABS_VALUE (a Run built in code skips the file checks).
+                raise CompareError(
+                    f"metric {metric!r} ({table}): the means or their difference overflow to infinity "
+                    f"(A {d.mean_a:g}, B {d.mean_b:g}); a comparison needs values whose sums stay finite"
+                )
             table_rows.append(
                 {
                     "table": table,
@@ -483,12 +503,14 @@ def _p(value: Any) -> str:
 
 def format_comparison(c: Comparison) -> str:
     """The table on stdout: metric (with its unit), A, B, diff, CI, p, p_holm, verdict, each metric in its
-    display convention (the --json file keeps raw values)."""
+    display convention (the --json file keeps raw values). Text read from the runs' files (model names,
+    the resampling method, breakdown labels) is printed with its control and format characters escaped (``\\x1b``), so
+    a name cannot drive the terminal."""
     lines = [
-        f"{c.benchmark}: A = {c.model_a}, B = {c.model_b}; B - A on shared (prompt, seed) pairs, "
-        "each metric in its display units (raw for cosines)"
+        f"{c.benchmark}: A = {terminal_safe(c.model_a)}, B = {terminal_safe(c.model_b)}; B - A on shared "
+        "(prompt, seed) pairs, each metric in its display units (raw for cosines)"
         + ("  [PLUMBING CHECK: random weights]" if c.plumbing else ""),
-        f"{c.confidence:.0%} CI and p from {c.method} ({c.n_resamples} paired resamples); p: {P_VALUE}",
+        f"{c.confidence:.0%} CI and p from {terminal_safe(c.method)} ({c.n_resamples} paired resamples); p: {P_VALUE}",
         f"p_holm: {CORRECTION}; verdict at alpha {c.alpha}",
     ]
     lines += [f"note: {n}" for n in c.notes]
@@ -497,7 +519,7 @@ def format_comparison(c: Comparison) -> str:
     for row in c.rows:
         if row["table"] != table:
             table = row["table"]
-            lines += ["", f"[{table}]", header]
+            lines += ["", f"[{terminal_safe(table)}]", header]
         factor, suffix = shown_as(c.benchmark, row["metric"])
         ci = f"[{_num(row['ci_low'], factor)}, {_num(row['ci_high'], factor)}]"
         name = row["metric"] + suffix

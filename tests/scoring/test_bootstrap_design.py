@@ -495,6 +495,16 @@ MALFORMED = [
         lambda f: _write_run(f, results=_rows(value=[float("-inf"), 0.3, 0.4])),
         ("results.parquet", "value", "infinite"),
     ),
+    (  # finite, but the sums overflow: was "A better" at p < 0.001 (issue 40, item 7f)
+        "overflowing-values",
+        lambda f: _write_run(f, results=_rows(value=[1e308, 1e308, 1e308])),
+        ("results.parquet", "value", "beyond +-1e+15", "1e+308", "overflow"),
+    ),
+    (
+        "one-huge-value",
+        lambda f: _write_run(f, results=_rows(value=[0.2, -1e300, 0.4])),
+        ("results.parquet", "value", "beyond +-1e+15", "-1e+300"),
+    ),
     (
         "duplicate-rows",
         lambda f: _write_run(f, results=pd.concat([_rows(), _rows()], ignore_index=True)),
@@ -544,3 +554,39 @@ def test_compare_of_two_valid_small_folders_and_nan_values_still_works(tmp_path,
     assert main(["compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "clip_t" in out and "[overall]" in out
+
+
+def test_values_that_overflow_in_code_are_refused_not_ranked():
+    """A Run built in code skips the file checks; the means overflowing to infinity still end in one
+    CompareError, never a verdict (issue 40, item 7f)."""
+    frame = _rows(value=[0.2, 0.3, 0.4])
+    huge = _rows(value=[1e308, 1e308, 1e308])
+    for a, b in ((frame, huge), (huge, frame)):
+        with pytest.raises(CompareError, match="overflow to infinity") as error:
+            compare_runs(Run(None, _summary(), a), Run(None, _summary(), b))
+        assert "\n" not in str(error.value) and "'clip_t'" in str(error.value)
+
+
+def test_compare_prints_names_and_labels_from_the_files_with_control_characters_escaped(tmp_path, capsys):
+    """Model names, the resampling method and breakdown labels come from the runs' aggregates.json: a
+    terminal escape in them is printed escaped (issue 40, item 7f)."""
+    import unicodedata
+
+    from idbench.cli import main
+    from idbench.evaluate_pkg.compare import compare
+
+    evil = "\x1b[2J\x1b[31mEVIL\x1b]0;pwned\x07\u202e"
+    aggregates = {
+        "resampling": {"factors": ["prompt"], "method": "bootstrap\x1b[5m", "prompt_units": {}},
+        "breakdown_prompts": {"axis\x1b[1m": {"cell\x1b[7m": ["01", "02"]}},
+    }
+    a = _write_run(tmp_path / "a", _summary(aggregates=aggregates))
+    b = _write_run(tmp_path / "b", _summary(submission={"model": evil}, aggregates=aggregates))
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    raw = [ch for ch in out if unicodedata.category(ch) in ("Cc", "Cf") and ch != "\n"]
+    assert not raw, raw
+    assert "B = \\x1b[2J\\x1b[31mEVIL\\x1b]0;pwned\\x07\\u202e;" in out
+    assert "from bootstrap\\x1b[5m (" in out and "[axis\\x1b[1m = cell\\x1b[7m]" in out
+    shown = repr(compare(a, b))
+    assert "\x1b" not in shown and "\\x1b[2J" in shown
