@@ -269,6 +269,21 @@ VARIABLES: tuple[Variable, ...] = (
         _rate_limit,
     ),
     Variable(
+        "IDBENCH_SUBMIT_DEADLINE_S",
+        "leaderboard",
+        "Seconds the app gives one upload's validation before it stops it (the others wait at most this long).",
+        "60",
+        _positive_float,
+    ),
+    Variable(
+        "IDBENCH_SUBMIT_MAX_PIXELS",
+        "leaderboard",
+        "Most pixels (width x height, summed over its images, read from their headers) one upload to the app may hold.",
+        "1000000000",
+        _positive_int,
+        shown_default="1 gigapixel",
+    ),
+    Variable(
         "IDBENCH_ADMIN_TOKEN",
         "leaderboard",
         "Enables the app's withdraw and rescore actions for whoever types this token; unset: off.",
@@ -428,6 +443,7 @@ MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS, MAX_COMPRESSION_RATIO = (
     "IDBENCH_MAX_COMPRESSION_RATIO",
 )
 RATE_LIMIT, ADMIN_TOKEN, TRUSTED_PROXIES = "IDBENCH_SUBMIT_RATE_LIMIT", "IDBENCH_ADMIN_TOKEN", "IDBENCH_TRUSTED_PROXIES"
+SUBMIT_DEADLINE_S, SUBMIT_MAX_PIXELS = "IDBENCH_SUBMIT_DEADLINE_S", "IDBENCH_SUBMIT_MAX_PIXELS"
 HUB_REQUESTS, HUB_RESULTS, HUB_REFRESH_S, HUB_STAND_IN = (
     "IDBENCH_HUB_REQUESTS",
     "IDBENCH_HUB_RESULTS",
@@ -592,6 +608,16 @@ def zip_limit(name: str) -> int | float:
 def submit_rate_limit() -> tuple[int, float]:
     """(count, seconds) of ``$IDBENCH_SUBMIT_RATE_LIMIT``."""
     return get(RATE_LIMIT)
+
+
+def submit_deadline_s() -> float:
+    """``$IDBENCH_SUBMIT_DEADLINE_S``: seconds one upload's validation may run in the app."""
+    return get(SUBMIT_DEADLINE_S)
+
+
+def submit_max_pixels() -> int:
+    """``$IDBENCH_SUBMIT_MAX_PIXELS``: the pixels one upload to the app may hold, summed over its images."""
+    return get(SUBMIT_MAX_PIXELS)
 
 
 def admin_token() -> str:
