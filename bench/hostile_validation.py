@@ -251,7 +251,36 @@ def case_name(work: Path, data: Path) -> Path:
     return archive
 
 
+def case_rgba(work: Path, data: Path, count: int = 16, side: int = 6324) -> Path:
+    """A zipped submission whose first ``count`` images are RGBA PNGs of ``side`` x ``side`` (40 MP, the
+    pixel limit), smooth gradients that compress to well under 1 MB each (issue 40: an 11 MB upload)."""
+    from PIL import Image
+
+    folder = template(data, work / "rgba")
+    ramp = np.linspace(0, 255, side, dtype=np.float32)
+    pixels = np.empty((side, side, 4), np.uint8)
+    pixels[..., 0] = ramp[None, :]
+    pixels[..., 1] = ramp[:, None]
+    pixels[..., 2] = 128
+    pixels[..., 3] = 200
+    picture = Image.fromarray(pixels, "RGBA")
+    del pixels
+    for index, image in enumerate(sorted((folder / "images").iterdir())[:count]):
+        picture.putpixel((index, 0), (index, 0, 0, 255))  # each image its own bytes
+        image.unlink()
+        picture.save(image.with_suffix(".png"), "PNG", compress_level=1)
+        manifest = (folder / "manifest.csv").read_text()
+        (folder / "manifest.csv").write_text(manifest.replace(image.name, image.with_suffix(".png").name))
+    archive = work / "rgba.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for path in sorted(folder.rglob("*")):
+            zipped.write(path, path.relative_to(folder).as_posix())
+    shutil.rmtree(folder)
+    return archive
+
+
 CASES = {
+    "rgba": ("zip, 16 RGBA PNGs of 6324 x 6324 (40 MP) and tiny JPEGs", case_rgba),
     "png": ("40,000,000 x 1 PNG (5 KB, 1-bit)", case_png),
     "parquet-big": ("parquet of eight 400 MB all-zero images", case_parquet_big),
     "parquet-one-huge": ("zipped parquet submission, one image 480 MB of zeros", case_parquet_one_huge),

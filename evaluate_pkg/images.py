@@ -52,6 +52,7 @@ import hashlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps
@@ -141,6 +142,19 @@ def size_problem(width: int, height: int, *, submitted: bool) -> str | None:
     if max(width, height) / min(width, height) > MAX_ASPECT_RATIO:
         return f"{width}x{height} pixels, an aspect ratio over the {MAX_ASPECT_RATIO:g}:1 limit"
     return None
+
+
+def header_size(source: bytes | IO[bytes]) -> tuple[int, int] | None:
+    """``(width, height)`` from an image's header, without decoding a pixel; None when no allowed format
+    reads it. ``source``: the bytes, or a seekable binary file (a zip member) of which only the header is
+    read. What the admission of an upload sums up (``idbench.leaderboard.admission``) and what the decode
+    threads of validation hold their pixel budget by."""
+    stream = io.BytesIO(source) if isinstance(source, bytes | bytearray) else source
+    try:
+        with Image.open(stream, formats=_open_formats()) as image:
+            return image.size
+    except Exception:  # not an image, or a header Pillow refuses: validation says why
+        return None
 
 
 def normalize_image(data: bytes, *, where: str, submitted: bool = False) -> Image.Image:

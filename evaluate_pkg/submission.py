@@ -81,8 +81,10 @@ fixes all of them in one round: the first ``MAX_PROBLEMS`` (500), then ``... and
 submission that fails validation is not scored at all. Every image's header is checked first (the
 pixel limit, and for a submitted image no side over ``MAX_IMAGE_SIDE`` and no aspect ratio over
 ``MAX_ASPECT_RATIO``: see :func:`idbench.evaluate_pkg.images.size_problem`), then it is decoded fully
-(with :func:`idbench.evaluate_pkg.images.normalize_image`), so a truncated file fails here and not
-halfway through scoring.
+as scoring decodes it (with :func:`idbench.evaluate_pkg.images.working_image`), so a truncated file
+fails here and not halfway through scoring. The decode threads hold at most ``MAX_PIXELS_IN_FLIGHT``
+pixels at once (by the headers' sizes), so validation's memory is bounded whatever the images and the
+number of cores.
 
 Work is bounded whatever the input: a listing (manifest, rankings, parquet rows) longer than
 :func:`max_listing_rows` is refused at that row; ``submission.json`` nested deeper than
@@ -103,6 +105,7 @@ to DataLoader workers); the Submission itself is not.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import json
@@ -111,6 +114,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import weakref
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -130,7 +134,15 @@ from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError
-from idbench.evaluate_pkg.images import MAX_IMAGE_BYTES, ImageError, content_hash, normalize_image
+from idbench.evaluate_pkg.images import (
+    MAX_IMAGE_BYTES,
+    MAX_PIXELS,
+    ImageError,
+    content_hash,
+    header_size,
+    normalize_image,
+    working_image,
+)
 from idbench.evaluate_pkg.parquet_pages import PageHeaderError, chunk_range, column_pages
 from idbench.names import name_problems
 
@@ -208,6 +220,12 @@ PAGE_OVERHEAD_BYTES = 4096
 PARQUET_BUFFER_BYTES = 1024 * 1024
 # Images are decoded in threads (Pillow releases the GIL while decoding); each holds one image.
 DECODE_WORKERS = min(8, os.cpu_count() or 1)
+# The pixels (width x height, from the headers) the decode threads hold at once: one image at the pixel
+# limit, or many small ones side by side. A thread waits for its image's share before decoding it, so the
+# memory of validation does not grow with the number of threads (16 RGBA images of 40 MP on 8 threads
+# would otherwise hold 8 of them, and their copies, at once). An image is decoded as scoring decodes it
+# (images.working_image: at most the decoded frame at full size, then the reduced copy).
+MAX_PIXELS_IN_FLIGHT = MAX_PIXELS
 # A SubmissionError lists at most this many problems and counts the rest ("... and N more"), so a
 # hostile listing of millions of bad rows costs neither memory nor a page full of text (500 lines are
 # some 50 KB). It is enough to list every problem of a whole listing for the wrong benchmark (a
@@ -304,6 +322,9 @@ class SubmissionError(IdbenchError, ValueError):
     @property
     def total(self) -> int:
         return len(self.problems) + self.more
+
+    def __reduce__(self):  # pickled as its problems (the app validates in a child process that sends it back)
+        return (type(self), (self.problems, self.more))
 
 
 class _Problems:
@@ -1154,13 +1175,41 @@ def _match_pairs(rows: list[_Row], data: BenchmarkData, problems: list[Problem],
     return [first[pair] for pair in data.required_pairs if pair in first]
 
 
+class _PixelBudget:
+    """Pixels the decode threads may hold at once (``MAX_PIXELS_IN_FLIGHT``); a thread waits for its share.
+
+    A share larger than the whole budget takes the whole budget (that image is decoded alone)."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.free = total
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, pixels: int) -> Iterator[None]:
+        share = min(max(pixels, 0), self.total)
+        with self._changed:
+            self._changed.wait_for(lambda: self.free >= share)
+            self.free -= share
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.free += share
+                self._changed.notify_all()
+
+
 def _check_images(rows: list[_Row], problems: _Problems) -> dict[_Row, str]:
-    """Decode every image fully; the content hash of each good one, a problem for each bad one."""
+    """Decode every image fully, as scoring will (a truncated file fails here), under the pixel budget in
+    flight; the content hash of each good one, a problem for each bad one."""
+    budget = _PixelBudget(MAX_PIXELS_IN_FLIGHT)
 
     def check(row: _Row) -> str | Problem:
         try:
             data = _row_bytes(row)
-            normalize_image(data, where=row.source, submitted=True)
+            size = header_size(data)
+            with budget.hold(size[0] * size[1] if size else 0):
+                working_image(data, where=row.source, submitted=True)
         except _RowProblem as err:
             return row.problem(str(err))
         except ImageError as err:
