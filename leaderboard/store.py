@@ -2,7 +2,7 @@
 
 Layout of ``home`` (``$IDBENCH_HOME``, default ``~/.idbench``)::
 
-    leaderboard.sqlite3          submissions, jobs, results (this module)
+    leaderboard.sqlite3          submissions, jobs, results, refused uploads (this module)
     submissions/<content_hash>/  each queued submission, stored as a manifest folder (leaderboard.queue)
     results/<sub_id>/<job_id>/   what ``score_submission`` wrote for one job (leaderboard.worker)
     features/                    the feature cache every job shares, so a re-claimed job resumes
@@ -136,6 +136,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE results ADD COLUMN judge_key TEXT;
     ALTER TABLE results ADD COLUMN copies_json TEXT;
     CREATE INDEX results_by_judge ON results (benchmark, judge_key);
+    """,
+    # 6: uploads the app refused for their own content (invalid, over its size budget, past the validation
+    # deadline): when and whose (the rate-limit identity, a digest for a client), so the rate limit counts
+    # them with the submissions (leaderboard.admission). Nothing of the upload itself is kept.
+    """
+    CREATE TABLE refused_uploads (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        identity          TEXT NOT NULL,
+        reason            TEXT NOT NULL,
+        created_at        REAL NOT NULL
+    );
+    CREATE INDEX refused_uploads_by_identity ON refused_uploads (identity, created_at);
     """,
 )
 
@@ -405,6 +417,23 @@ class Store:
         :func:`~idbench.names.rate_identity`) made at or after epoch time ``since`` (the rate limit)."""
         with self.transaction(immediate=False) as db:
             return _recent_submissions(db, rate_identity(submitter, client), since)
+
+    def record_refusal(self, identity: str, reason: str) -> None:
+        """Record an upload refused for its own content, of rate-limit ``identity``
+        (:func:`~idbench.names.rate_identity`); ``reason`` is cut to 500 characters."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO refused_uploads (identity, reason, created_at) VALUES (?, ?, ?)",
+                (identity, reason[:500], time.time()),
+            )
+
+    def count_recent_refusals(self, identity: str, since: float) -> int:
+        """How many uploads of ``identity`` were refused at or after epoch time ``since``."""
+        with self.transaction(immediate=False) as db:
+            (count,) = db.execute(
+                "SELECT COUNT(*) FROM refused_uploads WHERE identity = ? AND created_at >= ?", (identity, since)
+            ).fetchone()
+        return int(count)
 
     def submission_identities(self, benchmark: str) -> list[tuple[int, str, str | None, str]]:
         """``(id, model_name, submitter, identity)`` of every submission of ``benchmark`` not withdrawn:

@@ -245,26 +245,74 @@ def queue_submission(
     link: str | None,
     rate_limit: RateLimit,
     client: str | None = None,
+    deadline: float | None = None,
+    scratch: Path | None = None,
 ) -> Queued:
     """Validate and queue one submission: a request file on the Hub, or a job in the embedded store.
 
     Raises what :func:`~idbench.leaderboard.queue.submit` raises for the submission's own problems
     (``SubmissionError``, ``RateLimitError``, ``BenchmarkDataError``) and :class:`QueueError` when the
     Hub cannot take it. ``client`` (idbench.names.request_client) keys the rate limit of anonymous
-    submitters.
+    submitters. With ``deadline`` (seconds) the validation and queueing run in a child process stopped
+    at the deadline (:func:`idbench.leaderboard.admission.run_with_deadline`, which raises
+    ``DeadlineExceeded`` or ``ValidationCrashed``), its temporary files under ``scratch``.
     """
     repos = hub_repos()
-    if repos is None:
+    if repos is not None and not _has_write_token():
+        raise QueueError(_no_token_message(repos[0]))
+    request = QueueRequest(
+        store_home=s.home,
+        requests_repo=None if repos is None else repos[0],
+        path=Path(path),
+        data_dir=data_dir(benchmark),  # here, not in the child: a first download is cached for the process
+        model_name=model_name,
+        submitter=submitter,
+        family=family,
+        link=link,
+        rate_limit=rate_limit,
+        client=client,
+    )
+    if deadline is None:
+        queued = queue_request(request)
+    else:
+        from idbench.leaderboard.admission import run_with_deadline
+
+        queued = run_with_deadline(queue_request, request, deadline=deadline, scratch=scratch)
+    mirror = refresher()
+    if mirror is not None:
+        mirror.expire()  # the next rerun reads the new request, whatever the refresh interval
+    return queued
+
+
+@dataclass(frozen=True)
+class QueueRequest:
+    """Everything :func:`queue_request` needs, picklable (it may run in a child process)."""
+
+    store_home: Path
+    requests_repo: str | None  # the Hub's requests repo, or None for the embedded store at store_home
+    path: Path
+    data_dir: Path
+    model_name: str | None
+    submitter: str | None
+    family: str | None
+    link: str | None
+    rate_limit: RateLimit
+    client: str | None
+
+
+def queue_request(request: QueueRequest) -> Queued:
+    """Validate and queue ``request`` (see :func:`queue_submission`); no Streamlit call, so a child can run it."""
+    if request.requests_repo is None:
         result = submit(
-            s,
-            path,
-            data_dir(benchmark),
-            model_name=model_name,
-            submitter=submitter,
-            family=family,
-            link=link,
-            rate_limit=rate_limit,
-            client=client,
+            Store(request.store_home),
+            request.path,
+            request.data_dir,
+            model_name=request.model_name,
+            submitter=request.submitter,
+            family=request.family,
+            link=request.link,
+            rate_limit=request.rate_limit,
+            client=request.client,
         )
         if result.duplicate:
             return Queued(
@@ -275,32 +323,31 @@ def queue_submission(
 
     # The submitter's name is not published: the request record keeps only a digest of who submitted
     # (owner), which owns the model name and counts against the same rate limit as locally.
-    if not _has_write_token():
-        raise QueueError(_no_token_message(repos[0]))
     from idbench.leaderboard import hub_queue  # the request-file side (claims, workers) lives there
 
     try:
         ref = hub_queue.submit_request(
-            open_repo(repos[0]),
-            path,
-            data_dir(benchmark),
-            model_name,
-            family=family,
-            link=link,
-            submitter=submitter,
-            client=client,
-            rate_limit=rate_limit,
+            open_repo(request.requests_repo),
+            request.path,
+            request.data_dir,
+            request.model_name,
+            family=request.family,
+            link=request.link,
+            submitter=request.submitter,
+            client=request.client,
+            rate_limit=request.rate_limit,
         )
     except (HubRepoError, RepoConflict, OSError) as error:
         raise QueueError(
             f"the Hub did not take the request ({type(error).__name__}: {error}); try again later"
         ) from None
-    mirror = refresher()
-    if mirror is not None:
-        mirror.expire()  # the next rerun reads the new request, whatever the refresh interval
     if ref.duplicate:
-        return Queued(True, f"Already submitted: request {ref.path} in {repos[0]}. Nothing new was queued.")
-    return Queued(False, f"Queued: request {ref.path} in {repos[0]}. A worker will score it; see the Status page.")
+        return Queued(
+            True, f"Already submitted: request {ref.path} in {request.requests_repo}. Nothing new was queued."
+        )
+    return Queued(
+        False, f"Queued: request {ref.path} in {request.requests_repo}. A worker will score it; see the Status page."
+    )
 
 
 # --- status --------------------------------------------------------------------------------------------

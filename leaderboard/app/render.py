@@ -14,7 +14,6 @@ import json
 import logging
 import shutil
 import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 from idbench.evaluate_pkg.hub_submission import HubSubmissionError, fetch_submission
 from idbench.evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
-from idbench.leaderboard import query, samples
+from idbench.leaderboard import admission, query, samples
 from idbench.leaderboard.app import backend
 from idbench.leaderboard.app.markdown import plain
 from idbench.leaderboard.queue import RateLimit, jobs_table, rescore
@@ -40,11 +39,10 @@ from idbench.leaderboard.store import JOB_STATES, RateLimitError, Store, Unknown
 logger = logging.getLogger(__name__)
 
 MAX_UPLOAD_MB = 512  # per submission zip or Hub repo; Streamlit refuses larger uploads before our code sees them
-# Submissions are validated one at a time in this process (every Streamlit session is a thread of it):
-# one validation holds up to a few hundred MB (a parquet page, a decoded image), and N tabs at once
-# must not hold N times that. The others wait for the slot, at most VALIDATION_WAIT_S, then are told to retry.
-VALIDATION_SLOT = threading.BoundedSemaphore(1)
-VALIDATION_WAIT_S = 600
+# Submissions are validated one at a time, in arrival order, each in a child process stopped at
+# $IDBENCH_SUBMIT_DEADLINE_S; one upload per client waits or runs; the others see their place
+# (idbench.leaderboard.admission). One line for the whole server process: every session is a thread of it.
+ADMISSION = admission.Admission()
 MAX_SUBMITTER = 100
 MAX_REASON = 200
 # New submissions per submitter through the app: COUNT/SECONDS. Named submitters count by their normalised
@@ -1347,6 +1345,15 @@ def _client() -> str | None:
     return request_client(dict(context.headers or {}), getattr(context, "ip_address", None), user, proxies=proxies)
 
 
+def _waiting(ahead: int) -> str:
+    """What a waiting submitter sees: their place in the line (admission.Admission)."""
+    deadline = admission.deadline_s()
+    return (
+        f"Waiting for a turn: {ahead} upload(s) ahead of yours are checked first, one at a time, each for at most "
+        f"{deadline:g} s. Keep this page open."
+    )
+
+
 def submit_page() -> None:
     """Upload a zip or name a Hub dataset repo; validate through :func:`idbench.leaderboard.queue.submit`; job id or problems."""
     st.title("Submit")
@@ -1385,35 +1392,43 @@ def submit_page() -> None:
         return
     s = store()
     shown_name = upload.name if upload is not None else repo.strip()
+    submitter = submitter.strip() or None
     with tempfile.TemporaryDirectory(prefix="idbench-upload-") as folder:
         try:
+            client = _client()
+            attempts = Store()  # refused uploads are kept here, also beside a Hub mirror
+            admission.check_rate(attempts, rate_limit(), submitter, client)
             if upload is not None:
                 path = Path(folder) / "submission.zip"
                 with path.open("wb") as handle:
                     shutil.copyfileobj(upload, handle)
             else:
                 path = fetch_submission(repo, Path(folder) / "submission", max_bytes=MAX_UPLOAD_MB * 1024 * 1024)
-            with st.spinner("Checking the submission (one at a time on this server; others may be ahead)..."):
-                if not VALIDATION_SLOT.acquire(timeout=VALIDATION_WAIT_S):
-                    st.error(
-                        "The server is busy checking other submissions; nothing was queued. Try again in a few minutes."
-                    )
-                    return
-                try:
-                    result = backend.queue_submission(
-                        s,
-                        path,
-                        benchmark,
-                        model_name=model_name.strip() or None,
-                        submitter=submitter.strip() or None,
-                        family=family,
-                        link=link,
-                        rate_limit=rate_limit(),
-                        client=_client(),
-                    )
-                finally:
-                    VALIDATION_SLOT.release()
+            too_big = admission.budget_problem(path)
+            if too_big:
+                raise admission.Refused(too_big)
+            (scratch := Path(folder) / "scratch").mkdir()
+            place = st.empty()
+            with (
+                st.spinner("Checking the submission (one at a time on this server)..."),
+                ADMISSION.turn(client, report=lambda ahead: place.info(_waiting(ahead))),
+            ):
+                place.empty()
+                result = backend.queue_submission(
+                    s,
+                    path,
+                    benchmark,
+                    model_name=model_name.strip() or None,
+                    submitter=submitter,
+                    family=family,
+                    link=link,
+                    rate_limit=rate_limit(),
+                    client=client,
+                    deadline=admission.deadline_s(),
+                    scratch=scratch,
+                )
         except SubmissionError as error:
+            admission.record_refusal(attempts, submitter, client, f"{error.total} problem(s)")
             # One box however many problems: the count, then the listed ones (at most MAX_PROBLEMS,
             # then "... and N more", as SubmissionError words it) one a line, as plain text; the
             # temporary path means nothing to the submitter. "  \n" is Markdown's line break.
@@ -1421,7 +1436,11 @@ def submit_page() -> None:
             lines += [plain(line.replace(str(path), shown_name)) for line in str(error).splitlines()]
             st.error("  \n".join(lines))
             return
-        except (HubSubmissionError, RateLimitError, backend.QueueError) as error:
+        except (admission.Refused, HubSubmissionError) as error:  # the upload's own fault: counted
+            admission.record_refusal(attempts, submitter, client, str(error))
+            st.error(plain(f"The submission was not queued: {error}"))
+            return
+        except (admission.Busy, RateLimitError, backend.QueueError) as error:
             st.error(plain(f"The submission was not queued: {error}"))
             return
         except BenchmarkDataError as error:

@@ -48,7 +48,7 @@ def store(warm_home, monkeypatch) -> Store:
 
 def test_store_lives_under_idbench_home_in_wal_mode(store, tmp_path):
     assert store.home == tmp_path / "home" and store.path.is_file()
-    assert store.schema_version() == len(MIGRATIONS) == 5
+    assert store.schema_version() == len(MIGRATIONS) == 6
     Store()  # opening again migrates nothing
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
