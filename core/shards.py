@@ -69,6 +69,15 @@ def unit_key(prompt_id: str, seed: int) -> str:
     return f"{prompt_id}\x00{int(seed)}"
 
 
+def rows_sha256(pairs) -> str:
+    """One hash of a set of ``(prompt_id, seed)`` rows, in any order: what a shard's record says it scored,
+    and what the merge recomputes from the submission and the split to check it (evaluate_pkg/merge.py)."""
+    digest = hashlib.sha256()
+    for unit in sorted(unit_key(prompt_id, seed) for prompt_id, seed in pairs):
+        digest.update(unit.encode("utf-8", "surrogateescape") + b"\n")
+    return digest.hexdigest()
+
+
 def _weight(index: int, unit: str) -> bytes:
     return hashlib.sha256(f"{index}\x00{unit}".encode("utf-8", "surrogateescape")).digest()
 

@@ -18,7 +18,18 @@ products are blocked by batch), and a shard's batches hold other images than one
 computed. The records stay in ``OUT/shards``; a second merge writes the same file again.
 
 A shard's feature cache on a disk the merge cannot see is not an error: the merge computes what it
-does not find, and says how much it computed.
+does not find, and says how much it computed. A judge answer it does not find is another matter: the
+merge asks the judge, and when the judge cannot answer (down, unreachable, out of budget) it stops in one
+line rather than write numbers the shards' run would not have (:class:`_MergeJudge`).
+
+The records are input like any other (anyone who can write ``OUT/shards`` can change them), so each is
+checked before it is used: a canonical name (``K-of-N.json``, ASCII digits, no leading zero, K below N,
+so that each shard has exactly one name), a regular file of at most :data:`MAX_RECORD_BYTES` bytes,
+JSON nested at most :data:`MAX_RECORD_DEPTH` deep with finite numbers and no key twice, and the schema
+of :func:`shard_record` with strict types (``true`` is not a number, a count is a whole number within
+bounds); its own shard must be the one its name says, and its rows (``images`` and ``rows_sha256``) must
+be exactly the rows the split gives that shard of the submission, so a record copied to a shard that
+never ran is refused. Every refusal is one :class:`MergeError` line naming the file and the field.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +46,15 @@ from idbench.atomic import OutputExistsError, write_text_atomically
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.shards import MAX_SHARDS, Shard, unit_key
+from idbench.shards import MAX_SHARDS, Shard, rows_sha256, shard_of, unit_key
+from idbench.untrusted import UntrustedInput, load_json, read_regular_file
 
 SHARDS_DIR = "shards"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; anything larger was not written by a shard
-_NAME = re.compile(r"(\d+)-of-(\d+)\.json")
+MAX_RECORD_DEPTH = 8  # a record nests 3 levels (features -> computed -> a role's count)
+# K-of-N.json in ASCII digits without leading zeros: one name per shard (no 00-of-2.json beside 0-of-2.json,
+# no digit of another script, which \d would accept).
+_NAME = re.compile(r"(0|[1-9][0-9]{0,5})-of-([1-9][0-9]{0,5})\.json")
 # The options every shard of one run must share (the device and the DataLoader's workers may differ).
 SHARED_OPTIONS = ("profile", "metrics", "dtype", "batch_size", "models_dir")
 
@@ -68,6 +84,7 @@ def shard_record(
         "shard": {"index": shard.index, "count": shard.count, "from": shard.source},
         "benchmark": summary["benchmark"],
         "images": summary["images"],
+        "rows_sha256": summary["rows_sha256"],
         "submission": str(Path(submission).resolve()),
         "submission_sha256": summary["submission_sha256"],
         "data": str(Path(data).resolve()),
@@ -90,7 +107,7 @@ def recorded_judge(judge: Any) -> dict[str, Any] | None:
     return record
 
 
-def judge_for_merge(out: Path, recorded: dict[str, Any] | None) -> Any:
+def judge_for_merge(out: Path, recorded: dict[str, Any] | None, where: Path | None = None) -> Any:
     """The JudgeConfig the merge scores with: the shards' recorded one, each URL the record keeps masked
     taken back from ``$IDBENCH_JUDGE_URL`` (the URL whose masked form is the record's). The merge reads
     the shards' answers from the cache, but asks the server what it does not find there, so it needs the
@@ -113,7 +130,43 @@ def judge_for_merge(out: Path, recorded: dict[str, Any] | None) -> Any:
         return found
 
     replicas = tuple(unmasked(url) for url in recorded.get("replica_urls", ()))
-    return JudgeConfig(**{**recorded, "base_url": unmasked(recorded["base_url"]), "replica_urls": replicas})
+    try:
+        return JudgeConfig(**{**recorded, "base_url": unmasked(recorded["base_url"]), "replica_urls": replicas})
+    except (
+        TypeError,
+        ValueError,
+    ) as err:  # a record's judge that no JudgeConfig takes (read_records checked the types)
+        whose = f"{where}: field" if where is not None else "the shards' field"
+        raise MergeError(f"merge {out}: {whose} 'judge' is not a judge's settings ({err})") from None
+
+
+class _MergeJudge:
+    """The merge's judge: the shards' one, asked only what its answer cache lacks, and allowed no answer it
+    could not get. An answer the judge could not give (``JudgeStats.unanswered``: down, unreachable, out of
+    budget, an HTTP error) would make the merge write other numbers than the shards' run, silently; so it
+    stops the merge with one :class:`MergeError` line instead. An answer the judge gave but that did not
+    parse is a failure the shards' run had as well, and is kept as one."""
+
+    def __init__(self, judge: Any, out: Path):
+        self._judge, self._out = judge, out
+
+    def __getattr__(self, name: str) -> Any:  # model, config, stats: what the runner records
+        return getattr(self._judge, name)
+
+    def ask(self, requests: Sequence[Any]) -> list[Any]:
+        before = self._judge.stats.unanswered
+        answers = self._judge.ask(requests)
+        missing = self._judge.stats.unanswered - before
+        if missing:
+            error = next((a.error for a in answers if not a.ok), "") or ""
+            error = " ".join(error.split())[:200]
+            config = self._judge.config
+            raise MergeError(
+                f"merge {self._out}: {missing} judge answers are not in the answer cache and the judge "
+                f"{config.model!r} at {settings.redact_urls(', '.join(config.urls))} could not give them ({error}); "
+                "nothing was written: start the judge (or point $IDBENCH_JUDGE_URL at it) and merge again"
+            )
+        return answers
 
 
 def write_shard_record(out: Path, record: dict[str, Any]) -> Path:
@@ -170,7 +223,8 @@ def score_shard(
 
 
 def read_records(out: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """Every ``OUT/shards/K-of-N.json``, read within bounds; a malformed one is one error naming it."""
+    """Every ``OUT/shards/K-of-N.json``, each read within bounds and checked against the record's schema
+    (the module's docstring); the first that is not a shard's record is one :class:`MergeError` naming it."""
     folder = Path(out) / SHARDS_DIR
     if not folder.is_dir():
         raise MergeError(f"merge {out}: no {SHARDS_DIR}/ folder; `idbench score ... --out {out} --shard K/N` writes it")
@@ -179,23 +233,191 @@ def read_records(out: Path) -> list[tuple[Path, dict[str, Any]]]:
         if path.name.startswith("."):  # a record being written (atomic writes stage beside it)
             continue
         match = _NAME.fullmatch(path.name)
-        if match is None or not path.is_file():
-            raise MergeError(f"merge {out}: {path} is not a shard record (K-of-N.json)")
+        if match is None:
+            raise MergeError(
+                f"merge {out}: {path} is not a shard record: its name is not K-of-N.json "
+                "(ASCII digits, no leading zero)"
+            )
+        index, count = int(match.group(1)), int(match.group(2))
+        if not index < count <= MAX_SHARDS:
+            raise MergeError(
+                f"merge {out}: {path} is not a shard record: there is no shard {index} of {count} "
+                f"(K runs from 0 to N-1, N to {MAX_SHARDS})"
+            )
         if len(records) >= MAX_SHARDS:
             raise MergeError(f"merge {out}: more than {MAX_SHARDS} records in {folder}")
-        if path.stat().st_size > MAX_RECORD_BYTES:
-            raise MergeError(f"merge {out}: {path} is {path.stat().st_size} bytes, not a shard record")
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            index, count = int(record["shard"]["index"]), int(record["shard"]["count"])
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
-            raise MergeError(f"merge {out}: {path} is unreadable ({err})") from None
-        if (index, count) != (int(match.group(1)), int(match.group(2))):
-            raise MergeError(f"merge {out}: {path} holds the record of shard {index}/{count}")
+            record = load_json(read_regular_file(path, MAX_RECORD_BYTES), max_depth=MAX_RECORD_DEPTH)
+        except UntrustedInput as err:
+            raise MergeError(f"merge {out}: {path} is not a shard record: {err}") from None
+        except OSError as err:
+            raise MergeError(f"merge {out}: {path} is unreadable ({err.strerror or err})") from None
+        problem = record_problem(record)
+        if problem is not None:
+            raise MergeError(f"merge {out}: {path}: {problem}")
+        if (record["shard"]["index"], record["shard"]["count"]) != (index, count):
+            raise MergeError(
+                f"merge {out}: {path}: field 'shard' says shard {record['shard']['index']}/{record['shard']['count']}, "
+                f"but the file is named for shard {index}/{count}"
+            )
         records.append((path, record))
     if not records:
         raise MergeError(f"merge {out}: {folder} holds no shard record")
     return records
+
+
+# --- the record's schema ------------------------------------------------------------------------------
+# Each check takes a value and returns what is wrong with it (None: nothing). ``bool`` is never a number.
+
+Check = Callable[[Any], "str | None"]
+_MAX_TEXT = 4096
+_MAX_COUNT = 1 << 40  # images, features: far above any benchmark, far below a float's exact integers
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, dict | list) else type(value).__name__
+    text = {"dict": "an object", "list": "an array"}.get(text, text)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _whole(low: int, high: int) -> Check:
+    def check(value: Any) -> str | None:
+        if type(value) is not int:
+            return f"expected a whole number, found {_shown(value)}"
+        if not low <= value <= high:
+            return f"{value} is outside {low} to {high}"
+        return None
+
+    return check
+
+
+def _number(low: float, high: float) -> Check:
+    def check(value: Any) -> str | None:
+        if type(value) not in (int, float):
+            return f"expected a number, found {_shown(value)}"
+        if not low <= value <= high:  # NaN is not in any range
+            return f"{value} is outside {low:g} to {high:g}"
+        return None
+
+    return check
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"expected a string, found {_shown(value)}"
+    if len(value) > _MAX_TEXT or "\x00" in value:
+        return f"a string of {len(value)} characters or with a NUL, not a name or a path"
+    return None
+
+
+def _hex64(value: Any) -> str | None:
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+        return f"expected a sha256 (64 hex digits), found {_shown(value)}"
+    return None
+
+
+def _optional(check: Check) -> Check:
+    return lambda value: None if value is None else check(value)
+
+
+def _texts(value: Any) -> str | None:
+    if not isinstance(value, list) or len(value) > 1000:
+        return f"expected an array of strings, found {_shown(value)}"
+    return next((f"[{i}]: {p}" for i, item in enumerate(value) if (p := _text(item)) is not None), None)
+
+
+def _object(fields: dict[str, Check], *, optional: Sequence[str] = ()) -> Check:
+    """An object with exactly ``fields`` (those in ``optional`` may be missing), each passing its check."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return f"expected an object, found {_shown(value)}"
+        unknown = sorted(set(value) - set(fields))
+        if unknown:
+            return f"unknown field {unknown[0][:60]!r}"
+        for name, field_check in fields.items():
+            if name not in value:
+                if name in optional:
+                    continue
+                return f"field {name!r} is missing"
+            problem = field_check(value[name])
+            if problem is not None:
+                if problem.startswith("field '"):  # a nested field: field 'shard.index': ...
+                    return f"field '{name}.{problem[7:]}"
+                return f"field {name!r}: {problem}"
+        return None
+
+    return check
+
+
+def _counts(value: Any) -> str | None:
+    """A role -> count object (the features cached and computed)."""
+    if not isinstance(value, dict) or len(value) > 100:
+        return f"expected an object of counts, found {_shown(value)}"
+    for name, count in value.items():
+        problem = _text(name) or _whole(0, _MAX_COUNT)(count)
+        if problem is not None:
+            return f"{name[:60]!r}: {problem}"
+    return None
+
+
+def _any_object(value: Any) -> str | None:
+    return None if isinstance(value, dict) else f"expected an object, found {_shown(value)}"
+
+
+def _judge_fields() -> dict[str, Check]:
+    """The checks of a recorded JudgeConfig's fields, by their declared types."""
+    from idbench.evaluate_pkg.judge import JudgeConfig
+
+    by_type: dict[str, Check] = {
+        "str": _text,
+        "str | None": _optional(_text),
+        "int": _whole(0, 1 << 31),
+        "int | None": _optional(_whole(0, 1 << 62)),
+        "float": _number(0, 1e9),
+        "float | None": _optional(_number(0, 1e12)),
+        "tuple[str, ...]": _texts,
+    }
+    return {f.name: by_type[str(f.type)] for f in dataclasses.fields(JudgeConfig)}
+
+
+def _judge(value: Any) -> str | None:
+    if value is None:
+        return None
+    fields = _judge_fields()
+    return _object(fields, optional=[name for name in fields if name not in ("base_url", "model")])(value)
+
+
+RECORD_SCHEMA: Check = _object(
+    {
+        "shard": _object({"index": _whole(0, MAX_SHARDS - 1), "count": _whole(1, MAX_SHARDS), "from": _text}),
+        "benchmark": _text,
+        "images": _whole(0, _MAX_COUNT),
+        "rows_sha256": _hex64,
+        "submission": _text,
+        "submission_sha256": _hex64,
+        "data": _text,
+        "build": _any_object,  # compared whole with the build's own record
+        "cache_dir": _text,
+        "options": _object(
+            {
+                "profile": _text,
+                "metrics": _optional(_texts),
+                "dtype": _optional(_text),
+                "batch_size": _whole(1, 1 << 16),
+                "models_dir": _optional(_text),
+            }
+        ),
+        "judge": _judge,
+        "features": _object({"cached": _counts, "computed": _counts}),
+    }
+)
+
+
+def record_problem(record: Any) -> str | None:
+    """What makes ``record`` (parsed JSON) not a shard's record, as ``field 'x': ...``; None when it is one."""
+    return RECORD_SCHEMA(record)
 
 
 def _one_run(out: Path, records: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
@@ -243,36 +465,88 @@ def check_complete(out: Path, records: list[tuple[Path, dict[str, Any]]], requir
     )
 
 
+def check_rows(out: Path, records: list[tuple[Path, dict[str, Any]]], pairs: Sequence[tuple[str, int]]) -> None:
+    """Refuse, in one line, a record whose rows are not its shard's: ``pairs`` are the submission's
+    ``(prompt_id, seed)`` rows, split as the shards split them (:func:`idbench.shards.shard_of`)."""
+    count = records[0][1]["shard"]["count"]
+    rows: dict[int, list[tuple[str, int]]] = {}
+    for prompt_id, seed in pairs:
+        rows.setdefault(shard_of(unit_key(prompt_id, seed), count), []).append((prompt_id, seed))
+    for path, record in records:
+        index = record["shard"]["index"]
+        mine = rows.get(index, [])
+        if record["images"] != len(mine) or record["rows_sha256"] != rows_sha256(mine):
+            raise MergeError(
+                f"merge {out}: {path}: fields 'images' and 'rows_sha256' are not shard {index}/{count}'s rows of the "
+                f"submission ({record['images']} recorded, {len(mine)} in the split): a record copied from another "
+                f"shard, or of another submission; score shard {index}/{count} again"
+            )
+
+
+def _check_options(out: Path, path: Path, run: dict[str, Any], data: Any) -> None:
+    """Refuse, in one line naming the record's field, what the records say alike but no scoring takes:
+    a submission folder that is not there, a profile, metric or dtype idbench does not know."""
+    from idbench.evaluate_pkg.models.profiles import PROFILES
+    from idbench.evaluate_pkg.models.registry import compute_dtype
+
+    def refuse(field: str, problem: str) -> MergeError:
+        return MergeError(f"merge {out}: {path}: field {field!r}: {problem}")
+
+    if not Path(run["submission"]).is_dir():
+        raise refuse("submission", f"{run['submission']} is not a folder (the submission the shards scored)")
+    options = run["options"]
+    if options["profile"] not in PROFILES:
+        raise refuse("options.profile", f"unknown profile {options['profile'][:60]!r}; known: {', '.join(PROFILES)}")
+    known = [m.name for m in data.spec.metric_suite]
+    unknown = [m for m in options["metrics"] or () if m not in known]
+    if unknown:
+        raise refuse("options.metrics", f"unknown metric {unknown[0][:60]!r} for {data.name}")
+    if options["dtype"] is not None:
+        try:
+            compute_dtype("cpu", options["dtype"])
+        except ValueError as err:
+            raise refuse("options.dtype", str(err)) from None
+
+
 def merge(out: Path, *, device: str = "cpu", num_workers: int = 0, progress: bool = True) -> dict[str, Any]:
     """Check ``OUT/shards`` (see the module docstring) and write the whole run's results into ``out``."""
-    from idbench.evaluate_pkg.runner import build_record, score_submission, submission_fingerprint
+    from idbench.evaluate_pkg.runner import build_record, make_judge, score_submission, submission_fingerprint
     from idbench.evaluate_pkg.submission import validate_submission
 
     out = Path(out)
     records = read_records(out)
     run = _one_run(out, records)
-    data = load_benchmark_data(Path(run["data"]))
+    first = records[0][0]
+    judge_config = judge_for_merge(out, run["judge"], first)  # a recorded judge no JudgeConfig takes: refused first
+    try:
+        data = load_benchmark_data(Path(run["data"]))
+    except IdbenchError as err:
+        raise MergeError(f"merge {out}: {first}: field 'data': {err}") from None
     if build_record(data) != run["build"]:
         raise MergeError(f"merge {out}: {run['data']} is not the benchmark build its shards scored against; rebuild it")
     check_complete(out, records, data.required_pairs)
+    _check_options(out, first, run, data)
     with validate_submission(Path(run["submission"]), data) as submission:
         if submission_fingerprint(submission) != run["submission_sha256"]:
             raise MergeError(
                 f"merge {out}: {run['submission']} changed since its shards scored it (its images or rows differ); "
                 "score its shards again"
             )
+        check_rows(out, records, [(entry.prompt_id, entry.seed) for entry in submission.entries])
+    cache_dir = Path(run["cache_dir"])
+    judge = _MergeJudge(make_judge(judge_config, cache_dir), out) if judge_config is not None else None
     options = ScoreOptions(
         **{**run["options"], "metrics": tuple(run["options"]["metrics"]) if run["options"]["metrics"] else None},
         device=device,
         num_workers=num_workers,
-        judge=judge_for_merge(out, run["judge"]),
+        judge=judge,
     )
     return score_submission(
         Path(run["submission"]),
         data,
         out,
         options,
-        cache_dir=Path(run["cache_dir"]),
+        cache_dir=cache_dir,
         overwrite=True,
         progress=progress,
         carry=SHARDS_DIR,

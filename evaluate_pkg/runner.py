@@ -38,7 +38,7 @@ from idbench.evaluate_pkg.report import aggregate, write_report
 from idbench.evaluate_pkg.submission import Submission, validate_submission
 from idbench.evaluate_pkg.suites import suite_for
 from idbench.progress import Progress, progress_for
-from idbench.shards import Shard, unit_key
+from idbench.shards import Shard, rows_sha256, unit_key
 
 
 class ScoringError(IdbenchError, ValueError):
@@ -287,7 +287,15 @@ def _score(
             results += copy_rows + floored
         reporter.close()
         if shard is not None:  # the work is in the caches; the results come from the merge
-            return shard_summary(data, whole, shard, context)
+            judged_record = judge_summary(context.judge)  # the shard's own questions, before any control
+            if shard.index == 0 and context.judge is not None:
+                # The judge's controls, asked once per run (by shard 0) into the answer cache: the merge
+                # reads them back, and needs no judge when every answer is there.
+                from idbench.evaluate_pkg.judge.controls import run_controls
+
+                with reporter.step("asking the judge its control questions"):
+                    run_controls(data, context.judge, set(metrics))
+            return shard_summary(data, whole, shard, context, judged_record)
         # The judge's controls (judge/controls.py), asked after the submission's own questions, which are
         # all that judge_summary's statistics count; they never enter the results.
         judged_record, controls = judge_summary(context.judge), None
@@ -339,12 +347,18 @@ def submission_fingerprint(submission: Submission) -> str:
     return digest.hexdigest()
 
 
-def shard_summary(data: BenchmarkData, whole: Submission, shard: Shard, context: Context) -> dict[str, Any]:
-    """What a shard reports: which shard, how many images, of which submission, and what it computed."""
+def shard_summary(
+    data: BenchmarkData, whole: Submission, shard: Shard, context: Context, judged: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a shard reports: which shard, how many images (and a hash of their rows, which the merge checks
+    against the split), of which submission, what it computed, and what its judge did (``judged``:
+    :func:`judge_summary` of its questions)."""
     return {
         "benchmark": data.name,
         "shard": str(shard),
         "images": len(context.submission.entries),
+        "rows_sha256": rows_sha256((entry.prompt_id, entry.seed) for entry in context.submission.entries),
+        "judge": judged,
         "submission_sha256": submission_fingerprint(whole),
         "build": build_record(data),
         "profile": context.options.profile,

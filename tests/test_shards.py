@@ -128,3 +128,185 @@ def test_a_shard_record_keeps_the_judge_url_masked_and_the_merge_takes_it_back_f
     plain = recorded_judge(JudgeConfig(base_url="http://node0:8000/v1", model="qwen"))
     monkeypatch.delenv("IDBENCH_JUDGE_URL")
     assert judge_for_merge(Path("out"), plain).base_url == "http://node0:8000/v1"  # nothing masked: as recorded
+
+
+# --- shard records are input: each tampered record is one line naming the file and the field -------------
+
+
+def _record(index: int, count: int = 2) -> dict:
+    """A record of the shape evaluate_pkg.merge.shard_record writes (the merge's checks of the run itself,
+    its rows against the split, come after these and are tested in tests/scoring/test_shards_merge.py)."""
+    return {
+        "shard": {"index": index, "count": count, "from": "--shard"},
+        "benchmark": "cogcanvas",
+        "images": 3,
+        "rows_sha256": "a" * 64,
+        "submission": "/runs/sub",
+        "submission_sha256": "b" * 64,
+        "data": "/runs/data",
+        "build": {"seed": 0, "idbench_version": "0.1.0", "source_sha256": None, "prompts_sha256": "c" * 64},
+        "cache_dir": "/runs/cache",
+        "options": {"profile": "tiny", "metrics": ["dino_sim"], "dtype": None, "batch_size": 32, "models_dir": None},
+        "judge": None,
+        "features": {"cached": {"dino": 3}, "computed": {"dino": 0}},
+    }
+
+
+def _write_run(out, count: int = 2):
+    folder = out / "shards"
+    folder.mkdir(parents=True)
+    for k in range(count):
+        (folder / f"{k}-of-{count}.json").write_text(json.dumps(_record(k, count)))
+    return folder
+
+
+def _set(path: str, value):
+    """A change to record 1 of 2: ``path`` like "shard.index", set to ``value``."""
+
+    def change(record: dict) -> dict:
+        *parents, name = path.split(".")
+        target = record
+        for parent in parents:
+            target = target[parent]
+        target[name] = value
+        return record
+
+    return change
+
+
+def _judge(**fields):
+    judge = {"base_url": "http://judge:8000/v1", "model": "qwen", **fields}
+    return lambda record: {**record, "judge": judge}
+
+
+RECORD_CASES = {
+    # field types: bool is not a number, numbers are finite, text is text
+    "index true": (_set("shard.index", True), "field 'shard.index': expected a whole number, found true"),
+    "index text": (_set("shard.index", "1"), "field 'shard.index': expected a whole number, found \"1\""),
+    "index float": (_set("shard.index", 1.0), "field 'shard.index': expected a whole number, found 1.0"),
+    "count huge": (_set("shard.count", 10**30), "field 'shard.count': 1000000000000000000000000000000 is outside"),
+    "images negative": (_set("images", -1), "field 'images': -1 is outside 0"),
+    "features text": (_set("features.computed", {"dino": "3"}), "field 'features.computed': 'dino': expected a whole"),
+    "features bool": (_set("features.cached", {"dino": False}), "field 'features.cached': 'dino': expected a whole"),
+    "batch size huge": (_set("options.batch_size", 1 << 40), "field 'options.batch_size': 1099511627776 is outside"),
+    "metrics one string": (_set("options.metrics", "dino_sim"), "field 'options.metrics': expected an array"),
+    "benchmark number": (_set("benchmark", 5), "field 'benchmark': expected a string, found 5"),
+    "sha not hex": (_set("submission_sha256", "x" * 64), "field 'submission_sha256': expected a sha256"),
+    "rows missing": (lambda r: {k: v for k, v in r.items() if k != "rows_sha256"}, "field 'rows_sha256' is missing"),
+    "unknown field": (_set("extra", 1), "unknown field 'extra'"),
+    "not an object": (lambda r: [r], "expected an object, found an array"),
+    "shard not an object": (_set("shard", [1, 2]), "field 'shard': expected an object, found an array"),
+    "index of another shard": (
+        _set("shard.index", 0),
+        "field 'shard' says shard 0/2, but the file is named for shard 1/2",
+    ),
+    "judge unknown setting": (_judge(bogus=1), "field 'judge': unknown field 'bogus'"),
+    "judge temperature text": (_judge(temperature="0"), "field 'judge.temperature': expected a number"),
+    "judge timeout huge": (_judge(timeout_s=1e300), "field 'judge.timeout_s': 1e+300 is outside"),
+    # JSON that must not reach the parser's recursion or Python's floats
+    "NaN count": (b'{"shard": {"index": 1, "count": 2}, "images": NaN}', "NaN is not a JSON number"),
+    "infinite count": (b'{"shard": {"index": 1, "count": 1e400}}', "the number 1e400 is out of range"),
+    "deep": (b'{"build": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested 100001 levels deep, over the limit of 8"),
+    "key twice": (b'{"images": 3, "images": 4}', "the key 'images' appears twice"),
+    "not UTF-8": (b'{"benchmark": "\xff"}', "not UTF-8 text"),
+    "digits past Python's limit": (b'{"images": ' + b"9" * 5000 + b"}", "not valid JSON"),
+    "cut short": (b'{"shard": {"index": 1,', "not valid JSON"),
+    "too large": (b'{"x": "' + b" " * (2 << 20) + b'"}', "2097161 bytes, over the 1048576-byte limit"),
+}
+
+
+@pytest.mark.parametrize("case", RECORD_CASES)
+def test_a_tampered_record_is_one_line_naming_the_file_and_the_field(tmp_path, case, capsys):
+    from idbench.cli import main
+    from idbench.evaluate_pkg.merge import MergeError, read_records
+
+    folder = _write_run(tmp_path / "out")
+    tamper, says = RECORD_CASES[case]  # a change of record 1's fields, or its bytes
+    record = folder / "1-of-2.json"
+    if isinstance(tamper, bytes):
+        record.write_bytes(tamper)
+    else:
+        record.write_text(json.dumps(tamper(json.loads(record.read_text()))))
+    with pytest.raises(MergeError) as refused:
+        read_records(tmp_path / "out")
+    message = str(refused.value)
+    assert "1-of-2.json" in message and says in message and "\n" not in message
+    # The command says the same in one line, exit 2, no traceback.
+    assert main(["merge", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "Traceback" not in err
+
+
+NAME_CASES = {
+    "leading zero": ("00-of-2.json", "its name is not K-of-N.json"),
+    "leading zero in N": ("1-of-02.json", "its name is not K-of-N.json"),
+    "Arabic-Indic digit": ("\u0660-of-2.json", "its name is not K-of-N.json"),
+    "fullwidth digit": ("\uff11-of-2.json", "its name is not K-of-N.json"),
+    "K not below N": ("2-of-2.json", "there is no shard 2 of 2"),
+    "no shards": ("0-of-0.json", "its name is not K-of-N.json"),
+    "another extension": ("0-of-2.json.bak", "its name is not K-of-N.json"),
+}
+
+
+@pytest.mark.parametrize("case", NAME_CASES)
+def test_a_record_under_another_name_than_its_shards_one_is_refused(tmp_path, case, capsys):
+    from idbench.cli import main
+    from idbench.evaluate_pkg.merge import MergeError, read_records
+
+    folder = _write_run(tmp_path / "out")
+    name, says = NAME_CASES[case]
+    (folder / name).write_text((folder / "0-of-2.json").read_text())  # a second record of shard 0, say
+    with pytest.raises(MergeError, match=says) as refused:
+        read_records(tmp_path / "out")
+    assert name in str(refused.value) and "\n" not in str(refused.value)
+    assert main(["merge", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hard link", "folder", "fifo"])
+def test_a_record_that_is_not_a_file_of_its_own_is_refused(tmp_path, kind):
+    import os
+
+    from idbench.evaluate_pkg.merge import MergeError, read_records
+
+    folder = _write_run(tmp_path / "out")
+    record = folder / "1-of-2.json"
+    elsewhere = tmp_path / "elsewhere.json"
+    record.rename(elsewhere)
+    if kind == "symlink":
+        record.symlink_to(elsewhere)
+    elif kind == "hard link":
+        os.link(elsewhere, record)
+    elif kind == "folder":
+        record.mkdir()
+    else:
+        os.mkfifo(record)
+    says = {"symlink": "a symbolic link", "hard link": "2 hard links", "folder": "not a regular file"}.get(
+        kind, "not a regular file"
+    )
+    with pytest.raises(MergeError, match=says) as refused:
+        read_records(tmp_path / "out")
+    assert "1-of-2.json" in str(refused.value)
+
+
+def test_a_judge_setting_no_judge_takes_is_one_line(tmp_path, capsys):
+    # The types are right, the values are not a judge's (an empty URL): the judge's own check, as one line.
+    from idbench.cli import main
+
+    folder = _write_run(tmp_path / "out")
+    for k in range(2):
+        record = _record(k)
+        record["judge"] = {"base_url": "", "model": "qwen"}
+        (folder / f"{k}-of-2.json").write_text(json.dumps(record))
+    assert main(["merge", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "field 'judge' is not a judge's settings" in err and "base_url is empty" in err
+
+
+def test_the_rows_of_a_shard_hash_alike_in_any_order():
+    from idbench.shards import rows_sha256
+
+    rows = [("p1", 0), ("p2", 1), ("p3", 0)]
+    assert rows_sha256(rows) == rows_sha256(reversed(rows)) != rows_sha256(rows[:2])
+    assert rows_sha256([]) == hashlib.sha256(b"").hexdigest()

@@ -93,7 +93,23 @@ def cmd_merge(args: argparse.Namespace) -> int:
         f"merged the shards in {args.out / 'shards'}: {sum(features['cached'].values())} features read from the shards' "
         f"cache, {sum(features['computed'].values())} computed here; results in {args.out} (results.parquet, aggregates.json, report.md)"
     )
+    _print_judge_line(summary)
     return 0
+
+
+def _print_judge_line(summary: dict) -> None:
+    """How many of the judge's answers came from its answer cache, how many were asked, and how many cache
+    entries were refused (judge/cache.py: edited, planted, unsigned, signed with another key, linked)."""
+    judge = summary.get("judge") or {}
+    stats = judge.get("stats") or {}
+    if not stats:
+        return
+    refused = int(stats.get("cache_refused") or 0)
+    print(
+        f"judge {judge.get('model', '?')}: {stats.get('cache_hits', 0)} of {stats.get('answers', 0)} answers read from "
+        f"the answer cache, {stats.get('requests_sent', 0)} requests sent here; {refused} cache entries refused"
+        + (" (not signed with this run's key, linked or damaged: asked again; docs/judge.md)" if refused else "")
+    )
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -159,6 +175,7 @@ def _score_shard(args: argparse.Namespace, options, accelerator, shard) -> int:
         f"shard {shard} (from {shard.source}): {summary['images']} images of {args.submission} scored into the feature "
         f"cache {cache_dir} ({sum(summary['features']['computed'].values())} features computed); recorded in {path}"
     )
+    _print_judge_line(summary)
     if args.cache_dir is None:
         print("note: no --cache-dir: the merge reads this shard's features only where it sees this machine's cache")
     print(f"when all {shard.count} shards have finished: idbench merge {args.out}")
@@ -187,6 +204,7 @@ def _report(args: argparse.Namespace, summary: dict, eval_results_source: dict |
         )
         print(f"wrote {path} (commit it to the model's Hub repo)")
     print(format_summary(summary))
+    _print_judge_line(summary)
     print(f"results in {args.out} (results.parquet, aggregates.json, report.md)")
 
 

@@ -181,7 +181,7 @@ def test_what_the_merge_refuses(built, tmp_path, capsys):
     huge = out / "shards" / "1-of-2.json"
     huge.write_text('{"shard": ' + " " * (2 << 20) + "}")
     assert main(["merge", str(out)]) == 2
-    assert "1-of-2.json is 2097163 bytes, not a shard record" in capsys.readouterr().err
+    assert "1-of-2.json is not a shard record: 2097163 bytes, over the 1048576-byte limit" in capsys.readouterr().err
     huge.unlink()
     # the submission changed after its shards scored it
     changed = tmp_path / "changed"
@@ -193,3 +193,179 @@ def test_what_the_merge_refuses(built, tmp_path, capsys):
     (out / "shards" / "0-of-1.json").write_text(json.dumps(record))
     assert main(["merge", str(out)]) == 2
     assert "changed since its shards scored it" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def two_shards(built, tmp_path_factory) -> Path:
+    """One finished run of two shards (no judge), for the tests that tamper with its records."""
+    root = tmp_path_factory.mktemp("two-shards")
+    for k in range(2):
+        assert score(built, root / "out", root / "cache", "--shard", f"{k}/2") == 0
+    return root / "out"
+
+
+def _tampered_copy(two_shards: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    shutil.copytree(two_shards / "shards", out / "shards")
+    return out
+
+
+def _set_in(out: Path, name: str, change) -> None:
+    path = out / "shards" / name
+    record = json.loads(path.read_text())
+    change(record)
+    path.write_text(json.dumps(record))
+
+
+def _copied_for_shard_1(record: dict) -> None:  # shard 0's record, renumbered for shard 1 (which never ran)
+    record["shard"]["index"] = 1
+
+
+RUN_CASES = {
+    # what the records say of the run, each checked against the submission and the split
+    "a copied record for a shard that never ran": (
+        "copy",
+        "fields 'images' and 'rows_sha256' are not shard 1/2's rows of the submission",
+    ),
+    "one image more": (
+        lambda r: r.__setitem__("images", r["images"] + 1),
+        "fields 'images' and 'rows_sha256' are not shard 1/2's rows",
+    ),
+    "another shard's rows hash": (
+        lambda r: r.__setitem__("rows_sha256", "0" * 64),
+        "fields 'images' and 'rows_sha256' are not shard 1/2's rows",
+    ),
+    "another build": (lambda r: r["build"].__setitem__("seed", 99), "differ in 'build'"),
+    "a data folder that is not there": (lambda r: r.__setitem__("data", "/nowhere/data"), "differ in 'data'"),
+}
+
+
+@pytest.mark.parametrize("case", RUN_CASES)
+def test_a_record_that_is_not_its_shards_work_is_refused_in_one_line(two_shards, tmp_path, capsys, case):
+    out = _tampered_copy(two_shards, tmp_path)
+    change, says = RUN_CASES[case]
+    if change == "copy":
+        shutil.copy(out / "shards" / "0-of-2.json", out / "shards" / "1-of-2.json")
+        _set_in(out, "1-of-2.json", _copied_for_shard_1)
+    else:
+        _set_in(out, "1-of-2.json", change)
+    capsys.readouterr()
+    assert main(["merge", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "Traceback" not in err and "1-of-2.json" in err
+    assert not (out / "aggregates.json").exists()
+
+
+SAME_IN_BOTH = {
+    # changed in every record alike (one run's records, then): the merge's own checks, one line each
+    "a data folder that is not there": (lambda r: r.__setitem__("data", "/nowhere/data"), "/nowhere/data"),
+    "a submission that is not there": (lambda r: r.__setitem__("submission", "/nowhere/sub"), "/nowhere/sub"),
+    "an unknown profile": (lambda r: r["options"].__setitem__("profile", "nope"), "nope"),
+    "an unknown metric": (lambda r: r["options"].__setitem__("metrics", ["nope"]), "nope"),
+    "a dtype no one has": (lambda r: r["options"].__setitem__("dtype", "fp3"), "fp3"),
+}
+
+
+@pytest.mark.parametrize("case", SAME_IN_BOTH)
+def test_what_every_record_says_alike_is_checked_too(two_shards, tmp_path, capsys, case):
+    out = _tampered_copy(two_shards, tmp_path)
+    change, says = SAME_IN_BOTH[case]
+    for k in range(2):
+        _set_in(out, f"{k}-of-2.json", change)
+    capsys.readouterr()
+    assert main(["merge", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "Traceback" not in err
+    assert not (out / "aggregates.json").exists()
+
+
+def _yes_to_every_question(body: dict):
+    """The scripted judge: every Attr-VQA question (the submission's and the controls') answered "yes"."""
+    from openai_server import answer
+
+    schema = body["response_format"]["json_schema"]["schema"]
+    ids = schema["properties"]["answers"]["items"]["properties"]["question_id"]["enum"]
+    return answer({"answers": [{"question_id": i, "answer": "yes"} for i in ids]})
+
+
+def test_a_merge_that_would_have_to_ask_a_judge_that_is_down_stops_in_one_line(built, tmp_path, capsys, monkeypatch):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "judge"))
+    from openai_server import ScriptedServer
+
+    import idbench
+    from idbench.evaluate_pkg.judge import JudgeConfig
+    from idbench.evaluate_pkg.judge.cache import FOLDER
+
+    monkeypatch.delenv("IDBENCH_JUDGE_URL", raising=False)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    kwargs = {"profile": "tiny", "metrics": ["attr_vqa"], "cache_dir": cache, "progress": False}
+    with ScriptedServer(_yes_to_every_question) as server:
+        judge = JudgeConfig(base_url=server.base_url, model="scripted-vlm", max_retries=0, backoff_s=0.01, timeout_s=5)
+        for k in range(2):
+            idbench.score_shard(built / "sub", built / "data", out, shard=f"{k}/2", judge=judge, **kwargs)
+        asked = len(server.requests)
+    # The judge is down now. Every answer is in the cache (shard 0 asked the controls too): the merge needs no judge.
+    capsys.readouterr()
+    assert main(["merge", str(out)]) == 0
+    said = capsys.readouterr().out
+    merged = json.loads((out / "aggregates.json").read_text())
+    answers = merged["judge"]["stats"]["answers"]
+    assert answers > 0 and merged["judge"]["stats"]["cache_hits"] == answers and asked > answers
+    assert (
+        f"judge scripted-vlm: {answers} of {answers} answers read from the answer cache, 0 requests sent here" in said
+    )
+    assert merged["aggregates"]["overall"]["attr_vqa"]["mean"] == 1.0
+    before = (out / "aggregates.json").read_bytes()
+
+    # Some answers gone from the cache, the judge still down: the merge would write another number. Refused.
+    entries = sorted((cache / "judge" / FOLDER).glob("??/*.json"))
+    for entry in entries[:3]:
+        entry.unlink()
+    assert main(["merge", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("idbench merge: error: ") and "judge answers are not in the answer cache" in err
+    assert "could not give them (connection error" in err and "nothing was written" in err
+    assert (out / "aggregates.json").read_bytes() == before  # the earlier merge's results stand
+
+
+def test_an_edited_judge_answer_is_asked_again_and_counted_by_the_merge(built, tmp_path, capsys, monkeypatch):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "judge"))
+    from openai_server import ScriptedServer
+
+    import idbench
+    from idbench.evaluate_pkg.judge import JudgeConfig
+    from idbench.evaluate_pkg.judge.cache import FOLDER
+
+    monkeypatch.delenv("IDBENCH_JUDGE_URL", raising=False)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    kwargs = {"profile": "tiny", "metrics": ["attr_vqa"], "cache_dir": cache, "progress": False}
+    with ScriptedServer(_yes_to_every_question) as server:
+        judge = JudgeConfig(base_url=server.base_url, model="scripted-vlm", max_retries=0, backoff_s=0.01, timeout_s=5)
+        for k in range(2):
+            idbench.score_shard(built / "sub", built / "data", out, shard=f"{k}/2", judge=judge, **kwargs)
+        # One who can write the cache folder turns every "yes" of the judge into a "no".
+        edited = 0
+        for entry in (cache / "judge" / FOLDER).glob("??/*.json"):
+            record = json.loads(entry.read_text())
+            flipped = json.loads(record["raw"])
+            for item in flipped["answers"]:
+                item["answer"] = "no"
+            record["raw"], record["value"] = json.dumps(flipped), flipped
+            entry.write_text(json.dumps(record))
+            edited += 1
+        sent = len(server.requests)
+        capsys.readouterr()
+        assert main(["merge", str(out)]) == 0
+        said = capsys.readouterr().out
+        merged = json.loads((out / "aggregates.json").read_text())
+        stats = merged["judge"]["stats"]
+        # Not one edited answer served: each asked again of the judge, whose answers stand.
+        assert merged["aggregates"]["overall"]["attr_vqa"]["mean"] == 1.0
+        assert stats["cache_hits"] == 0 and stats["cache_refused"] == stats["answers"] > 0
+        assert len(server.requests) > sent
+        assert f"0 of {stats['answers']} answers read from the answer cache" in said
+        assert f"{stats['cache_refused']} cache entries refused" in said
