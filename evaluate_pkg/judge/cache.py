@@ -141,9 +141,7 @@ def _read_key(path: Path) -> bytes:
     except FileNotFoundError:
         raise
     except OSError as err:
-        raise CacheKeyError(
-            f"judge answer cache: cannot read its signing key {path} ({err.strerror or err})"
-        ) from None
+        raise CacheKeyError(f"judge answer cache: cannot read its signing key {path} ({err.strerror or err})") from None
     if not 32 <= len(text) <= 4096:
         raise CacheKeyError(
             f"judge answer cache: {path} holds {len(text)} characters, not a signing key; remove it to make a new one "

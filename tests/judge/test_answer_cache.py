@@ -117,7 +117,17 @@ def _tamper(cache: AnswerCache, k: str, how: str, tmp_path) -> None:
         raise AssertionError(how)
 
 
-CASES = ["edited", "planted", "odd signature", "unsigned", "another key", "symlink", "linked folder", "hard link", "deep"]
+CASES = [
+    "edited",
+    "planted",
+    "odd signature",
+    "unsigned",
+    "another key",
+    "symlink",
+    "linked folder",
+    "hard link",
+    "deep",
+]
 
 
 @pytest.mark.parametrize("how", CASES)
