@@ -782,3 +782,15 @@ def report() -> str:
         except SettingError as error:
             lines.append(f"  {what:<{width}}  INVALID ({error})")
     return "\n".join(lines)
+
+
+def environment_copy() -> dict[str, str]:
+    """This process's whole environment, for a child process that must see the same settings
+    (leaderboard/admission.py's validation processes)."""
+    return dict(os.environ)
+
+
+def adopt_environment(environment: Mapping[str, str]) -> None:
+    """Make this (child) process's environment exactly ``environment`` (from :func:`environment_copy`)."""
+    os.environ.clear()
+    os.environ.update(environment)

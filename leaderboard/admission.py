@@ -30,7 +30,6 @@ import contextlib
 import logging
 import multiprocessing
 import multiprocessing.spawn
-import os
 import resource
 import tempfile
 import threading
@@ -308,7 +307,7 @@ def run_with_deadline(
         return function(*args, **kwargs)
     context = _mp_context()
     receiver, sender = context.Pipe(duplex=False)
-    environment = dict(os.environ)
+    environment = settings.environment_copy()
     if scratch is not None:
         environment["TMPDIR"] = str(scratch)
     process = context.Process(
@@ -345,8 +344,7 @@ def run_with_deadline(
 
 
 def _child(sender: Any, function: Callable[..., Any], args: tuple, kwargs: dict, environment: dict) -> None:
-    os.environ.clear()
-    os.environ.update(environment)
+    settings.adopt_environment(environment)
     tempfile.tempdir = environment.get("TMPDIR")  # the fork server may have cached another already
     sender.send(("started",))
     try:
