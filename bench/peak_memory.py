@@ -10,7 +10,7 @@ all through the feature store and ``Context`` as the suites call them. The child
 the image's part. ``--path full`` replaces the working image by the old full decode
 (``normalize_image``) everywhere, which is what scoring did before the working size existed.
 
-Run: HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv/bin/python bench/peak_memory.py [--sides 512,2048] [--format png|jpeg]
+Run: HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv/bin/python bench/peak_memory.py [--sides 512,2048] [--format png|jpeg|rgba]
 """
 
 from __future__ import annotations
@@ -58,8 +58,11 @@ def make_image(side: int, folder: Path, fmt: str) -> Path:
         axis=-1,
     )
     pixels = np.clip(pixels + noise, 0, 255).astype(np.uint8)
-    path = folder / f"side{side}.{fmt}"
-    Image.fromarray(pixels).save(path, format="PNG" if fmt == "png" else "JPEG", quality=92)
+    if fmt == "rgba":  # a PNG with an alpha channel (a gradient): 4 bytes a pixel decoded, then composited
+        alpha = np.broadcast_to(np.linspace(64, 255, width, dtype=np.float32)[None, :], (height, width))
+        pixels = np.dstack([pixels, alpha.astype(np.uint8)])
+    path = folder / f"side{side}.{'png' if fmt == 'rgba' else fmt}"
+    Image.fromarray(pixels).save(path, format="JPEG" if fmt == "jpeg" else "PNG", quality=92)
     return path
 
 
@@ -140,7 +143,7 @@ def run_child(args: list[str], flag: str = "--child") -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sides", default=",".join(map(str, SIDES)))
-    parser.add_argument("--format", choices=("png", "jpeg"), default="png")
+    parser.add_argument("--format", choices=("png", "jpeg", "rgba"), default="png")
     parser.add_argument("--paths", default="working,full", help="which paths to measure: working, full, decode")
     parser.add_argument("--child", nargs=3, metavar=("IMAGE", "PATH", "WORK"), help=argparse.SUPPRESS)
     parser.add_argument("--make", nargs=3, metavar=("SIDE", "FOLDER", "FORMAT"), help=argparse.SUPPRESS)
