@@ -273,6 +273,10 @@ def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path, monkey
     monkeypatch.setattr(
         copies, "generation_keypoints", lambda image: searched.append(image.tobytes()) or original(image)
     )
+    # each reference is prepared once in this process, however many submissions are scored against it
+    monkeypatch.setattr(copies, "_PREPARED", copies._PreparedReferences(copies.PREPARED_REFERENCES_BYTES))
+    prepared, prepare = [], copies.reference_keypoints
+    monkeypatch.setattr(copies, "reference_keypoints", lambda image: prepared.append(image.tobytes()) or prepare(image))
     for name, share in (("crowd", 1.0), ("mannequin", 0.0), ("background", 0.0)):
         make_baseline(name, data, tmp_path / name, size=512)
         searched.clear()
@@ -288,3 +292,22 @@ def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path, monkey
         assert summary["copies"]["share"] == share, name
         foreign = summary["aggregates"]["overall"]["copy.foreign"]["mean"]
         assert (foreign > 1) if name == "crowd" else foreign == 0.0, (name, foreign)
+    assert len(prepared) == len(set(prepared)) > 0
+
+
+def test_prepared_references_are_kept_least_recently_used_first_out_within_their_bytes():
+    from idbench.evaluate_pkg.copies import Keypoints, _PreparedReferences
+
+    def points(side: int) -> tuple[Keypoints, Keypoints]:
+        one = Keypoints(np.zeros((side, side), np.uint8), np.zeros((0, 2), np.float32), None, None)
+        return one, one
+
+    kept = _PreparedReferences(max_bytes=3 * 2 * 100)  # three references of 10 x 10 (two orientations)
+    for name in "abc":
+        kept.put(name, points(10))
+    assert kept.get("a") is not None  # a is now the most recently used
+    kept.put("d", points(10))  # b, the least recently used, goes
+    assert kept.get("b") is None and all(kept.get(n) is not None for n in "acd")
+    assert kept.bytes == 600
+    kept.put("huge", points(100))  # larger than the whole bound: not kept, nothing dropped for it
+    assert kept.get("huge") is None and kept.bytes == 600
