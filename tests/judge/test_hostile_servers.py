@@ -27,8 +27,10 @@ def requests(n: int = 1) -> list[JudgeRequest]:
 
 
 def config(*servers, **overrides) -> JudgeConfig:
+    # A generous deadline by default: a loaded CI machine must not fail a test that expects an answer; the
+    # deadline tests set their own.
     urls = [s.base_url for s in servers]
-    settings = {"backoff_s": 0.01, "backoff_cap_s": 0.02, "timeout_s": 1.0, "max_retries": 0, "model": "judge-test"}
+    settings = {"backoff_s": 0.01, "backoff_cap_s": 0.02, "timeout_s": 10.0, "max_retries": 0, "model": "judge-test"}
     return JudgeConfig(base_url=urls[0], replica_urls=tuple(urls[1:]), **{**settings, **overrides})
 
 
