@@ -12,7 +12,7 @@ Must not flag: every ordered pair of different photographs of one subject (668),
 character (red_cartoon, 12 pairs) and every ordered pair of different shipped samples.
 
 Each pair is decided as the scorer decides it: the keypoint stage, then the pixel stage when the keypoint
-stage found nothing. ``--copies FILE`` runs another version of evaluate_pkg/copies.py (for a before/after
+stage found nothing (the table counts the flags the pixel stage alone gave). ``--copies FILE`` runs another version of evaluate_pkg/copies.py (for a before/after
 table: ``git show REV:evaluate_pkg/copies.py > /tmp/old.py``).
 
 Run: .venv/bin/python bench/copy_calibration.py [--copies FILE] [--out rows.json]
@@ -152,11 +152,16 @@ def main() -> None:
     ref_points = {k: copies.reference_keypoints(v) for k, v in refs.items()}
     gen_points = {k: copies.generation_keypoints(v) for k, v in refs.items()}
 
+    stage_of: dict[int, str] = {}  # id of a row's outcome -> the stage that flagged it
+
     def flagged(generation: Image.Image, ref_key: str, points=None) -> bool:
         points = points or copies.generation_keypoints(generation)
         if copies.find_in_any_pose(points, *ref_points[ref_key]).copied:
+            stage_of[len(stage_of)] = "keypoints"
             return True
-        return copies.find_reference(generation, refs[ref_key]).copied
+        found = copies.find_reference(generation, refs[ref_key]).copied
+        stage_of[len(stage_of)] = "pixels" if found else ""
+        return found
 
     transforms = {
         "keystone 15 %": lambda r: maker.keystone(r, 0.15),
@@ -208,13 +213,17 @@ def main() -> None:
             }
         )
     seconds = time.process_time() - start
+    for k, row in enumerate(rows):  # flagged() ran once per row, in the rows' order
+        row["stage"] = stage_of[k]
     table = collections.defaultdict(list)
     for row in rows:
         table[(row["copy"], row["kind"])].append(row["flagged"])
-    print("| must | kind | pairs | flagged |")
-    print("|---|---|---|---|")
+    by_pixels = collections.Counter((row["copy"], row["kind"]) for row in rows if row["stage"] == "pixels")
+    print("| must | kind | pairs | flagged | flagged by the pixel stage alone |")
+    print("|---|---|---|---|---|")
     for (copy, kind), hits in sorted(table.items(), key=lambda item: (not item[0][0], item[0][1])):
-        print(f"| {'flag' if copy else 'not flag'} | {kind} | {len(hits)} | {100 * np.mean(hits):.1f} % |")
+        alone = by_pixels[(copy, kind)]
+        print(f"| {'flag' if copy else 'not flag'} | {kind} | {len(hits)} | {100 * np.mean(hits):.1f} % | {alone} |")
     print(f"{len(rows)} pairs, {seconds:.0f} CPU s")
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
