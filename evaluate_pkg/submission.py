@@ -145,6 +145,7 @@ from idbench.evaluate_pkg.images import (
 )
 from idbench.evaluate_pkg.parquet_pages import PageHeaderError, chunk_range, column_pages
 from idbench.names import name_problems
+from idbench.untrusted import json_depth  # one depth count, without parsing, for every untrusted JSON
 
 METADATA_NAME = "submission.json"
 MANIFEST_NAME = "manifest.csv"
@@ -755,23 +756,6 @@ def _read_metadata(folder: Path, data: BenchmarkData, problems: list[Problem], *
         problem(f"field 'task' is {task!r}; {data.name} offers {', '.join(data.spec.tasks)}")
     problems.extend(Problem(None, None, METADATA_NAME, message) for message in metadata_text_problems(metadata))
     return metadata
-
-
-_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
-
-
-def json_depth(text: str) -> int:
-    """How deep the arrays and objects of the JSON ``text`` nest (0 for a scalar), without parsing it.
-
-    Brackets inside strings do not count; an unterminated string or unbalanced brackets are left to the
-    parser to report. Linear in the text, and no recursion: safe on any input of bounded size.
-    """
-    depth = deepest = 0
-    for bracket in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
 
 
 def metadata_text_problems(metadata: Mapping[str, Any]) -> list[str]:
