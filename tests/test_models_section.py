@@ -61,7 +61,7 @@ def test_the_readme_section_is_the_rendering(rendering):
 
 def test_every_card_of_each_profile_is_one_row_with_its_roles(rendering):
     shown = tables(rendering)
-    assert list(shown) == list(registry.PROFILES) == ["paper", "tiny"]
+    assert list(shown) == list(registry.PROFILES) == ["paper", "tiny", "paper-random"]
     for profile, roles in registry.PROFILES.items():
         rows = shown[profile]
         models = [cells[1].strip("`") for cells in rows]

@@ -95,6 +95,7 @@ def test_the_wheel_holds_every_file_read_at_run_time(wheel_files):
         "EKB data": list((ROOT / "ekb" / "data").glob("*.yaml")),
         "card templates": list((ROOT / "cards").glob("*.j2")),
         "metric modules": list((ROOT / "evaluate_pkg" / "metrics").glob("*/*.py")),
+        "model configurations": list((ROOT / "evaluate_pkg" / "models" / "configs").glob("*.json")),
         "Streamlit pages": list((ROOT / "leaderboard" / "app" / "views").glob("*.py")),
         "modules": [
             p for folder in PACKAGE_DIR.values() for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts

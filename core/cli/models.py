@@ -13,11 +13,14 @@ def add_models(commands) -> None:
         description="list: per role, the card, its Hub id@revision (or local) and present/missing (nothing is loaded). "
         "download: fetch what the profile lacks (Hub files into the Hugging Face cache, resumable; insightface's "
         "buffalo_l pack only with --accept-insightface-license); exit code 1 while anything is still missing. "
-        "make-tiny: make the tiny random models (plumbing checks) ahead of use.",
+        "make-tiny: make a plumbing profile's random models ahead of use (default --profile tiny; --profile "
+        "paper-random makes the paper models' real sizes, about 3 GB, for timing).",
     )
     models.add_argument("action", choices=("list", "download", "make-tiny"))
     models.add_argument(
-        "--profile", help="list: one profile (default: all); download: the profile to fetch (default: paper)"
+        "--profile",
+        help="list: one profile (default: all); download: the profile to fetch (default: paper); "
+        "make-tiny: the plumbing profile to make (default: tiny)",
     )
     models.add_argument(
         "--models-dir", type=Path, help="idbench's model folder (default: $IDBENCH_MODELS or ~/.cache/idbench/models)"
@@ -37,9 +40,19 @@ def cmd_models(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.models import registry
 
     if args.action == "make-tiny":
-        for path in registry.make_tiny(models_dir=args.models_dir):
+        profile = args.profile or "tiny"
+        cards = registry.resolve_profile(profile)  # an unknown profile: one error listing the known
+        if not registry.profile_is_plumbing(profile):
+            raise registry.UnknownModelError(
+                f"profile {profile!r} has no random models to make; plumbing profiles: "
+                + ", ".join(p for p in registry.PROFILES if registry.profile_is_plumbing(p))
+            )
+        for path in registry.make_tiny(models_dir=args.models_dir, profile=profile):
             print(f"  {path}")
-        print("tiny models ready (random weights: results made with them are plumbing checks)")
+        for card in cards.values():
+            if card.name in registry.NOT_MADE:
+                print(f"  {card.name}: not made: {registry.NOT_MADE[card.name]}")
+        print(f"{profile} models ready (random weights: results made with them are plumbing checks)")
         return 0
     from idbench.evaluate_pkg.models import download
 

@@ -104,9 +104,15 @@ def load_aesthetic(
     return AestheticHead(card, registry.weights_key(card, folder, (FILENAME,)), weights)
 
 
-def make_tiny_aesthetic(path: Path, seed: int) -> None:
-    """A random head with the real shapes and file name (``torch.save`` of a state dict, deterministic)."""
+def make_tiny_aesthetic(path: Path, seed: int, size: str = "tiny") -> None:
+    """A random head with the real shapes and file name (``torch.save`` of a state dict, deterministic).
+
+    The head is small (0.93 M parameters), so its tiny and ``paper`` sizes are the same: the real one.
+    """
     import torch
+
+    if size not in ("tiny", "paper"):
+        raise ValueError(f"unknown size {size!r}; sizes: tiny, paper")
 
     generator = torch.Generator().manual_seed(seed)
     state = {}

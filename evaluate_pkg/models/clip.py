@@ -16,11 +16,14 @@ ratios.) Text is tokenised by the checkpoint's tokenizer and truncated at CLIP's
 The tiny maker writes the Hub layout of ``openai/clip-vit-large-patch14`` (config.json in that repo's
 transformers-4 format, model.safetensors, preprocessor_config.json, tokenizer files) with a few small
 layers, ``projection_dim`` 768 (so the aesthetic head fits) and the *real* CLIP tokenizer, rebuilt
-offline from the BPE file that open_clip ships: its ids equal ``open_clip.tokenize``.
+offline from the BPE file that open_clip ships: its ids equal ``open_clip.tokenize``. With
+``size="paper"`` it writes the same files at ViT-L/14's real size (``configs/clip-vit-l-14.json``: the
+numbers of open_clip's own ViT-L-14.json), random weights: the paper-random profile, for timing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -255,15 +258,35 @@ def write_clip_tokenizer_files(path: Path) -> None:
     (path / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
 
 
-def make_tiny_clip(path: Path, seed: int) -> None:
-    """Write a tiny random CLIP into the empty folder ``path``, in openai/clip-vit-large-patch14's layout.
+def clip_config(size: str = "tiny") -> dict[str, Any]:
+    """config.json of a random CLIP: ``tiny`` (a few small layers) or ``paper`` (ViT-L/14's real size)."""
+    if size == "tiny":
+        return hub_style_config(_TINY_TEXT, _TINY_VISION, _PROJECTION_DIM)
+    if size == "paper":
+        shipped = registry.paper_config("clip-vit-l-14")["config"]
+        return hub_style_config(shipped["text"], shipped["vision"], shipped["projection_dim"])
+    raise ValueError(f"unknown size {size!r}; sizes: tiny, paper")
 
-    Deterministic: the same ``seed`` gives byte-identical files.
+
+def random_clip(size: str = "tiny", device: Any = None) -> Any:
+    """The ``CLIPModel`` of :func:`clip_config` (``device="meta"``: shapes only, nothing allocated)."""
+    from transformers import CLIPConfig, CLIPModel
+
+    config = CLIPConfig.from_dict(clip_config(size))
+    with torch.device(device) if device is not None else contextlib.nullcontext():
+        return CLIPModel(config)
+
+
+def make_tiny_clip(path: Path, seed: int, size: str = "tiny") -> None:
+    """Write a random CLIP into the empty folder ``path``, in openai/clip-vit-large-patch14's layout.
+
+    ``size``: ``tiny`` (a few small layers) or ``paper`` (ViT-L/14's real size, ~428 M parameters,
+    1.7 GB). Deterministic: the same ``seed`` gives byte-identical files.
     """
     from transformers import CLIPConfig, CLIPModel, CLIPTokenizer
 
     path = Path(path)
-    config_dict = hub_style_config(_TINY_TEXT, _TINY_VISION, _PROJECTION_DIM)
+    config_dict = clip_config(size)
     config_text = json.dumps(config_dict, indent=2, sort_keys=True) + "\n"
     (path / "config.json").write_text(config_text, encoding="utf-8")
     config = CLIPConfig.from_pretrained(path, local_files_only=True)

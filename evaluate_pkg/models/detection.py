@@ -550,46 +550,31 @@ def _tiny_bert_vocab() -> list[str]:
     return vocab
 
 
-def make_tiny_grounding_dino(path: Path, seed: int) -> Path:
-    """Write a tiny random Grounding DINO (Swin + BERT, the same architecture) with its processor to ``path``.
+def _check_size(size: str) -> None:
+    if size not in ("tiny", "paper"):
+        raise ValueError(f"unknown size {size!r}; sizes: tiny, paper")
 
-    The files are those of IDEA-Research/grounding-dino-tiny (``GROUNDING_DINO_FILES``), so the folder
-    can stand in for a Hub cache snapshot. Same seed, same bytes; the caller's RNG state is left alone.
+
+def grounding_dino_config(size: str = "tiny", vocab_size: int | None = None) -> Any:
+    """The ``GroundingDinoConfig`` of a random Grounding DINO: ``tiny`` or ``paper`` (grounding-dino-tiny's size).
+
+    ``paper`` is ``configs/grounding-dino-tiny.json`` (Swin-T + BERT-base, 900 queries: 172 M parameters).
+    ``vocab_size`` (tiny only): the text embedding's rows, the tiny vocabulary's length by default.
     """
-    import torch
-    from transformers import (
-        BertTokenizer,
-        GroundingDinoConfig,
-        GroundingDinoForObjectDetection,
-        GroundingDinoImageProcessor,
-        SwinConfig,
-    )
+    from transformers import GroundingDinoConfig, SwinConfig
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    vocab = _tiny_bert_vocab()
-    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizer(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=512)
-    tokenizer.save_pretrained(path)  # tokenizer.json + tokenizer_config.json
-    special = {
-        "cls_token": "[CLS]",
-        "mask_token": "[MASK]",
-        "pad_token": "[PAD]",
-        "sep_token": "[SEP]",
-        "unk_token": "[UNK]",
-    }
-    _write_json(path / "special_tokens_map.json", special)
-    _write_json(path / "added_tokens.json", {token: vocab.index(token) for token in sorted(special.values())})
-    # Real: shortest edge 800. 256 keeps one CPU forward at a few tens of milliseconds.
-    GroundingDinoImageProcessor(size={"shortest_edge": 256, "longest_edge": 512}).save_pretrained(path)
-
-    config = GroundingDinoConfig(
+    _check_size(size)
+    if size == "paper":
+        shipped = dict(registry.paper_config("grounding-dino-tiny")["config"])
+        backbone = {key: value for key, value in shipped.pop("backbone_config").items() if key != "model_type"}
+        return GroundingDinoConfig(backbone_config=SwinConfig(**backbone), **shipped)
+    return GroundingDinoConfig(
         backbone_config=SwinConfig(
             embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=7, out_indices=[2, 3, 4]
         ),
         text_config={
             "model_type": "bert",
-            "vocab_size": len(vocab),
+            "vocab_size": vocab_size or len(_tiny_bert_vocab()),
             "hidden_size": 16,
             "num_hidden_layers": 1,
             "num_attention_heads": 2,
@@ -608,6 +593,55 @@ def make_tiny_grounding_dino(path: Path, seed: int) -> Path:
         num_queries=30,
         max_text_len=256,
     )
+
+
+def random_grounding_dino(size: str = "tiny", device: Any = None) -> Any:
+    """The ``GroundingDinoForObjectDetection`` of :func:`grounding_dino_config` (``"meta"``: shapes only)."""
+    import contextlib
+
+    import torch
+    from transformers import GroundingDinoForObjectDetection
+
+    config = grounding_dino_config(size)
+    with torch.device(device) if device is not None else contextlib.nullcontext():
+        return GroundingDinoForObjectDetection(config)
+
+
+def make_tiny_grounding_dino(path: Path, seed: int, size: str = "tiny") -> Path:
+    """Write a random Grounding DINO (Swin + BERT, the same architecture) with its processor to ``path``.
+
+    The files are those of IDEA-Research/grounding-dino-tiny (``GROUNDING_DINO_FILES``), so the folder
+    can stand in for a Hub cache snapshot. ``size``: ``tiny`` (a few small layers, 256 px input) or
+    ``paper`` (grounding-dino-tiny's real size and its processor's 800 px shortest edge; the tokenizer
+    stays the small vocabulary below, since BERT's cannot be made offline: captions split into a few more
+    word pieces than with BERT's). Same seed, same bytes; the caller's RNG state is left alone.
+    """
+    import torch
+    from transformers import BertTokenizer, GroundingDinoForObjectDetection, GroundingDinoImageProcessor
+
+    _check_size(size)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = _tiny_bert_vocab()
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizer(vocab=str(path / "vocab.txt"), do_lower_case=True, model_max_length=512)
+    tokenizer.save_pretrained(path)  # tokenizer.json + tokenizer_config.json
+    special = {
+        "cls_token": "[CLS]",
+        "mask_token": "[MASK]",
+        "pad_token": "[PAD]",
+        "sep_token": "[SEP]",
+        "unk_token": "[UNK]",
+    }
+    _write_json(path / "special_tokens_map.json", special)
+    _write_json(path / "added_tokens.json", {token: vocab.index(token) for token in sorted(special.values())})
+    if size == "paper":  # the real processor: shortest edge 800, longest 1333
+        processor_size = registry.paper_config("grounding-dino-tiny")["preprocessor"]["size"]
+    else:  # real: shortest edge 800. 256 keeps one CPU forward at a few tens of milliseconds.
+        processor_size = {"shortest_edge": 256, "longest_edge": 512}
+    GroundingDinoImageProcessor(size=processor_size).save_pretrained(path)
+
+    config = grounding_dino_config(size, vocab_size=len(vocab))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = GroundingDinoForObjectDetection(config).eval()
@@ -615,23 +649,23 @@ def make_tiny_grounding_dino(path: Path, seed: int) -> Path:
     return path
 
 
-def make_tiny_sam2(path: Path, seed: int) -> Path:
-    """Write a tiny random SAM 2.1 with its processor files to ``path``, as facebook/sam2.1-hiera-tiny holds it.
+def sam2_config(size: str = "tiny") -> Any:
+    """The ``Sam2VideoConfig`` of a random SAM 2.1: ``tiny`` (128 px) or ``paper`` (Hiera-T's real size).
 
-    That repository holds a ``sam2_video`` checkpoint (image model + video memory modules) and a
-    ``Sam2VideoProcessor`` processor_config.json; the tiny one is the same kind, so loading it exercises
-    exactly what loading the real one does. 128 px input (real: 1024), four Hiera stages of 1-2 blocks,
-    one memory layer. Same seed, same bytes; the caller's RNG state is left alone.
+    ``paper`` is ``configs/sam2.1-hiera-tiny.json`` (sam2.1_hiera_t.yaml's numbers: 38.9 M parameters).
     """
-    import torch
-    from transformers import Sam2HieraDetConfig, Sam2ImageProcessor, Sam2VideoConfig, Sam2VideoModel, Sam2VisionConfig
+    from transformers import Sam2HieraDetConfig, Sam2VideoConfig, Sam2VisionConfig
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    size = 128
+    _check_size(size)
+    if size == "paper":
+        shipped = dict(registry.paper_config("sam2.1-hiera-tiny")["config"])
+        vision = dict(shipped.pop("vision_config"))
+        backbone = Sam2HieraDetConfig(**vision.pop("backbone_config"))
+        return Sam2VideoConfig(vision_config=Sam2VisionConfig(backbone_config=backbone, **vision), **shipped)
+    side = _TINY_SAM2_SIDE
     backbone = Sam2HieraDetConfig(
         hidden_size=12,
-        image_size=size,
+        image_size=side,
         blocks_per_stage=[1, 1, 2, 1],
         embed_dim_per_stage=[12, 24, 48, 96],
         num_attention_heads_per_stage=[1, 1, 1, 1],
@@ -643,12 +677,12 @@ def make_tiny_sam2(path: Path, seed: int) -> Path:
     vision = Sam2VisionConfig(
         backbone_config=backbone,
         backbone_channel_list=[96, 48, 24, 12],
-        backbone_feature_sizes=[[size // 4] * 2, [size // 8] * 2, [size // 16] * 2],
+        backbone_feature_sizes=[[side // 4] * 2, [side // 8] * 2, [side // 16] * 2],
         fpn_hidden_size=32,
     )
-    config = Sam2VideoConfig(
+    return Sam2VideoConfig(
         vision_config=vision,
-        prompt_encoder_config={"hidden_size": 32, "image_size": size, "patch_size": 16, "mask_input_channels": 8},
+        prompt_encoder_config={"hidden_size": 32, "image_size": side, "patch_size": 16, "mask_input_channels": 8},
         mask_decoder_config={
             "hidden_size": 32,
             "mlp_dim": 64,
@@ -659,7 +693,7 @@ def make_tiny_sam2(path: Path, seed: int) -> Path:
         memory_attention_hidden_size=32,
         memory_attention_num_layers=1,
         memory_attention_feed_forward_hidden_size=32,
-        memory_attention_rope_feat_sizes=[size // 16, size // 16],
+        memory_attention_rope_feat_sizes=[side // 16, side // 16],
         memory_encoder_hidden_size=32,
         memory_encoder_output_channels=16,
         mask_downsampler_embed_dim=32,
@@ -667,15 +701,54 @@ def make_tiny_sam2(path: Path, seed: int) -> Path:
         memory_fuser_embed_dim=32,
         memory_fuser_intermediate_dim=64,
     )
+
+
+_TINY_SAM2_SIDE = 128  # the tiny SAM 2's input side (real: 1024)
+
+
+def random_sam2(size: str = "tiny", device: Any = None) -> Any:
+    """The ``Sam2VideoModel`` of :func:`sam2_config` (``device="meta"``: shapes only, nothing allocated)."""
+    import contextlib
+
+    import torch
+    from transformers import Sam2VideoModel
+
+    config = sam2_config(size)
+    with torch.device(device) if device is not None else contextlib.nullcontext():
+        return Sam2VideoModel(config)
+
+
+def make_tiny_sam2(path: Path, seed: int, size: str = "tiny") -> Path:
+    """Write a random SAM 2.1 with its processor files to ``path``, as facebook/sam2.1-hiera-tiny holds it.
+
+    That repository holds a ``sam2_video`` checkpoint (image model + video memory modules) and a
+    ``Sam2VideoProcessor`` processor_config.json; the random one is the same kind, so loading it exercises
+    exactly what loading the real one does. ``size``: ``tiny`` (128 px input, real: 1024; four Hiera
+    stages of 1-2 blocks, one memory layer) or ``paper`` (Hiera-T's real size, 1024 px). Same seed, same
+    bytes; the caller's RNG state is left alone.
+    """
+    import torch
+    from transformers import Sam2ImageProcessor, Sam2VideoModel
+
+    _check_size(size)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    config = sam2_config(size)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Sam2VideoModel(config).eval()
     model.save_pretrained(path)
-    image_processor = Sam2ImageProcessor(
-        size={"height": size, "width": size}, mask_size={"height": size // 4, "width": size // 4}
-    )
+    if size == "paper":
+        shipped = registry.paper_config("sam2.1-hiera-tiny")
+        image_processor = Sam2ImageProcessor(**shipped["preprocessor"])
+        processor = shipped["processor"]
+    else:
+        side = _TINY_SAM2_SIDE
+        image_processor = Sam2ImageProcessor(
+            size={"height": side, "width": side}, mask_size={"height": side // 4, "width": side // 4}
+        )
+        processor = {"point_pad_value": -10, "processor_class": "Sam2VideoProcessor", "target_size": side}
     image_processor.save_pretrained(path)  # preprocessor_config.json
-    processor = {"point_pad_value": -10, "processor_class": "Sam2VideoProcessor", "target_size": size}
     _write_json(path / "processor_config.json", processor)
     return path
 

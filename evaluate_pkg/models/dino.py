@@ -18,7 +18,9 @@ backend). ``patch_box`` says which part of the original image the patch grid cov
 
 Tiny makers write the Hub layout of ``facebook/dinov2-base`` / ``facebook/dinov3-vitb16-pretrain-
 lvd1689m`` (config.json in those repos' format, model.safetensors, preprocessor_config.json) with two
-small layers; DINOv3 keeps its 4 register tokens so that their removal is exercised.
+small layers; DINOv3 keeps its 4 register tokens so that their removal is exercised. With
+``size="paper"`` they write the repos' own configurations unchanged (shipped as ``configs/dinov2-base.json``
+and ``configs/dinov3-vitb16.json``), with random weights: the paper-random profile, for timing.
 """
 
 from __future__ import annotations
@@ -208,99 +210,50 @@ def load_dinov3(
 
 _TINY = {"hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2}
 
-#: config.json as facebook/dinov2-base serves it, with the tiny sizes.
-DINOV2_HUB_CONFIG: dict[str, Any] = {
-    "architectures": ["Dinov2Model"],
-    "attention_probs_dropout_prob": 0.0,
-    "drop_path_rate": 0.0,
-    "hidden_act": "gelu",
-    "hidden_dropout_prob": 0.0,
-    "hidden_size": 768,
-    "image_size": 518,
-    "initializer_range": 0.02,
-    "layer_norm_eps": 1e-06,
-    "layerscale_value": 1.0,
-    "mlp_ratio": 4,
-    "model_type": "dinov2",
-    "num_attention_heads": 12,
-    "num_channels": 3,
-    "num_hidden_layers": 12,
-    "patch_size": 14,
-    "qkv_bias": True,
-    "torch_dtype": "float32",
-    "transformers_version": "4.31.0.dev0",
-    "use_swiglu_ffn": False,
-}
-
+# The Hub repos' config.json and preprocessor_config.json, shipped as package data (configs/*.json, each
+# with where it comes from); the tiny makers shrink the sizes, the paper-random ones keep them.
+_DINOV2_SHIPPED = registry.paper_config("dinov2-base")
+_DINOV3_SHIPPED = registry.paper_config("dinov3-vitb16")
+#: config.json as facebook/dinov2-base serves it.
+DINOV2_HUB_CONFIG: dict[str, Any] = _DINOV2_SHIPPED["config"]
 #: preprocessor_config.json as facebook/dinov2-base serves it.
-DINOV2_HUB_PREPROCESSOR: dict[str, Any] = {
-    "crop_size": {"height": 224, "width": 224},
-    "do_center_crop": True,
-    "do_convert_rgb": True,
-    "do_normalize": True,
-    "do_rescale": True,
-    "do_resize": True,
-    "image_mean": [0.485, 0.456, 0.406],
-    "image_processor_type": "BitImageProcessor",
-    "image_std": [0.229, 0.224, 0.225],
-    "resample": 3,
-    "rescale_factor": 0.00392156862745098,
-    "size": {"shortest_edge": 256},
-}
-
-#: config.json as facebook/dinov3-vitb16-pretrain-lvd1689m serves it, with the tiny sizes.
-DINOV3_HUB_CONFIG: dict[str, Any] = {
-    "architectures": ["DINOv3ViTModel"],
-    "attention_dropout": 0.0,
-    "drop_path_rate": 0.0,
-    "hidden_act": "gelu",
-    "hidden_size": 768,
-    "image_size": 224,
-    "initializer_range": 0.02,
-    "intermediate_size": 3072,
-    "key_bias": False,
-    "layer_norm_eps": 1e-05,
-    "layerscale_value": 1.0,
-    "mlp_bias": True,
-    "model_type": "dinov3_vit",
-    "num_attention_heads": 12,
-    "num_channels": 3,
-    "num_hidden_layers": 12,
-    "num_register_tokens": 4,
-    "patch_size": 16,
-    "pos_embed_jitter": None,
-    "pos_embed_rescale": 2.0,
-    "pos_embed_shift": None,
-    "proj_bias": True,
-    "query_bias": True,
-    "rope_theta": 100.0,
-    "torch_dtype": "float32",
-    "transformers_version": "4.56.0.dev0",
-    "use_gated_mlp": False,
-    "value_bias": True,
-}
-
+DINOV2_HUB_PREPROCESSOR: dict[str, Any] = _DINOV2_SHIPPED["preprocessor"]
+#: config.json as facebook/dinov3-vitb16-pretrain-lvd1689m serves it.
+DINOV3_HUB_CONFIG: dict[str, Any] = _DINOV3_SHIPPED["config"]
 #: preprocessor_config.json as facebook/dinov3-vitb16-pretrain-lvd1689m serves it (a "fast" processor).
-DINOV3_HUB_PREPROCESSOR: dict[str, Any] = {
-    "crop_size": None,
-    "data_format": "channels_first",
-    "default_to_square": True,
-    "device": None,
-    "disable_grouping": None,
-    "do_center_crop": None,
-    "do_convert_rgb": None,
-    "do_normalize": True,
-    "do_rescale": True,
-    "do_resize": True,
-    "image_mean": [0.485, 0.456, 0.406],
-    "image_processor_type": "DINOv3ViTImageProcessorFast",
-    "image_std": [0.229, 0.224, 0.225],
-    "input_data_format": None,
-    "resample": 2,
-    "rescale_factor": 0.00392156862745098,
-    "return_tensors": None,
-    "size": {"height": 224, "width": 224},
-}
+DINOV3_HUB_PREPROCESSOR: dict[str, Any] = _DINOV3_SHIPPED["preprocessor"]
+_CLASSES = {"dinov2": "Dinov2Model", "dinov3": "DINOv3ViTModel"}
+
+
+def dino_config(family: str, size: str = "tiny") -> dict[str, Any]:
+    """config.json of a random DINOv2 / DINOv3: ``tiny`` (two small layers) or ``paper`` (ViT-B, real size)."""
+    hub = {"dinov2": DINOV2_HUB_CONFIG, "dinov3": DINOV3_HUB_CONFIG}[family]
+    if size == "paper":
+        return dict(hub)
+    if size == "tiny":
+        shrink = {"mlp_ratio": 2} if family == "dinov2" else {"intermediate_size": 64}
+        return {**hub, **_TINY, **shrink}
+    raise ValueError(f"unknown size {size!r}; sizes: tiny, paper")
+
+
+def _random(family: str, size: str, device: Any) -> Any:
+    import contextlib
+
+    import transformers
+
+    config = transformers.AutoConfig.for_model(**dino_config(family, size))
+    with torch.device(device) if device is not None else contextlib.nullcontext():
+        return getattr(transformers, _CLASSES[family])(config)
+
+
+def random_dinov2(size: str = "tiny", device: Any = None) -> Any:
+    """The ``Dinov2Model`` of :func:`dino_config` (``device="meta"``: shapes only, nothing allocated)."""
+    return _random("dinov2", size, device)
+
+
+def random_dinov3(size: str = "tiny", device: Any = None) -> Any:
+    """The ``DINOv3ViTModel`` of :func:`dino_config` (``device="meta"``: shapes only, nothing allocated)."""
+    return _random("dinov3", size, device)
 
 
 def _make_tiny(path: Path, seed: int, model_class_name: str, config: dict, preprocessor: dict) -> None:
@@ -317,13 +270,15 @@ def _make_tiny(path: Path, seed: int, model_class_name: str, config: dict, prepr
     registry.save_safetensors(model, path / "model.safetensors")
 
 
-def make_tiny_dinov2(path: Path, seed: int) -> None:
-    """A tiny random DINOv2 in facebook/dinov2-base's layout (deterministic for a given ``seed``)."""
-    config = {**DINOV2_HUB_CONFIG, **_TINY, "mlp_ratio": 2}
-    _make_tiny(path, seed, "Dinov2Model", config, DINOV2_HUB_PREPROCESSOR)
+def make_tiny_dinov2(path: Path, seed: int, size: str = "tiny") -> None:
+    """A random DINOv2 in facebook/dinov2-base's layout, tiny or (``size="paper"``) at ViT-B/14's real size.
+
+    Deterministic for a given ``seed``.
+    """
+    _make_tiny(path, seed, _CLASSES["dinov2"], dino_config("dinov2", size), DINOV2_HUB_PREPROCESSOR)
 
 
-def make_tiny_dinov3(path: Path, seed: int) -> None:
-    """A tiny random DINOv3 (4 register tokens kept) in facebook/dinov3-vitb16-pretrain-lvd1689m's layout."""
-    config = {**DINOV3_HUB_CONFIG, **_TINY, "intermediate_size": 64}
-    _make_tiny(path, seed, "DINOv3ViTModel", config, DINOV3_HUB_PREPROCESSOR)
+def make_tiny_dinov3(path: Path, seed: int, size: str = "tiny") -> None:
+    """A random DINOv3 (4 register tokens kept) in facebook/dinov3-vitb16-pretrain-lvd1689m's layout, tiny
+    or (``size="paper"``) at ViT-B/16's real size. Deterministic for a given ``seed``."""
+    _make_tiny(path, seed, _CLASSES["dinov3"], dino_config("dinov3", size), DINOV3_HUB_PREPROCESSOR)

@@ -106,7 +106,8 @@ class Step:
     """What getting one role's model takes.
 
     ``kind``: ``hub`` (``files`` of ``hub_id`` at ``revision``), ``url`` (the zip at ``urls`` unpacked
-    into ``target``), ``pip`` (``command``) or ``local`` (a tiny model, made on this machine).
+    into ``target``), ``pip`` (``command``), ``local`` (a random model, made on this machine) or ``none``
+    (a random model that cannot be made offline; ``command`` says why: ``registry.NOT_MADE``).
     ``licence``: the step a user takes first (a gated repo's licence, insightface's terms), or None.
     """
 
@@ -132,6 +133,8 @@ class Step:
             text = f"{self.urls[0]} -> {self.target}"
         elif self.kind == "pip":
             text = f"ships with a pip package: {self.command}"
+        elif self.kind == "none":
+            text = f"cannot be made: {self.command}"
         else:
             text = f"made locally ({self.command})"
         return f"{text} [{self.licence}]" if self.licence else text
@@ -146,8 +149,11 @@ def plan(profile: str = registry.DEFAULT_PROFILE, models_dir: str | os.PathLike 
 
 
 def _step(role: str, card: ModelCard, models_dir: str | os.PathLike | None) -> Step:
+    if card.name in registry.NOT_MADE:
+        return Step(role, card, "none", command=registry.NOT_MADE[card.name])
     if registry.is_plumbing(card):
-        return Step(role, card, "local", command="idbench models make-tiny, or on first use")
+        flag = "" if registry.RANDOM_SIZES[card.name] == "tiny" else " --profile paper-random"
+        return Step(role, card, "local", command=f"idbench models make-tiny{flag}, or on first use")
     if card.hub_id is not None:
         return Step(
             role, card, "hub", files=registry.HUB_FILES.get(card.name, ()), licence=registry.HUB_NOTES.get(card.name)
@@ -185,7 +191,8 @@ def availability(card: ModelCard, models_dir: str | os.PathLike | None = None) -
 # statuses, in the summary's order; the ones after "local" leave the profile incomplete (exit code 1)
 PRESENT, FETCHED, LOCAL = "present", "fetched", "made locally"
 SKIPPED, NEEDS_LICENCE, NEEDS_PIP, FAILED = "skipped", "licence", "pip", "failed"
-_ORDER = (PRESENT, FETCHED, LOCAL, SKIPPED, NEEDS_LICENCE, NEEDS_PIP, FAILED)
+NOT_MADE = "not made"  # a random model that cannot be made offline (registry.NOT_MADE)
+_ORDER = (PRESENT, FETCHED, LOCAL, SKIPPED, NEEDS_LICENCE, NEEDS_PIP, NOT_MADE, FAILED)
 _READY = frozenset({PRESENT, FETCHED, LOCAL})
 # how the summary says a count of each status: (one, several)
 _WORDS = {
@@ -195,6 +202,7 @@ _WORDS = {
     SKIPPED: ("skipped", "skipped"),
     NEEDS_LICENCE: ("needs its licence accepted", "need their licences accepted"),
     NEEDS_PIP: ("needs a pip install", "need a pip install"),
+    NOT_MADE: ("cannot be made offline", "cannot be made offline"),
     FAILED: ("failed", "failed"),
 }
 
@@ -276,9 +284,12 @@ def download(
                 if present
                 else Outcome(step, NEEDS_PIP, f"{step.name}: missing ({why}); install it: {step.command}")
             )
+        elif step.kind == "none":
+            outcome = Outcome(step, NOT_MADE, f"{step.name}: cannot be made offline: {step.command}")
         else:
+            size = "tiny" if registry.RANDOM_SIZES[step.name] == "tiny" else "full-size"
             outcome = Outcome(
-                step, LOCAL, f"{step.name}: plumbing model, tiny random weights made locally ({step.command})"
+                step, LOCAL, f"{step.name}: plumbing model, {size} random weights made locally ({step.command})"
             )
         report.outcomes.append(outcome)
         say(outcome.line)
@@ -663,13 +674,20 @@ def list_lines(profile: str | None = None, models_dir: str | os.PathLike | None 
     """``idbench models list``: per profile and role, the card, where it comes from, present or missing.
 
     ``profile`` None lists every profile. Availability is ``registry.check_available`` (nothing is
-    loaded, no tiny model is made); a tiny card is marked as a plumbing model.
+    loaded, no random model is made); a random card is marked as a plumbing model.
     """
     profiles = list(registry.PROFILES) if profile is None else [profile]
     rows: list[tuple[str, ...]] = []
     for name in profiles:
         rows.append(
-            (f"{name}:" + ("  (plumbing check: tiny random weights)" if registry.profile_is_plumbing(name) else ""),)
+            (
+                f"{name}:"
+                + (
+                    f"  (plumbing check: {_PLUMBING_HEADS.get(name, 'random weights')})"
+                    if registry.profile_is_plumbing(name)
+                    else ""
+                ),
+            )
         )
         for step in plan(name, models_dir):
             card = step.card
@@ -684,10 +702,16 @@ def list_lines(profile: str | None = None, models_dir: str | os.PathLike | None 
     ]
 
 
+# What the listing's profile line says of a plumbing profile's weights.
+_PLUMBING_HEADS = {"tiny": "tiny random weights", "paper-random": "full-size random weights, for timing"}
+
+
 def _state(step: Step, profile: str, models_dir: str | os.PathLike | None) -> str:
+    if step.kind == "none":
+        return "plumbing, cannot be made offline: the metrics that need it are not run"
     if step.kind == "local":
         made = registry.tiny_path(step.card, models_dir).is_dir()
-        return "plumbing, " + ("made locally" if made else "made on first use (idbench models make-tiny)")
+        return "plumbing, " + ("made locally" if made else f"made on first use ({step.command.split(',')[0]})")
     present, why = availability(step.card, models_dir)
     if present:
         return "present"

@@ -657,8 +657,12 @@ def load_arcface(
 # --- a tiny random pack ------------------------------------------------------------------------------
 
 
-def make_tiny_arcface(path: str | os.PathLike, seed: int) -> Path:
+def make_tiny_arcface(path: str | os.PathLike, seed: int, size: str = "tiny") -> Path:
     """Write a tiny random insightface pack into the folder ``path`` and return it.
+
+    ``size="paper"`` raises :class:`ModelNotAvailableError`: buffalo_l's real networks (SCRFD-10G,
+    IResNet-50) cannot be made offline, since insightface ships ONNX runners, not their definitions
+    (``registry.NOT_MADE``); a tiny network is never passed off as them.
 
     ``det_10g.onnx`` is an SCRFD-shaped detector that insightface itself loads as SCRFD: one input
     ``(1, 3, H, W)`` with dynamic H and W, and 9 outputs, in SCRFD's order: scores ``(n_s, 1)`` for
@@ -678,6 +682,11 @@ def make_tiny_arcface(path: str | os.PathLike, seed: int) -> Path:
     """
     import torch
 
+    if size != "tiny":
+        from idbench.evaluate_pkg.models import registry
+
+        reason = registry.NOT_MADE["arcface-buffalo-l-paper-random"]
+        raise ModelNotAvailableError(f"no {size}-size random ArcFace pack: {reason}")
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     tiny_scrfd, tiny_arcface = _tiny_modules()

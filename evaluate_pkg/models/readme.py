@@ -17,7 +17,14 @@ from typing import Any
 
 from idbench.evaluate_pkg.models.base import ModelCard
 from idbench.evaluate_pkg.models.download import INSIGHTFACE_FLAG, Step, plan
-from idbench.evaluate_pkg.models.registry import DEFAULT_PROFILE, PROFILES, is_plumbing, profile_is_plumbing
+from idbench.evaluate_pkg.models.registry import (
+    DEFAULT_PROFILE,
+    NOT_MADE,
+    PROFILES,
+    RANDOM_SIZES,
+    is_plumbing,
+    profile_is_plumbing,
+)
 
 HUB = "https://huggingface.co/"
 
@@ -89,7 +96,9 @@ def _weights_cell(step: Step) -> str:
         return f"[{step.urls[0].rsplit('/', 1)[-1]}]({step.urls[0]}): {card.source}"
     if step.kind == "pip":
         return f"`{step.command}`: {card.source}"
-    return f"{card.source}: `idbench models make-tiny`, or on first use"
+    if step.kind == "none":
+        return str(step.command)
+    return f"{card.source}: `{step.command.split(',')[0]}`, or on first use"
 
 
 def _gated_cell(step: Step) -> str:
@@ -101,9 +110,13 @@ def _gated_cell(step: Step) -> str:
 
 
 def _needed_cell(card: ModelCard, roles: Sequence[str]) -> str:
+    needing = metrics_needing(roles)
+    if card.name in NOT_MADE:
+        return "never made: not run, " + "; ".join(
+            f"{benchmark}: " + ", ".join(f"`{m}`" for m in metrics) for benchmark, metrics in needing
+        )
     if is_plumbing(card):
         return "never missing: made on first use"
-    needing = metrics_needing(roles)
     if not needing:
         return "no metric of idbench's benchmarks"
     return "; ".join(f"{benchmark}: " + ", ".join(f"`{m}`" for m in metrics) for benchmark, metrics in needing)
@@ -111,6 +124,20 @@ def _needed_cell(card: ModelCard, roles: Sequence[str]) -> str:
 
 def _profile_line(profile: str, steps: Sequence[Step]) -> str:
     head = f"**`{profile}`**" + (" (the default)" if profile == DEFAULT_PROFILE else "")
+    if profile_is_plumbing(profile) and any(RANDOM_SIZES.get(s.card.name) == "paper" for s in steps):
+        not_made = [f"`{s.card.name}`" for s in steps if s.kind == "none"]
+        return (
+            f"{head}: a plumbing check (every output says so), for timing, with nothing to download: random "
+            "weights in the paper models' architectures at their real sizes, made on this machine on first use "
+            "(about 3 GB) from the configurations shipped with idbench (`evaluate_pkg/models/configs/`, each "
+            "saying where its numbers come from)"
+            + (
+                f"; {', '.join(not_made)} cannot be made offline, and the metrics that need it are not run"
+                if not_made
+                else ""
+            )
+            + "."
+        )
     if profile_is_plumbing(profile):
         real = [f"the real `{s.card.name}`, which comes with `{s.command}`" for s in steps if s.kind == "pip"]
         return (

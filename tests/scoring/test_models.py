@@ -156,14 +156,16 @@ def test_tiny_cards_are_plumbing_and_made_locally():
         "grounding-dino-tiny-random",
         "sam2.1-hiera-tiny-random",
     }
-    assert registry.PLUMBING_MODELS == tiny
+    paper_random = {f"{name}-paper-random" for name in registry.PROFILES["paper"].values()}
+    assert registry.PLUMBING_MODELS == tiny | paper_random  # paper-random: tests/scoring/test_paper_random.py
+    assert {name for name, size in registry.RANDOM_SIZES.items() if size == "tiny"} == tiny
     for name in tiny:
         card = registry.get_card(name)
         assert card.hub_id is None and card.revision is None
         assert card.how_to_get == "idbench models make-tiny (made locally, random weights: plumbing checks only)"
         assert registry.is_plumbing(card) and registry.is_plumbing(name)
         assert card.family in registry.TINY_MAKERS
-    for name in registry.MODEL_CARDS.keys() - tiny:
+    for name in registry.MODEL_CARDS.keys() - tiny - paper_random:
         assert not registry.is_plumbing(name)
 
 
@@ -207,7 +209,7 @@ def test_unknown_names_list_the_known_ones():
         registry.get_card("clip-vit-h-14")
     message = str(error.value)
     assert "clip-vit-h-14" in message and "clip-vit-l-14" in message and "dinov3-vitb16-tiny" in message
-    with pytest.raises(registry.UnknownModelError, match=r"'huge'.*paper, tiny"):
+    with pytest.raises(registry.UnknownModelError, match=r"'huge'.*paper, paper-random, tiny"):
         registry.resolve_profile("huge")
     with pytest.raises(registry.UnknownModelError, match="dinov2-base"):
         registry.load_model("dinov9")

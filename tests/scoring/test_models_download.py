@@ -288,7 +288,7 @@ def test_a_full_disk_stops_the_command(places):
 def test_the_tiny_profile_is_plumbing_and_made_locally(places, capsys):
     report = dl.download("tiny", hub_download=StandInHub(), fetch_url=StandInUrlFetcher(), progress=None)
     local = {o.step.name for o in report.by_status(dl.LOCAL)}
-    assert local == set(registry.PLUMBING_MODELS) - {"arcface-tiny"}
+    assert local == set(registry.PROFILES["tiny"].values()) - {"dlib-face"}
     assert main(["models", "list", "--profile", "tiny"]) == 0
     listing = capsys.readouterr().out
     assert "plumbing" in listing.splitlines()[0]
