@@ -558,7 +558,7 @@ def filter_images(
         ran_profile = models.options.profile
         plumbing = profile_is_plumbing(ran_profile)
         if plumbing:
-            notes.append(f"profile {ran_profile!r} has random tiny weights: stage-2 values are plumbing checks")
+            notes.append(f"profile {ran_profile!r} has random weights: stage-2 values are plumbing checks")
         if check_aesthetic:
             aesthetic = aesthetic_scores(survivors, cache_dir=cache_dir, models=models, batch_size=batch_size)
         if check_relevance:

@@ -21,6 +21,7 @@ import pandas as pd
 from idbench.builders.display import DISPLAYS, show_text
 from idbench.builders.spec import ITEM_SUFFIX, UNKNOWN_CELL, BenchmarkSpec, Resampling, SubjectBreakdown
 from idbench.evaluate_pkg.functional.bootstrap import design_ci
+from idbench.evaluate_pkg.models.profiles import PLUMBING_PROFILES
 from idbench.evaluate_pkg.suites.text_alignment import TRUNCATED
 
 #: The intervals of every aggregate: how many resamples, at what level, from which seed.
@@ -543,9 +544,10 @@ def write_report(
     higher = {m.name: m.higher_is_better for m in spec.metric_suite}
     lines = [f"# {spec.title}: {summary['submission'].get('model', '?')}", ""]
     if summary["plumbing"]:
+        what = PLUMBING_PROFILES.get(summary["profile"], "random weights")
         lines += [
-            "> **Plumbing check.** Scored with the `tiny` profile: same architectures, random weights "
-            "(the dlib face model excepted). These numbers test the pipeline, not the model.",
+            f"> **Plumbing check.** Scored with the `{summary['profile']}` profile: {what}. These numbers test "
+            "the pipeline, not the model.",
             "",
         ]
     lines += [

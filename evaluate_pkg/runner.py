@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from idbench.evaluate_pkg.copies import detect_copies
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.floors import floor_record, floored_results
-from idbench.evaluate_pkg.models.registry import profile_is_plumbing
+from idbench.evaluate_pkg.models.registry import NOT_MADE, profile_is_plumbing, resolve_profile
 from idbench.evaluate_pkg.report import aggregate, write_report
 from idbench.evaluate_pkg.submission import Submission, validate_submission
 from idbench.evaluate_pkg.suites import suite_for
@@ -69,8 +69,24 @@ def task_not_run(task: str, metric: MetricSpec) -> str:
     return TASK_NOT_RUN.get(task, f"scores the {', '.join(metric.tasks)} task, not the {task} task")
 
 
+def unmade_roles(profile: str) -> dict[str, str]:
+    """role -> why, for the roles of ``profile`` whose random model cannot be made (``registry.NOT_MADE``).
+
+    Only ``paper-random``'s face role today (insightface's ArcFace pack has no offline definition).
+    """
+    return {
+        role: f"needs the {role} model, and the {profile} profile's {card.name} cannot be made: {NOT_MADE[card.name]}"
+        for role, card in resolve_profile(profile).items()
+        if card.name in NOT_MADE
+    }
+
+
 def select_metrics(
-    data: BenchmarkData, requested: tuple[str, ...] | None, judge: Any = None, task: str = DEFAULT_TASK
+    data: BenchmarkData,
+    requested: tuple[str, ...] | None,
+    judge: Any = None,
+    task: str = DEFAULT_TASK,
+    unmade: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The metrics to compute and those of the suite that will show as not run (with the reason).
 
@@ -78,6 +94,9 @@ def select_metrics(
     (``MetricSpec.tasks``) are not run, with :func:`task_not_run`'s reason; the suite's ``NOT_RUN``
     says which others this engine does not compute, and why. A judged metric (one whose roles include
     the judge) is not run, with that reason, when no judge is configured: the rest is scored all the same.
+    ``unmade`` (:func:`unmade_roles`): roles whose model the profile cannot make; a metric needing one is
+    not run, with that reason, when the whole suite is scored (one asked for by name is kept, and loading
+    its model then stops the run with the same reason).
     """
     not_computed = suite_for(data.name).NOT_RUN
     known = [m.name for m in data.spec.metric_suite]
@@ -92,6 +111,15 @@ def select_metrics(
     wanted = list(known) if requested is None else list(requested)
     floored_from = {twin.name: metric for metric, twin in data.spec.floored_twins.items()}
     metrics, not_run = [], {}
+    unmade = dict(unmade or {}) if requested is None else {}
+
+    def unmade_reason(name: str) -> str | None:
+        roles = [
+            *data.spec.metric(name).roles,
+            *(data.spec.metric(floored_from[name]).roles if name in floored_from else ()),
+        ]
+        return next((unmade[role] for role in roles if role in unmade), None)
+
     for m in wanted:
         if m in not_computed:
             not_run[m] = not_computed[m]
@@ -101,6 +129,8 @@ def select_metrics(
             not_run[m] = task_not_run(task, data.spec.metric(m))
         elif data.spec.metric(m).judged and judge is None:
             not_run[m] = NO_JUDGE
+        elif (reason := unmade_reason(m)) is not None:
+            not_run[m] = reason
         else:
             metrics.append(m)
     return metrics, not_run
@@ -250,7 +280,9 @@ def _score(
         submission = whole if shard is None else _share(whole, shard)
         # Under accelerate only the main process asks the judge (the others would send the same requests);
         # judged metrics use no collective, so the processes still meet at the same feature gathers.
-        metrics, not_run = select_metrics(data, options.metrics, options.judge if is_main else None, submission.task)
+        metrics, not_run = select_metrics(
+            data, options.metrics, options.judge if is_main else None, submission.task, unmade_roles(options.profile)
+        )
         model = submission.metadata.get("model") or Path(submission_path).name
         count = (
             f"{len(submission.rankings)} rankings"

@@ -46,7 +46,7 @@ Two independent things live here; nothing in this module runs unless a command a
      interval flipped with it (``[1 - ci_high, 1 - ci_low]``); ``eval.yaml``'s description and each
      entry's ``notes`` say so ("1 - Subject Collapse Rate, higher is better"). Tasks carry only the
      documented fields, so the explanation lives in the benchmark's description, not on the task.
-   - Summaries scored with a plumbing profile (``tiny``: random weights) are refused: they must never
+   - Summaries scored with a plumbing profile (``tiny``, ``paper-random``: random weights) are refused: they must never
      be published as a model's scores. So are summaries of a sample build (the shipped samples, see
      ``build_info.json``'s ``sample_build``): their numbers are not the benchmark's.
 
@@ -93,6 +93,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.errors import IdbenchError
+from idbench.evaluate_pkg.models.profiles import PLUMBING_PROFILES
 from idbench.leaderboard.judges import judge_record
 from idbench.leaderboard.store import Store, iso
 
@@ -259,7 +260,7 @@ def _refuse_plumbing(summary: dict[str, Any]) -> None:
     if "plumbing" not in summary:
         # Fail closed: a summary that does not say what it was scored with cannot be published.
         raise HubExportError("the summary does not say whether it is a plumbing check; refusing to publish it")
-    if summary["plumbing"] or profile == "tiny":
+    if summary["plumbing"] or profile in PLUMBING_PROFILES:
         raise HubExportError(
             f"the summary was scored with the {profile!r} profile, a plumbing check (random weights): its "
             "numbers are not a model's scores and must never be published; rescore with a real profile"

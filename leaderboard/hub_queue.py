@@ -22,7 +22,7 @@ The worker loop and its fault ladder are ``leaderboard.worker``'s, the same as f
 :class:`HubQueue` is this module's :class:`~idbench.leaderboard.jobqueue.JobQueue`. Results are pushed to the
 results repo *before* the request is marked FINISHED: a crash in between leaves a RUNNING request
 whose lease runs out and which is scored again (its result files are overwritten), never a FINISHED
-request without results. Plumbing (tiny-profile) results are never pushed.
+request without results. Plumbing (tiny- or paper-random-profile) results are never pushed.
 
 Example::
 
@@ -49,6 +49,7 @@ from idbench.builders.spec import DEFAULT_TASK
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.models.profiles import PLUMBING_PROFILES
 from idbench.evaluate_pkg.submission import Problem, SubmissionError, validate_submission
 from idbench.leaderboard.hub import (
     AGGREGATES_FILE,
@@ -676,7 +677,7 @@ def delete_results(results: DatasetRepo, request: Request) -> list[str]:
 
 def is_plumbing(summary: Mapping[str, Any]) -> bool:
     """A summary that is (or may be) a plumbing check: never published. Fails closed when it does not say."""
-    return bool(summary.get("plumbing", True)) or summary.get("profile") == "tiny"
+    return bool(summary.get("plumbing", True)) or summary.get("profile") in PLUMBING_PROFILES
 
 
 def result_operations(request: Request, summary: dict[str, Any], samples: Path | None, scored_at: str) -> list[FileAdd]:

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from idbench.errors import IdbenchError
+from idbench.evaluate_pkg.models.profiles import PLUMBING_PROFILES
 from idbench.evaluate_pkg.submission import json_depth, metadata_text_problems
 from idbench.leaderboard.hub import request_path, result_folder
 from idbench.leaderboard.judges import check_copies, check_judge
@@ -423,7 +424,7 @@ def result_problems(path: str, record: dict[str, Any], now: float) -> list[str]:
     """What is wrong with the result record (``aggregates.json``) at repo path ``path``; [] when valid.
 
     The provenance fields (``RESULT_PROVENANCE``) are present short text; it lives at
-    ``result_folder(benchmark, model, content_hash)``; it is no plumbing (tiny-profile) result; every
+    ``result_folder(benchmark, model, content_hash)``; it is no plumbing (tiny- or paper-random-profile) result; every
     statistic is null or a finite number within ``MAX_STAT_MAGNITUDE`` (1e308 is refused); ``models``
     and ``not_run`` are objects, ``judge`` and ``copies`` pass ``leaderboard.judges``' checks;
     ``scored_at`` is a sane time; ``samples`` names the parquet beside it.
@@ -431,8 +432,8 @@ def result_problems(path: str, record: dict[str, Any], now: float) -> list[str]:
     problems = [p for key in RESULT_PROVENANCE if (p := _text_problem(record, key, MAX_FIELD_CHARS, required=True))]
     problems += [p] if (p := _text_problem(record, "task", MAX_FIELD_CHARS, required=False)) else []
     problems += [p] if (p := _hash_problem(record)) else []
-    if record.get("plumbing") or record.get("profile") == "tiny":
-        problems.append("a plumbing (tiny-profile) result: such numbers are never published")
+    if record.get("plumbing") or record.get("profile") in PLUMBING_PROFILES:
+        problems.append("a plumbing (random-weight profile) result: such numbers are never published")
     problems += _aggregates_problems(record.get("aggregates"))
     for key in ("models", "not_run"):
         if record.get(key) is not None and not isinstance(record[key], dict):

@@ -25,7 +25,8 @@ def add_baseline(commands) -> None:
     baseline.add_argument("--overwrite", action="store_true")
     # retrieval-clip only: the CLIP encoder of a profile, as `idbench score` loads it
     add_profile_argument(
-        baseline, "retrieval-clip: paper (CLIP ViT-L/14, default) or tiny (random weights, a plumbing check)"
+        baseline,
+        "retrieval-clip: paper (CLIP ViT-L/14, default), tiny or paper-random (random weights, plumbing checks)",
     )
     baseline.add_argument("--device", default="cpu", help="retrieval-clip: torch device (default: %(default)s)")
     baseline.add_argument("--batch-size", type=int, default=32)

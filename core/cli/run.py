@@ -32,7 +32,7 @@ def add_run(commands) -> None:
     )
     run.add_argument("--out", type=Path, required=True, help="the run folder: OUT/submission, OUT/results")
     add_generation_arguments(run)
-    add_profile_argument(run, "scoring models: paper (default) or tiny (random weights, a plumbing check)")
+    add_profile_argument(run, "scoring models: paper (default), tiny or paper-random (random weights, plumbing checks)")
     run.add_argument("--metrics", help="comma-separated subset of the suite (default: all)")
     run.add_argument(
         "--cache-dir", type=Path, help="feature cache (default: $IDBENCH_CACHE/features, ~/.cache/idbench/features)"

@@ -25,7 +25,11 @@ def add_score(commands) -> None:
     score.add_argument("submission", type=Path)
     score.add_argument("--data", type=Path, required=True, help="the built benchmark folder")
     score.add_argument("--out", type=Path, required=True, help="results folder")
-    add_profile_argument(score, "paper: the papers' models (default); tiny: random weights, a plumbing check")
+    add_profile_argument(
+        score,
+        "paper: the papers' models (default); tiny: random weights, a plumbing check; paper-random: the papers' "
+        "architectures at their real sizes with random weights, a plumbing check for timing",
+    )
     score.add_argument("--metrics", help="comma-separated subset of the suite (default: all)")
     score.add_argument("--device", default="cpu", help="torch device, e.g. cuda or cuda:1 (default: %(default)s)")
     score.add_argument("--dtype", help="bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on the CPU)")
@@ -213,7 +217,7 @@ def _check_hub_eval_results(args: argparse.Namespace) -> dict[str, str] | None:
     the entries' source ({"url", "name"?}) or None.
 
     Refused here: no --dataset-id and --source-name without --source-url; by the library, a plumbing
-    profile (tiny) and data that is a sample build (the shipped samples, not the benchmark).
+    profile (tiny, paper-random) and data that is a sample build (the shipped samples, not the benchmark).
     """
     from idbench.leaderboard.hub import refuse_unpublishable_data
 

@@ -395,7 +395,8 @@ def benchmark_page(benchmark: str) -> None:
     plumbing = left.checkbox(
         "show plumbing-check rows",
         key=f"{benchmark}-plumbing",
-        help="Rows scored with the tiny profile (random weights): they check the pipeline, not the model.",
+        help="Rows scored with a plumbing profile (tiny or paper-random: random weights): they check the pipeline, "
+        "not the model.",
     )
     initial(f"{benchmark}-incomplete", "incomplete", (True, False), show_incomplete, notes, parse=parse_bool)
     incomplete = right.checkbox(
@@ -601,7 +602,8 @@ def ranked_frame(
         st.warning(
             f"{PLUMBING_BANNER}. "
             + ("Every row here" if everything else "Each row marked plumbing")
-            + " was scored with the tiny profile: it shows that the pipeline runs, not how good a model is."
+            + " was scored with a plumbing profile (tiny or paper-random: random weights): it shows that the "
+            "pipeline runs, not how good a model is."
         )
     shown = query.with_links(query.display_table(table, spec, compact=True, raw=units_raw()), results, track)
     if not table.empty and (table[query.NOT_RANKED] == "").all():  # ranked rows: nothing to say there
@@ -891,7 +893,9 @@ def model_page() -> None:
     st.query_params.from_dict(params | ({"track": track} if track != query.tracks(spec)[0] else {}))
     # What a reader must know before reading the numbers, in one alert: plumbing check, incomplete suite.
     missing = query.missing_metrics(row, spec)
-    warnings = [f"{PLUMBING_BANNER}: this result was scored with the tiny profile."] * bool(row["plumbing"])
+    warnings = [
+        f"{PLUMBING_BANNER}: this result was scored with a plumbing profile (tiny or paper-random: random weights)."
+    ] * bool(row["plumbing"])
     warnings += [f"Incomplete suite: no value for {', '.join(missing)}."] * bool(missing)
     facts = query.row_facts(row, spec)
     warnings += [f"Not ranked by default: {facts.copies}."] * facts.copies_marked
@@ -1031,7 +1035,9 @@ def _compare_with(
         return
     raw = units_raw()
     if found["plumbing"]:
-        st.warning(f"{PLUMBING_BANNER}: this comparison is of results scored with the tiny profile.")
+        st.warning(
+            f"{PLUMBING_BANNER}: this comparison is of results scored with a plumbing profile (tiny or paper-random)."
+        )
     tables = query.comparison_tables(found["rows"], spec, raw)
     st.text(f"A = {labels[submission]}, B = {labels[other]}: B - A on the (prompt, seed) pairs both hold.")
     if "overall" in tables:
@@ -1599,7 +1605,7 @@ def about_page() -> None:
     st.title("About")
     st.write(
         "idbench measures identity preservation in image generation. Rows marked *plumbing* were scored "
-        "with random weights (the tiny profile); rows marked *incomplete suite* lack some metrics."
+        "with random weights (the tiny or paper-random profile); rows marked *incomplete suite* lack some metrics."
     )
     for spec in BENCHMARKS.values():
         st.header(spec.title)
