@@ -12,8 +12,9 @@ It checks that both give the same numbers, then prints both times, the ratio, im
 the store's time at 1x, 2x and 4x the images (cost should grow linearly with unique images).
 
 Run: .venv/bin/python bench/scoring_throughput.py [--profile tiny|paper-random|paper] [--device cpu|cuda]
-`tiny` is the CPU measurement of the README; `paper-random` has the papers' model sizes (CLIP
-ViT-L/14, DINOv2-base) with random weights made here, for timing a GPU without downloads (on an H200:
+`tiny` is the CPU measurement of the README; `paper-random` is the registry's profile of that name (the
+papers' model sizes, CLIP ViT-L/14 and DINOv2-base here, with random weights made here), for timing a GPU
+without downloads (on an H200:
 `--profile paper-random --device cuda --scales 1,4,16`); `paper` needs the real weights in the caches.
 """
 
@@ -39,42 +40,7 @@ from idbench.evaluate_pkg import functional as F
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.features import FeatureStore
 from idbench.evaluate_pkg.images import normalize_image
-from idbench.evaluate_pkg.models import registry
 from idbench.evaluate_pkg.models.registry import load_model, resolve_profile
-
-
-def make_paper_sized(models_dir: Path) -> dict[str, str]:
-    """Random-weight CLIP ViT-L/14 and DINOv2-base in the tiny models' folders (same files and processors)."""
-    import json
-
-    import transformers
-
-    from idbench.evaluate_pkg.models import clip as clip_module
-    from idbench.evaluate_pkg.models import dino as dino_module
-
-    sizes = {
-        "clip-vit-l-14-tiny": (
-            "CLIPModel",
-            clip_module.hub_style_config(
-                {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12, "num_hidden_layers": 12},
-                {
-                    "hidden_size": 1024,
-                    "intermediate_size": 4096,
-                    "num_attention_heads": 16,
-                    "num_hidden_layers": 24,
-                    "patch_size": 14,
-                },
-                768,
-            ),
-        ),
-        "dinov2-base-tiny": ("Dinov2Model", dict(dino_module.DINOV2_HUB_CONFIG)),
-    }
-    for name, (class_name, config) in sizes.items():
-        folder = registry.ensure_tiny(name, models_dir)  # processor and tokenizer files of the right layout
-        (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        loaded = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
-        registry.save_safetensors(getattr(transformers, class_name)(loaded), folder / "model.safetensors")
-    return {"clip": "clip-vit-l-14-tiny", "dinov2": "dinov2-base-tiny"}
 
 
 def synthetic_generations(data, copies: int, size: int = 256) -> list[tuple[str, int, bytes]]:
@@ -163,10 +129,8 @@ def main() -> None:
         tmp = Path(tmp)
         build("identity-collapse", out=tmp / "data")
         data = load_benchmark_data(tmp / "data", cache_dir=str(tmp / "hf"))
-        if args.profile == "paper-random":
-            names = make_paper_sized(tmp / "models")
-        else:
-            names = {role: card.name for role, card in resolve_profile(args.profile).items()}
+        # paper-random: the registry's full-size random CLIP and DINOv2, made here on first use (~2 GB)
+        names = {role: card.name for role, card in resolve_profile(args.profile).items()}
         clip = load_model(names["clip"], device=args.device, models_dir=tmp / "models")
         dino = load_model(names["dinov2"], device=args.device, models_dir=tmp / "models")
         base = synthetic_generations(data, 1)
