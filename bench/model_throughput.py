@@ -248,16 +248,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print(header, flush=True)
     rows: list[dict[str, Any]] = []
-    for role in roles:
-        measured = measure_role(role, cards[role], images, warmup, args)
-        gc.collect()  # the role's model goes before the next one loads
-        if args.device.startswith("cuda"):
-            torch.cuda.empty_cache()
-        for row in measured if isinstance(measured, list) else [measured]:
-            rows.append(_rates(row))
-            print(table([rows[-1]]).splitlines()[-1], flush=True)
-    print()
-    print(table(rows))
     figures = {
         "profile": args.profile,
         "plumbing": registry.profile_is_plumbing(args.profile),
@@ -279,7 +269,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else Path("idbench-output") / f"model_throughput-{args.profile}-{args.device.replace(':', '')}.json"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    for role in roles:
+        measured = measure_role(role, cards[role], images, warmup, args)
+        gc.collect()  # the role's model goes before the next one loads
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        for row in measured if isinstance(measured, list) else [measured]:
+            rows.append(_rates(row))
+            print(table([rows[-1]]).splitlines()[-1], flush=True)
+        # after each role: a run cut short by a timeout keeps what it measured
+        out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    print()
+    print(table(rows))
     print(f"\nfigures in {out}")
     return figures
 
