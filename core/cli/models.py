@@ -47,7 +47,8 @@ def cmd_models(args: argparse.Namespace) -> int:
                 f"profile {profile!r} has no random models to make; plumbing profiles: "
                 + ", ".join(p for p in registry.PROFILES if registry.profile_is_plumbing(p))
             )
-        for path in registry.make_tiny(models_dir=args.models_dir, profile=profile):
+        # tiny: every tiny model (arcface-tiny too, which no profile names); another profile: its random models
+        for path in registry.make_tiny(models_dir=args.models_dir, profile=None if profile == "tiny" else profile):
             print(f"  {path}")
         for card in cards.values():
             if card.name in registry.NOT_MADE:
