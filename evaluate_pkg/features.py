@@ -90,6 +90,10 @@ class FeatureStore:
         self.accelerator = accelerator  # an accelerate.Accelerator for multi-process runs, or None
         self.stats = StoreStats()
 
+    def counts(self) -> dict[str, Any]:
+        """What ``aggregates.json``'s ``features`` says: the distinct features read and computed, per model key."""
+        return {"cached": self.stats.cached, "computed": self.stats.computed}
+
     # --- the cache --------------------------------------------------------------------------------
 
     def _path(self, model_key: str, version: int | str, item_key: str) -> Path:

@@ -203,6 +203,7 @@ def score_submission(
     models: Models | None = None,
     shard: Shard | None = None,
     carry: str | None = None,
+    store: FeatureStore | None = None,
 ) -> dict[str, Any]:
     """Score one submission; returns the summary written to ``aggregates.json``.
 
@@ -214,9 +215,11 @@ def score_submission(
     or a reporter of the caller's.
 
     ``shard`` (:mod:`idbench.shards`): score only that shard's images, into the feature cache and the
-    judge's answer cache, and write nothing else; ``idbench merge`` then scores the whole submission
-    from those caches (:mod:`idbench.evaluate_pkg.merge`). Returns a shorter summary (no aggregates).
-    ``carry``: a sub-folder of an existing ``out`` kept in the new one (the merge's shard records).
+    judge's answer cache, and write nothing else; :mod:`idbench.evaluate_pkg.merge` copies what the shard
+    used beside its record, and ``idbench merge`` scores the whole submission from those copies. Returns a
+    shorter summary (no aggregates). ``carry``: a sub-folder of an existing ``out`` kept in the new one
+    (the merge's shard folder). ``store``: the feature store to read and fill (default: a
+    :class:`FeatureStore` of ``cache_dir``); the shards and the merge pass their own.
     """
     options = options or ScoreOptions()
     data = data if isinstance(data, BenchmarkData) else load_benchmark_data(data)
@@ -243,6 +246,7 @@ def score_submission(
                 shared,
                 shard,
                 carry,
+                store,
             )
             scoring.note = f"{summary['images']} images" if summary["images"] else "a ranking of references"
     except BaseException:
@@ -273,6 +277,7 @@ def _score(
     shared,
     shard,
     carry,
+    store,
 ):
     """score_submission's work, reported to ``reporter`` (``shared``: other processes compute part of the features)."""
     # Validation comes first: the submission's task decides which metrics (and models) apply.
@@ -298,7 +303,8 @@ def _score(
             models.preload(roles)  # fail before any model work
         judged = any(data.spec.metric(m).judged for m in metrics)
         judge = make_judge(options.judge, Path(cache_dir) if cache_dir else None) if judged else None
-        store = FeatureStore(Path(cache_dir or default_cache_dir()), accelerator=accelerator)
+        if store is None:
+            store = FeatureStore(Path(cache_dir or default_cache_dir()), accelerator=accelerator)
         stages = functools.partial(reporter, shared=shared)
         context = Context(data, submission, store, models, options, progress=stages, judge=judge)
         if submission.task == "retrieval":
@@ -318,11 +324,11 @@ def _score(
             context.copies["floored"] = floor_record(data.spec, copy_rows, floored)
             results += copy_rows + floored
         reporter.close()
-        if shard is not None:  # the work is in the caches; the results come from the merge
+        if shard is not None:  # the work is in the store and the answer cache; the results come from the merge
             judged_record = judge_summary(context.judge)  # the shard's own questions, before any control
             if shard.index == 0 and context.judge is not None:
-                # The judge's controls, asked once per run (by shard 0) into the answer cache: the merge
-                # reads them back, and needs no judge when every answer is there.
+                # The judge's controls, asked once per run (by shard 0): their answers travel in shard 0's
+                # folder like its own, so the merge needs no judge when every answer is there.
                 from idbench.evaluate_pkg.judge.controls import run_controls
 
                 with reporter.step("asking the judge its control questions"):
@@ -394,7 +400,7 @@ def shard_summary(
         "submission_sha256": submission_fingerprint(whole),
         "build": build_record(data),
         "profile": context.options.profile,
-        "features": {"cached": context.store.stats.cached, "computed": context.store.stats.computed},
+        "features": context.store.counts(),
     }
 
 
@@ -478,7 +484,7 @@ def summarize(
         "aggregates": aggregate(frame, prompts_frame(data), data.spec, references_frame(data)),
         "not_run": not_run,
         "notes": context.notes,
-        "features": {"cached": context.store.stats.cached, "computed": context.store.stats.computed},
+        "features": context.store.counts(),
         "judge": judge_summary(context.judge),
         # None for a retrieval submission (it holds no images to copy)
         "copies": context.copies,
