@@ -175,8 +175,9 @@ def score_shard(
 ) -> Path:
     """Score one shard of ``submission`` (``"K/N"``, a :class:`~idbench.shards.Shard`, or ``"auto"``: the job
     array's), as ``idbench score --shard`` does: its images' features, copy searches and judge answers go
-    into ``cache_dir`` (put it where every job sees it), and its record into ``out/shards/K-of-N.json``,
-    whose path is returned. :func:`merge` makes the run's results once every shard has finished.
+    into ``cache_dir`` (shared by the jobs or each node's own), a copy of those it used into
+    ``out/shards/K-of-N/``, and its record into ``out/shards/K-of-N.json``, whose path is returned.
+    :func:`merge` makes the run's results once every shard has finished.
     """
     from idbench.evaluate_pkg.context import ScoreOptions
     from idbench.evaluate_pkg.merge import score_shard as score_one_shard
@@ -205,7 +206,7 @@ def score_shard(
 def merge(out: str | Path, *, device: str = "cpu", progress: bool = True) -> ScoreResult:
     """The results of a run scored in shards (:func:`score_shard`), as ``idbench merge`` writes them into
     ``out``: the shards' records checked (one complete run, else an error naming what is missing), then
-    the whole submission scored from their caches."""
+    the whole submission scored from the features and judge answers in their folders (no cache is read)."""
     import pandas as pd
 
     from idbench.evaluate_pkg.merge import merge as merge_shards

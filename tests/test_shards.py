@@ -104,7 +104,7 @@ def test_shards_asking_their_own_servers_of_one_judge_are_one_run():
 
 def test_a_shard_record_keeps_the_judge_url_masked_and_the_merge_takes_it_back_from_the_environment(monkeypatch):
     # A gateway key in the URL's path is masked in OUT/shards/*.json (a file beside the results); the
-    # merge, which asks the judge what the cache lacks, takes the real URL from $IDBENCH_JUDGE_URL.
+    # merge, which asks the judge what the shards' folders lack, takes the real URL from $IDBENCH_JUDGE_URL.
     from pathlib import Path
 
     from idbench.evaluate_pkg.judge import JudgeConfig
@@ -149,6 +149,7 @@ def _record(index: int, count: int = 2) -> dict:
         "options": {"profile": "tiny", "metrics": ["dino_sim"], "dtype": None, "batch_size": 32, "models_dir": None},
         "judge": None,
         "features": {"cached": {"dino": 3}, "computed": {"dino": 0}},
+        "folder": {"manifest_sha256": "d" * 64, "files": 3, "bytes": 3000},
     }
 
 
@@ -192,6 +193,8 @@ RECORD_CASES = {
     "metrics one string": (_set("options.metrics", "dino_sim"), "field 'options.metrics': expected an array"),
     "benchmark number": (_set("benchmark", 5), "field 'benchmark': expected a string, found 5"),
     "sha not hex": (_set("submission_sha256", "x" * 64), "field 'submission_sha256': expected a sha256"),
+    "folder's sha not hex": (_set("folder.manifest_sha256", "x"), "field 'folder.manifest_sha256': expected a sha256"),
+    "folder missing": (lambda r: {k: v for k, v in r.items() if k != "folder"}, "field 'folder' is missing"),
     "rows missing": (lambda r: {k: v for k, v in r.items() if k != "rows_sha256"}, "field 'rows_sha256' is missing"),
     "unknown field": (_set("extra", 1), "unknown field 'extra'"),
     "not an object": (lambda r: [r], "expected an object, found an array"),

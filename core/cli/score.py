@@ -64,9 +64,10 @@ def add_score(commands) -> None:
     score.add_argument(
         "--shard",
         metavar="K/N",
-        help="score only shard K (from 0) of N into the feature cache and write OUT/shards/K-of-N.json; `idbench merge "
-        "OUT` then writes the results (default: from SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT, or "
-        "JOB_COMPLETION_INDEX with IDBENCH_SHARD_COUNT; docs/cluster.md)",
+        help="score only shard K (from 0) of N and write what the merge needs into OUT/shards (K-of-N/, its features and "
+        "judge answers, and the record K-of-N.json; --cache-dir may be each node's own); `idbench merge OUT` then writes "
+        "the results (default: from SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT, or JOB_COMPLETION_INDEX with "
+        "IDBENCH_SHARD_COUNT; docs/cluster.md)",
     )
     add_judge_arguments(score)
     score.set_defaults(func=cmd_score)
@@ -76,9 +77,10 @@ def add_merge(commands) -> None:
     merge = commands.add_parser(
         "merge",
         help="the results of a scoring run done in shards (score --shard K/N): checked complete, then written",
-        description="Reads OUT/shards/K-of-N.json, refuses an incomplete or mixed set of shards in one line, then scores "
-        "the whole submission from the shards' feature and judge caches (nothing is computed again), writing the "
-        "results.parquet, aggregates.json and report.md a single process would. Idempotent. See docs/cluster.md.",
+        description="Reads OUT/shards (each shard's record K-of-N.json and folder K-of-N/), refuses an incomplete, mixed "
+        "or altered set of shards in one line, then scores the whole submission from the features and judge answers "
+        "in the shards' folders (no cache is read, nothing is computed again), writing the results.parquet, "
+        "aggregates.json and report.md a single process would. Idempotent. See docs/cluster.md.",
     )
     merge.add_argument("out", type=Path, metavar="OUT", help="the --out of the shards")
     merge.add_argument("--device", default="cpu", help="where the models are loaded (nothing heavy runs; default: cpu)")
@@ -95,7 +97,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     print(
         f"merged the shards in {args.out / 'shards'}: {sum(features['cached'].values())} features read from the shards' "
-        f"cache, {sum(features['computed'].values())} computed here; results in {args.out} (results.parquet, aggregates.json, report.md)"
+        f"folders, {sum(features['computed'].values())} computed here; results in {args.out} (results.parquet, aggregates.json, report.md)"
     )
     _print_judge_line(summary)
     return 0
@@ -175,13 +177,13 @@ def _score_shard(args: argparse.Namespace, options, accelerator, shard) -> int:
     if path is None:  # another process of this shard's accelerate launch writes the record
         return 0
     cache_dir = args.cache_dir or default_cache_dir()
+    folder = summary["folder"]
     print(
-        f"shard {shard} (from {shard.source}): {summary['images']} images of {args.submission} scored into the feature "
-        f"cache {cache_dir} ({sum(summary['features']['computed'].values())} features computed); recorded in {path}"
+        f"shard {shard} (from {shard.source}): {summary['images']} images of {args.submission} scored with the feature "
+        f"cache {cache_dir} ({sum(summary['features']['computed'].values())} features computed); what the merge reads "
+        f"({folder['files']} files, {folder['bytes'] / 1e6:.1f} MB) in {path.with_suffix('')}, recorded in {path}"
     )
     _print_judge_line(summary)
-    if args.cache_dir is None:
-        print("note: no --cache-dir: the merge reads this shard's features only where it sees this machine's cache")
     print(f"when all {shard.count} shards have finished: idbench merge {args.out}")
     return 0
 

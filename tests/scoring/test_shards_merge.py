@@ -1,5 +1,6 @@
 """Scoring in shards (score --shard K/N), then `idbench merge` (evaluate_pkg/merge.py): the merged results are
-a single process's, an incomplete or mixed set of shards is refused in one line, a killed shard resumes."""
+a single process's, whether the shards shared a cache or each had its own; an incomplete, mixed or altered set
+of shards is refused in one line; a killed shard resumes."""
 
 from __future__ import annotations
 
@@ -33,6 +34,26 @@ def score(built: Path, out: Path, cache: Path, *more: str) -> int:
     return main([*argv, "--profile", "tiny", "--metrics", METRICS, "--cache-dir", str(cache), *more])
 
 
+@pytest.fixture(scope="module")
+def single(built, tmp_path_factory) -> Path:
+    """One process's results, with batches of one (what the bit-for-bit comparisons compare with)."""
+    root = tmp_path_factory.mktemp("single")
+    assert score(built, root / "out", root / "cache", "--batch-size", "1") == 0
+    return root / "out"
+
+
+def same_as_one_process(out: Path, single: Path) -> dict:
+    """Assert that the merged results in ``out`` are one process's (``single``) bit for bit; the merged summary."""
+    merged = json.loads((out / "aggregates.json").read_text())
+    one = json.loads((single / "aggregates.json").read_text())
+    # The same floats in the same places (the feature counts say what each run computed).
+    assert merged["aggregates"] == one["aggregates"] and merged["copies"] == one["copies"]
+    assert merged["notes"] == one["notes"] and merged["images"] == one["images"]
+    assert computed(merged) == 0 and computed(one) > 0
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), pd.read_parquet(single / "results.parquet"))
+    return merged
+
+
 def computed(summary: dict) -> int:
     return sum(summary["features"]["computed"].values())
 
@@ -46,11 +67,10 @@ def close(a, b, rel: float = 1e-5) -> bool:
     return a == b
 
 
-def test_three_shards_and_a_merge_write_what_one_process_writes(built, tmp_path, capsys):
+def test_three_shards_and_a_merge_write_what_one_process_writes(built, single, tmp_path, capsys):
     # Batches of one: an image's features cannot depend on the batch it was in, so a single process and
     # the shards compute the same floats, and the merge must reproduce the single process bit for bit.
     one = ("--batch-size", "1")
-    assert score(built, tmp_path / "single", tmp_path / "cache-single", *one) == 0
     out, cache = tmp_path / "sharded", tmp_path / "cache-shards"
     for k in (0, 2):
         assert score(built, out, cache, "--shard", f"{k}/3", *one) == 0
@@ -68,18 +88,14 @@ def test_three_shards_and_a_merge_write_what_one_process_writes(built, tmp_path,
     assert "when all 3 shards have finished: idbench merge" in capsys.readouterr().out
     assert main(["merge", str(out)]) == 0
     assert "0 computed here" in capsys.readouterr().out
-    single = json.loads((tmp_path / "single" / "aggregates.json").read_text())
-    merged = json.loads((out / "aggregates.json").read_text())
-    # Bit for bit: the same floats in the same places (the feature counts say what each run computed).
-    assert merged["aggregates"] == single["aggregates"] and merged["copies"] == single["copies"]
-    assert merged["notes"] == single["notes"] and merged["images"] == single["images"] == len(data.required_pairs)
-    assert computed(merged) == 0 and computed(single) > 0
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(out / "results.parquet"), pd.read_parquet(tmp_path / "single" / "results.parquet")
-    )
+    merged = same_as_one_process(out, single)
+    assert merged["images"] == len(data.required_pairs)
     assert (out / "report.md").is_file() and sorted(p.name for p in (out / "shards").iterdir()) == [
+        "0-of-3",
         "0-of-3.json",
+        "1-of-3",
         "1-of-3.json",
+        "2-of-3",
         "2-of-3.json",
     ]
     # Each shard scored its own images only, and together every image once.
@@ -90,6 +106,24 @@ def test_three_shards_and_a_merge_write_what_one_process_writes(built, tmp_path,
     before = (out / "aggregates.json").read_bytes()
     assert main(["merge", str(out)]) == 0
     assert (out / "aggregates.json").read_bytes() == before
+
+
+def test_shards_with_a_cache_each_merge_to_what_one_process_writes(built, single, tmp_path, capsys):
+    # Nodes with their own disks: each shard has its own cache, which the merge never sees (gone before it
+    # runs). What the merge reads is in OUT/shards, and its results are one process's, bit for bit.
+    out = tmp_path / "out"
+    for k in range(3):
+        assert score(built, out, tmp_path / f"node-{k}", "--shard", f"{k}/3", "--batch-size", "1") == 0
+        said = capsys.readouterr().out
+        assert "what the merge reads (" in said and f"in {out / 'shards' / f'{k}-of-3'}, recorded in" in said
+        shutil.rmtree(tmp_path / f"node-{k}")
+    records = {f"{k}-of-3": json.loads((out / "shards" / f"{k}-of-3.json").read_text()) for k in range(3)}
+    assert main(["merge", str(out)]) == 0
+    assert "features read from the shards' folders, 0 computed here" in capsys.readouterr().out
+    merged = same_as_one_process(out, single)
+    # aggregates.json says what each shard read from its cache and computed (each computed its references too).
+    assert merged["features"]["shards"] == {name: record["features"] for name, record in records.items()}
+    assert all(computed(record) > 0 for record in records.values())
 
 
 def test_with_the_default_batches_the_merge_agrees_to_float32_rounding(built, tmp_path):
@@ -217,6 +251,15 @@ def _set_in(out: Path, name: str, change) -> None:
     path.write_text(json.dumps(record))
 
 
+def _reseal(out: Path, name: str) -> None:
+    """Seal shard ``name``'s folder again after a change, and put its account in the record: what anyone who
+    may write OUT/shards can do (the folder then matches its record; the judge's answers stay signed)."""
+    from idbench.evaluate_pkg.merge import seal_folder
+
+    account = seal_folder(out / "shards" / name)
+    _set_in(out, f"{name}.json", lambda record: record.__setitem__("folder", account))
+
+
 def _copied_for_shard_1(record: dict) -> None:  # shard 0's record, renumbered for shard 1 (which never ran)
     record["shard"]["index"] = 1
 
@@ -253,6 +296,86 @@ def test_a_record_that_is_not_its_shards_work_is_refused_in_one_line(two_shards,
     assert main(["merge", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err and "Traceback" not in err and "1-of-2.json" in err
+    assert not (out / "aggregates.json").exists()
+
+
+def _a_feature(out: Path) -> Path:
+    """One feature entry of shard 1's folder (the first by name)."""
+    return sorted((out / "shards" / "1-of-2" / "features").rglob("*.npz"))[0]
+
+
+def _flip_last_byte(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 1])
+
+
+def _nan_feature(out: Path) -> None:  # a valid entry with other values: NaN
+    import numpy as np
+
+    path = _a_feature(out)
+    with np.load(path) as archive:
+        arrays = {name: np.full_like(archive[name], np.nan, dtype=np.float32) for name in archive.files}
+    path.unlink()
+    np.savez(path, **arrays)
+
+
+def _linked_feature(out: Path) -> None:  # a link to a copy of the file, outside the folder
+    path = _a_feature(out)
+    shutil.copy(path, out / "elsewhere.npz")
+    path.unlink()
+    path.symlink_to(out / "elsewhere.npz")
+
+
+FOLDER_CASES = {
+    # each shard's folder against its record: (change, what the line says, the file it names)
+    "a feature changed by one byte": (
+        lambda out: _a_feature(out).write_bytes(_flip_last_byte(_a_feature(out).read_bytes())),
+        "is not the file its manifest lists",
+        _a_feature,
+    ),
+    "a feature cut short": (
+        lambda out: _a_feature(out).write_bytes(_a_feature(out).read_bytes()[:100]),
+        "is not the file its manifest lists",
+        _a_feature,
+    ),
+    "a feature with NaN values": (_nan_feature, "is not the file its manifest lists", _a_feature),
+    "a feature missing": (lambda out: _a_feature(out).unlink(), "is missing", lambda out: "1-of-2/features/"),
+    "a file more": (
+        lambda out: shutil.copy(_a_feature(out), _a_feature(out).with_name("0" * 64 + ".npz")),
+        "is not in",
+        lambda out: "0" * 64 + ".npz",
+    ),
+    "a link in place of a feature": (_linked_feature, "is a symbolic link", _a_feature),
+    "the folder missing": (
+        lambda out: shutil.rmtree(out / "shards" / "1-of-2"),
+        "is missing",
+        lambda out: out / "shards" / "1-of-2" / "manifest.json",
+    ),
+    "the folder of shard 0 as shard 1's": (
+        lambda out: (
+            shutil.rmtree(out / "shards" / "1-of-2"),
+            shutil.copytree(out / "shards" / "0-of-2", out / "shards" / "1-of-2"),
+        ),
+        "is not the manifest 1-of-2.json records",
+        lambda out: out / "shards" / "1-of-2" / "manifest.json",
+    ),
+    "a manifest of 70 MB": (
+        lambda out: (out / "shards" / "1-of-2" / "manifest.json").write_text(" " * (70 << 20)),
+        "over the 67108864-byte limit",
+        lambda out: out / "shards" / "1-of-2",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", FOLDER_CASES)
+def test_a_shard_folder_that_is_not_what_its_record_says_is_refused_in_one_line(two_shards, tmp_path, capsys, case):
+    out = _tampered_copy(two_shards, tmp_path)
+    change, says, names = FOLDER_CASES[case]
+    named = str(names(out))  # before the change: the file it changes
+    change(out)
+    capsys.readouterr()
+    assert main(["merge", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and named in err and "Traceback" not in err, err
     assert not (out / "aggregates.json").exists()
 
 
@@ -296,7 +419,6 @@ def test_a_merge_that_would_have_to_ask_a_judge_that_is_down_stops_in_one_line(b
 
     import idbench
     from idbench.evaluate_pkg.judge import JudgeConfig
-    from idbench.evaluate_pkg.judge.cache import FOLDER
 
     monkeypatch.delenv("IDBENCH_JUDGE_URL", raising=False)
     out, cache = tmp_path / "out", tmp_path / "cache"
@@ -319,13 +441,15 @@ def test_a_merge_that_would_have_to_ask_a_judge_that_is_down_stops_in_one_line(b
     assert merged["aggregates"]["overall"]["attr_vqa"]["mean"] == 1.0
     before = (out / "aggregates.json").read_bytes()
 
-    # Some answers gone from the cache, the judge still down: the merge would write another number. Refused.
-    entries = sorted((cache / "judge" / FOLDER).glob("??/*.json"))
-    for entry in entries[:3]:
-        entry.unlink()
+    # Some answers not in the shards' folders (as when a shard's judge failed to give them), the judge still
+    # down: the merge would write another number. Refused.
+    for k in range(2):
+        for entry in sorted((out / "shards" / f"{k}-of-2" / "judge" / "answers").glob("??/*.json"))[:3]:
+            entry.unlink()
+        _reseal(out, f"{k}-of-2")
     assert main(["merge", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("idbench merge: error: ") and "judge answers are not in the answer cache" in err
+    assert err.startswith("idbench merge: error: ") and "judge answers are not in the shards' folders" in err
     assert "could not give them (connection error" in err and "nothing was written" in err
     assert (out / "aggregates.json").read_bytes() == before  # the earlier merge's results stand
 
@@ -338,7 +462,6 @@ def test_an_edited_judge_answer_is_asked_again_and_counted_by_the_merge(built, t
 
     import idbench
     from idbench.evaluate_pkg.judge import JudgeConfig
-    from idbench.evaluate_pkg.judge.cache import FOLDER
 
     monkeypatch.delenv("IDBENCH_JUDGE_URL", raising=False)
     out, cache = tmp_path / "out", tmp_path / "cache"
@@ -347,16 +470,17 @@ def test_an_edited_judge_answer_is_asked_again_and_counted_by_the_merge(built, t
         judge = JudgeConfig(base_url=server.base_url, model="scripted-vlm", max_retries=0, backoff_s=0.01, timeout_s=5)
         for k in range(2):
             idbench.score_shard(built / "sub", built / "data", out, shard=f"{k}/2", judge=judge, **kwargs)
-        # One who can write the cache folder turns every "yes" of the judge into a "no".
-        edited = 0
-        for entry in (cache / "judge" / FOLDER).glob("??/*.json"):
-            record = json.loads(entry.read_text())
-            flipped = json.loads(record["raw"])
-            for item in flipped["answers"]:
-                item["answer"] = "no"
-            record["raw"], record["value"] = json.dumps(flipped), flipped
-            entry.write_text(json.dumps(record))
-            edited += 1
+        # One who can write OUT/shards (but holds no signing key) turns every "yes" of the judge into a "no",
+        # and seals the folders again, so that they match their records.
+        for k in range(2):
+            for entry in (out / "shards" / f"{k}-of-2" / "judge" / "answers").glob("??/*.json"):
+                record = json.loads(entry.read_text())
+                flipped = json.loads(record["raw"])
+                for item in flipped["answers"]:
+                    item["answer"] = "no"
+                record["raw"], record["value"] = json.dumps(flipped), flipped
+                entry.write_text(json.dumps(record))
+            _reseal(out, f"{k}-of-2")
         sent = len(server.requests)
         capsys.readouterr()
         assert main(["merge", str(out)]) == 0
