@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True)
     parser.add_argument("--sub", required=True, help="the submission folder (generated into, then scored)")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--cache-dir", required=True, help="the shared feature and judge-answer cache")
+    parser.add_argument("--cache-dir", required=True, help="feature and answer cache: shared or node-local")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--generate-args", help="idbench generate's model flags; leave out to score an existing folder")
     parser.add_argument("--score-args", help="more idbench score flags (--profile, --metrics, --judge-url ...)")
