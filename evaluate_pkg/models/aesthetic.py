@@ -31,6 +31,13 @@ LAYERS: tuple[tuple[int, tuple[int, int]], ...] = (
     (6, (16, 64)),
     (7, (1, 16)),
 )
+
+
+def head_parameter_count() -> int:
+    """The head's parameter count (weights and biases of every layer)."""
+    return sum(rows * cols + rows for _, (rows, cols) in LAYERS)
+
+
 INPUT_DIM = 768
 
 

@@ -510,9 +510,8 @@ def parameter_count(card: ModelCard | str) -> int:
     """How many parameters a random card's network has (built on the meta device: nothing allocated)."""
     card = get_card(card) if isinstance(card, str) else card
     if card.family == "aesthetic-v2":
-        from idbench.evaluate_pkg.models.aesthetic import LAYERS
-
-        return sum(rows * cols + rows for _, (rows, cols) in LAYERS)
+        # A numpy head, not a torch module; resolved by name because aesthetic.py imports this module.
+        return _resolve("idbench.evaluate_pkg.models.aesthetic:head_parameter_count")()
     return sum(parameter.numel() for parameter in random_model(card).parameters())
 
 
