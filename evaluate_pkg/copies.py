@@ -80,12 +80,20 @@ COARSE_RATIO = 1.15  # between coarse scales: a paste's scale is at most ~7 % fr
 FINE_EVALUATIONS = 5  # correlations of the fine pass (see refine): an eighth of a coarse step's precision
 REVERSE_MIN_FRACTION = 0.5  # a crop of the reference is searched down to half its side
 NCC_MIN = 0.85  # measured: pastes 0.88-1.00 on the samples, other photographs <= 0.76
+# A drawing's subject alone (a cut-out): its flat colours correlate less (0.83-0.95 for cut-outs), and the
+# fine band inside it confirms the copy.
+MASKED_NCC_MIN = 0.75
+MASKED_DETAIL_MIN = 0.9  # see _masked_detail: calibration cut-outs 0.96-0.99, other renderings of one design <= 0.84
+ECC_CRITERIA = (3, 100, 1e-5)  # cv2.TERM_CRITERIA_COUNT | EPS: at most 100 steps, to 1e-5 of correlation
+# The ECC fit's Gaussian (px): 9 converged from the search's window on 58 of 64 sample cut-outs, 5 on 50
+# (the window may sit 1-2 px and 1 % of scale off: a wider blur widens the fit's basin).
+ECC_BLUR = 9
 PHASH_MAX_DISTANCE = 10  # of 64 bits: pastes 0-10 on the samples; re-drawn characters and re-photographs reach 12 (bench/copy_calibration.py)
 EMBEDDING_MIN_COSINE = 0.95
 MARK_ABOVE_SHARE = 0.05  # a run with more than 5 % of its images flagged is marked
-COARSE_GATE = 0.5  # measured on the samples: pastes 0.67-1.00 in the coarse pass (a 5-image collage lowest)
+COARSE_GATE = 0.6  # measured: pastes 0.67-1.00 in the coarse pass (a 5-image collage lowest); 58 % of other pairs reach it, 90 % reach 0.5
 MIN_STD = 2.0  # grey-level std below which a window is flat: a blank canvas matches nothing
-VERSION = 7  # of the search and its thresholds: part of the cache key (7: a copied orientation wins)
+VERSION = 8  # of the search and its thresholds: part of the cache key (8: a drawing's subject searched alone)
 # The keypoint stage (find_in_any_pose): SIFT keypoints matched with Lowe's ratio test, an affine map
 # fitted by RANSAC, then the reference warped by it and correlated with the generation where it lands.
 KEYPOINT_REF_SIDE = 384  # px: the reference's longest side for its keypoints (a face of a full figure keeps some)
@@ -101,7 +109,7 @@ MAX_ANISOTROPY = 3.0  # an affine map stretching one axis more than 3x the other
 # copies in 7 kinds of pose and paste on one side, different photographs of one subject and re-drawn
 # characters on the other.
 MIN_INLIERS = 6  # matches consistent with one map
-WARP_CORR_MIN = 0.85  # verified correlation (grey and fine detail) of a smaller matched region
+WARP_CORR_MIN = 0.95  # verified correlation (grey and fine detail) of a smaller region: pasted faces 0.985-0.999, re-photographs <= 0.93 (bench/copy_calibration.py)
 LARGE_CORR_MIN = 0.75  # the same, of a region of at least LARGE_SHARE of the subject
 REGION_MARGIN = 0.03  # of the reference's side: the keypoints' hull grown by this much
 LARGE_SHARE = 0.3  # of the subject: a region this large is a copy whatever its fit
@@ -124,9 +132,16 @@ class Found:
     box: tuple[float, float, float, float]  # the window in the searched image, fractions of its size
     direction: str  # "reference in generation" or "generation in reference" (a crop of the reference)
     mirrored: bool
+    # A drawing's subject searched alone (its plain background masked out): a cut-out on a new background.
+    # Its window holds another background, so the hash cannot confirm it; the fine band inside the
+    # subject does (``detail``: its correlation, -1 when not measured).
+    masked: bool = False
+    detail: float = -1.0
 
     @property
     def copied(self) -> bool:
+        if self.masked:
+            return self.ncc >= MASKED_NCC_MIN and self.detail >= MASKED_DETAIL_MIN
         return self.ncc >= NCC_MIN and self.phash_distance <= PHASH_MAX_DISTANCE
 
     def as_dict(self) -> dict[str, Any]:
@@ -136,6 +151,8 @@ class Found:
             "box": [round(v, 4) for v in self.box],
             "direction": self.direction,
             "mirrored": self.mirrored,
+            "masked": self.masked,
+            "detail": round(self.detail, 4),
             "copied": self.copied,
         }
 
@@ -154,18 +171,22 @@ def _best_at(
     scale: float,
     min_side: int = MIN_TEMPLATE_SIDE,
     tables: tuple[np.ndarray, np.ndarray] | None = None,
+    mask: np.ndarray | None = None,
 ) -> tuple[float, tuple[int, int, int, int]] | None:
     """Best correlation of ``needle`` resized by ``scale`` inside ``haystack``, and its window (x, y, w, h).
-    ``tables``: ``_integral_tables(haystack)``, when the caller searches the same haystack at many scales."""
+    ``tables``: ``_integral_tables(haystack)``, when the caller searches the same haystack at many scales.
+    ``mask`` (``needle``'s shape, 0/1): only the needle's pixels under it are correlated."""
     import cv2
 
     h, w = round(needle.shape[0] * scale), round(needle.shape[1] * scale)
     if min(h, w) < min_side or h > haystack.shape[0] or w > haystack.shape[1]:
         return None
     template = cv2.resize(needle, (w, h), interpolation=cv2.INTER_AREA)
-    if float(template.std()) < MIN_STD:
+    small_mask = None if mask is None else cv2.resize(mask, (w, h), interpolation=cv2.INTER_NEAREST)
+    inside = template if small_mask is None else template[small_mask > 0]
+    if inside.size < 50 or float(inside.std()) < MIN_STD:
         return None
-    scores = cv2.matchTemplate(haystack, template, cv2.TM_CCOEFF_NORMED)
+    scores = cv2.matchTemplate(haystack, template, cv2.TM_CCOEFF_NORMED, mask=small_mask)
     # A flat window has no defined correlation (OpenCV returns noise or inf there): it matches nothing.
     np.nan_to_num(scores, copy=False, nan=-1.0, posinf=-1.0, neginf=-1.0)
     local_std = _window_std(tables or _integral_tables(haystack), h, w)
@@ -205,7 +226,7 @@ def _scales(largest: float, smallest: float, ratio: float) -> list[float]:
 
 
 def coarse_locate(
-    haystack: np.ndarray, needle: np.ndarray, min_fraction: float = 0.0
+    haystack: np.ndarray, needle: np.ndarray, min_fraction: float = 0.0, mask: np.ndarray | None = None
 ) -> tuple[float, float, float, tuple[int, int, int, int]] | None:
     """The coarse pass: the best correlation of ``needle`` in ``haystack`` over scales ``COARSE_RATIO``
     apart, at half the working size (a quarter of the work), from the largest fitting scale down to where
@@ -216,10 +237,11 @@ def coarse_locate(
     fit = min(haystack.shape[0] / needle.shape[0], haystack.shape[1] / needle.shape[1])
     smallest = max(MIN_TEMPLATE_SIDE / min(needle.shape), fit * min_fraction)
     half_hay, half_needle = _half(haystack), _half(needle)
+    half_mask = None if mask is None else _half(mask)
     tables = _integral_tables(half_hay)
     best = None
     for scale in _scales(fit, smallest, COARSE_RATIO):
-        found = _best_at(half_hay, half_needle, scale, min_side=MIN_TEMPLATE_SIDE // 2, tables=tables)
+        found = _best_at(half_hay, half_needle, scale, MIN_TEMPLATE_SIDE // 2, tables, half_mask)
         if found and (best is None or found[0] > best[0]):
             best = (found[0], scale, found[1])
     if best is None:
@@ -230,7 +252,7 @@ def coarse_locate(
 
 
 def refine(
-    haystack: np.ndarray, needle: np.ndarray, scale: float, fit: float
+    haystack: np.ndarray, needle: np.ndarray, scale: float, fit: float, mask: np.ndarray | None = None
 ) -> tuple[float, tuple[int, int, int, int]] | None:
     """The fine pass, at the full working size, around the coarse pass's ``scale``: the scales half a
     coarse step either side and the scale itself, then a quarter step either side of the best of them
@@ -245,7 +267,7 @@ def refine(
     def at(offset: float):
         if offset not in tried:
             s = min(scale * float(np.exp(offset * step)), fit)
-            tried[offset] = _best_at(haystack, needle, s, tables=tables)
+            tried[offset] = _best_at(haystack, needle, s, tables=tables, mask=mask)
         return tried[offset]
 
     def best_of(offsets) -> float | None:
@@ -287,32 +309,40 @@ def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
     reaches ``COARSE_GATE`` are refined (a paste lies within 7 % of a coarse scale and correlates well above
     the gate there; two different pictures stay below it, and refining them would only cost time). The
     result is the best window, with the hash distance of its content to the other image.
+
+    A drawing (a subject on a plain background, :func:`subject_mask`) is searched in the generation by its
+    subject's pixels alone, so that it is found cut out onto another background, and such a window is
+    confirmed by the fine band inside the subject (:func:`_masked_detail`) instead of the hash.
     """
     gen, ref = _grey(generation, WORK_SIDE), _grey(reference, WORK_SIDE)
+    rgb = np.asarray(reference.convert("RGB").resize((ref.shape[1], ref.shape[0]), Image.Resampling.BILINEAR))
+    subject = subject_mask(rgb)
+    drawing = not bool(subject.all())
     candidates = []
     for mirrored in (False, True):
         needle_ref = ref[:, ::-1].copy() if mirrored else ref
+        needle_mask = (subject[:, ::-1] if mirrored else subject).astype(np.uint8) if drawing else None
         # The generation inside the reference is a crop or zoom of it: only crops keeping at least
         # REVERSE_MIN_FRACTION of the reference's side are searched (smaller ones are new pictures).
-        for direction, haystack, needle, smallest in (
-            ("reference in generation", gen, needle_ref, 0.0),
-            ("generation in reference", needle_ref, gen, REVERSE_MIN_FRACTION),
+        for direction, haystack, needle, smallest, mask in (
+            ("reference in generation", gen, needle_ref, 0.0, needle_mask),
+            ("generation in reference", needle_ref, gen, REVERSE_MIN_FRACTION, None),
         ):
-            coarse = coarse_locate(haystack, needle, smallest)
+            coarse = coarse_locate(haystack, needle, smallest, mask)
             if coarse is not None:
-                candidates.append((coarse, direction, mirrored, haystack, needle))
+                candidates.append((coarse, direction, mirrored, haystack, needle, mask))
     if not candidates:
         return Found(-1.0, 64, (0.0, 0.0, 0.0, 0.0), "reference in generation", False)
     refined = []
-    for (ncc, scale, fit, _), direction, mirrored, haystack, needle in candidates:
-        if ncc >= COARSE_GATE and (found := refine(haystack, needle, scale, fit)):
-            refined.append((found[0], direction, mirrored, found[1]))
+    for (ncc, scale, fit, _), direction, mirrored, haystack, needle, mask in candidates:
+        if ncc >= COARSE_GATE and (found := refine(haystack, needle, scale, fit, mask)):
+            refined.append((found[0], direction, mirrored, found[1], mask is not None))
     if refined:
         best = max(refined, key=lambda r: r[0])
     else:  # nothing worth refining: the best coarse window stands
-        (ncc, _, _, window), direction, mirrored, _, _ = max(candidates, key=lambda c: c[0][0])
-        best = (ncc, direction, mirrored, window)
-    ncc, direction, mirrored, (x, y, w, h) = best
+        (ncc, _, _, window), direction, mirrored, _, _, mask = max(candidates, key=lambda c: c[0][0])
+        best = (ncc, direction, mirrored, window, mask is not None)
+    ncc, direction, mirrored, (x, y, w, h), masked = best
     searched_shape = gen.shape if direction == "reference in generation" else ref.shape
     box = (x / searched_shape[1], y / searched_shape[0], (x + w) / searched_shape[1], (y + h) / searched_shape[0])
     ref_full = ImageOps.mirror(reference) if mirrored else reference
@@ -326,7 +356,43 @@ def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
         )
     )
     distance = int(_phash(window) - _phash(other))
-    return Found(ncc, distance, box, direction, mirrored)
+    detail = -1.0
+    if masked and ncc >= MASKED_NCC_MIN:  # only a window that could be a copy is worth aligning
+        detail = _masked_detail(window, other, subject[:, ::-1] if mirrored else subject)
+    return Found(ncc, distance, box, direction, mirrored, masked, detail)
+
+
+def _masked_detail(window: Image.Image, reference: Image.Image, subject: np.ndarray) -> float:
+    """The fine band's correlation of a window and a reference inside the reference's subject, both at
+    the window's size (at most ``WORK_SIDE`` px), after the reference is aligned onto the window to a
+    fraction of a pixel (an affine ECC fit, Evangelidis & Psarakis 2008, on the subject's pixels): a
+    cut-out puts the drawing's finest detail back at the same places (0.93-0.99 measured on the samples),
+    another rendering of one design does not (the flat and 3D suns <= 0.88, re-drawn characters <= 0.03,
+    re-photographs <= 0.07: bench/copy_calibration.py). The subject is eroded by the band's reach so that
+    its outline, where the backgrounds differ, is not compared; -1 when the fit fails or too little is left."""
+    import cv2
+
+    side = min(WORK_SIDE, max(window.size))
+    scale = side / max(window.size)
+    size = (max(1, round(window.width * scale)), max(1, round(window.height * scale)))
+    target = np.asarray(window.convert("L").resize(size, Image.Resampling.BILINEAR), dtype=np.float32)
+    source = np.asarray(reference.convert("L").resize(size, Image.Resampling.BILINEAR), dtype=np.float32)
+    inside = cv2.resize(subject.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
+    if int(inside.sum()) < MIN_COVER:
+        return -1.0
+    try:  # the reference (masked to its subject) is the moving image, the window the fixed one
+        _, matrix = cv2.findTransformECC(
+            target, source, np.eye(2, 3, dtype=np.float32), cv2.MOTION_AFFINE, ECC_CRITERIA, inside, ECC_BLUR
+        )
+    except cv2.error:  # the fit did not converge: nothing lines up
+        return -1.0
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    aligned = cv2.warpAffine(source, matrix, size, flags=flags)
+    cover = cv2.warpAffine(inside, matrix, size, flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
+    cover = cv2.erode(cover, np.ones((9, 9), np.uint8)) > 0  # the band's reach (2.5 px sigma)
+    if int(cover.sum()) < MIN_COVER // 4:
+        return -1.0
+    return _pearson(_detail(aligned)[cover], _detail(target)[cover])
 
 
 @dataclass(frozen=True)
@@ -495,15 +561,22 @@ def _verify_region(reference: Keypoints, generation: Keypoints, matrix: np.ndarr
     import cv2
 
     height, width = reference.grey.shape
-    region = np.zeros((height, width), np.uint8)
-    cv2.fillConvexPoly(region, cv2.convexHull(inliers.astype(np.float32)).astype(np.int32), 1)
+    hull = np.zeros((height, width), np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(inliers.astype(np.float32)).astype(np.int32), 1)
     margin = max(3, round(REGION_MARGIN * max(height, width)))
-    region = cv2.dilate(region, np.ones((2 * margin + 1, 2 * margin + 1), np.uint8)).astype(bool)
-    subject = reference.subject if reference.subject is not None else np.ones_like(region)
-    region &= subject
-    share = float(region.sum() / max(1, int(subject.sum())))
+    subject = reference.subject if reference.subject is not None else np.ones((height, width), bool)
+    # The share counts the hull grown by the margin (keypoints sit inside the edges of what they span);
+    # the pixels are compared inside the hull itself: grown, it would reach past the edge of a pasted face
+    # crop into the new background and veto the copy it frames.
+    grown = cv2.dilate(hull, np.ones((2 * margin + 1, 2 * margin + 1), np.uint8)).astype(bool) & subject
+    share = float(grown.sum() / max(1, int(subject.sum())))
+    region = hull.astype(bool) & subject
     gh, gw = generation.grey.shape
-    warped = cv2.warpPerspective(reference.grey, matrix, (gw, gh), flags=cv2.INTER_LINEAR, borderValue=0)
+    magnification = _magnification(matrix, (height, width))
+    source = reference.grey
+    if magnification < 1.0:  # shrunk: blurred first, as a resized picture is, so its fine band does not alias
+        source = cv2.GaussianBlur(source, (0, 0), 0.5 * float(np.sqrt(1.0 / magnification**2 - 1.0)) + 1e-3)
+    warped = cv2.warpPerspective(source, matrix, (gw, gh), flags=cv2.INTER_LINEAR, borderValue=0)
     cover = cv2.warpPerspective(region.astype(np.uint8), matrix, (gw, gh), flags=cv2.INTER_NEAREST, borderValue=0) > 0
     if int(cover.sum()) < MIN_COVER:
         return -1.0, share, (0.0, 0.0, 0.0, 0.0)
@@ -511,16 +584,26 @@ def _verify_region(reference: Keypoints, generation: Keypoints, matrix: np.ndarr
     box = (xs.min() / gw, ys.min() / gh, (xs.max() + 1) / gw, (ys.max() + 1) / gh)
     grey = _pearson(warped[cover], generation.grey[cover])
     inner = cv2.erode(cover.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0  # the warp's edge is no detail
-    centre = np.float32([[[width / 2, height / 2]]])
-    step = cv2.perspectiveTransform(centre + np.float32([[[1, 0]]]), matrix) - cv2.perspectiveTransform(centre, matrix)
-    rise = cv2.perspectiveTransform(centre + np.float32([[[0, 1]]]), matrix) - cv2.perspectiveTransform(centre, matrix)
-    (a, b), (c, d) = step.ravel(), rise.ravel()
-    scale = max(1.0, float(np.sqrt(abs(a * d - b * c))))  # the map's magnification
+    scale = max(1.0, magnification)
     detail = (
         _pearson(_detail(warped, scale)[inner], _detail(generation.grey, scale)[inner]) if inner.sum() >= 50 else -1.0
     )
     share = max(share, _agreeing_share(reference, generation, matrix, warped, scale))
     return min(grey, detail), share, tuple(round(float(v), 4) for v in box)
+
+
+def _magnification(matrix: np.ndarray, shape: tuple[int, int]) -> float:
+    """How much the map enlarges the reference at its centre (the square root of the local area ratio)."""
+    import cv2
+
+    height, width = shape
+    centre = np.float32([[[width / 2, height / 2]]])
+    here = cv2.perspectiveTransform(centre, matrix)
+    (a, b), (c, d) = (
+        (cv2.perspectiveTransform(centre + np.float32([[[1, 0]]]), matrix) - here).ravel(),
+        (cv2.perspectiveTransform(centre + np.float32([[[0, 1]]]), matrix) - here).ravel(),
+    )
+    return float(np.sqrt(abs(a * d - b * c)))
 
 
 def _agreeing_share(
@@ -768,86 +851,91 @@ PREPARED_REFERENCES_BYTES = 128 * 1024 * 1024  # ~500 references
 _PREPARED = _PreparedReferences(PREPARED_REFERENCES_BYTES)
 
 
-def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
-    """Per-image ``copy.flag`` / ``copy.pasted`` / ``copy.foreign`` results, and ``summary["copies"]``.
+class _RunSearch:
+    """The copy searches of one scoring run, and the cache items they fill.
 
     Each generation is searched for its prompt's own references by both stages (pixels, keypoints) and,
     on multi-subject benchmarks, for the other references of the pool (:func:`foreign_pool`): the pool
     index (``copy_index``) shortlists the few the generation may show, and the keypoint stage verifies
-    only those. Each (generation, own reference) search, and each generation's foreign search, is cached
-    in the feature store under this module's version (the foreign search's key also holds the pool and
-    ``copy_index.INDEX_VERSION``). The generations are spread over a thread pool (OpenCV and faiss
-    release the GIL); the results do not depend on it. Evidence (what was found where) goes to
-    ``ctx.evidence`` for flagged images.
+    only those. One cache item per (generation, own reference), and one per generation's foreign search,
+    keyed by the pool's digest (which holds ``copy_index.INDEX_VERSION``) and the prompt's own references.
     """
-    from idbench.evaluate_pkg.context import Result, end_stage
-    from idbench.evaluate_pkg.features import condition_hash
-    from idbench.evaluate_pkg.images import content_hash
-    from idbench.evaluate_pkg.models.registry import profile_is_plumbing
 
-    data, prompts = ctx.data, ctx.data.prompt_rows
-    generations = ctx.generation_keys()
-    gen_loaders = ctx.generation_loaders()
-    refs_of = {p: prompt_references(data, prompts[p]) for p in {p for p, _ in generations}}
-    pool = foreign_pool(data)
-    foreign_of = {p: [r for r in pool if r not in set(own)] for p, own in refs_of.items()}
-    blobs = data.reference_bytes
-    ref_hash = {r: content_hash(blobs[r]) for r in {r for ids in refs_of.values() for r in ids} | set(pool)}
+    def __init__(self, ctx):
+        from idbench.evaluate_pkg import copy_index
+        from idbench.evaluate_pkg.images import content_hash
 
-    def pair_key(key: str, ref_id: str, kind: str) -> str:
-        return condition_hash(key, ref_hash[ref_id], kind)
+        self.data = data = ctx.data
+        self.generations = ctx.generation_keys()
+        self.gen_loaders = ctx.generation_loaders()
+        self.refs_of = {p: prompt_references(data, data.prompt_rows[p]) for p in {p for p, _ in self.generations}}
+        self.pool = pool = foreign_pool(data)
+        self.foreign_of = {p: [r for r in pool if r not in set(own)] for p, own in self.refs_of.items()}
+        own_ids = {r for ids in self.refs_of.values() for r in ids}
+        self.ref_hash = {r: content_hash(data.reference_bytes[r]) for r in own_ids | set(pool)}
+        # The pool index holds each picture once (two reference ids may hold the same bytes), in hash order.
+        self.pool_hashes = sorted({self.ref_hash[r] for r in pool})
+        self.position = {h: k for k, h in enumerate(self.pool_hashes)}
+        self.ids_of_hash: dict[str, list[str]] = {}
+        for r in pool:
+            self.ids_of_hash.setdefault(self.ref_hash[r], []).append(r)
+        self.digest = copy_index.pool_digest(self.pool_hashes)
+        self.items: dict[str, tuple] = {}
+        for (p, _), key in self.generations.items():
+            for r in self.refs_of[p]:
+                self.items[self.own_key(key, r)] = (key, r, "own")
+            if pool:
+                self.items[self.foreign_key(key, p)] = (key, "", "foreign", p)
+        # Each reference prepared once per run, held as bytes (copy_index.compact: a quarter of the memory).
+        self.ref_points: dict[str, tuple[Keypoints, Keypoints]] = {}
+        self.index: list[copy_index.PoolIndex] = []  # built when a generation first needs it (a rescore never does)
 
-    # The foreign search: one index over the pool, each picture once (two reference ids may hold the
-    # same bytes), in hash order; one cached item per (generation, prompt's own references), keyed by the
-    # pool's digest, which holds the index's version.
-    from idbench.evaluate_pkg import copy_index
+    def own_key(self, key: str, ref_id: str) -> str:
+        from idbench.evaluate_pkg.features import condition_hash
 
-    pool_hashes = sorted({ref_hash[r] for r in pool})
-    position = {h: k for k, h in enumerate(pool_hashes)}
-    ids_of_hash: dict[str, list[str]] = {}
-    for r in pool:
-        ids_of_hash.setdefault(ref_hash[r], []).append(r)
-    digest = copy_index.pool_digest(pool_hashes)
+        return condition_hash(key, self.ref_hash[ref_id], "own")
 
-    def foreign_key(key: str, prompt_id: str) -> str:
-        return condition_hash(key, digest, *sorted({ref_hash[r] for r in refs_of[prompt_id]}), "foreign")
+    def foreign_key(self, key: str, prompt_id: str) -> str:
+        from idbench.evaluate_pkg.features import condition_hash
 
-    items: dict[str, tuple] = {}
-    for (p, _), key in generations.items():
-        for r in refs_of[p]:
-            items[pair_key(key, r, "own")] = (key, r, "own")
-        if pool:
-            items[foreign_key(key, p)] = (key, "", "foreign", p)
-    # Each reference prepared once per run, held as bytes (copy_index.compact: a quarter of the memory).
-    ref_points: dict[str, tuple[Keypoints, Keypoints]] = {}
-    index: list[copy_index.PoolIndex] = []  # built when a generation first needs it (a rescore never does)
+        own = sorted({self.ref_hash[r] for r in self.refs_of[prompt_id]})
+        return condition_hash(key, self.digest, *own, "foreign")
 
-    def prepare(ref_ids: list[str]) -> None:
-        missing = [r for r in dict.fromkeys(ref_ids) if r not in ref_points]
-        ref_points.update((r, kept) for r in missing if (kept := _PREPARED.get(ref_hash[r])) is not None)
-        missing = [r for r in missing if r not in ref_points]
-        images = [data.references[r]["image"] for r in missing]  # decoded here, not in the threads
+    def prepare(self, ref_ids: list[str]) -> None:
+        from idbench.evaluate_pkg import copy_index
+
+        missing = [r for r in dict.fromkeys(ref_ids) if r not in self.ref_points]
+        kept = {r: points for r in missing if (points := _PREPARED.get(self.ref_hash[r])) is not None}
+        self.ref_points.update(kept)
+        missing = [r for r in missing if r not in kept]
+        images = [self.data.references[r]["image"] for r in missing]  # decoded here, not in the threads
         prepared = copy_index.parallel_map(
             lambda image: tuple(copy_index.compact(k) for k in reference_keypoints(image)), images
         )
-        ref_points.update(zip(missing, prepared, strict=True))
         for r, points in zip(missing, prepared, strict=True):
-            _PREPARED.put(ref_hash[r], points)
+            self.ref_points[r] = points
+            _PREPARED.put(self.ref_hash[r], points)
 
-    def points_of(ref_id: str) -> tuple[Keypoints, Keypoints]:
-        plain, mirrored = ref_points[ref_id]
+    def points_of(self, ref_id: str) -> tuple[Keypoints, Keypoints]:
+        from idbench.evaluate_pkg import copy_index
+
+        plain, mirrored = self.ref_points[ref_id]
         return copy_index.expand(plain), copy_index.expand(mirrored)
 
-    def pool_index() -> copy_index.PoolIndex:
-        if not index:
-            firsts = [ids_of_hash[h][0] for h in pool_hashes]
-            prepare(firsts)
-            index.append(copy_index.build_index([ref_points[r] for r in firsts]))
-        return index[0]
+    def pool_index(self):
+        from idbench.evaluate_pkg import copy_index
 
-    def own_record(image: Image.Image, gen_points: Keypoints, ref_id: str) -> dict[str, np.ndarray]:
-        pose = find_in_any_pose(gen_points, *points_of(ref_id))
-        record = {
+        if not self.index:
+            firsts = [self.ids_of_hash[h][0] for h in self.pool_hashes]
+            self.prepare(firsts)
+            self.index.append(copy_index.build_index([self.ref_points[r] for r in firsts]))
+        return self.index[0]
+
+    def own_record(self, image: Image.Image, gen_points: Keypoints, ref_id: str) -> dict[str, np.ndarray]:
+        pose = find_in_any_pose(gen_points, *self.points_of(ref_id))
+        # The pixel search only where the keypoints found nothing: there it would add nothing but time.
+        found = None if pose.copied else find_reference(image, self.data.references[ref_id]["image"])
+        return {
             "inliers": np.int64(pose.inliers),
             "warp_correlation": np.float32(pose.correlation),
             "pose_mirrored": np.bool_(pose.mirrored),
@@ -859,38 +947,29 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
             "pose_model": np.int64(MAP_MODELS.index(pose.model)),
             "pose_matrix": np.asarray(pose.matrix or (0.0,) * 9, dtype=np.float64),
             "pose_box": np.asarray(pose.box, dtype=np.float32),
+            "ncc": np.float32(found.ncc if found else -1.0),
+            "phash_distance": np.int64(found.phash_distance if found else 64),
+            "box": np.asarray(found.box if found else (0.0,) * 4, dtype=np.float32),
+            "mirrored": np.bool_(found is not None and found.mirrored),
+            "reverse": np.bool_(found is not None and found.direction != "reference in generation"),
+            "masked": np.bool_(found is not None and found.masked),
+            "pixel_detail": np.float32(found.detail if found else -1.0),
         }
-        if pose.copied:  # found: the costlier correlation search adds nothing
-            record.update(
-                {
-                    "ncc": np.float32(-1.0),
-                    "phash_distance": np.int64(64),
-                    "box": np.zeros(4, dtype=np.float32),
-                    "mirrored": np.bool_(False),
-                    "reverse": np.bool_(False),
-                }
-            )
-        else:
-            found = find_reference(image, data.references[ref_id]["image"])
-            record.update(
-                {
-                    "ncc": np.float32(found.ncc),
-                    "phash_distance": np.int64(found.phash_distance),
-                    "box": np.asarray(found.box, dtype=np.float32),
-                    "mirrored": np.bool_(found.mirrored),
-                    "reverse": np.bool_(found.direction != "reference in generation"),
-                }
-            )
-        return record
 
-    def foreign_record(gen_points: Keypoints, prompt_id: str) -> dict[str, np.ndarray]:
+    def foreign_record(self, gen_points: Keypoints, prompt_id: str) -> dict[str, np.ndarray]:
         """The pool's references (but the prompt's own) shortlisted for the generation and verified."""
-        own = {position[ref_hash[r]] for r in refs_of[prompt_id] if ref_hash[r] in position}
+        from idbench.evaluate_pkg import copy_index
+
+        own = {self.position[self.ref_hash[r]] for r in self.refs_of[prompt_id] if self.ref_hash[r] in self.position}
         found = copy_index.search_pool(
-            pool_index(), gen_points, lambda k: points_of(ids_of_hash[pool_hashes[k]][0]), own, verify=find_in_any_pose
+            self.pool_index(),
+            gen_points,
+            lambda k: self.points_of(self.ids_of_hash[self.pool_hashes[k]][0]),
+            own,
+            verify=find_in_any_pose,
         )
         return {
-            "references": np.asarray([pool_hashes[c.position] for c in found], dtype=str),
+            "references": np.asarray([self.pool_hashes[c.position] for c in found], dtype=str),
             "votes": np.asarray([c.votes for c in found], dtype=np.int64),
             "inliers": np.asarray([c.pose.inliers for c in found], dtype=np.int64),
             "warp_correlation": np.asarray([c.pose.correlation for c in found], dtype=np.float32),
@@ -900,47 +979,131 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
             "pose_drawing": np.asarray([c.pose.drawing for c in found], dtype=bool),
         }
 
-    def search_generation(payloads: list[tuple]) -> list[dict[str, np.ndarray]]:
+    def search_generation(self, payloads: list[tuple]) -> list[dict[str, np.ndarray]]:
         """Every missing search of one generation: it is decoded, and its keypoints found, once."""
         gen_key = payloads[0][0]
-        image = _generation(gen_loaders[gen_key], gen_key)
+        image = _generation(self.gen_loaders[gen_key], gen_key)
         gen_points = generation_keypoints(image)
         return [
-            own_record(image, gen_points, ref_id) if kind == "own" else foreign_record(gen_points, rest[0])
+            self.own_record(image, gen_points, ref_id) if kind == "own" else self.foreign_record(gen_points, rest[0])
             for _, ref_id, kind, *rest in payloads
         ]
 
-    def compute(payloads: list[tuple]) -> list[dict[str, np.ndarray]]:
+    def compute(self, payloads: list[tuple]) -> list[dict[str, np.ndarray]]:
         """The searches of whole generations (``payloads`` in generation order), a generation a thread."""
-        prepare([ref_id for _, ref_id, kind, *_ in payloads if kind == "own"])
+        from idbench.evaluate_pkg import copy_index
+
+        self.prepare([ref_id for _, ref_id, kind, *_ in payloads if kind == "own"])
         if any(kind == "foreign" for _, _, kind, *_ in payloads):
-            pool_index()
+            self.pool_index()
         groups = [list(group) for _, group in itertools.groupby(payloads, key=lambda payload: payload[0])]
-        return [record for records in copy_index.parallel_map(search_generation, groups) for record in records]
+        return [record for records in copy_index.parallel_map(self.search_generation, groups) for record in records]
 
-    tick = ctx.progress("copy check", len(items))
-    batch = max(1, ctx.options.batch_size)
-    threads = copy_index.workers()
+    def run(self, ctx) -> dict[str, dict[str, np.ndarray]]:
+        """Every search, from the feature store where it holds them (under this module's ``VERSION``)."""
+        from idbench.evaluate_pkg import copy_index
+        from idbench.evaluate_pkg.context import end_stage
 
-    def by_generation(keys: list[str]):
-        # The store hands the missing searches over in hash order; they are put in generation order and
-        # cut between generations, so each generation is decoded and its keypoints found once (in hash
-        # order, 20 CogCanvas generations took 385 keypoint searches), and a batch holds at least one
-        # generation a thread.
-        ordered = sorted(keys, key=lambda k: items[k])
-        chunk: list[str] = []
-        for k, key in enumerate(ordered):
-            chunk.append(key)
-            generation_ends = k + 1 == len(ordered) or items[ordered[k + 1]][0] != items[key][0]
-            done = len({items[c][0] for c in chunk})
-            if generation_ends and len(chunk) >= batch and done >= threads or k + 1 == len(ordered):
-                yield chunk, compute([items[c] for c in chunk])
-                chunk = []
+        tick = ctx.progress("copy check", len(self.items))
+        batch, threads = max(1, ctx.options.batch_size), copy_index.workers()
+        items = self.items
 
-    searched = ctx.store.cached_batches("copy-search", VERSION, items, by_generation, tick)
-    end_stage(tick)
+        def by_generation(keys: list[str]):
+            # The store hands the missing searches over in hash order; they are put in generation order and
+            # cut between generations, so each generation is decoded and its keypoints found once (in hash
+            # order, 20 CogCanvas generations took 385 keypoint searches), and a batch holds at least one
+            # generation a thread.
+            ordered = sorted(keys, key=lambda k: items[k])
+            chunk: list[str] = []
+            for k, key in enumerate(ordered):
+                chunk.append(key)
+                generation_ends = k + 1 == len(ordered) or items[ordered[k + 1]][0] != items[key][0]
+                done = len({items[c][0] for c in chunk})
+                if generation_ends and len(chunk) >= batch and done >= threads or k + 1 == len(ordered):
+                    yield chunk, self.compute([items[c] for c in chunk])
+                    chunk = []
 
-    embedding = _embedding_cosines(ctx, generations, refs_of)
+        searched = ctx.store.cached_batches("copy-search", VERSION, items, by_generation, tick)
+        end_stage(tick)
+        return searched
+
+
+def _own_decision(hit: dict[str, np.ndarray], cosine: float | None, by_embedding: bool) -> dict[str, Any] | None:
+    """The evidence that a generation copies one of its prompt's references (``hit``: its cached search),
+    or None: found by the pixel search, the keypoint stage or (``by_embedding``) the embedding cosine."""
+    ncc, distance = float(hit["ncc"]), int(hit["phash_distance"])
+    pose = PoseMatch(
+        int(hit["inliers"]),
+        float(hit["warp_correlation"]),
+        bool(hit["pose_mirrored"]),
+        share=float(hit["pose_share"]),
+        residual=float(hit["pose_residual"]),
+        drawing=bool(hit["pose_drawing"]),
+    )
+    masked, detail = bool(hit["masked"]), float(hit["pixel_detail"])
+    by_pixels = Found(ncc, distance, (0.0,) * 4, "", False, masked, detail).copied
+    stages = [n for n, yes in (("pixels", by_pixels), ("keypoints", pose.copied), ("embedding", by_embedding)) if yes]
+    if not stages:
+        return None
+    return {
+        "ncc": round(ncc, 4),
+        "phash_distance": distance,
+        "box": [round(float(v), 4) for v in hit["box"]],
+        "mirrored": bool(hit["mirrored"]),
+        "crop_of_reference": bool(hit["reverse"]),
+        "subject_alone": masked,
+        "keypoint_inliers": pose.inliers,
+        "warp_correlation": round(pose.correlation, 4),
+        **(_pose_evidence(hit) if pose.copied else {}),
+        "embedding_cosine": None if cosine is None else round(cosine, 4),
+        "by": stages,
+    }
+
+
+def _foreign_decisions(hit: dict[str, np.ndarray], ids_of_hash: dict[str, list[str]], others: set[str]) -> dict:
+    """The pool references (ids in ``others``: not the prompt's own) that a generation's foreign search
+    (``hit``) verified as copied, in pool order, each with its evidence."""
+    poses = {
+        ref_id: PoseMatch(
+            int(inliers), float(correlation), bool(mirrored), float(share), residual=float(error), drawing=bool(plain)
+        )
+        for found_hash, inliers, correlation, mirrored, share, error, plain in zip(
+            hit["references"],
+            hit["inliers"],
+            hit["warp_correlation"],
+            hit["pose_mirrored"],
+            hit["pose_share"],
+            hit["pose_residual"],
+            hit["pose_drawing"],
+            strict=True,
+        )
+        for ref_id in ids_of_hash[str(found_hash)]
+        if ref_id in others
+    }
+    return {
+        ref_id: {
+            "not_in_prompt": True,
+            "keypoint_inliers": poses[ref_id].inliers,
+            "warp_correlation": round(poses[ref_id].correlation, 4),
+            "by": ["keypoints"],
+        }
+        for ref_id in sorted(r for r, pose in poses.items() if pose.copied)
+    }
+
+
+def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
+    """Per-image ``copy.flag`` / ``copy.pasted`` / ``copy.foreign`` results, and ``summary["copies"]``.
+
+    The searches (:class:`_RunSearch`) are cached in the feature store and spread over a thread pool
+    (OpenCV and faiss release the GIL); the results do not depend on it. Evidence (what was found where)
+    goes to ``ctx.evidence`` for flagged images.
+    """
+    from idbench.evaluate_pkg.context import Result
+    from idbench.evaluate_pkg.models.registry import profile_is_plumbing
+
+    search = _RunSearch(ctx)
+    searched = search.run(ctx)
+    embedding = _embedding_cosines(ctx, search.generations, search.refs_of)
     plumbing = profile_is_plumbing(ctx.options.profile)
     applied = embedding is not None and not plumbing
     why_not = (
@@ -948,85 +1111,30 @@ def detect_copies(ctx) -> tuple[list, dict[str, Any]]:
         if plumbing and embedding is not None
         else "the run computed no DINOv2 features of whole generations"
     )
-
     results, flags, foreign_flags = [], [], []
-    for (prompt_id, seed), key in generations.items():
-        found_refs, foreign, record = [], [], {}
-        for ref_id in refs_of[prompt_id]:
-            hit = searched[pair_key(key, ref_id, "own")]
-            ncc, distance = float(hit["ncc"]), int(hit["phash_distance"])
-            pose = PoseMatch(
-                int(hit["inliers"]),
-                float(hit["warp_correlation"]),
-                bool(hit["pose_mirrored"]),
-                share=float(hit["pose_share"]),
-                residual=float(hit["pose_residual"]),
-                drawing=bool(hit["pose_drawing"]),
-            )
+    for (prompt_id, seed), key in search.generations.items():
+        record = {}
+        for ref_id in search.refs_of[prompt_id]:
             cosine = None if embedding is None else embedding.get((key, ref_id))
-            by_pixels = ncc >= NCC_MIN and distance <= PHASH_MAX_DISTANCE
             by_embedding = applied and cosine is not None and cosine >= EMBEDDING_MIN_COSINE
-            if by_pixels or pose.copied or by_embedding:
-                found_refs.append(ref_id)
-                record[ref_id] = {
-                    "ncc": round(ncc, 4),
-                    "phash_distance": distance,
-                    "box": [round(float(v), 4) for v in hit["box"]],
-                    "mirrored": bool(hit["mirrored"]),
-                    "crop_of_reference": bool(hit["reverse"]),
-                    "keypoint_inliers": pose.inliers,
-                    "warp_correlation": round(pose.correlation, 4),
-                    **(_pose_evidence(hit) if pose.copied else {}),
-                    "embedding_cosine": None if cosine is None else round(cosine, 4),
-                    "by": [
-                        n
-                        for n, yes in (("pixels", by_pixels), ("keypoints", pose.copied), ("embedding", by_embedding))
-                        if yes
-                    ],
-                }
-        if pool:
-            hit = searched[foreign_key(key, prompt_id)]
-            others = set(foreign_of[prompt_id])
-            poses = {
-                ref_id: PoseMatch(
-                    int(inliers),
-                    float(correlation),
-                    bool(mirrored),
-                    float(share),
-                    residual=float(error),
-                    drawing=bool(plain),
-                )
-                for ref_hash_found, inliers, correlation, mirrored, share, error, plain in zip(
-                    hit["references"],
-                    hit["inliers"],
-                    hit["warp_correlation"],
-                    hit["pose_mirrored"],
-                    hit["pose_share"],
-                    hit["pose_residual"],
-                    hit["pose_drawing"],
-                    strict=True,
-                )
-                for ref_id in ids_of_hash[str(ref_hash_found)]
-                if ref_id in others
-            }
-            for ref_id in sorted(r for r, pose in poses.items() if pose.copied):  # in pool order, as before
-                foreign.append(ref_id)
-                record[ref_id] = {
-                    "not_in_prompt": True,
-                    "keypoint_inliers": poses[ref_id].inliers,
-                    "warp_correlation": round(poses[ref_id].correlation, 4),
-                    "by": ["keypoints"],
-                }
-        flag = float(bool(found_refs or foreign))
+            if evidence := _own_decision(searched[search.own_key(key, ref_id)], cosine, by_embedding):
+                record[ref_id] = evidence
+        pasted = len(record)
+        foreign = {}
+        if search.pool:
+            hit = searched[search.foreign_key(key, prompt_id)]
+            foreign = _foreign_decisions(hit, search.ids_of_hash, set(search.foreign_of[prompt_id]))
+            record.update(foreign)
+        flag = float(bool(record))
         flags.append(flag)
         foreign_flags.append(float(bool(foreign)))
         results.append(Result(prompt_id, seed, FLAG_METRIC, flag))
-        results.append(Result(prompt_id, seed, PASTED_METRIC, float(len(found_refs))))
-        if pool:
+        results.append(Result(prompt_id, seed, PASTED_METRIC, float(pasted)))
+        if search.pool:
             results.append(Result(prompt_id, seed, FOREIGN_METRIC, float(len(foreign))))
-        if found_refs or foreign:
+        if record:
             ctx.evidence.append((prompt_id, seed, EVIDENCE_METRIC, {"found": record}))
-    return results, summarize(flags, applied, why_not, foreign=foreign_flags, pool=len(pool))
+    return results, summarize(flags, applied, why_not, foreign=foreign_flags, pool=len(search.pool))
 
 
 def _pose_evidence(hit: dict[str, np.ndarray]) -> dict[str, Any]:
