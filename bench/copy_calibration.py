@@ -156,12 +156,26 @@ def main() -> None:
 
     def flagged(generation: Image.Image, ref_key: str, points=None) -> bool:
         points = points or copies.generation_keypoints(generation)
-        if copies.find_in_any_pose(points, *ref_points[ref_key]).copied:
-            stage_of[len(stage_of)] = "keypoints"
+        pose = copies.find_in_any_pose(points, *ref_points[ref_key])
+        # What the keypoint stage saw, kept for the rows: it decides where the pixel stage is worth running.
+        seen = {
+            "inliers": pose.inliers,
+            "warp_correlation": round(pose.correlation, 4),
+            "share": pose.share,
+            "residual": pose.residual,
+            "drawing": pose.drawing,
+            "reference_keypoints": len(ref_points[ref_key][0].points),
+            "generation_keypoints": len(points.points),
+        }
+        if pose.copied:
+            stage_of[len(stage_of)] = ("keypoints", seen)
             return True
-        found = copies.find_reference(generation, refs[ref_key]).copied
-        stage_of[len(stage_of)] = "pixels" if found else ""
-        return found
+        found = copies.find_reference(generation, refs[ref_key])
+        seen.update(
+            ncc=round(found.ncc, 4), phash_distance=found.phash_distance, masked=found.masked, detail=found.detail
+        )
+        stage_of[len(stage_of)] = ("pixels" if found.copied else "", seen)
+        return found.copied
 
     transforms = {
         "keystone 15 %": lambda r: maker.keystone(r, 0.15),
@@ -214,7 +228,7 @@ def main() -> None:
         )
     seconds = time.process_time() - start
     for k, row in enumerate(rows):  # flagged() ran once per row, in the rows' order
-        row["stage"] = stage_of[k]
+        row["stage"], row["keypoint_stage"] = stage_of[k]
     table = collections.defaultdict(list)
     for row in rows:
         table[(row["copy"], row["kind"])].append(row["flagged"])
