@@ -648,10 +648,13 @@ def ratio_matches(query: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.
     squared = (query * query).sum(axis=1)[:, None] + (train * train).sum(axis=1)[None, :]
     squared -= 2.0 * (query @ train.T)
     np.maximum(squared, 0.0, out=squared)
-    two = np.partition(squared, 1, axis=1)[:, :2]
+    # The nearest, then the nearest of the rest: two passes over the rows, ~2.5x faster than np.partition
+    # (bench/copy_scaling.py's pairs); a tie leaves the second equal to the first, as partition would.
+    rows = np.arange(len(query))
     nearest = squared.argmin(axis=1)
-    first = np.sqrt(two[:, 0]).astype(np.float64)
-    second = np.sqrt(two[:, 1]).astype(np.float64)
+    first = np.sqrt(squared[rows, nearest]).astype(np.float64)
+    squared[rows, nearest] = np.inf
+    second = np.sqrt(squared.min(axis=1)).astype(np.float64)
     keep = np.flatnonzero(first < RATIO_TEST * second)
     return keep, nearest[keep]
 

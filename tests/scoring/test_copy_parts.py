@@ -91,3 +91,26 @@ def test_another_photograph_of_one_subject_is_not_a_copy(pair):
     pose = find_in_any_pose(generation_keypoints(generation), *reference_keypoints(reference))
     assert not pose.copied, pose
     assert not find_reference(generation, reference).copied
+
+
+def test_ratio_matches_equal_opencv_knn_with_ties():
+    """The matrix-product ratio test keeps exactly the matches of OpenCV's brute-force knnMatch(k=2) with
+    Lowe's ratio, ties for the nearest included (a tie fails the test whichever index wins it)."""
+    import cv2
+
+    from idbench.evaluate_pkg.copies import RATIO_TEST, ratio_matches
+
+    rng = np.random.default_rng(7)
+    query = rng.integers(0, 40, (300, 128)).astype(np.float32)
+    train = rng.integers(0, 40, (500, 128)).astype(np.float32)
+    train[10:20] = query[:10] + rng.integers(0, 2, (10, 128))  # clear matches
+    train[20], train[21] = query[50], query[50]  # a tie for the nearest: no match
+    train[30] = query[60]  # an exact match
+    expected = {
+        (m.queryIdx, m.trainIdx)
+        for m, n in cv2.BFMatcher(cv2.NORM_L2).knnMatch(query, train, k=2)
+        if m.distance < RATIO_TEST * n.distance
+    }
+    q, t = ratio_matches(query, train)
+    assert set(zip(q.tolist(), t.tolist(), strict=True)) == expected
+    assert (60, 30) in expected and not any(a == 50 for a, _ in expected)
