@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,9 +66,25 @@ import pandas as pd
 from idbench.atomic import atomic_directory
 from idbench.errors import IdbenchError
 
+# The agreement statistics and their bootstrap intervals are generic (any benchmark with human ratings).
+from idbench.evaluate_pkg.functional.agreement import (
+    CATEGORICAL_STATISTICS,
+    KAPPA,
+    MIN_POINTS,
+    PEARSON,
+    STATISTIC_LABELS,
+    STATISTICS,
+    Correlation,
+    categorical_agreement,
+    category_labels,
+    item_correlation,
+    rank_correlation,
+    system_correlation,
+)
+
 # The project's one cluster bootstrap (prompts drawn with replacement, each with all its items): the
 # aggregates of `idbench score` draw from it too, so both kinds of interval resample the same unit.
-from idbench.evaluate_pkg.functional.bootstrap import cluster_bootstrap_weights, percentile_interval
+from idbench.evaluate_pkg.functional.bootstrap import cluster_bootstrap_weights
 
 RATING_COLUMNS = ("model", "prompt_id", "annotator", "category")
 SCORE_COLUMNS = ("model", "prompt_id", "seed", "metric", "value")
@@ -78,7 +93,6 @@ HUMAN = "human"  # the mean human score's column in the item table and in Table 
 HH = "H-H"  # the human-human pair's name in Tables 1 and 2
 SYSTEM = "system (per-model means)"  # Table 1's across-model row
 PAPER_METRICS = ("charis_score", "clip_i", "dino_sim")  # Tables 1-3's G, C and D columns
-MIN_POINTS = 3  # Pearson r of fewer points is undefined (two points always give +-1)
 
 TABLE_FILES = {"table1": "table1_per_model", "table2": "table2_type_style", "table3": "table3_mean_scores"}
 PLOT_FILE = "table1_per_model.png"
@@ -86,17 +100,6 @@ PLOT_FILE = "table1_per_model.png"
 
 class AlignmentError(IdbenchError, ValueError):
     """Input the study cannot use, named: the file, row, model or prompt, and what is wrong."""
-
-
-@dataclass(frozen=True)
-class Correlation:
-    """Pearson r with its bootstrap CI; ``note`` says why a NaN is NaN."""
-
-    r: float
-    low: float
-    high: float
-    n: int  # points correlated: items, or models for the system-level row
-    note: str = ""
 
 
 @dataclass
@@ -304,288 +307,12 @@ def study_items(
     return items.loc[:, columns].reset_index(drop=True), chosen, notes
 
 
-# --- correlation math (pure) -------------------------------------------------------------------------
+# --- which metrics are on the categories ------------------------------------------------------------
 
-
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
-    """Pearson r; NaN with fewer than 3 points or a constant side (where r is undefined)."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if x.size < MIN_POINTS:
-        return math.nan
-    dx, dy = x - x.mean(), y - y.mean()
-    denominator = math.sqrt(float((dx * dx).sum()) * float((dy * dy).sum()))
-    return float((dx * dy).sum() / denominator) if denominator > 0 else math.nan
-
-
-def _weighted_pearson_rows(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Row-wise weighted Pearson r of (x, y) under each row of ``weights`` (B, n); NaN where undefined.
-
-    A bootstrap resample with replacement is a weighting by draw counts, so this gives every resample's
-    r without materialising the resampled vectors.
-    """
-    x, y = np.nan_to_num(x), np.nan_to_num(y)
-    total = weights.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mx = (weights * x).sum(axis=1) / total
-        my = (weights * y).sum(axis=1) / total
-        dx, dy = x[None, :] - mx[:, None], y[None, :] - my[:, None]
-        cov = (weights * dx * dy).sum(axis=1)
-        vx, vy = (weights * dx * dx).sum(axis=1), (weights * dy * dy).sum(axis=1)
-        r = cov / np.sqrt(vx * vy)
-    support = (weights > 0).sum(axis=1)
-    tiny = 1e-12 * np.maximum(1.0, total)
-    return np.where((support >= MIN_POINTS) & (vx > tiny) & (vy > tiny), r, np.nan)
-
-
-def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Row-wise Pearson r of two (B, k) matrices; NaN for rows with a NaN or a constant side."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        dx, dy = x - x.mean(axis=1, keepdims=True), y - y.mean(axis=1, keepdims=True)
-        vx, vy = (dx * dx).sum(axis=1), (dy * dy).sum(axis=1)
-        r = (dx * dy).sum(axis=1) / np.sqrt(vx * vy)
-    return np.where((vx > 1e-24) & (vy > 1e-24), r, np.nan)
-
-
-def item_correlation(x: np.ndarray, y: np.ndarray, weights: np.ndarray, confidence: float, what: str) -> Correlation:
-    """r over the items where both x and y are known, with its CI from the bootstrap ``weights``."""
-    mask = np.isfinite(x) & np.isfinite(y)
-    n = int(mask.sum())
-    if n < MIN_POINTS:
-        return Correlation(math.nan, math.nan, math.nan, n, f"{what}: {n} item(s), r needs {MIN_POINTS}")
-    r = pearson(x[mask], y[mask])
-    if math.isnan(r):
-        return Correlation(math.nan, math.nan, math.nan, n, f"{what}: constant over the {n} items")
-    low, high = percentile_interval(_weighted_pearson_rows(x, y, weights * mask[None, :]), confidence)
-    return Correlation(r, low, high, n)
-
-
-def system_correlation(
-    x: np.ndarray,
-    y: np.ndarray,
-    models: np.ndarray,
-    weights: np.ndarray,
-    confidence: float,
-    what: str,
-    statistic: str = "pearson",
-) -> Correlation:
-    """A correlation across models between per-model means of x and of y (each over the model's items
-    where both are known), with its CI from the bootstrap ``weights``. ``statistic`` is Pearson (the
-    paper's), Spearman or Kendall tau-b; the resampled means are weighted means, so only the
-    statistic itself runs per resample."""
-    mask = np.isfinite(x) & np.isfinite(y)
-    codes, uniques = pd.factorize(pd.Series(models[mask], dtype="object"))
-    k = len(uniques)
-    if k < MIN_POINTS:
-        return Correlation(math.nan, math.nan, math.nan, k, f"{what}: {k} model(s), r across models needs {MIN_POINTS}")
-    onehot = np.zeros((mask.sum(), k))
-    onehot[np.arange(mask.sum()), codes] = 1.0
-    xm, ym, w = x[mask], y[mask], weights[:, mask]
-    counts = onehot.sum(axis=0)
-    function = pearson if statistic == PEARSON else RANK_FUNCTIONS[statistic]
-    r = function((xm @ onehot) / counts, (ym @ onehot) / counts)
-    if math.isnan(r):
-        return Correlation(math.nan, math.nan, math.nan, k, f"{what}: per-model means constant")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        totals = w @ onehot
-        x_means, y_means = (w * xm) @ onehot / totals, (w * ym) @ onehot / totals
-    if statistic == PEARSON:
-        boot = _pearson_rows(x_means, y_means)
-    else:  # every resample has one mean per model: equal-length rows, ranked all at once
-        boot = _rank_rows(statistic, np.nan_to_num(x_means), np.nan_to_num(y_means))
-    boot[(totals == 0).any(axis=1)] = np.nan  # a model none of whose prompts was drawn
-    low, high = percentile_interval(boot, confidence)
-    return Correlation(r, low, high, k)
-
-
-# --- the other agreement statistics (pure; maintained libraries compute them, this code resamples) ---
-
-PEARSON = "pearson"  # the paper's statistic; its columns keep the names "<pair> r/low/high/n"
-SPEARMAN = "spearman"
-KENDALL = "kendall_tau_b"
-KAPPA = "kappa_quadratic"
-ALPHA = "alpha_ordinal"
-STATISTICS = (PEARSON, SPEARMAN, KENDALL, KAPPA, ALPHA)
-STATISTIC_LABELS = {
-    PEARSON: "Pearson r",
-    SPEARMAN: "Spearman rho",
-    KENDALL: "Kendall tau-b",
-    KAPPA: "Cohen's kappa, quadratic weights",
-    ALPHA: "Krippendorff's alpha, ordinal",
-}
-RANK_STATISTICS = (SPEARMAN, KENDALL)
-CATEGORICAL_STATISTICS = (KAPPA, ALPHA)
 # Metrics whose per-sample value is the score of one of the four categories (the judge's category),
 # so kappa and alpha can set them against the annotators' categories. charis_score_itt's 0 for "not
 # confirmed" is scored as a mismatch, so it is on the categories too; holistic_score has five levels.
 CATEGORICAL_METRICS = ("charis_score", "charis_score_itt")
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman rho (scipy.stats.spearmanr); NaN with fewer than 3 points or a constant side."""
-    from scipy.stats import spearmanr  # lazily, as the other statistics' libraries
-
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if x.size < MIN_POINTS:
-        return math.nan
-    with warnings.catch_warnings():  # a constant side: scipy warns and returns NaN, which is our answer
-        warnings.simplefilter("ignore")
-        return float(spearmanr(x, y).statistic)
-
-
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall tau-b (scipy.stats.kendalltau, variant "b": corrected for ties, which the four
-    categories make common); NaN with fewer than 3 points or a constant side."""
-    from scipy.stats import kendalltau
-
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if x.size < MIN_POINTS:
-        return math.nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(kendalltau(x, y, variant="b").statistic)
-
-
-RANK_FUNCTIONS = {SPEARMAN: spearman, KENDALL: kendall_tau_b}
-
-
-def category_labels(values: Any, scores: Mapping[str, float]) -> np.ndarray:
-    """Each value's category as an ordinal label 0..k-1 (categories ordered by score, mismatch 0),
-    NaN where the value is not a category's score (a mean over disagreeing seeds or annotators, NaN)."""
-    levels = np.array(sorted(set(float(v) for v in scores.values())))
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
-    hit = np.isclose(values[:, None], levels[None, :], rtol=0.0, atol=1e-9)
-    return np.where(hit.any(axis=1), hit.argmax(axis=1), np.nan)
-
-
-def weighted_kappa(labels: np.ndarray, n_levels: int) -> float:
-    """Cohen's kappa with quadratic weights between the two rows of a (2, units) label matrix
-    (torchmetrics' multiclass_cohen_kappa); NaN below 3 units or where undefined (one category only).
-
-    Quadratic weights charge a disagreement by its squared distance on the ordered scale, so the
-    statistic reads like an interval-scale agreement (it matches the concordance correlation of the
-    equally spaced category scores) and is the usual choice for ordinal ratings."""
-    if labels.shape[1] < MIN_POINTS:
-        return math.nan
-    import torch  # lazily: a few seconds to import, and needed only here
-    from torchmetrics.functional.classification import multiclass_cohen_kappa
-
-    rows = torch.as_tensor(labels.astype(np.int64))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        value = float(multiclass_cohen_kappa(rows[0], rows[1], num_classes=n_levels, weights="quadratic"))
-    return value if math.isfinite(value) else math.nan
-
-
-def ordinal_alpha(labels: np.ndarray, n_levels: int) -> float:
-    """Krippendorff's alpha at the ordinal level of a (coders, units) label matrix, NaN for a missing
-    rating (the krippendorff package); NaN below 3 units or where undefined (one category only)."""
-    if labels.shape[1] < MIN_POINTS:
-        return math.nan
-    import krippendorff  # lazily: the study's own dependency, not the scoring path's
-
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            value = float(
-                krippendorff.alpha(
-                    reliability_data=labels, level_of_measurement="ordinal", value_domain=list(range(n_levels))
-                )
-            )
-        except (ValueError, ZeroDivisionError):  # no pairable values, e.g. every unit rated once
-            return math.nan
-    return value if math.isfinite(value) else math.nan
-
-
-CATEGORICAL_FUNCTIONS = {KAPPA: weighted_kappa, ALPHA: ordinal_alpha}
-
-
-def _per_resample(statistic: Any, unit_item: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """``statistic(unit indices)`` for every bootstrap resample: an item drawn c times brings its units
-    c times. For statistics without a weighted form (ranks, kappa, alpha) the library runs once per
-    resample; a resample with fewer than 3 distinct items is left undefined."""
-    counts = weights[:, unit_item].astype(np.int64)
-    units = np.arange(len(unit_item))
-    out = np.full(len(weights), np.nan)
-    for b, row in enumerate(counts):
-        picked = np.repeat(units, row)
-        if np.unique(unit_item[picked]).size >= MIN_POINTS:
-            out[b] = statistic(picked)
-    return out
-
-
-def rank_correlation(
-    statistic: str, x: np.ndarray, y: np.ndarray, weights: np.ndarray, confidence: float, what: str
-) -> Correlation:
-    """Spearman or Kendall tau-b over the items where both x and y are known, with its CI from the
-    bootstrap ``weights`` (the same draws as Pearson's)."""
-    function = RANK_FUNCTIONS[statistic]
-    mask = np.isfinite(x) & np.isfinite(y)
-    n = int(mask.sum())
-    if n < MIN_POINTS:
-        return Correlation(math.nan, math.nan, math.nan, n, f"{what}: {n} item(s), needs {MIN_POINTS}")
-    xs, ys = x[mask], y[mask]
-    value = function(xs, ys)
-    if math.isnan(value):
-        return Correlation(math.nan, math.nan, math.nan, n, f"{what}: constant over the {n} items")
-    low, high = percentile_interval(_rank_replicates(statistic, xs, ys, weights[:, mask]), confidence)
-    return Correlation(value, low, high, n)
-
-
-def _rank_replicates(statistic: str, x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Spearman or Kendall tau-b of every resample of the items (x, y) under ``weights`` (B, n).
-
-    Where every resample holds the same number of items (one item per prompt, or every prompt with
-    all its models) the resamples stack into (B, m) matrices and scipy handles them at once:
-    ``rankdata`` row-wise then Pearson of the ranks (which is Spearman's rho, as ``spearmanr``
-    computes it), ``kendalltau`` along axis 1. Otherwise scipy runs once per resample."""
-    counts = weights.astype(np.int64)
-    sizes = counts.sum(axis=1)
-    if len(sizes) == 0 or not (sizes == sizes[0]).all():
-        function = RANK_FUNCTIONS[statistic]
-        return _per_resample(lambda picked: function(x[picked], y[picked]), np.arange(len(x)), weights)
-    units = np.arange(len(x))
-    picked = np.stack([np.repeat(units, row) for row in counts])
-    return np.where((counts > 0).sum(axis=1) >= MIN_POINTS, _rank_rows(statistic, x[picked], y[picked]), np.nan)
-
-
-def _rank_rows(statistic: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Row-wise Spearman (scipy's ``rankdata`` per row, then Pearson of the ranks, as ``spearmanr``
-    does) or Kendall tau-b (``kendalltau`` along axis 1) of two (B, m) matrices; NaN where a row is
-    constant."""
-    from scipy.stats import kendalltau, rankdata
-
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore")  # constant resamples: NaN, which percentile_interval skips
-        if statistic == SPEARMAN:
-            return _pearson_rows(rankdata(x, axis=1), rankdata(y, axis=1))
-        return np.asarray(kendalltau(x, y, variant="b", axis=1).statistic, dtype=np.float64)
-
-
-def categorical_agreement(
-    statistic: str,
-    labels: np.ndarray,
-    unit_item: np.ndarray,
-    weights: np.ndarray,
-    confidence: float,
-    what: str,
-    n_levels: int,
-) -> Correlation:
-    """Weighted kappa or ordinal alpha of a (coders, units) label matrix whose unit j belongs to item
-    ``unit_item[j]``, with its CI from the bootstrap ``weights`` over items; ``n`` counts units."""
-    function = CATEGORICAL_FUNCTIONS[statistic]
-    n = labels.shape[1]
-    if n < MIN_POINTS:
-        return Correlation(
-            math.nan, math.nan, math.nan, n, f"{what}: {n} unit(s) on the categories, needs {MIN_POINTS}"
-        )
-    value = function(labels, n_levels)
-    if math.isnan(value):
-        return Correlation(
-            math.nan, math.nan, math.nan, n, f"{what}: undefined (one category only?) over the {n} units"
-        )
-    boot = _per_resample(lambda picked: function(labels[:, picked], n_levels), unit_item, weights)
-    low, high = percentile_interval(boot, confidence)
-    return Correlation(value, low, high, n)
 
 
 def categorical_units(
@@ -1185,34 +912,22 @@ def read_scores(paths: Sequence[str | Path]) -> pd.DataFrame:
 
 __all__ = [
     "AlignmentError",
-    "Correlation",
     "StudyResult",
     "category_scores",
     "CATEGORICAL_METRICS",
-    "STATISTICS",
-    "categorical_agreement",
     "categorical_units",
-    "category_labels",
     "compute_study",
     "human_items",
-    "item_correlation",
-    "kendall_tau_b",
     "metric_items",
-    "ordinal_alpha",
-    "pearson",
-    "rank_correlation",
     "rating_values",
     "read_prompts",
     "read_ratings",
     "read_scores",
     "run_study",
     "same_items",
-    "spearman",
     "study_items",
-    "system_correlation",
     "table1",
     "table2",
     "table3",
-    "weighted_kappa",
     "write_study",
 ]

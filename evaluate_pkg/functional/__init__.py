@@ -27,10 +27,25 @@ retrieval P@k / R@k        :func:`precision_recall_at_k`, :func:`retrieval_preci
                            :func:`random_expected_precision_recall` (a random ranker's mean)
 confidence intervals       :func:`bootstrap_ci` (prompts resampled: :func:`cluster_bootstrap_weights`,
                            :func:`percentile_interval`)
+agreement with people      :func:`pearson`, :func:`spearman`, :func:`kendall_tau_b`, :func:`weighted_kappa`,
+                           :func:`ordinal_alpha`, each with a bootstrap CI: :func:`item_correlation`,
+                           :func:`rank_correlation`, :func:`system_correlation`, :func:`categorical_agreement`
 =========================  =====================================================================
 """
 
 from .aesthetic import AESTHETIC_V2_LAYERS, aesthetic_score
+from .agreement import (
+    Correlation,
+    categorical_agreement,
+    item_correlation,
+    kendall_tau_b,
+    ordinal_alpha,
+    pearson,
+    rank_correlation,
+    spearman,
+    system_correlation,
+    weighted_kappa,
+)
 from .background import PATCH_THRESHOLD, background_patches, bg_sim, mask_to_patch_grid, pooled_masked_features
 from .binding import assign_items, body_from_face, bound_right, person_for_face
 from .bootstrap import CI_METHOD, BootstrapCI, bootstrap_ci, cluster_bootstrap_weights, percentile_interval
@@ -59,17 +74,19 @@ __all__ = [
     "SCR_TAUS",
     "UNMATCHED_SIMILARITY",
     "BootstrapCI",
+    "Correlation",
     "DinoSim",
     "IdSim",
     "Match",
     "WhoBecameWhom",
     "aesthetic_score",
     "assign_items",
-    "body_from_face",
-    "bound_right",
     "background_patches",
     "bg_sim",
+    "body_from_face",
     "bootstrap_ci",
+    "bound_right",
+    "categorical_agreement",
     "clip_i",
     "clip_t",
     "clipscore_torchmetrics_convention",
@@ -84,18 +101,26 @@ __all__ = [
     "id_sim",
     "id_sim_strict",
     "id_sim_with_faceless",
-    "layout_score",
     "instance_collapse_rate",
+    "item_correlation",
+    "kendall_tau_b",
     "l2_normalize",
+    "layout_score",
     "mask_to_patch_grid",
+    "ordinal_alpha",
+    "pearson",
     "percentile_interval",
-    "placed",
     "person_for_face",
+    "placed",
     "pooled_masked_features",
     "precision_recall_at_k",
     "random_expected_precision_recall",
+    "rank_correlation",
     "retrieval_precision_recall",
+    "spearman",
     "subject_collapse_rate",
+    "system_correlation",
     "torchmetrics_clipscore_of_mean",
+    "weighted_kappa",
     "who_became_whom",
 ]

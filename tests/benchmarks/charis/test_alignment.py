@@ -18,6 +18,7 @@ import pytest
 from scipy.stats import kendalltau, pearsonr, spearmanr
 
 from idbench.benchmarks.charis import alignment as al
+from idbench.evaluate_pkg.functional import agreement
 
 # The paper's normalised scores, written out here to check the EKB against them (the study reads the EKB).
 PAPER = {"exact": 1.0, "near_exact": 2 / 3, "partial": 1 / 3, "mismatch": 0.0}
@@ -218,7 +219,7 @@ def test_hh_on_a_tiny_case_by_hand():
         columns=list(al.RATING_COLUMNS),
     )
     items = al.human_items(al.rating_values(ratings))
-    assert al.pearson(items["half_a"], items["half_b"]) == pytest.approx(2 / math.sqrt(7))
+    assert agreement.pearson(items["half_a"], items["half_b"]) == pytest.approx(2 / math.sqrt(7))
     assert items["human"].tolist() == pytest.approx([1.0, 0.5, 1 / 6])
 
 
@@ -245,17 +246,6 @@ def test_bootstrap_weights_draw_whole_prompts():
     assert (weights.sum(axis=1) == 6).all()  # three prompts drawn, two items each
     assert (weights[:, 0] == weights[:, 1]).all() and (weights[:, 4] == weights[:, 5]).all()
     assert (al.cluster_bootstrap_weights(list("abc"), 50, 3) == al.cluster_bootstrap_weights(list("abc"), 50, 3)).all()
-
-
-def test_weighted_r_equals_r_of_the_resampled_vectors():
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=8), rng.normal(size=8)
-    weights = al.cluster_bootstrap_weights(list(range(8)), n_resamples=20, seed=1)
-    got = al._weighted_pearson_rows(x, y, weights)
-    for row, r in zip(weights, got):
-        picked = np.repeat(np.arange(8), row.astype(int))
-        if len(set(picked)) >= 3:
-            assert r == pytest.approx(pearsonr(x[picked], y[picked]).statistic)
 
 
 def test_cis_are_seeded():
@@ -311,41 +301,8 @@ def test_rank_statistics_match_scipy():
     assert cell["charis_score kendall_tau_b"] == pytest.approx(kendalltau(g, h, variant="b").statistic)
 
 
-@pytest.mark.filterwarnings("ignore:An input array is constant")  # scipy's NaN for a constant resample
-@pytest.mark.parametrize("statistic", ["spearman", "kendall_tau_b"])
-@pytest.mark.parametrize("items_per_prompt", [[1] * 9, [1, 2, 1, 3, 1, 1]])  # equal-size resamples, then not
-def test_rank_replicates_equal_scipy_on_each_resampled_vector(statistic, items_per_prompt):
-    rng = np.random.default_rng(4)
-    prompts = [f"p{k}" for k, size in enumerate(items_per_prompt) for _ in range(size)]
-    x, y = rng.integers(0, 4, len(prompts)).astype(float), rng.normal(size=len(prompts)).round(1)
-    weights = al.cluster_bootstrap_weights(prompts, n_resamples=40, seed=9)
-    got = al._rank_replicates(statistic, x, y, weights)
-    reference = spearmanr if statistic == "spearman" else (lambda a, b: kendalltau(a, b, variant="b"))
-    for row, value in zip(weights, got):
-        picked = np.repeat(np.arange(len(x)), row.astype(int))
-        if len(set(picked)) < 3:
-            assert math.isnan(value)
-            continue
-        expected = reference(x[picked], y[picked]).statistic
-        assert (math.isnan(value) and math.isnan(expected)) or value == pytest.approx(expected)
-
-
-def test_a_reversed_order_and_perfect_agreement():
-    assert al.spearman([1, 2, 3, 4], [9, 7, 5, 1]) == pytest.approx(-1.0)
-    assert al.kendall_tau_b([1, 2, 3, 4], [9, 7, 5, 1]) == pytest.approx(-1.0)
-    same = np.array([[0, 1, 2, 3, 3, 1], [0, 1, 2, 3, 3, 1]], dtype=float)
-    assert al.weighted_kappa(same, 4) == pytest.approx(1.0)
-    assert al.ordinal_alpha(same, 4) == pytest.approx(1.0)
-    assert math.isnan(al.weighted_kappa(np.ones((2, 5)), 4))  # one category only: undefined, not 1
-    assert math.isnan(al.spearman([1, 2], [2, 1]))  # below three points
-
-
-def test_quadratic_kappa_of_a_small_table_by_hand():
-    # Rater A: 0 0 1 2 3 3, rater B: 0 1 1 2 2 3 (labels of mismatch .. exact). Weights (i-j)^2 / 9.
-    # Observed: two disagreements of one step, sum w*O = 2/9. Marginals A (2,1,1,2), B (1,2,2,1):
-    # sum (i-j)^2 a_i b_j = 38 + 7 + 7 + 38 = 90, so sum w*E = 90 / 9 / 6 = 5/3. kappa = 1 - (2/9)/(5/3) = 13/15.
-    labels = np.array([[0, 0, 1, 2, 3, 3], [0, 1, 1, 2, 2, 3]], dtype=float)
-    assert al.weighted_kappa(labels, 4) == pytest.approx(13 / 15)
+def test_the_kappa_reference_gives_the_hand_value():
+    # The reference above on tests/scoring/test_agreement.py's small table, worked there by hand: 13/15.
     assert quadratic_kappa_by_definition([0, 0, 1, 2, 3, 3], [0, 1, 1, 2, 2, 3]) == pytest.approx(13 / 15)
 
 
@@ -394,11 +351,11 @@ def test_alpha_takes_every_annotator_and_kappa_only_items_with_two():
     items = al.human_items(al.rating_values(ratings)).merge(
         pd.DataFrame({"prompt_id": P, "type": "human", "style": "cartoon"})
     )
-    labels, unit_item = al.categorical_units(items, al.HH, al.ALPHA, PAPER)
+    labels, unit_item = al.categorical_units(items, al.HH, agreement.ALPHA, PAPER)
     expected = [[3, 1, 2, 0, 3, 0], [3, 0, 2, 1, 2, 0], [2, 0, 3, 1, np.nan, np.nan]]
     np.testing.assert_array_equal(labels, np.array(expected, dtype=float))
     assert unit_item.tolist() == [0, 1, 2, 3, 4, 5]
-    labels, unit_item = al.categorical_units(items, al.HH, al.KAPPA, PAPER)
+    labels, unit_item = al.categorical_units(items, al.HH, agreement.KAPPA, PAPER)
     assert unit_item.tolist() == [4, 5] and labels.tolist() == [[3, 0], [2, 0]]
 
 
@@ -434,7 +391,7 @@ def test_intervals_hold_the_estimate_and_are_seeded():
     row = row_of(first.table1, model="anystory")
     checked = 0
     for name in ("H-H", "charis_score", "clip_i"):
-        for statistic in al.STATISTICS:
+        for statistic in agreement.STATISTICS:
             columns = al._cell_columns(statistic, name)
             if columns[0] not in row or math.isnan(row[columns[0]]):
                 continue
