@@ -31,6 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from idbench.builders.registry import get_benchmark  # noqa: E402
+from idbench.evaluate_pkg.results import AGGREGATES_FILE  # noqa: E402
 from idbench.leaderboard import hub_mirror  # noqa: E402
 from idbench.leaderboard.hubrepo import FileAdd, LocalRepoStandIn  # noqa: E402
 from idbench.leaderboard.store import Store  # noqa: E402
@@ -85,15 +86,15 @@ def fill(requests: LocalRepoStandIn, results: LocalRepoStandIn, n: int) -> None:
             "metadata": {"family": f"family-{k % 7}", "link": ""},
         }
         request_ops.append(FileAdd(f"{folder}.json", data=json.dumps(request).encode()))
-        result_ops.append(FileAdd(f"{folder}/aggregates.json", data=json.dumps(result).encode()))
+        result_ops.append(FileAdd(f"{folder}/{AGGREGATES_FILE}", data=json.dumps(result).encode()))
     requests.commit(request_ops, "requests", requests.head())
     results.commit(result_ops, "results", results.head())
 
 
 def reread_rows(snapshot: Path) -> list[dict]:
-    """The slow obvious way: every aggregates.json parsed again, one row per current result."""
+    """The slow obvious way: every result record parsed again, one row per current result."""
     rows = []
-    for path in sorted(snapshot.rglob("aggregates.json")):
+    for path in sorted(snapshot.rglob(AGGREGATES_FILE)):
         record = json.loads(path.read_text(encoding="utf-8"))
         rows.append(
             {"model_name": record["model"], "aggregates": record["aggregates"], "content_hash": record["content_hash"]}

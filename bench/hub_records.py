@@ -32,10 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from idbench.evaluate_pkg.results import AGGREGATES_FILE, SAMPLES_FILE  # noqa: E402
+
 DIGEST = "0123456789abcdef" * 4
 BENCHMARK = "cogcanvas"
 REQUEST_PATH = f"{BENCHMARK}/model-a/{DIGEST[:12]}.json"
-RESULT_PATH = f"{BENCHMARK}/model-a/{DIGEST[:12]}/aggregates.json"
+RESULT_PATH = f"{BENCHMARK}/model-a/{DIGEST[:12]}/{AGGREGATES_FILE}"
 CASES = ("nested", "big", "request", "result")
 
 
@@ -85,7 +87,7 @@ def result_bytes() -> bytes:
             },
             "scored_at": "2026-05-02T00:00:00+00:00",
             "content_hash": DIGEST,
-            "samples": f"{BENCHMARK}/model-a/{DIGEST[:12]}/results.parquet",
+            "samples": f"{BENCHMARK}/model-a/{DIGEST[:12]}/{SAMPLES_FILE}",
             "task": "reference",
             "metadata": {},
         },

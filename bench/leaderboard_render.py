@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:
 from idbench.benchmarks.cogcanvas.spec import PAPER_GROUP_COUNTS, SLOTS  # noqa: E402
 from idbench.builders.registry import get_benchmark  # noqa: E402
 from idbench.evaluate_pkg.report import aggregate  # noqa: E402
+from idbench.evaluate_pkg.results import read_samples, write_samples  # noqa: E402
 from idbench.leaderboard import query  # noqa: E402
 from idbench.leaderboard.queue import claim, finish  # noqa: E402
 from idbench.leaderboard.store import Store  # noqa: E402
@@ -111,7 +112,7 @@ def fill(home: Path, models: int, seed: int = 0) -> tuple[Store, pd.DataFrame]:
         frame = synthetic_results(prompts, model, rng)
         folder = home / "bench-results" / model
         folder.mkdir(parents=True)
-        frame.to_parquet(folder / "results.parquet", index=False)
+        write_samples(folder, frame)
         summary = {
             "benchmark": BENCHMARK,
             "suite_version": "bench",
@@ -133,7 +134,7 @@ def fill(home: Path, models: int, seed: int = 0) -> tuple[Store, pd.DataFrame]:
             submitter=f"team-{i % 7}",
         )
         job = claim(store, "bench", lease_seconds=600)
-        finish(store, job, summary, folder / "results.parquet")
+        finish(store, job, summary, folder)  # the result folder, as the worker records it
         if (i + 1) % 10 == 0 or i + 1 == models:
             print(f"  filled {i + 1}/{models} models ({time.perf_counter() - started:.1f} s)", flush=True)
     return store, prompts
@@ -156,13 +157,11 @@ def filter_change_cold(store: Store, spec) -> pd.DataFrame:
 
 
 def sample_values(results: pd.DataFrame, metric: str) -> dict[int, pd.DataFrame]:
-    """Each result's image values of ``metric`` from its results.parquet, as the app reads them (and caches per result)."""
+    """Each result's image values of ``metric`` from its result folder, as the app reads them (and caches per result)."""
     out = {}
     for _, row in results.iterrows():
-        frame = pd.read_parquet(
-            Path(row["results_path"]),
-            columns=["prompt_id", "seed", "metric", "subject", "value"],
-            filters=[("metric", "==", metric)],
+        frame = read_samples(
+            row["results_path"], ("prompt_id", "seed", "metric", "value"), optional=("subject",), metric=metric
         )
         out[int(row["submission_id"])] = query.sample_values(frame, metric)
     return out
@@ -178,7 +177,7 @@ def rank_intervals(values: dict[int, pd.DataFrame], spec, prompts=None) -> pd.Da
 def slow_render(store: Store, spec, prompts: pd.DataFrame, filters=None) -> pd.DataFrame:
     """The obvious way: every render reads all per-sample parquet files and re-aggregates them."""
     results = store.current_results(BENCHMARK).copy()
-    results["aggregates"] = [aggregate(pd.read_parquet(path), prompts, spec) for path in results["results_path"]]
+    results["aggregates"] = [aggregate(read_samples(path), prompts, spec) for path in results["results_path"]]
     return query.display_table(query.ranked_table(results, spec, filters=filters), spec)
 
 

@@ -410,10 +410,10 @@ def perturbed(frame, rng, quality: float):
 
 def child_leaderboard_fill(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
-    import pandas as pd
 
     from idbench.evaluate_pkg.data import load_benchmark_data
     from idbench.evaluate_pkg.report import aggregate
+    from idbench.evaluate_pkg.results import read_aggregates, read_samples, write_samples
     from idbench.evaluate_pkg.runner import prompts_frame, references_frame
     from idbench.leaderboard.queue import claim, finish
     from idbench.leaderboard.store import Store
@@ -422,8 +422,8 @@ def child_leaderboard_fill(args: argparse.Namespace) -> dict[str, Any]:
     if home.exists():
         shutil.rmtree(home)
     data = load_benchmark_data(args.out / "data", cache_dir=str(args.out / "hf"))
-    scored = pd.read_parquet(args.out / "results" / "results.parquet")
-    summary = json.loads((args.out / "results" / "aggregates.json").read_text())
+    scored = read_samples(args.out / "results")
+    summary = read_aggregates(args.out / "results")
     prompts, references = prompts_frame(data), references_frame(data)
     store = Store(home)
     rng = np.random.default_rng(0)
@@ -431,7 +431,7 @@ def child_leaderboard_fill(args: argparse.Namespace) -> dict[str, Any]:
         frame = perturbed(scored, rng, quality=rng.normal(0.0, 1.0))
         folder = home / "results-store" / f"model-{i:03d}"
         folder.mkdir(parents=True)
-        frame.to_parquet(folder / "results.parquet", index=False)
+        write_samples(folder, frame)
         # Marked as real rows (as bench/leaderboard_render.py does), so the page ranks all 50, not only a tiny note.
         aggregates = aggregate(frame, prompts, data.spec, references)
         record = {**summary, "profile": "full", "plumbing": False, "aggregates": aggregates}
@@ -446,7 +446,7 @@ def child_leaderboard_fill(args: argparse.Namespace) -> dict[str, Any]:
             submitter=f"team-{i % 7}",
         )
         job = claim(store, "bench", lease_seconds=600)
-        finish(store, job, record, folder / "results.parquet")
+        finish(store, job, record, folder)  # the result folder, as the worker records it
     return {"submissions": SUBMISSIONS}
 
 

@@ -18,7 +18,6 @@ Run: .venv/bin/python bench/shard_scaling.py [--shards 1,2,4] [--size 512] [--me
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.evaluate_pkg.results import read_aggregates
 
 
 def idbench(*args: str) -> list[str]:
@@ -84,7 +84,7 @@ def main() -> None:
         )
         print(f"machine: {os.cpu_count()} cores, one thread per process\n")
         single = run_together([idbench(*score_args(root, root / "one", root / "cache-one", options.metrics))], env)
-        reference = json.loads((root / "one" / "aggregates.json").read_text())["aggregates"]
+        reference = read_aggregates(root / "one")["aggregates"]
         print(f"{'shards':>6} {'scoring s':>10} {'merge s':>8} {'total s':>8} {'vs one process':>15}")
         print(f"{'1 (no)':>6} {single:10.1f} {'-':>8} {single:8.1f} {'1.00x':>15}")
         for count in (int(n) for n in options.shards.split(",")):
@@ -92,7 +92,7 @@ def main() -> None:
             base = score_args(root, out, cache, options.metrics)
             scoring = run_together([idbench(*base, "--shard", f"{k}/{count}") for k in range(count)], env)
             merging = run_together([idbench("merge", str(out))], env)
-            merged = json.loads((out / "aggregates.json").read_text())["aggregates"]
+            merged = read_aggregates(out)["aggregates"]
             assert merged == reference, f"{count} shards: the merged aggregates differ from one process's"
             total = scoring + merging
             print(f"{count:>6} {scoring:10.1f} {merging:8.1f} {total:8.1f} {single / total:14.2f}x")

@@ -124,9 +124,8 @@ def score(
     Raises the same :class:`~idbench.errors.IdbenchError` subclasses as the command line (an invalid
     submission, an unknown metric, a missing model, a device the machine lacks), before any scoring.
     """
-    import pandas as pd
-
     from idbench.evaluate_pkg.context import ScoreOptions
+    from idbench.evaluate_pkg.results import read_samples
     from idbench.evaluate_pkg.runner import score_submission
 
     options = ScoreOptions(
@@ -136,14 +135,14 @@ def score(
         summary = score_submission(
             Path(submission), data, Path(out), options, cache_dir=cache_dir, overwrite=overwrite, progress=progress
         )
-        return ScoreResult(summary, pd.read_parquet(Path(out) / "results.parquet"), Path(out))
+        return ScoreResult(summary, read_samples(out), Path(out))
     # score_submission returns the summary only; its per-sample rows reach us through the results file
     # it writes atomically, so it writes into a scratch folder that is removed once the rows are read.
     scratch = Path(tempfile.mkdtemp(prefix="idbench-score-"))
     try:
         written = scratch / "results"
         summary = score_submission(Path(submission), data, written, options, cache_dir=cache_dir, progress=progress)
-        samples = pd.read_parquet(written / "results.parquet")
+        samples = read_samples(written)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return ScoreResult(summary, samples)
@@ -207,12 +206,11 @@ def merge(out: str | Path, *, device: str = "cpu", progress: bool = True) -> Sco
     """The results of a run scored in shards (:func:`score_shard`), as ``idbench merge`` writes them into
     ``out``: the shards' records checked (one complete run, else an error naming what is missing), then
     the whole submission scored from the features and judge answers in their folders (no cache is read)."""
-    import pandas as pd
-
     from idbench.evaluate_pkg.merge import merge as merge_shards
+    from idbench.evaluate_pkg.results import read_samples
 
     summary = merge_shards(Path(out), device=device, progress=progress)
-    return ScoreResult(summary, pd.read_parquet(Path(out) / "results.parquet"), Path(out))
+    return ScoreResult(summary, read_samples(out), Path(out))
 
 
 def _benchmark_data(data: str | Path | BenchmarkData) -> BenchmarkData:

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from idbench.errors import IdbenchError
+from idbench.evaluate_pkg import results
 from idbench.evaluate_pkg.functional.bootstrap import holm, paired_difference
 from idbench.names import terminal_safe
 from idbench.settings import redact_url
@@ -49,27 +50,26 @@ class Run:
     results: pd.DataFrame
 
 
-#: The columns of results.parquet a comparison reads.
+#: The columns of the per-sample values a comparison reads.
 RESULT_COLUMNS = ("prompt_id", "seed", "metric", "subject", "value")
-# aggregates.json is a few hundred kB for the largest benchmark; a bound keeps a stray huge file out of memory
-MAX_AGGREGATES_BYTES = 256 << 20
+MAX_AGGREGATES_BYTES = results.MAX_AGGREGATES_BYTES
 
 
 def load_run(folder: str | Path) -> Run:
-    """A results folder of ``idbench score``: aggregates.json and results.parquet, both checked.
+    """A results folder of ``idbench score``: its summary and per-sample values, both checked.
 
     Anything a comparison cannot read (a missing or unreadable file, a wrong type, a missing column, an
     unknown benchmark or metric, an infinite value) is one :class:`CompareError` naming the folder, the
-    file and the field. NaN values are kept: in results.parquet NaN is a metric undefined for a sample
-    (no face found), left out of the pairs as the scorer leaves it out of the means.
+    file and the field. NaN values are kept: among the per-sample values NaN is a metric undefined for a
+    sample (no face found), left out of the pairs as the scorer leaves it out of the means.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise CompareError(
             f"{folder}: {'no such folder' if not folder.exists() else 'not a folder'}; "
-            "give a results folder of `idbench score` (aggregates.json, results.parquet)"
+            f"give a results folder of `idbench score` ({results.AGGREGATES_FILE}, {results.SAMPLES_FILE})"
         )
-    aggregates, parquet = folder / "aggregates.json", folder / "results.parquet"
+    aggregates, parquet = folder / results.AGGREGATES_FILE, folder / results.SAMPLES_FILE
     for path in (aggregates, parquet):
         if not path.is_file():
             raise CompareError(f"{folder}: not a results folder of `idbench score` (no {path.name})")
@@ -79,15 +79,9 @@ def load_run(folder: str | Path) -> Run:
 
 def _read_summary(path: Path) -> dict[str, Any]:
     try:
-        if path.stat().st_size > MAX_AGGREGATES_BYTES:
-            raise CompareError(
-                f"{path}: {path.stat().st_size} bytes, more than the {MAX_AGGREGATES_BYTES} an aggregates.json may have"
-            )
-        summary = json.loads(path.read_bytes().decode("utf-8"))
-    except CompareError:
-        raise
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
-        raise CompareError(f"{path}: unreadable ({_one_line(err)})") from None
+        summary = results.read_aggregates_file(path, MAX_AGGREGATES_BYTES)
+    except results.ResultFileError as err:
+        raise CompareError(str(err)) from None
     _check_summary(path, summary)
     return summary
 
@@ -150,24 +144,11 @@ def _check_summary(path: Path, summary: Any) -> None:
 
 def _read_results(path: Path) -> pd.DataFrame:
     try:
-        import pyarrow.parquet as pq
-
-        from idbench.evaluate_pkg.results_bounds import results_file_problem
-
-        schema = pq.read_schema(path)
-        missing = [name for name in RESULT_COLUMNS if name not in schema.names]
-        if missing:
-            raise CompareError(
-                f"{path}: no column {', '.join(missing)} (a results.parquet of `idbench score` has {', '.join(RESULT_COLUMNS)})"
-            )
-        too_large = results_file_problem(path, RESULT_COLUMNS)
-        if too_large:
-            raise CompareError(too_large)
-        frame = pq.read_table(path, columns=list(RESULT_COLUMNS)).to_pandas()
-    except CompareError:
-        raise
-    except (OSError, ValueError, TypeError, KeyError, IndexError) as err:  # pyarrow's ArrowInvalid is a ValueError
-        raise CompareError(f"{path}: unreadable as parquet ({_one_line(err)})") from None
+        frame = results.read_parquet_file(path, RESULT_COLUMNS)
+    except results.ResultFileError as err:
+        raise CompareError(str(err)) from None
+    if frame is None:  # gone since load_run looked
+        raise CompareError(f"{path.parent}: not a results folder of `idbench score` (no {path.name})")
     _check_results(path, frame)
     return frame
 
@@ -229,11 +210,6 @@ def _check_results(path: Path, frame: pd.DataFrame) -> None:
             f"{path}: metric {row['metric']!r} of prompt {row['prompt_id']!r}, seed {row['seed']}, "
             f"subject {row['subject']!r} has more than one row"
         )
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _judge_key(summary: dict[str, Any]) -> Any:

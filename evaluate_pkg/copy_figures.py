@@ -21,8 +21,9 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from idbench.evaluate_pkg.copies import KEYPOINT_GEN_SIDE, KEYPOINT_REF_SIDE
+from idbench.evaluate_pkg.results import COPIES_FOLDER
 
-FOLDER = "copies"  # next to report.md
+FOLDER = COPIES_FOLDER  # in the result folder, listed in its copies/index.json
 MAX_FIGURES = 24  # per run: a reader checks a few by eye; the evidence file lists every flag
 PANEL_HEIGHT = 320  # px of each picture in a figure
 CAPTION_LINE = 16  # px a line of the caption below the pictures

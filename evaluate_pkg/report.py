@@ -22,6 +22,7 @@ from idbench.builders.display import DISPLAYS, show_text
 from idbench.builders.spec import ITEM_SUFFIX, UNKNOWN_CELL, BenchmarkSpec, Resampling, SubjectBreakdown
 from idbench.evaluate_pkg.functional.bootstrap import design_ci
 from idbench.evaluate_pkg.models.profiles import PLUMBING_PROFILES
+from idbench.evaluate_pkg.results import REPORT_FILE
 from idbench.evaluate_pkg.suites.text_alignment import TRUNCATED
 
 #: The intervals of every aggregate: how many resamples, at what level, from which seed.
@@ -624,8 +625,8 @@ def write_report(
     plots = _plots(folder, summary, spec)
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
-    (folder / "report.md").write_text("\n".join(lines) + "\n")
-    return ["report.md", *plots]
+    (folder / REPORT_FILE).write_text("\n".join(lines) + "\n")
+    return [REPORT_FILE, *plots]
 
 
 def _plots(folder: Path, summary: dict[str, Any], spec: BenchmarkSpec) -> list[str]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,9 @@ import pandas as pd
 
 import idbench
 from idbench import settings
-from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK, JUDGE_ROLE, MetricSpec, SpecError
 from idbench.errors import IdbenchError
+from idbench.evaluate_pkg import results as result_files
 from idbench.evaluate_pkg.context import Context, Models, Result, ScoreOptions
 from idbench.evaluate_pkg.copies import detect_copies
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
@@ -51,7 +50,6 @@ def default_cache_dir() -> Path:
 
 
 NO_JUDGE = "needs a VLM judge; none was configured (pass --judge-url and --judge-model, or set IDBENCH_JUDGE_URL and IDBENCH_JUDGE_MODEL)"
-EVIDENCE_FILE = "judge_evidence.parquet"
 
 
 # Why a metric of the suite is not run for a submission of another task (MetricSpec.tasks).
@@ -349,7 +347,9 @@ def _score(
             judged = [m for m in metrics if data.spec.metric(m).judged]
             summary["judge"] = describe_judge(judged_record, controls, summary["aggregates"]["overall"], judged)
         if out is not None and is_main:
-            with reporter.step("writing results.parquet, aggregates.json and report.md") as writing:
+            with reporter.step(
+                f"writing {result_files.SAMPLES_FILE}, {result_files.AGGREGATES_FILE} and {result_files.REPORT_FILE}"
+            ) as writing:
                 writing.note = f"into {out}"
                 keys, loaders = context.generation_keys(), context.generation_loaders()
                 write_outputs(
@@ -517,21 +517,18 @@ def write_outputs(
     while writing leaves the previous results readable. ``score_submission`` refused an existing
     ``out`` without --overwrite before scoring; ``overwrite=False`` still refuses one that appeared since.
     """
-    with atomic_directory(out, overwrite=overwrite) as staging:
-        if carry is not None and (Path(out) / carry).is_dir():  # kept: the merge's shard records
-            shutil.copytree(Path(out) / carry, staging / carry)
-        results_frame(data, summary["submission"], results, summary["profile"]).to_parquet(
-            staging / "results.parquet", index=False
+    with result_files.staged(out, overwrite=overwrite, carry=carry) as staging:  # carry: the merge's shard records
+        result_files.write_data(
+            staging,
+            results_frame(data, summary["submission"], results, summary["profile"]),
+            summary,
+            evidence_frame(evidence) if evidence else None,
         )
-        if evidence:
-            evidence_frame(evidence).to_parquet(staging / EVIDENCE_FILE, index=False)
-        (staging / "aggregates.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
         flagged = None
         if evidence and generation is not None:
-            from idbench.evaluate_pkg.copy_figures import FOLDER, write_copy_figures
+            from idbench.evaluate_pkg.copy_figures import write_copy_figures
 
             flagged = write_copy_figures(staging, evidence, generation, lambda ref_id: data.reference_bytes[ref_id])
             if flagged:
-                (staging / FOLDER).mkdir(exist_ok=True)
-                (staging / FOLDER / "index.json").write_text(json.dumps(flagged, indent=1) + "\n")
+                result_files.write_copy_index(staging, flagged)
         write_report(staging, summary, data.spec, flagged=flagged)

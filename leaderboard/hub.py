@@ -94,6 +94,7 @@ from huggingface_hub.utils import validate_repo_id
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.models.profiles import PLUMBING_PROFILES
+from idbench.evaluate_pkg.results import AGGREGATES_FILE, SAMPLES_FILE
 from idbench.leaderboard.judges import judge_record
 from idbench.leaderboard.store import Store, iso
 
@@ -107,8 +108,6 @@ FLIPPED_PREFIX = "one_minus_"  # task ids of lower-is-better metrics, published 
 TASK_CONFIG = "prompts"  # the config a model is run on
 TASK_SPLIT = "test"  # builders.write.SPLIT: every config is built as one "test" split
 REPO_TYPE = "dataset"
-SAMPLES_FILE = "results.parquet"  # what the worker writes next to aggregates.json in each results folder
-AGGREGATES_FILE = "aggregates.json"
 
 
 class HubExportError(IdbenchError, ValueError):

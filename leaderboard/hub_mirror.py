@@ -56,8 +56,8 @@ from typing import Any
 from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
+from idbench.evaluate_pkg.results import AGGREGATES_FILE, EVIDENCE_FILE, SAMPLES_FILE
 from idbench.leaderboard.hub_records import (
-    EVIDENCE_FILE,
     MAX_REQUEST_BYTES,
     MAX_RESULT_BYTES,
     RESULT_PROVENANCE,
@@ -76,8 +76,6 @@ logger = logging.getLogger(__name__)
 
 REFRESH_ENV, DEFAULT_REFRESH_S = settings.HUB_REFRESH_S, float(settings.BY_NAME[settings.HUB_REFRESH_S].default)
 POINTER = "CURRENT.json"
-SAMPLES_FILE = "results.parquet"  # the per-sample values beside each aggregates.json (evaluate_pkg's file name)
-AGGREGATES_FILE = "aggregates.json"
 REQUEST_STATES = (*JOB_STATES, "WITHDRAWN")
 KEEP_BUILDS = 2  # the current mirror and the one before it (a rerun may still be reading it)
 NOT_PUBLIC = "not-public"  # the data_dir / stored_path of mirrored submissions: no images are published

@@ -50,10 +50,9 @@ from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.models.profiles import PLUMBING_PROFILES
+from idbench.evaluate_pkg.results import AGGREGATES_FILE, SAMPLES_FILE
 from idbench.evaluate_pkg.submission import Problem, SubmissionError, validate_submission
 from idbench.leaderboard.hub import (
-    AGGREGATES_FILE,
-    SAMPLES_FILE,
     json_bytes,
     request_path,
     result_folder,

@@ -48,6 +48,7 @@ from typing import Any
 
 from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.models.profiles import PLUMBING_PROFILES
+from idbench.evaluate_pkg.results import AGGREGATES_FILE, SAMPLES_FILE
 from idbench.evaluate_pkg.submission import json_depth, metadata_text_problems
 from idbench.leaderboard.hub import request_path, result_folder
 from idbench.leaderboard.judges import check_copies, check_judge
@@ -101,9 +102,6 @@ RESULT_PROVENANCE = (
     "profile",
     "content_hash",
 )
-AGGREGATES_FILE = "aggregates.json"
-SAMPLES_FILE = "results.parquet"
-EVIDENCE_FILE = "judge_evidence.parquet"  # evaluate_pkg.runner.EVIDENCE_FILE (runner imports the scorer)
 # The numbers of one metric's statistics (evaluate_pkg.report._ci): finite numbers or null.
 STAT_NUMBERS = ("mean", "ci_low", "ci_high")
 STAT_COUNTS = ("n", "n_nan", "n_prompts")

@@ -24,31 +24,24 @@ from typing import Any
 
 import pandas as pd
 
+from idbench.evaluate_pkg import results
 from idbench.evaluate_pkg.data import BenchmarkData
-from idbench.evaluate_pkg.results_bounds import results_file_problem
 from idbench.evaluate_pkg.submission import MANIFEST_NAME
 
-RESULTS_FILE = "results.parquet"
-COLUMNS = ("prompt_id", "seed", "metric", "value")  # what sample_scores reads of it
-
-
-class ResultsTooLarge(ValueError):
-    """A result folder's parquet file is over the bounds of ``evaluate_pkg.results_bounds`` (one line)."""
+COLUMNS = ("prompt_id", "seed", "metric", "value")  # what sample_scores reads of the per-sample values
 
 
 def sample_scores(result_dir: Path, metric: str) -> pd.DataFrame:
     """``prompt_id, seed, value`` for ``metric``: one row per generated image, NaN rows dropped.
 
     A per-subject metric (one value per reference in the image) is averaged over its subjects, so
-    an image has one number to rank by. Empty when the result has no values for ``metric``.
+    an image has one number to rank by. Empty when the result has no values for ``metric``. A file
+    over its bounds raises :class:`~idbench.evaluate_pkg.results.ResultsTooLarge`; one that lacks a
+    column or cannot be read, the :class:`~idbench.evaluate_pkg.results.ResultFileError` it derives from.
     """
-    path = Path(result_dir) / RESULTS_FILE
-    if not path.is_file():
+    frame = results.read_samples(result_dir, COLUMNS)
+    if frame is None:
         return pd.DataFrame(columns=["prompt_id", "seed", "value"])
-    too_large = results_file_problem(path, COLUMNS)
-    if too_large:
-        raise ResultsTooLarge(too_large)
-    frame = pd.read_parquet(path, columns=list(COLUMNS))
     frame = frame[(frame["metric"] == metric) & frame["value"].notna()]
     means = frame.groupby(["prompt_id", "seed"], as_index=False, sort=True)["value"].mean()
     return means.reset_index(drop=True)
@@ -101,17 +94,7 @@ def reference_ids(data: BenchmarkData, prompt_id: str) -> list[str]:
 
 def _evidence_frame(result_dir: Path) -> pd.DataFrame | None:
     """The result's evidence table (prompt_id, seed, metric, evidence as a JSON string), None without one."""
-    # Imported here: the scorer's module pulls in torch, which the app (a Space reading the Hub mirror,
-    # docs/deploy.md) need not install; only a model page with a judge's evidence reads it.
-    from idbench.evaluate_pkg.runner import EVIDENCE_FILE
-
-    path = Path(result_dir) / EVIDENCE_FILE
-    if not path.is_file():
-        return None
-    too_large = results_file_problem(path)
-    if too_large:
-        raise ResultsTooLarge(too_large)
-    return pd.read_parquet(path)
+    return results.read_evidence(result_dir)
 
 
 def evidence(result_dir: Path, prompt_id: str, seed: int) -> dict[str, Any]:
@@ -246,7 +229,7 @@ def face_crop(image: Any, box: Any, pad: float = 0.3) -> Any:
     return image.crop((left, top, max(right, left + 1), max(bottom, top + 1)))
 
 
-COPY_INDEX = "copies/index.json"  # evaluate_pkg.copy_figures, written beside report.md
+COPY_INDEX = results.COPY_INDEX_FILE  # evaluate_pkg.copy_figures' figures, listed by the scorer
 COPY_INDEX_MAX_BYTES = 2_000_000  # ~10,000 listed pairs: a larger file is not one the scorer wrote
 
 

@@ -85,6 +85,7 @@ from idbench.evaluate_pkg.functional.agreement import (
 # The project's one cluster bootstrap (prompts drawn with replacement, each with all its items): the
 # aggregates of `idbench score` draw from it too, so both kinds of interval resample the same unit.
 from idbench.evaluate_pkg.functional.bootstrap import cluster_bootstrap_weights
+from idbench.evaluate_pkg.results import SAMPLES_FILE, read_parquet_file
 
 RATING_COLUMNS = ("model", "prompt_id", "annotator", "category")
 SCORE_COLUMNS = ("model", "prompt_id", "seed", "metric", "value")
@@ -890,12 +891,12 @@ def read_scores(paths: Sequence[str | Path]) -> pd.DataFrame:
     frames = []
     for raw in paths:
         path = Path(raw)
-        file = path / "results.parquet" if path.is_dir() else path
+        file = path / SAMPLES_FILE if path.is_dir() else path
         if not file.is_file():
             raise AlignmentError(
-                f"{raw}: no results.parquet (expected the output folder of `idbench score` or the file)"
+                f"{raw}: no {SAMPLES_FILE} (expected the output folder of `idbench score` or the file)"
             )
-        frame = pd.read_parquet(file)
+        frame = read_parquet_file(file)
         frame.attrs["source"] = str(file)
         _require_columns(frame, SCORE_COLUMNS, "scores")
         if "benchmark" in frame.columns:

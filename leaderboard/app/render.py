@@ -27,6 +27,7 @@ from PIL import Image
 from idbench import settings
 from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
+from idbench.evaluate_pkg import results as result_files
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 from idbench.evaluate_pkg.hub_submission import HubSubmissionError, fetch_submission
 from idbench.evaluate_pkg.submission import MAX_TEXT_CHARS, SubmissionError
@@ -127,30 +128,13 @@ def _sample_values(results_path: str, metric: str) -> pd.DataFrame | None:
 def _read_results(
     results_path: str, required: tuple[str, ...], optional: tuple[str, ...] = (), metric: str | None = None
 ) -> pd.DataFrame | None:
-    """The ``required`` (and present ``optional``) columns of a result's results.parquet, only ``metric``'s
-    rows when given; None when the file is absent, unreadable or lacks a required column (the callers
-    then say the values are not available)."""
-    import pyarrow.parquet as pq
-
-    from idbench.evaluate_pkg.results_bounds import results_file_problem
-
-    path = Path(results_path) / samples.RESULTS_FILE
+    """The ``required`` (and present ``optional``) columns of a result's per-sample values, only
+    ``metric``'s rows when given; None when the file is absent, unreadable, over its bounds or lacks a
+    required column (the callers then say the values are not available; the log says why)."""
     try:
-        if not path.is_file():
-            return None
-        present = set(pq.read_schema(path).names)
-        if not set(required) <= present:
-            return None
-        columns = [*required, *(c for c in optional if c in present)]
-        too_large = results_file_problem(path, columns)
-        if too_large:  # the callers say the values are not available; the log says why
-            logger.warning("%s", too_large)
-            return None
-        return pd.read_parquet(
-            path, columns=columns, filters=[("metric", "==", metric)] if metric is not None else None
-        )
-    except (OSError, ValueError, TypeError) as err:  # pyarrow's ArrowInvalid is a ValueError
-        logger.warning("%s of a result not read (%s)", samples.RESULTS_FILE, type(err).__name__)
+        return result_files.read_samples(results_path, required, optional=optional, metric=metric)
+    except result_files.ResultFileError as error:
+        logger.warning("%s", error)
         return None
 
 
@@ -1181,7 +1165,7 @@ def _sample_grid(row: dict, spec: BenchmarkSpec) -> None:
     )
     try:
         scores = samples.sample_scores(Path(row["results_path"]), metric)
-    except samples.ResultsTooLarge as error:
+    except result_files.ResultsTooLarge as error:
         st.warning(_too_large(error))
         return
     if scores.empty:
@@ -1232,7 +1216,7 @@ def _who_became_whom(row: dict, spec: BenchmarkSpec) -> None:
     try:
         records = samples.evidence_of(Path(row["results_path"]), samples.WHO_BECAME_WHOM)
         strict = samples.sample_scores(Path(row["results_path"]), query.WHO_GROUNDED_METRIC)
-    except samples.ResultsTooLarge as error:
+    except result_files.ResultsTooLarge as error:
         st.warning(_too_large(error))
         return
     if not records:
@@ -1314,7 +1298,7 @@ def _sample_row(data: BenchmarkData, stored: Path, result_dir: Path, sample, met
     st.text(f"{sample.prompt_id} seed {sample.seed}: {metric} = {sample.value:.4f}\n{prompt.get('prompt', '')}")
     try:
         found = samples.evidence(result_dir, sample.prompt_id, sample.seed)
-    except samples.ResultsTooLarge as error:
+    except result_files.ResultsTooLarge as error:
         found = {}
         st.caption(_too_large(error))
     if found:

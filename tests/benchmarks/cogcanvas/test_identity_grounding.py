@@ -600,7 +600,7 @@ def test_id_arranged_judge_failures_count_zero(scored):
 
 
 def test_who_became_whom_evidence_is_stored(scored):
-    from idbench.evaluate_pkg.runner import EVIDENCE_FILE
+    from idbench.evaluate_pkg.results import EVIDENCE_FILE
 
     evidence = pd.read_parquet(scored.root / "scores" / "crossed" / EVIDENCE_FILE)
     who = evidence[evidence["metric"] == "who_became_whom"]
