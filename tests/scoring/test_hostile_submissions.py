@@ -24,7 +24,6 @@ from conftest import noise_jpeg
 from PIL.PngImagePlugin import PngImageFile
 
 from idbench.builders.build import build
-from idbench.evaluate_pkg import submission as submission_module
 from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
 from idbench.evaluate_pkg.images import MAX_ASPECT_RATIO, MAX_IMAGE_SIDE, MAX_PIXELS, size_problem
 from idbench.evaluate_pkg.submission import (
@@ -36,6 +35,8 @@ from idbench.evaluate_pkg.submission import (
     validate_submission,
     write_template,
 )
+from idbench.evaluate_pkg.submission import archive as submission_archive
+from idbench.evaluate_pkg.submission import parquet as submission_parquet
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ def parquet_folder(folder: Path, data: BenchmarkData, table: pa.Table, **write_o
 
 def no_spooling(monkeypatch) -> None:
     """Make any spooling of parquet rows fail the test: the refusal must come from the metadata."""
-    monkeypatch.setattr(submission_module, "_spool_parquet", lambda *a, **k: pytest.fail("rows were spooled"))
+    monkeypatch.setattr(submission_parquet, "_spool_parquet", lambda *a, **k: pytest.fail("rows were spooled"))
 
 
 def test_a_million_row_parquet_is_refused_from_its_metadata(data: BenchmarkData, tmp_path: Path, monkeypatch) -> None:
@@ -166,7 +167,7 @@ def test_a_million_row_parquet_is_refused_from_its_metadata(data: BenchmarkData,
 def test_parquet_images_over_the_byte_limit_refused_from_metadata(
     data: BenchmarkData, tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(submission_module, "MAX_IMAGE_BYTES", 1024 * 1024)
+    monkeypatch.setattr(submission_parquet, "MAX_IMAGE_BYTES", 1024 * 1024)
     pairs = data.required_pairs[:4]
     zeros = bytes(2 * 1024 * 1024)  # all-zero "images": compressed to almost nothing inside the parquet
     table = pa.table(
@@ -197,7 +198,7 @@ def test_dictionary_encoded_big_images_are_refused_before_they_are_written(
     data: BenchmarkData, tmp_path: Path, monkeypatch
 ) -> None:
     """Identical values dictionary-encode: the metadata understates them, the row-by-row spool does not."""
-    monkeypatch.setattr(submission_module, "MAX_IMAGE_BYTES", 1024 * 1024)
+    monkeypatch.setattr(submission_parquet, "MAX_IMAGE_BYTES", 1024 * 1024)
     pairs = data.required_pairs[:6]
     zeros = bytes(1024 * 1024 + 1)
     table = pa.table(
@@ -347,9 +348,9 @@ def test_a_zip_whose_manifest_is_over_the_row_bound_extracts_no_image(
         for path in sorted(filled.rglob("*")):
             out.write(path, path.relative_to(filled).as_posix())
     extracted: list[str] = []
-    real_extract = submission_module._Written.extract
+    real_extract = submission_archive._Written.extract
     monkeypatch.setattr(
-        submission_module._Written,
+        submission_archive._Written,
         "extract",
         lambda self, z, m: extracted.append(m.filename) or real_extract(self, z, m),
     )

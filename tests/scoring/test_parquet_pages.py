@@ -17,10 +17,10 @@ import pytest
 from PIL import Image
 
 from idbench.builders.build import build
-from idbench.evaluate_pkg import submission as submission_module
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.parquet_pages import PageHeaderError, chunk_range, column_pages
 from idbench.evaluate_pkg.submission import SubmissionError, validate_submission, write_template
+from idbench.evaluate_pkg.submission import parquet as submission_parquet
 
 HUGE_MB = 200  # decoding it would take at least twice this: the bound asserted below is well under
 
@@ -112,7 +112,7 @@ def test_one_huge_image_among_small_ones_is_refused_from_its_page_headers(data, 
     )
     # The metadata's checks pass: the row group's images average under the per-image limit.
     reader = pq.ParquetFile(huge / "part-0.parquet")
-    assert submission_module._parquet_problem(reader) is None
+    assert submission_parquet._parquet_problem(reader) is None
 
     child = subprocess.run(
         [sys.executable, "-c", VALIDATOR, str(huge), str(data.folder)],
@@ -134,7 +134,7 @@ def test_one_huge_image_among_small_ones_is_refused_from_its_page_headers(data, 
 
 def test_a_value_over_the_limit_in_a_page_under_the_page_limit_is_refused_before_any_copy(data, tmp_path, monkeypatch):
     rows, images = pairs_and_images(data, tmp_path)
-    monkeypatch.setattr(submission_module, "MAX_IMAGE_BYTES", 4096)
+    monkeypatch.setattr(submission_parquet, "MAX_IMAGE_BYTES", 4096)
     images[3] = bytes(5000)
     folder = write_parquet(tmp_path / "p", rows, images)
     with pytest.raises(SubmissionError) as caught:
@@ -144,7 +144,7 @@ def test_a_value_over_the_limit_in_a_page_under_the_page_limit_is_refused_before
 
 def test_a_page_over_the_page_limit_is_refused_with_its_fix(data, tmp_path, monkeypatch):
     rows, images = pairs_and_images(data, tmp_path)
-    monkeypatch.setattr(submission_module, "MAX_PAGE_BYTES", 10_000)
+    monkeypatch.setattr(submission_parquet, "MAX_PAGE_BYTES", 10_000)
     folder = write_parquet(tmp_path / "p", rows, images)
     with pytest.raises(SubmissionError, match="over the 10000-byte limit per page .*one image a page"):
         validate_submission(folder, data)
