@@ -69,10 +69,11 @@ from idbench.errors import IdbenchError
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.features import Features, FeatureStore
+from idbench.evaluate_pkg.results import SHARDS_FOLDER
 from idbench.shards import MAX_SHARDS, Shard, rows_sha256, shard_of, unit_key
 from idbench.untrusted import UntrustedInput, load_json, read_regular_file
 
-SHARDS_DIR = "shards"
+SHARDS_DIR = SHARDS_FOLDER  # the name this module and its callers have used
 MAX_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; anything larger was not written by a shard
 MAX_RECORD_DEPTH = 8  # a record nests 3 levels (features -> computed -> a role's count)
 # K-of-N.json in ASCII digits without leading zeros: one name per shard (no 00-of-2.json beside 0-of-2.json,

@@ -11,6 +11,7 @@ Layout of a result folder::
     judge_evidence.parquet  what a judge or the copy check kept per image (only when there is some)
     report.md               the report, with its PNG plots beside it
     copies/                 the copy check's figures, listed in copies/index.json (only when flagged)
+    shards/                 a run scored in shards: K-of-N.json records and their folders (kept by a merge)
 
 Writing goes through :func:`idbench.atomic.atomic_directory` (:func:`staged`): a folder is whole or
 absent, and an older one is replaced only once the new one is complete. Reading holds every file to
@@ -45,6 +46,7 @@ EVIDENCE_FILE = "judge_evidence.parquet"
 REPORT_FILE = "report.md"
 COPIES_FOLDER = "copies"
 COPY_INDEX_FILE = f"{COPIES_FOLDER}/index.json"
+SHARDS_FOLDER = "shards"  # a run scored in shards: each shard's record and features (evaluate_pkg.merge)
 
 # The summary of the largest benchmark is a few hundred kB; the bound only keeps a stray huge file out of memory.
 MAX_AGGREGATES_BYTES = 256 << 20
