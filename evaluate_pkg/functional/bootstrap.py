@@ -97,6 +97,22 @@ def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[floa
     return float(low), float(high)
 
 
+def _checked_values(
+    caller: str, values, labels, label_kind: str, confidence: float, n_resamples: int
+) -> tuple[np.ndarray, list]:
+    """The arguments every interval here shares, checked: the values as a flat float array and one
+    label per value. Errors name the public function they came through."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"{caller}: confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"{caller}: n_resamples must be >= 1, got {n_resamples}")
+    arr = np.asarray(values, dtype=np.float64).reshape(-1)
+    labels = list(labels)
+    if len(labels) != arr.size:
+        raise ValueError(f"{caller}: {arr.size} values but {len(labels)} {label_kind} labels")
+    return arr, labels
+
+
 def bootstrap_ci(
     values: Any, clusters: Sequence[Any], n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
 ) -> BootstrapCI:
@@ -112,14 +128,7 @@ def bootstrap_ci(
     >>> round(ci.mean, 3), ci.n, ci.n_nan, ci.n_clusters, ci.low <= ci.mean <= ci.high
     (0.4, 5, 1, 3, True)
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"bootstrap_ci: confidence must be in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"bootstrap_ci: n_resamples must be >= 1, got {n_resamples}")
-    arr = np.asarray(values, dtype=np.float64).reshape(-1)
-    labels = list(clusters)
-    if len(labels) != arr.size:
-        raise ValueError(f"bootstrap_ci: {arr.size} values but {len(labels)} cluster labels")
+    arr, labels = _checked_values("bootstrap_ci", values, clusters, "cluster", confidence, n_resamples)
     known = ~np.isnan(arr)
     n, n_nan = int(known.sum()), int((~known).sum())
     nan = float("nan")
@@ -340,14 +349,7 @@ def design_ci(
     >>> round(ci.mean, 3), ci.n_clusters, ci.n_levels
     (0.4, 3, {'subject': 2})
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"design_ci: confidence must be in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"design_ci: n_resamples must be >= 1, got {n_resamples}")
-    arr = np.asarray(values, dtype=np.float64).reshape(-1)
-    labels_in = list(observations)
-    if len(labels_in) != arr.size:
-        raise ValueError(f"design_ci: {arr.size} values but {len(labels_in)} observation labels")
+    arr, labels_in = _checked_values("design_ci", values, observations, "observation", confidence, n_resamples)
     known = ~np.isnan(arr)
     n, n_nan = int(known.sum()), int((~known).sum())
     nan = float("nan")
