@@ -359,51 +359,41 @@ def laplacian_variance(grey: np.ndarray) -> float:
 
 
 def stage1_reasons(measures: ImageMeasures, thresholds: QualityThresholds) -> list[Reason]:
-    """Every stage-1 check that ``measures`` fails (empty: passes)."""
-    t = thresholds
-    reasons = []
-    side = min(measures.width, measures.height)
-    if side < t.min_side:
-        reasons.append(
-            Reason(
-                1,
-                "min_side",
-                side,
-                t.min_side,
-                f"shorter side {side} px < {t.min_side} px ({measures.width}x{measures.height})",
-            )
-        )
-    if measures.aspect_ratio > t.max_aspect_ratio:
-        reasons.append(
-            Reason(
-                1,
-                "max_aspect_ratio",
-                round(measures.aspect_ratio, 4),
-                t.max_aspect_ratio,
-                f"aspect ratio {measures.aspect_ratio:.2f} > {t.max_aspect_ratio}",
-            )
-        )
-    if measures.blur < t.min_blur:
-        reasons.append(
-            Reason(
-                1,
-                "blur",
-                round(measures.blur, 3),
-                t.min_blur,
-                f"Laplacian variance {measures.blur:.1f} < {t.min_blur} (blurred)",
-            )
-        )
-    if measures.pixel_std < t.min_pixel_std:
-        reasons.append(
-            Reason(
-                1,
-                "uniform",
-                round(measures.pixel_std, 3),
-                t.min_pixel_std,
-                f"pixel std {measures.pixel_std:.1f} < {t.min_pixel_std} (near-uniform)",
-            )
-        )
-    return reasons
+    """Every stage-1 check that ``measures`` fails (empty: passes), in the order of the table below."""
+    t, m = thresholds, measures
+    side = min(m.width, m.height)
+    # (failed, reason name, measured value, threshold, message): one row per check.
+    checks = (
+        (
+            side < t.min_side,
+            "min_side",
+            side,
+            t.min_side,
+            f"shorter side {side} px < {t.min_side} px ({m.width}x{m.height})",
+        ),
+        (
+            m.aspect_ratio > t.max_aspect_ratio,
+            "max_aspect_ratio",
+            round(m.aspect_ratio, 4),
+            t.max_aspect_ratio,
+            f"aspect ratio {m.aspect_ratio:.2f} > {t.max_aspect_ratio}",
+        ),
+        (
+            m.blur < t.min_blur,
+            "blur",
+            round(m.blur, 3),
+            t.min_blur,
+            f"Laplacian variance {m.blur:.1f} < {t.min_blur} (blurred)",
+        ),
+        (
+            m.pixel_std < t.min_pixel_std,
+            "uniform",
+            round(m.pixel_std, 3),
+            t.min_pixel_std,
+            f"pixel std {m.pixel_std:.1f} < {t.min_pixel_std} (near-uniform)",
+        ),
+    )
+    return [Reason(1, name, value, threshold, message) for failed, name, value, threshold, message in checks if failed]
 
 
 def measure_images(images: Mapping[str, bytes], *, workers: int | None = None) -> dict[str, ImageMeasures | Exception]:
