@@ -27,6 +27,8 @@ def command() -> list[str]:
         "0.0.0.0",  # the Space's proxy reaches the container from outside it
         "--server.headless",
         "true",
+        "--browser.gatherUsageStats",
+        "false",  # readers' use of the board is not reported to Streamlit
         "--client.toolbarMode",
         "viewer",  # no "Deploy" or developer menu for the readers
     ]

@@ -19,6 +19,11 @@ def add_serve(commands) -> None:
         help="port to listen on (default: Streamlit's own setting: STREAMLIT_SERVER_PORT, "
         ".streamlit/config.toml, else 8501)",
     )
+    serve_parser.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="interface to listen on (default: %(default)s, this machine only; 0.0.0.0 opens it to the network)",
+    )
     serve_parser.add_argument("--browser", action="store_true", help="also open a browser window")
     serve_parser.set_defaults(func=cmd_serve)
 
@@ -26,7 +31,7 @@ def add_serve(commands) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from idbench.leaderboard.app import serve
 
-    return serve(port=args.port, headless=not args.browser)
+    return serve(port=args.port, headless=not args.browser, address=args.address)
 
 
 def add_sync(commands) -> None:

@@ -14,21 +14,29 @@ import threading
 from pathlib import Path
 
 APP_PATH: Path = Path(__file__).resolve().parent / "main.py"
+#: Where ``idbench serve`` listens unless told otherwise: the loopback interface.
+LOCAL_ADDRESS = "127.0.0.1"
 
 
-def streamlit_command(port: int | None = None, headless: bool = True) -> list[str]:
+def streamlit_command(port: int | None = None, headless: bool = True, address: str = LOCAL_ADDRESS) -> list[str]:
     """The ``streamlit run APP_PATH`` command line :func:`serve` runs.
 
     ``--server.port`` is passed only when ``port`` is given: otherwise Streamlit's own configuration
     decides (``STREAMLIT_SERVER_PORT``, ``.streamlit/config.toml``, else its default 8501), as a
-    deployment (a Hugging Face Space, a container) expects.
+    deployment (a Hugging Face Space, a container) expects. The server listens on ``address``: this machine
+    only unless asked (``idbench serve --address 0.0.0.0``), since the app shows every local submission. Usage
+    statistics are never sent to Streamlit: nothing a reader does on the leaderboard leaves the machine.
     """
     command = [sys.executable, "-m", "streamlit", "run", str(APP_PATH)]
     if port is not None:
         command += ["--server.port", str(int(port))]
     command += [
+        "--server.address",
+        address,
         "--server.headless",
         "true" if headless else "false",
+        "--browser.gatherUsageStats",
+        "false",
         "--client.toolbarMode",
         "viewer",  # no "Deploy" or developer menu for the leaderboard's readers
     ]
@@ -39,7 +47,7 @@ def streamlit_command(port: int | None = None, headless: bool = True) -> list[st
 STOP_GRACE_S = 20.0
 
 
-def serve(port: int | None = None, headless: bool = True) -> int:
+def serve(port: int | None = None, headless: bool = True, address: str = LOCAL_ADDRESS) -> int:
     """Run :func:`streamlit_command` as a child until it stops; its exit status (0 when it stopped because
     this process was asked to stop).
 
@@ -48,7 +56,7 @@ def serve(port: int | None = None, headless: bool = True) -> int:
     ``serve`` returns, no server is left behind and the port is free. Signal handlers can only be set
     in the main thread; called from another one, the child is still stopped if ``serve`` is interrupted.
     """
-    child = subprocess.Popen(streamlit_command(port, headless))
+    child = subprocess.Popen(streamlit_command(port, headless, address))
     stopping = threading.Event()
     # A server that ignores the signal is killed after the grace period, not waited for forever.
     deadline = threading.Timer(STOP_GRACE_S, _kill_if_running, (child,))

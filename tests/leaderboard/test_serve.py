@@ -28,6 +28,16 @@ def test_no_port_flag_unless_asked():
     assert _option(app.streamlit_command(headless=False), "--server.headless") == "false"
 
 
+def test_serve_listens_on_this_machine_only_and_reports_nothing_unless_asked():
+    default = app.streamlit_command()
+    assert _option(default, "--server.address") == "127.0.0.1"
+    assert _option(default, "--browser.gatherUsageStats") == "false"
+    assert _option(app.streamlit_command(address="0.0.0.0"), "--server.address") == "0.0.0.0"
+    from space.app import command as space_command
+
+    assert _option(space_command(), "--browser.gatherUsageStats") == "false"
+
+
 class _Exited:
     """A stand-in for the server's Popen that has already exited with 0."""
 
