@@ -11,9 +11,12 @@ DEFAULT_DEMO_OUT = Path("idbench-output")
 def add_demo(commands) -> None:
     demo = commands.add_parser(
         "demo",
-        help="the main job on the shipped samples: build the three benchmarks and read them back",
+        help="the main job on the shipped samples: build, make baselines, score them, rank them",
         description="Build CHARIS, CogCanvas and Identity Collapse from the shipped samples into OUT/datasets "
-        "(replacing an earlier demo build), then load every config back with datasets.load_dataset.",
+        "(replacing an earlier demo build) and load every config back with datasets.load_dataset; draw five "
+        "model-free baselines per benchmark into OUT/baselines, submit them to the local leaderboard "
+        "($IDBENCH_HOME), let one worker score them with the tiny profile (a plumbing check: random weights) "
+        "and print a ranked table per benchmark. A rerun scores nothing again.",
     )
     demo.add_argument("--out", type=Path, default=DEFAULT_DEMO_OUT, help="output folder (default: %(default)s)")
     demo.set_defaults(func=cmd_demo)

@@ -11,7 +11,7 @@ from idbench.cli._options import HubArgumentError, benchmark_name
 
 def open_queue_for(args: argparse.Namespace, *, results_needed: bool = False):
     """The job queue the command works on: the Hub deployment's repos with ``--hub``, else the local store."""
-    from idbench.leaderboard.queues import open_queue
+    from idbench.leaderboard.queue import open_queue
 
     hub, results = getattr(args, "hub", None), getattr(args, "results", None)
     if not (hub or results):
@@ -27,7 +27,7 @@ def open_queue_for(args: argparse.Namespace, *, results_needed: bool = False):
 
 def hub_data_dirs(entries: list[str]) -> dict[str, Path]:
     """``--data BENCH=DIR`` entries over the defaults ``$IDBENCH_HOME/benchmarks/<benchmark>``."""
-    from idbench.leaderboard.queues import default_data_dirs
+    from idbench.leaderboard.queue import default_data_dirs
 
     folders = default_data_dirs()
     for entry in entries:
@@ -77,8 +77,7 @@ def add_submit(commands) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from idbench.evaluate_pkg.data import load_benchmark_data
-    from idbench.invocation import command
-    from idbench.leaderboard.queues import benchmark_data_dir, submit_to
+    from idbench.leaderboard.queue import benchmark_data_dir, submit_to
 
     data_dir = benchmark_data_dir(args.benchmark, args.data)
     load_benchmark_data(data_dir, benchmark=args.benchmark)
@@ -97,11 +96,30 @@ def cmd_submit(args: argparse.Namespace) -> int:
     elif result.duplicate:
         print(f"already submitted: submission {result.submission_id} (job {result.job_id}); not queued again")
     else:
-        print(
-            f"queued: submission {result.submission_id}, job {result.job_id} (PENDING); score it: "
-            f"`{command('worker --once')}` (the paper models; `{command('models list')}` says which are here)"
-        )
+        print(f"queued: submission {result.submission_id}, job {result.job_id} (PENDING); {_worker_hint()}")
     return 0
+
+
+def _worker_hint() -> str:
+    """The worker command that will score the queue on this machine: the paper models' when they are all
+    here, else the tiny profile's (the only one that runs offline), said to be a plumbing check."""
+    from idbench.evaluate_pkg.models.base import ModelNotAvailableError
+    from idbench.evaluate_pkg.models.registry import DEFAULT_PROFILE, check_available, resolve_profile
+    from idbench.invocation import command
+
+    missing = []
+    for card in resolve_profile(DEFAULT_PROFILE).values():
+        try:
+            check_available(card)
+        except ModelNotAvailableError:
+            missing.append(card.name)
+    if not missing:
+        return f"score it: `{command('worker --once')}`"
+    return (
+        f"score it here: `{command('worker --once --profile tiny')}` (a plumbing check: random weights, never "
+        f"ranked); {len(missing)} paper model(s) are missing here ({', '.join(missing)}; "
+        f"`{command('models list')}` says how to get them), and `{command('worker --once')}` needs them all"
+    )
 
 
 def add_withdraw(commands) -> None:

@@ -24,7 +24,9 @@ def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys, warm_home):
         main(["submit", str(tmp_path / "collage"), "--benchmark", "identity-collapse", "--model-name", "collage-test"])
         == 0
     )
-    assert "queued: submission 1, job 1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # No paper model can be downloaded here: the printed next step is the one that works offline.
+    assert "queued: submission 1, job 1" in out and "worker --once --profile tiny" in out and "plumbing" in out
     assert (
         main(["submit", str(tmp_path / "collage"), "--benchmark", "identity-collapse", "--model-name", "collage-test"])
         == 0
@@ -102,3 +104,12 @@ def test_rescore_and_withdraw_choose_a_backend_and_nothing_else(tmp_path, monkey
     assert "needs --hub ORG/REQUESTS and --request PATH" in capsys.readouterr().err
     assert main(["withdraw", "abc", "--reason", "r"]) == 2
     assert "is not a number" in capsys.readouterr().err
+
+
+def test_submit_names_the_paper_worker_where_every_paper_model_is_here(monkeypatch):
+    from idbench.cli import queue as queue_cli
+    from idbench.evaluate_pkg.models import registry
+
+    monkeypatch.setattr(registry, "check_available", lambda card, models_dir=None: None)
+    hint = queue_cli._worker_hint()
+    assert "worker --once`" in hint and "tiny" not in hint
