@@ -452,7 +452,11 @@ def _cells(a: dict[str, Any], b: dict[str, Any], spec) -> list[tuple[str, set[st
 
 
 def _num(value: Any, factor: float = 1.0) -> str:
-    return "n/a" if value is None else f"{factor * value:.4f}" if factor == 1.0 else f"{factor * value:.2f}"
+    if value is None:
+        return "n/a"
+    text = f"{factor * value:.4f}" if factor == 1.0 else f"{factor * value:.2f}"
+    # A difference that rounds to zero is zero: "-0.00" would claim a sign the digits do not show.
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text
 
 
 # The linear display conventions (idbench.builders.display): a difference and its interval scale with

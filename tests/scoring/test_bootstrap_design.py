@@ -590,3 +590,10 @@ def test_compare_prints_names_and_labels_from_the_files_with_control_characters_
     assert "from bootstrap\\x1b[5m (" in out and "[axis\\x1b[1m = cell\\x1b[7m]" in out
     shown = repr(compare(a, b))
     assert "\x1b" not in shown and "\\x1b[2J" in shown
+
+
+def test_compare_never_prints_a_negative_zero():
+    from idbench.evaluate_pkg.compare import _num
+
+    assert _num(-0.00004) == "0.0000" and _num(-0.00004, 100.0) == "0.00"
+    assert _num(-0.004, 100.0) == "-0.40" and _num(None) == "n/a" and _num(0.12345) == "0.1235"
