@@ -56,6 +56,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -749,8 +750,39 @@ def check_complete(out: Path, records: list[tuple[Path, dict[str, Any]]], requir
     example = f", e.g. prompt_id {rows[0][0]!r} seed {rows[0][1]}" if rows else ""
     raise MergeError(
         f"merge {out}: shard(s) {shown} of {count} have not finished (no {SHARDS_DIR}/{missing[0]}-of-{count}.json): "
-        f"{len(rows)} of {len(required)} (prompt_id, seed) rows unscored{example}; run them, then merge again"
+        f"{len(rows)} of {len(required)} (prompt_id, seed) rows unscored{example}; run them "
+        f"({shard_command(out, records[0][1], missing[0])}), then merge again"
     )
+
+
+def shard_command(out: Path, record: dict[str, Any], index: int) -> str:
+    """The ``idbench score`` command that runs shard ``index`` as a finished shard's ``record`` was run: the same
+    submission, data, output and shared options (a judge's options are the user's to add: its key is no record's)."""
+    from idbench.invocation import command
+
+    options = record["options"]
+    parts = [
+        "score",
+        shlex.quote(record["submission"]),
+        "--data",
+        shlex.quote(record["data"]),
+        "--out",
+        shlex.quote(str(out)),
+        "--profile",
+        options["profile"],
+        "--batch-size",
+        str(options["batch_size"]),
+    ]
+    if options.get("metrics"):
+        metrics = options["metrics"]
+        parts += ["--metrics", shlex.quote(metrics if isinstance(metrics, str) else ",".join(metrics))]
+    if options.get("dtype"):
+        parts += ["--dtype", str(options["dtype"])]
+    if options.get("models_dir"):
+        parts += ["--models-dir", shlex.quote(str(options["models_dir"]))]
+    parts += ["--shard", f"{index}/{record['shard']['count']}"]
+    judged = " with the same judge options" if record.get("judge") else ""
+    return f"`{command(' '.join(parts))}`{judged}"
 
 
 def check_rows(out: Path, records: list[tuple[Path, dict[str, Any]]], pairs: Sequence[tuple[str, int]]) -> None:

@@ -81,6 +81,7 @@ def test_three_shards_and_a_merge_write_what_one_process_writes(built, single, t
     data = load_benchmark_data(built / "data")
     mine = [p for p in data.required_pairs if Shard(1, 3).owns(unit_key(*p))]
     assert err.count("\n") == 0 and "shard(s) 1 of 3 have not finished" in err
+    assert "--shard 1/3" in err and f"--out {out}" in err  # the command that runs it
     assert f"{len(mine)} of {len(data.required_pairs)} (prompt_id, seed) rows unscored" in err
     assert not (out / "aggregates.json").exists()
 
@@ -493,3 +494,26 @@ def test_an_edited_judge_answer_is_asked_again_and_counted_by_the_merge(built, t
         assert len(server.requests) > sent
         assert f"0 of {stats['answers']} answers read from the answer cache" in said
         assert f"{stats['cache_refused']} cache entries refused" in said
+
+
+def test_the_missing_shard_command_repeats_the_finished_shards_options(tmp_path):
+    from idbench.evaluate_pkg.merge import shard_command
+
+    record = {
+        "shard": {"index": 0, "count": 4},
+        "submission": "/data/my run",
+        "data": "/data/bench",
+        "options": {
+            "profile": "tiny",
+            "metrics": ["dino_sim", "clip_t"],
+            "dtype": None,
+            "batch_size": 8,
+            "models_dir": None,
+        },
+        "judge": None,
+    }
+    line = shard_command(tmp_path / "out", record, 3)
+    assert "score '/data/my run' --data /data/bench --out " + str(tmp_path / "out") in line
+    assert "--profile tiny --batch-size 8 --metrics dino_sim,clip_t --shard 3/4" in line
+    assert "judge" not in line
+    assert "with the same judge options" in shard_command(tmp_path, record | {"judge": {"model": "m"}}, 1)
