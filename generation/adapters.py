@@ -47,6 +47,11 @@ from idbench.generation.requests import GenerationRequest
 
 ENTRY_POINT_GROUP = "idbench.generators"
 SEED_RULE = "torch.Generator('cpu').manual_seed(seed): a fresh CPU generator per (prompt_id, seed) image, seed = the benchmark's seed"
+# What the record says of an adapter that reports no seed rule of its own (a plain function): the harness hands
+# it the seed and cannot know what it does with it.
+UNREPORTED_SEED_RULE = (
+    "request.seed (the benchmark's seed) handed to the adapter; how it seeds its sampling is its own and not reported"
+)
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -390,6 +395,7 @@ class _DiffusersAdapter:
             else _call_default(self.pipeline, "guidance_scale"),
             "device": options["device"],
             "diffusers": diffusers.__version__,
+            "seed_rule": SEED_RULE,
             **(
                 {"call_arguments": json.loads(json.dumps(self.call_arguments, default=str))}
                 if self.call_arguments

@@ -51,7 +51,7 @@ from idbench.evaluate_pkg.submission import (
     json_depth,
     write_template,
 )
-from idbench.generation.adapters import SEED_RULE, GeneratorError, generation_record
+from idbench.generation.adapters import UNREPORTED_SEED_RULE, GeneratorError, generation_record
 from idbench.generation.requests import DEFAULT_RESOLUTION, GenerationRequest, build_requests, check_task
 from idbench.shards import Shard, unit_key
 
@@ -116,12 +116,14 @@ def library_versions(names: Iterable[str] = RECORDED_LIBRARIES) -> dict[str, str
 
 def record(adapter_name: str, adapter: Any, *, resolution: int, task: str, seconds_per_image: float | None) -> dict:
     """The generation record of ``submission.json``: the adapter's own report, how seeds and sizes were set."""
+    own = generation_record(adapter)
     return {
         "adapter": adapter_name,
-        **generation_record(adapter),
+        **own,
         "resolution": resolution,
         "task": task,
-        "seed_rule": SEED_RULE,
+        # Only an adapter that says how it seeds (the built-in pipelines: SEED_RULE) gets a rule on record.
+        "seed_rule": own.get("seed_rule", UNREPORTED_SEED_RULE),
         "seconds_per_image": round(seconds_per_image, 4) if seconds_per_image is not None else None,
         "libraries": library_versions(),
     }

@@ -75,6 +75,7 @@ def test_the_text_to_image_adapter_loads_a_folder_and_fills_the_text_to_image_tr
     assert main(["validate", str(out), "--data", str(data.folder)]) == 0
     record = json.loads((out / "submission.json").read_text())["generation"]
     assert record["adapter"] == "diffusers-t2i" and record["pipeline_class"] == "StableDiffusionPipeline"
+    assert record["seed_rule"].startswith("torch.Generator('cpu').manual_seed(seed)")  # what the adapter does
     assert record["steps"] == 2 and record["dtype"] == "float32" and record["diffusers"] == diffusers.__version__
     assert record["batch_size"] == 8
     # The same seed gives the same image: regenerate two (a batch of 2, not of 8) and compare. A batch changes
