@@ -225,3 +225,24 @@ def progress_for(enabled: bool | Progress = True, stream: TextIO | None = None) 
     if on_terminal(stream if stream is not None else sys.stderr):
         return Bars(stream)
     return LogLines(stream)
+
+
+@contextlib.contextmanager
+def library_bars_off() -> Iterator[None]:
+    """The datasets and transformers libraries' own progress bars (loading weights, writing parquet,
+    generating a split) off for the block and as they were after it: a scoring run reports its stages
+    itself, and a caller's notebook keeps its settings."""
+    import datasets
+    import transformers
+
+    bars = transformers.utils.logging
+    datasets_off, transformers_on = datasets.are_progress_bars_disabled(), bars.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    bars.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if not datasets_off:
+            datasets.enable_progress_bars()
+        if transformers_on:
+            bars.enable_progress_bar()

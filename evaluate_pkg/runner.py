@@ -36,7 +36,7 @@ from idbench.evaluate_pkg.models.registry import NOT_MADE, profile_is_plumbing, 
 from idbench.evaluate_pkg.report import aggregate, write_report
 from idbench.evaluate_pkg.submission import Submission, validate_submission
 from idbench.evaluate_pkg.suites import suite_for
-from idbench.progress import Progress, progress_for
+from idbench.progress import Progress, library_bars_off, progress_for
 from idbench.shards import Shard, rows_sha256, unit_key
 
 
@@ -188,6 +188,7 @@ def _progress_factory(enabled: bool | Progress) -> Progress:
     return progress_for(enabled)
 
 
+@library_bars_off()  # the libraries' own bars would interleave with the run's stage lines
 def score_submission(
     submission_path: Path,
     data: BenchmarkData | Path,

@@ -172,3 +172,34 @@ def test_quiet_says_nothing(capsys):
     reporter.line("a line")
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
+
+
+def test_a_scoring_run_turns_the_libraries_bars_off_and_back(monkeypatch):
+    import datasets
+    import pytest
+    import transformers
+
+    from idbench.evaluate_pkg import runner
+
+    bars = transformers.utils.logging
+    seen = []
+
+    def load(_):  # the scorer's first step: what the libraries' bars are set to while it runs
+        seen.append((datasets.are_progress_bars_disabled(), bars.is_progress_bar_enabled()))
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(runner, "load_benchmark_data", load)
+    before = (datasets.are_progress_bars_disabled(), bars.is_progress_bar_enabled())
+    datasets.enable_progress_bars()
+    bars.enable_progress_bar()
+    with pytest.raises(RuntimeError):
+        runner.score_submission("nowhere", "nowhere-data", None)
+    assert seen == [(True, False)]  # off while scoring
+    assert not datasets.are_progress_bars_disabled() and bars.is_progress_bar_enabled()  # as the caller had them
+    datasets.disable_progress_bars()
+    with pytest.raises(RuntimeError):
+        runner.score_submission("nowhere", "nowhere-data", None)
+    assert datasets.are_progress_bars_disabled()  # a caller's "off" stays off
+    # Back as this test found them (other tests in this process may rely on them).
+    datasets.disable_progress_bars() if before[0] else datasets.enable_progress_bars()
+    bars.enable_progress_bar() if before[1] else bars.disable_progress_bar()
