@@ -257,7 +257,7 @@ def metadata_table(row: Mapping[str, Any]) -> pd.DataFrame:
     fields = [
         ("model", row.get("model_name")),
         ("family", family_of(row)),
-        ("submitter", row.get("submitter")),
+        ("submitter", _text_or(row.get("submitter"), "(not given)")),
         ("link", metadata.get("link")),
         ("task", task_of(row)),
         ("profile", row.get("profile")),
@@ -267,9 +267,15 @@ def metadata_table(row: Mapping[str, Any]) -> pd.DataFrame:
         ("idbench version", row.get("idbench_version")),
         ("submission", row.get("submission_id")),
     ]
-    return pd.DataFrame(
-        [(name, "" if value is None else str(value)) for name, value in fields], columns=["field", "value"]
-    )
+    return pd.DataFrame([(name, _text_or(value, "")) for name, value in fields], columns=["field", "value"])
+
+
+def _text_or(value: Any, missing: str) -> str:
+    """``value`` as text, ``missing`` where it is absent: None, or the NaN a results frame holds for a
+    submission made without it (never shown as "nan")."""
+    if value is None or (isinstance(value, float) and value != value):
+        return missing
+    return str(value)
 
 
 # The generation record's fields (idbench generate, docs/generation.md) in the order the model page shows them.

@@ -489,3 +489,12 @@ def test_breakdown_tables_show_subject_breakdowns_with_counts():
     gender = tables["gender"]
     assert list(gender.index) == ["female", "unknown"] and gender.index.name == "gender"
     assert list(gender["id_sim"]) == [0.4, 0.2] and list(gender["rows"]) == [6, 2] and list(gender["prompts"]) == [3, 1]
+
+
+def test_the_metadata_table_never_shows_nan_or_none():
+    from idbench.leaderboard.query import metadata_table
+
+    row = {"model_name": "m", "submitter": float("nan"), "metadata": {"link": None}, "profile": "tiny"}
+    values = dict(metadata_table(row).itertuples(index=False))
+    assert values["submitter"] == "(not given)" and values["link"] == ""
+    assert not any(v in ("nan", "None") for v in values.values())
