@@ -31,6 +31,7 @@ from idbench.evaluate_pkg.report import display_value, ranking_metric
 from idbench.invocation import command
 from idbench.leaderboard.judges import copies_mark
 from idbench.leaderboard.queue import submit
+from idbench.leaderboard.ranking import shared_ranks
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
 from idbench.progress import Progress, progress_for
@@ -78,13 +79,17 @@ def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
         f"{spec.title}: baselines ranked by {key} (PLUMBING CHECK: tiny profile, random weights except the dlib face model)",
         "  " + "rank".ljust(6) + "baseline".ljust(width) + "".join(h.rjust(column) for h in headers),
     ]
-    for rank, (name, summary) in enumerate(rows, start=1):
+    # Competition ranks, as the leaderboard gives them: baselines with the same mean share a rank (1, 1, 3).
+    means = [summary["aggregates"]["overall"].get(key, {}).get("mean") for name, summary in rows if name not in marked]
+    ranks = iter(shared_ranks([float("nan") if m is None else m for m in means], better.get(key, True)))
+    for name, summary in rows:
+        rank = "-" if name in marked else next(ranks)
         cells = [
             display_value(summary["aggregates"]["overall"].get(m, {}).get("mean"), displays.get(m, "raw"))
             for m in metrics
         ]
         mark = f"  not ranked: {copies_mark(summary.get('copies'))}" if name in marked else ""
-        shown = "-" if name in marked else str(rank)
+        shown = str(rank)
         lines.append("  " + shown.ljust(6) + name.ljust(width) + "".join(c.rjust(column) for c in cells) + mark)
     not_run = next(iter(summaries.values()))["not_run"]
     lines += [f"  not run: {m} ({why})" for m, why in not_run.items()]

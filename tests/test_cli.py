@@ -316,3 +316,18 @@ def test_the_demo_tables_name_each_columns_unit():
     header, row = ranked_table("cogcanvas", {"one": summary}).splitlines()[1:3]
     assert header.split() == ["rank", "baseline", "aesthetic", "(x10)", "attr_vqa", "(%)"]
     assert row.split() == ["1", "one", "50.00", "25.00"]
+
+
+def test_the_demo_table_ranks_a_tie_as_a_tie():
+    """Two baselines with the same mean share a rank, as on the leaderboard; a copying one is set apart."""
+    from idbench.demo import ranked_table
+
+    def summary(value, marked=False):
+        copies = {"marked": marked, "share": 1.0 if marked else 0.0}
+        return {"aggregates": {"overall": {"dino_sim_floored": {"mean": value}}}, "not_run": {}, "copies": copies}
+
+    table = ranked_table(
+        "cogcanvas", {"a": summary(5.0), "b": summary(5.0), "c": summary(4.0), "d": summary(9.0, True)}
+    )
+    ranks = {line.split()[1]: line.split()[0] for line in table.splitlines()[2:]}
+    assert ranks == {"a": "1", "b": "1", "c": "3", "d": "-"}
