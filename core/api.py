@@ -82,12 +82,21 @@ class ScoreResult:
         return bool(self.summary.get("plumbing"))
 
     def __repr__(self) -> str:
+        from idbench.evaluate_pkg.report import headline, verdict
+
         s = self.summary
         label = "plumbing check (random weights, not benchmark scores)" if self.plumbing else "benchmark scores"
         sample = ", sample build" if s.get("sample_build") else ""
+        key = headline(s)
+        stats = s["aggregates"]["overall"].get(key) or {}
+        lead = (
+            f"{key} = {_raw(stats.get('mean'))} [{_raw(stats.get('ci_low'))}, {_raw(stats.get('ci_high'))}]; "
+            if key
+            else ""
+        )
         return (
             f"<idbench ScoreResult {s['benchmark']} / {s['submission'].get('model', '?')} / profile {s['profile']}: "
-            f"{label}{sample}; {s['images']} images, {len(s['aggregates']['overall'])} metrics, "
+            f"{lead}{verdict(s)}; {label}{sample}; {s['images']} images, {len(s['aggregates']['overall'])} metrics, "
             f"{len(s['not_run'])} not run>"
         )
 
@@ -304,6 +313,10 @@ class RunResult:
     summary: dict[str, Any]
     queued: SubmitResult | None = None
     recorded: str | None = None  # with submit=True: the job's state once recorded (FINISHED, FAILED, ...)
+
+
+def _raw(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 def _quiet(line: str) -> None:

@@ -24,10 +24,11 @@ import datasets
 from idbench.builders.build import build, format_report, sample_source
 from idbench.builders.display import DISPLAYS
 from idbench.builders.registry import BENCHMARKS, get_benchmark
+from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.evaluate_pkg.report import display_value, ranking_metric
+from idbench.evaluate_pkg.report import display_value, not_run_lines, ranking_metric
 from idbench.invocation import command
 from idbench.leaderboard.judges import copies_mark
 from idbench.leaderboard.queue import submit
@@ -91,8 +92,9 @@ def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
         mark = f"  not ranked: {copies_mark(summary.get('copies'))}" if name in marked else ""
         shown = str(rank)
         lines.append("  " + shown.ljust(6) + name.ljust(width) + "".join(c.rjust(column) for c in cells) + mark)
+    # The baselines answer the default task: metrics of the other tasks are counted, not listed.
     not_run = next(iter(summaries.values()))["not_run"]
-    lines += [f"  not run: {m} ({why})" for m, why in not_run.items()]
+    lines += not_run_lines({"not_run": not_run, "task": DEFAULT_TASK}, spec)
     return "\n".join(lines)
 
 

@@ -287,9 +287,71 @@ def chance_text(overall: dict[str, Any], metric: str, spec: BenchmarkSpec) -> st
     return f" (random {display_value(stats['mean'], specs[metric].display)})"
 
 
+def headline(summary: dict[str, Any]) -> str | None:
+    """The metric a run is ranked by on its benchmark (the first of ``spec.ranking`` it computed), None
+    when it computed none of them."""
+    from idbench.builders.registry import get_benchmark
+
+    return ranking_metric(get_benchmark(summary["benchmark"]), set(summary["aggregates"]["overall"]))
+
+
+def verdict(summary: dict[str, Any]) -> str:
+    """Whether the leaderboard ranks this run by default, in words: ``"ranked"`` or ``"not ranked by
+    default: <reasons>"`` (copies of the references, no headline metric, a plumbing profile)."""
+    reasons = []
+    copies = summary.get("copies") or {}
+    if copies.get("marked"):
+        reasons.append(
+            f"copies references on {100 * float(copies['share']):.0f} % of images (over the "
+            f"{100 * float(copies.get('mark_above_share', 0.05)):.0f} % mark; docs/copies.md)"
+        )
+    key = headline(summary)
+    if key is None:
+        reasons.append("none of the benchmark's ranking metrics was computed")
+    if summary.get("plumbing"):
+        reasons.append("a plumbing check (random weights): shown only when asked for, never a benchmark score")
+    return "not ranked by default: " + "; ".join(reasons) if reasons else f"ranked (by {key})"
+
+
+def _value_line(
+    metric: str, overall: dict[str, Any], displays: dict[str, str], spec: BenchmarkSpec, width: int = 22
+) -> str:
+    stats, display = overall[metric], displays.get(metric, "raw")
+    name = f"{metric + DISPLAYS[display].suffix:{width}s}"
+    if stats.get("mean") is None:  # its reason on its own line, never a bare n/a
+        return f"  {name} n/a: no image gave it a value ({stats.get('n_nan', 0)} undefined; report.md says why)"
+    return (
+        f"  {name} {display_value(stats['mean'], display):>9s}  "
+        f"[{interval_text(stats, display, ', ')}]  n={stats['n']}"
+        + (f" ({stats['n_prompts']} prompts)" if "n_prompts" in stats else "")
+        + (f" ({stats['n_nan']} undefined)" if stats.get("n_nan") else "")
+        + chance_text(overall, metric, spec)
+    )
+
+
+def not_run_lines(summary: dict[str, Any], spec: BenchmarkSpec) -> list[str]:
+    """The metrics not run, one line per reason naming them all; those that do not apply to the run's task
+    (``MetricSpec.tasks``) are not listed, only counted."""
+    tasks = {m.name: m.tasks for m in spec.metric_suite}
+    task = summary.get("task")
+    by_reason: dict[str, list[str]] = {}
+    other_task = 0
+    for metric, why in summary["not_run"].items():
+        if task is not None and metric in tasks and task not in tasks[metric]:
+            other_task += 1
+            continue
+        by_reason.setdefault(why, []).append(metric)
+    lines = [f"  not run: {', '.join(metrics)}: {why}" for why, metrics in by_reason.items()]
+    if other_task:
+        lines.append(f"  ({other_task} metrics of the benchmark's other tasks do not apply to a {task} submission)")
+    return lines
+
+
 def format_summary(summary: dict[str, Any]) -> str:
-    """A few lines for the terminal: every metric's mean and CI as displayed (its name carries the
-    display's unit, e.g. ``aesthetic (x10)``), plus what was not run."""
+    """The terminal's account of a run, verdict first: the headline metric with its interval, whether the
+    leaderboard ranks the run by default and why not, then the other metrics in the benchmark's order (each
+    name carrying its display's unit, e.g. ``aesthetic (x10)``), what was not run (one line per reason),
+    and the copy check."""
     from idbench.builders.registry import get_benchmark
 
     spec = get_benchmark(summary["benchmark"])
@@ -297,16 +359,18 @@ def format_summary(summary: dict[str, Any]) -> str:
     head = f"{spec.title} / {summary['submission'].get('model', '?')} / profile {summary['profile']}"
     lines = [head + ("  [PLUMBING CHECK: random weights]" if summary["plumbing"] else "")]
     overall = summary["aggregates"]["overall"]
-    for metric, stats in overall.items():
-        display = displays.get(metric, "raw")
-        lines.append(
-            f"  {metric + DISPLAYS[display].suffix:22s} {display_value(stats['mean'], display):>9s}  "
-            f"[{interval_text(stats, display, ', ')}]  n={stats['n']}"
-            + (f" ({stats['n_prompts']} prompts)" if "n_prompts" in stats else "")
-            + (f" ({stats['n_nan']} undefined)" if stats.get("n_nan") else "")
-            + chance_text(overall, metric, spec)
-        )
-    lines += [f"  {metric:22s} not run: {why}" for metric, why in summary["not_run"].items()]
+    key = headline(summary)
+    width = min(32, max((len(m + DISPLAYS[displays.get(m, "raw")].suffix) for m in overall), default=0) + 1)
+    if key is not None:
+        lines.append(_value_line(key, overall, displays, spec, width) + "   <- headline")
+    lines.append(f"  verdict: {verdict(summary)}")
+    order = {m.name: k for k, m in enumerate(spec.metric_suite)}
+    lines += [_value_line(m, overall, displays, spec, width) for m in order if m in overall and m != key]
+    diagnostics = sorted(m for m in overall if m not in order)
+    if diagnostics:
+        lines.append("  diagnostics (the counts and shares behind the metrics):")
+        lines += [_value_line(m, overall, displays, spec, width) for m in diagnostics]
+    lines += not_run_lines(summary, spec)
     copies = summary.get("copies") or {}
     if copies.get("flagged"):
         floored = (copies.get("floored") or {}).get("images", 0)
@@ -551,7 +615,18 @@ def write_report(
             "the pipeline, not the model.",
             "",
         ]
+    key = headline(summary)
+    overall = summary["aggregates"]["overall"]
+    if key is not None:
+        display = displays.get(key, "raw")
+        lines += [
+            f"**`{key}`** {display_value(overall[key]['mean'], display)} "
+            f"(95 % CI {interval_text(overall[key], display)}): the benchmark's headline metric.",
+            "",
+        ]
     lines += [
+        f"**Verdict:** {verdict(summary)}.",
+        "",
         f"Profile `{summary['profile']}`, metric suite {summary['suite_version']}, "
         f"{summary['images']} generated images.",
         "",
@@ -563,9 +638,11 @@ def write_report(
         "| metric | value | 95 % CI | n | prompts | better | shown as |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    overall = summary["aggregates"]["overall"]
     chance_of = {m.chance: m.name for m in spec.metric_suite if m.chance}
-    for metric, stats in overall.items():
+    # The headline first, then the suite in its order, then the diagnostics behind it.
+    order = {name: k for k, name in enumerate(dict.fromkeys([key, *specs]))}
+    for metric in sorted(overall, key=lambda m: (m not in order, order.get(m, 0), m)):
+        stats = overall[metric]
         display = displays.get(metric, "raw")
         better = {True: "higher", False: "lower"}.get(higher.get(metric), "")
         nan = f" ({stats['n_nan']} undefined)" if stats["n_nan"] else ""
@@ -602,7 +679,7 @@ def write_report(
             "CLIP-T does (`clip_t.truncated`, by group size below); `clip_t_whole` reads every prompt whole.",
         ]
     if summary["not_run"]:
-        lines += ["", "Not run:", ""] + [f"- `{m}`: {why}" for m, why in summary["not_run"].items()]
+        lines += ["", "Not run:", ""] + [f"- {line.strip()}" for line in not_run_lines(summary, spec)]
     for axes, cells in summary["aggregates"]["breakdowns"].items():
         metrics = sorted({m for stats in cells.values() for m in stats})
         lines += [

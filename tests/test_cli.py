@@ -66,7 +66,10 @@ def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypa
     assert out.count("PLUMBING CHECK") == 3
     # the collage pastes the references: shown with the mark, never ranked (the copy check)
     assert out.count("not ranked: copies references") == 3
-    assert "not run: charis_score" in out and "not run: attr_vqa" in out
+    # the judged metrics not run: one line per reason, naming them all
+    not_run = [line for line in out.splitlines() if line.strip().startswith("not run: ")]
+    assert any("charis_score" in line for line in not_run) and any("attr_vqa" in line for line in not_run)
+    assert not any("retrieval_p@1" in line for line in not_run)  # another task's metric: not listed
     # every next step it prints works where it is printed: `idbench jobs`, `idbench serve` (started, then stopped)
     from next_steps import walk
 

@@ -340,3 +340,37 @@ def test_missing_paper_models_stop_the_run_before_any_work(collapse, tmp_path, m
     for hub_id in ("openai/clip-vit-large-patch14", "facebook/dinov2-base", "IDEA-Research/grounding-dino-tiny"):
         assert f"hf download {hub_id}" in message
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_the_summary_leads_with_the_headline_and_the_verdict():
+    """A run's terminal summary: the ranking metric first, then whether it is ranked and why not; the judge's
+    "not run" metrics on one line; metrics of another task not listed; an n/a with its reason."""
+    from idbench.evaluate_pkg.report import format_summary, verdict
+
+    stats = {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10, "n_nan": 0, "n_prompts": 10}
+    summary = {
+        "benchmark": "identity-collapse",
+        "submission": {"model": "m"},
+        "profile": "tiny",
+        "plumbing": False,
+        "task": "reference",
+        "aggregates": {
+            "overall": {
+                "clip_t": stats,
+                "dino_sim_floored": stats,
+                "copy.flag": stats,
+                "dino_sim": {"mean": None, "ci_low": None, "ci_high": None, "n": 0, "n_nan": 10, "n_prompts": 0},
+            }
+        },
+        "not_run": {"a": "needs a VLM judge", "b": "needs a VLM judge"},
+        "copies": {"marked": True, "share": 0.5, "mark_above_share": 0.05, "flagged": 5, "images": 10},
+    }
+    lines = format_summary(summary).splitlines()
+    assert lines[1].split()[0] == "dino_sim_floored" and "headline" in lines[1]
+    assert lines[2].startswith("  verdict: not ranked by default: copies references on 50 %")
+    assert "  not run: a, b: needs a VLM judge" in lines
+    assert any(line.split()[0] == "dino_sim" and "n/a: no image gave it a value" in line for line in lines)
+    summary["copies"] = {"marked": False, "share": 0.0}
+    assert verdict(summary) == "ranked (by dino_sim_floored)"
+    summary["plumbing"] = True
+    assert verdict(summary).startswith("not ranked by default: a plumbing check")
