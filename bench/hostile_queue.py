@@ -62,8 +62,8 @@ def case_worker_png(work: Path, data: dict[str, Path]) -> tuple[list[list[str]],
 
 def _hub_with(work: Path, name: str, data: dict[str, Path], extra: dict[str, bytes]) -> None:
     _env(work, name)
-    from idbench.leaderboard.hub_queue import submit_request
     from idbench.leaderboard.hubrepo import FileAdd, open_repo
+    from idbench.leaderboard.queue.hub import submit_request
 
     requests = open_repo("org/requests")
     submit_request(

@@ -63,7 +63,7 @@ Two independent things live here; nothing in this module runs unless a command a
    never collide and a rescore overwrites its own files (the repo's git history keeps the old ones).
    Nothing of a submitter beyond that metadata is pushed: no images, no manifest, no submitter name.
    Plumbing results are never pushed. :func:`result_record` builds ``aggregates.json`` for this sync
-   and for the Hub-backed worker (``leaderboard/hub_queue.py``, which reads and writes the same
+   and for the Hub-backed worker (``leaderboard/queue/hub.py``, which reads and writes the same
    layout), so both publish the same fields.
 
 Authentication is huggingface_hub's own (``hf auth login`` or ``HF_TOKEN``); a token is never taken as

@@ -1,7 +1,7 @@
 """Read the two Hub dataset repos of a public deployment back into a results store the app can show.
 
 A Hub-backed leaderboard (docs/deploy.md) keeps its durable state in a requests repo and a results
-repo (layouts: ``hub.py`` sync and ``hub_queue``). The Space does not keep a database of its own: it
+repo (layouts: ``hub.py`` sync and ``queue/hub.py``). The Space does not keep a database of its own: it
 **mirrors** the two repos' snapshots into a fresh, read-only :class:`~idbench.leaderboard.store.Store`,
 so every page of the app works exactly as over the embedded store.
 

@@ -61,7 +61,7 @@ MAX_RECORD_DEPTH = 32  # aggregates nest subject_breakdowns -> axis -> cell -> m
 MAX_INT = 2**63 - 1  # counts and sizes; a larger integer is no count of ours
 MAX_FIELD_CHARS = 300  # model, benchmark, versions, task, worker id, profile: one short line each
 MAX_REASON_CHARS = 2000  # a failure or withdrawal reason (the worker cuts its reasons to 300)
-MAX_RECORD_ATTEMPTS = 100  # queue.MAX_ATTEMPTS is 3; anything near this bound is a hand-edited record
+MAX_RECORD_ATTEMPTS = 100  # queue.protocol.MAX_ATTEMPTS is 3; anything near this bound is a hand-edited record
 MAX_LEASE_SECONDS = 24 * 3600  # the worker's lease is 600 s, extended by heartbeats from updated_at
 MAX_FUTURE_SECONDS = 24 * 3600  # clock skew between a worker and the reader, generously
 EARLIEST_TIME = datetime(2020, 1, 1, tzinfo=UTC).timestamp()
@@ -70,7 +70,7 @@ MAX_SAMPLES_BYTES = 512 * 1024 * 1024
 MAX_SAMPLES_ROWS = 50_000_000
 
 REQUEST_STATES = ("PENDING", "RUNNING", "FINISHED", "FAILED", "PARKED", "WITHDRAWN")
-# The fields of a request record (hub_queue.Request); any other field makes the record malformed.
+# The fields of a request record (queue.hub.Request); any other field makes the record malformed.
 REQUEST_FIELDS = (
     "schema",
     "model",
@@ -270,7 +270,7 @@ def _hash_problem(record: dict[str, Any]) -> str | None:
 def request_problems(path: str, record: dict[str, Any], now: float) -> list[str]:
     """What is wrong with the request record ``record`` found at repo path ``path``; [] when it is valid.
 
-    Checks what ``hub_queue.Request`` holds: the required text fields, no unknown field, the state,
+    Checks what ``queue.hub.Request`` holds: the required text fields, no unknown field, the state,
     attempts in ``0..MAX_RECORD_ATTEMPTS``, text lengths, the metadata's text limits, the content hash,
     the path the model/benchmark/hash belong at and the record's own zip, and the timestamps (see the
     module's decisions; ``now`` is epoch seconds).
@@ -307,7 +307,7 @@ def request_problems(path: str, record: dict[str, Any], now: float) -> list[str]
 def checked_request(path: str, data: bytes, now: float | None = None) -> dict[str, Any]:
     """The request record in ``data`` (at repo path ``path``) when it is valid; else :class:`MalformedRecord`.
 
-    The dict holds the record's fields as written (no defaults filled in): ``hub_queue.Request(path=path,
+    The dict holds the record's fields as written (no defaults filled in): ``queue.hub.Request(path=path,
     **record)`` takes it as it is. ``now`` defaults to the clock.
     """
     record = load_record(path, data, max_bytes=MAX_REQUEST_BYTES)

@@ -1,8 +1,8 @@
 """``idbench worker``: claim jobs, score them, record the outcome: one loop and one fault ladder for every queue.
 
-The loop runs over a :class:`~idbench.leaderboard.jobqueue.JobQueue`: the local store
-(:class:`~idbench.leaderboard.queue.StoreQueue`) or a Hub deployment's repos
-(:class:`~idbench.leaderboard.hub_queue.HubQueue`). Each job is scored with
+The loop runs over a :class:`~idbench.leaderboard.queue.protocol.JobQueue`: the local store
+(:class:`~idbench.leaderboard.queue.local.StoreQueue`) or a Hub deployment's repos
+(:class:`~idbench.leaderboard.queue.hub.HubQueue`). Each job is scored with
 :func:`idbench.evaluate_pkg.runner.score_submission` with the shared feature cache ``home/features``,
 so a job re-claimed after its worker died recomputes only the features that had not been cached yet.
 While a job runs, a heartbeat thread keeps extending its lease; a crash of the whole process stops
@@ -21,15 +21,15 @@ claims nothing: the queue stays as it was.
   would cost the same again; not the submitter's fault, an admin requeues it), and the worker goes on;
 - anything else is the worker's (a model that does not load, CUDA out of memory, the judge
   unreachable or failing above its documented share, a full disk): the job goes back to PENDING with
-  the attempt counted (PARKED after ``queue.MAX_ATTEMPTS``) and the worker stops with
+  the attempt counted (PARKED after ``queue.protocol.MAX_ATTEMPTS``) and the worker stops with
   :class:`WorkerFaultError` (:class:`DiskFullError` for a full disk), since whatever broke it would
   likely break the next job too.
 
 When an outcome cannot be recorded because the store's disk is full (SQLite needs room even to change
-one row), the worker frees the queue's disk reserve (:class:`~idbench.leaderboard.jobqueue.DiskReserve`,
-8 MiB beside the database, put back before each claim when there is room) and records it again, so the
-job leaves RUNNING at once; only when that fails too is the job handed back (released) or, failing even
-that, left to its lease.
+one row), the worker frees the queue's disk reserve
+(:class:`~idbench.leaderboard.queue.protocol.DiskReserve`, 8 MiB beside the database, put back before
+each claim when there is room) and records it again, so the job leaves RUNNING at once; only when that
+fails too is the job handed back (released) or, failing even that, left to its lease.
 
 The traceback goes to ``home/logs/<job>-attempt-<n>.log``; the reason a job's record shows is one
 line naming that log file by name only. Reasons may be public (a Hub requests repo), so absolute
@@ -59,7 +59,7 @@ from idbench.evaluate_pkg.images import ImageError
 from idbench.evaluate_pkg.judge.card import judge_unavailable
 from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.submission import SubmissionError
-from idbench.leaderboard.jobqueue import (
+from idbench.leaderboard.queue.protocol import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_POLL_SECONDS,
     JobQueue,
@@ -168,7 +168,7 @@ def run_worker(
 ) -> int:
     """Claim and score jobs from ``queue``; with ``once`` return when nothing is claimable. Returns the jobs completed.
 
-    ``queue``: a :class:`~idbench.leaderboard.jobqueue.JobQueue`, or a local
+    ``queue``: a :class:`~idbench.leaderboard.queue.protocol.JobQueue`, or a local
     :class:`~idbench.leaderboard.store.Store` (served as ``StoreQueue(store)``). Before each claim the
     worker checks itself and raises :class:`WorkerNotReadyError`, claiming nothing, when it cannot
     score what is queued; ``check`` (default: only with the default scorer, whose needs are known)
@@ -185,7 +185,7 @@ def run_worker(
         run_worker(Store(), once=True, options=ScoreOptions(profile="tiny"))
     """
     if isinstance(queue, Store):
-        from idbench.leaderboard.queue import StoreQueue
+        from idbench.leaderboard.queue.local import StoreQueue
 
         queue = StoreQueue(queue)
     options = options or ScoreOptions(profile="paper")
@@ -239,7 +239,7 @@ def check_worker(
     store: Store, options: ScoreOptions, models: Models | None = None, checked: set[Path] | None = None
 ) -> None:
     """Raise :class:`WorkerNotReadyError` unless this worker can score every job a claim on ``store`` could hand out."""
-    from idbench.leaderboard.queue import StoreQueue
+    from idbench.leaderboard.queue.local import StoreQueue
 
     _check(StoreQueue(store), options, models or Models(options), set() if checked is None else checked, started=False)
 
@@ -369,7 +369,7 @@ _LOST = object()  # _with_reserve: the job turned out to be no longer ours
 
 
 def _keep_reserve(queue: JobQueue, warned: set[str]) -> None:
-    """Put the queue's disk reserve (:class:`~idbench.leaderboard.jobqueue.DiskReserve`) in place when
+    """Put the queue's disk reserve (:class:`~idbench.leaderboard.queue.protocol.DiskReserve`) in place when
     it is not; a warning when the disk has no room for it (once, until it is in place again)."""
     reserve = getattr(queue, "reserve", None)
     if reserve is None:

@@ -8,7 +8,7 @@ Two deployments run the same pages:
   ``IDBENCH_HUB_RESULTS`` name the two dataset repos: the pages read a read-only mirror of them
   (:mod:`idbench.leaderboard.hub_mirror`, refreshed every ``IDBENCH_HUB_REFRESH_S`` seconds, under
   ``$IDBENCH_HOME/hub-mirror``), and a submission becomes a request file in the requests repo
-  (``hub_queue.submit_request``, one commit; it needs a write token, the Space's ``HF_TOKEN`` secret)
+  (``queue.hub.submit_request``, one commit; it needs a write token, the Space's ``HF_TOKEN`` secret)
   for ``idbench worker --hub`` on any GPU machine. ``IDBENCH_HUB_STAND_IN`` swaps the Hub for the
   local stand-in (tests, offline trials).
 
@@ -323,7 +323,7 @@ def queue_request(request: QueueRequest) -> Queued:
 
     # The submitter's name is not published: the request record keeps only a digest of who submitted
     # (owner), which owns the model name and counts against the same rate limit as locally.
-    from idbench.leaderboard import hub_queue  # the request-file side (claims, workers) lives there
+    from idbench.leaderboard.queue import hub as hub_queue  # the request-file side (claims, workers) lives there
 
     try:
         ref = hub_queue.submit_request(

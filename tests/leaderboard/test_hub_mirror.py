@@ -355,7 +355,7 @@ def test_the_status_page_reports_a_malformed_file(hub_app):
 
 
 class FakeHubQueue:
-    """A stand-in for ``hub_queue.submit_request``: it writes the request record and the zip the layout
+    """A stand-in for ``queue.hub.submit_request``: it writes the request record and the zip the layout
     describes, in one commit, and records how the page called it."""
 
     def __init__(self):
@@ -392,7 +392,7 @@ class FakeHubQueue:
 
 def test_the_submit_page_queues_a_request_on_the_hub(hub_app, tmp_path, monkeypatch):
     fake = FakeHubQueue()  # the page's side only; test_hub_queue.py checks the real submit_request
-    monkeypatch.setattr("idbench.leaderboard.hub_queue.submit_request", fake.submit_request)
+    monkeypatch.setattr("idbench.leaderboard.queue.hub.submit_request", fake.submit_request)
     monkeypatch.setattr("idbench.leaderboard.admission.IN_PROCESS", True)  # a child would not see the fake
     requests, _ = hub_app
     at = _app().switch_page("views/submit.py").run()

@@ -1,4 +1,4 @@
-"""The Hub-backed queue (leaderboard/hub_queue.py) against the local stand-in of a Hub dataset repo.
+"""The Hub-backed queue (leaderboard/queue/hub.py) against the local stand-in of a Hub dataset repo.
 
 Offline: every repo is a ``LocalRepoStandIn`` under tmp_path (the CLI reaches it through
 ``IDBENCH_HUB_STAND_IN``). Scoring uses the tiny profile and one metric, as the local worker's tests do.
@@ -23,8 +23,11 @@ from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.submission import Problem, SubmissionError
-from idbench.leaderboard import hub_queue, worker
-from idbench.leaderboard.hub_queue import (
+from idbench.leaderboard import worker
+from idbench.leaderboard.hubrepo import FileAdd, LocalRepoStandIn
+from idbench.leaderboard.queue import MAX_ATTEMPTS, benchmark_version
+from idbench.leaderboard.queue import hub as hub_queue
+from idbench.leaderboard.queue.hub import (
     Request,
     claim_request,
     list_requests,
@@ -32,8 +35,6 @@ from idbench.leaderboard.hub_queue import (
     submit_request,
     withdraw,
 )
-from idbench.leaderboard.hubrepo import FileAdd, LocalRepoStandIn
-from idbench.leaderboard.queue import MAX_ATTEMPTS, benchmark_version
 from idbench.leaderboard.worker import WorkerFaultError, WorkerNotReadyError
 
 BENCH = "identity-collapse"
@@ -187,7 +188,7 @@ def test_a_malformed_record_is_reported_by_path_and_skipped(repos, caplog, capsy
     [good] = _fake_requests(requests, 1)
     bad = f"{BENCH}/broken/0123456789ab.json"
     requests.commit([FileAdd(bad, data=b"{not json")], "a broken record", parent=requests.head())
-    with caplog.at_level(logging.WARNING, logger="idbench.leaderboard.hub_queue"):
+    with caplog.at_level(logging.WARNING, logger="idbench.leaderboard.queue.hub"):
         assert [r.path for r in list_requests(requests)] == [good]
     assert bad in caplog.text
     claim = claim_request(requests, "w", 600)

@@ -19,9 +19,9 @@ from idbench.cli import main
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.submission import SubmissionError
-from idbench.leaderboard.hub_queue import list_requests, submit_request
 from idbench.leaderboard.hubrepo import LocalRepoStandIn
 from idbench.leaderboard.queue import RateLimit, claim, finish, jobs_table, submit
+from idbench.leaderboard.queue.hub import list_requests, submit_request
 from idbench.leaderboard.store import RateLimitError, Store
 from idbench.names import (
     confusable_key,
@@ -629,7 +629,7 @@ def charis_home(tmp_path_factory) -> Path:
 
 
 def _model_page():
-    from idbench.leaderboard.app.render import model_page
+    from idbench.leaderboard.app.screens.model import model_page
 
     model_page()
 

@@ -348,12 +348,13 @@ def test_reasons_and_worker_ids_carry_no_host_or_server_path(store, collapse):
 def test_both_backends_implement_every_operation_of_the_queue_interface():
     import inspect
 
-    from idbench.leaderboard.hub_queue import HubQueue
-    from idbench.leaderboard.jobqueue import JobQueue
-    from idbench.leaderboard.queue import StoreQueue
+    from idbench.leaderboard.queue.hub import HubQueue
+    from idbench.leaderboard.queue.local import StoreQueue
+    from idbench.leaderboard.queue.protocol import JobQueue
 
     operations = {name for name, _ in inspect.getmembers(JobQueue, inspect.isfunction) if not name.startswith("_")}
     assert {
+        "submit",
         "claim",
         "heartbeat",
         "finish",
@@ -629,14 +630,14 @@ def test_a_failed_outcome_on_a_full_disk_is_recorded_with_the_reserve(store, col
 def test_a_worker_without_room_for_its_reserve_says_so_and_goes_on(store, collapse, monkeypatch, caplog):
     import errno
 
-    from idbench.leaderboard import jobqueue
+    from idbench.leaderboard.queue import protocol
 
     submit(store, collapse / "collage", collapse / "data")
 
     def no_room(size):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(jobqueue, "_random_bytes", no_room)
+    monkeypatch.setattr(protocol, "_random_bytes", no_room)
     served = _summary_with_judge({"answers": 0, "failures": 0})
     with caplog.at_level("WARNING", logger="idbench.leaderboard.worker"):
         assert run_worker(store, once=True, options=TINY, scorer=served) == 1

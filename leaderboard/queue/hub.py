@@ -1,4 +1,4 @@
-"""The leaderboard queue on the Hub: request files in a dataset repo, claimed by commits on a parent revision.
+"""The Hub queue backend: request files in a dataset repo, claimed by commits on a parent revision.
 
 A public deployment (a Space plus GPU workers elsewhere) keeps its queue in a **requests** dataset repo
 and its public results in a **results** dataset repo, the pattern of the Hub's leaderboard template.
@@ -9,17 +9,17 @@ local stand-in in tests), and follows ``docs/deploy.md``'s layout:
                <benchmark>/<slug>/<hash12>.zip     the submission, normalised after validation
     results:   <benchmark>/<slug>/<hash12>/aggregates.json, results.parquet   (hub.result_record)
 
-The states are the local queue's (``leaderboard.queue``): PENDING -> RUNNING -> FINISHED | FAILED |
+The states are the local queue's (``queue.local``): PENDING -> RUNNING -> FINISHED | FAILED |
 PARKED, plus WITHDRAWN. Every change of a record is **one commit on the revision it was read at**
 (``DatasetRepo.commit(..., parent=head)``): when two workers read the same head and both try to claim
 a request, the Hub (or the stand-in) accepts the first commit and refuses the second with
 :class:`RepoConflict`, whose worker re-reads and takes the next request. So no request is won twice.
 A claim is a lease (``lease_until``) that a heartbeat extends; a worker that dies leaves a RUNNING
 record whose lease runs out, and the next claim takes it again (PARKED after
-``queue.MAX_ATTEMPTS``). Ending a request is fenced by (worker, attempts), as locally.
+``queue.protocol.MAX_ATTEMPTS``). Ending a request is fenced by (worker, attempts), as locally.
 
 The worker loop and its fault ladder are ``leaderboard.worker``'s, the same as for the local queue:
-:class:`HubQueue` is this module's :class:`~idbench.leaderboard.jobqueue.JobQueue`. Results are pushed to the
+:class:`HubQueue` is this module's :class:`~idbench.leaderboard.queue.protocol.JobQueue`. Results are pushed to the
 results repo *before* the request is marked FINISHED: a crash in between leaves a RUNNING request
 whose lease runs out and which is scored again (its result files are overwritten), never a FINISHED
 request without results. Plumbing (tiny- or paper-random-profile) results are never pushed.
@@ -74,15 +74,8 @@ from idbench.leaderboard.hubrepo import (
     RepoConflict,
     backoff_delays,
 )
-from idbench.leaderboard.jobqueue import Lease, Work, readiness_problems
-from idbench.leaderboard.queue import (
-    MAX_ATTEMPTS,
-    RateLimit,
-    benchmark_version,
-    name_taken_message,
-    queued_metadata,
-    store_files,
-)
+from idbench.leaderboard.queue.local import benchmark_version, name_taken_message, queued_metadata, store_files
+from idbench.leaderboard.queue.protocol import MAX_ATTEMPTS, Lease, RateLimit, Work, parked_reason, readiness_problems
 from idbench.leaderboard.store import LeaseLostError, RateLimitError, default_home, iso
 from idbench.leaderboard.worker import run_worker, score_work
 from idbench.names import ANONYMOUS, confusable_keys, name_problems, rate_identity, submitter_identity
@@ -318,7 +311,7 @@ def submit_request(
     rate_limit: RateLimit | None = None,
     now: float | None = None,
 ) -> RequestRef:
-    """Validate a submission as ``queue.submit`` does and add it to the requests repo as one PENDING request.
+    """Validate a submission as ``queue.local.submit`` does and add it to the requests repo as one PENDING request.
 
     Raises :class:`~idbench.evaluate_pkg.submission.SubmissionError` (every problem listed) before
     anything is committed. The submission goes up normalised (submission.json with the overrides,
@@ -446,12 +439,8 @@ def _zip_folder(folder: Path, archive: Path) -> Path:
 # --- claim and report back ---------------------------------------------------------------------------
 
 
-def parked_reason(attempts: int, last: str) -> str:
-    """The reason a PARKED request shows: not the submitter's fault, how it is requeued, the last fault."""
-    return (
-        f"parked after {attempts} attempts ended by worker faults; not a fault of the submission"
-        f" (requeue with `idbench rescore --hub REQUESTS --request PATH` once the workers are fixed); last: {last}"
-    )
+# How a parked request is requeued, as its reason says (protocol.parked_reason).
+_RESCORE_COMMAND = "idbench rescore --hub REQUESTS --request PATH"
 
 
 def claim_request(
@@ -488,7 +477,7 @@ def claim_request(
                 worker=None,
                 lease_until=None,
                 updated_at=iso(moment),
-                reason=parked_reason(request.attempts, "the lease expired (worker killed or stuck?)"),
+                reason=parked_reason(request.attempts, "the lease expired (worker killed or stuck?)", _RESCORE_COMMAND),
             )
             message = f"park {request.path}"
         else:
@@ -562,7 +551,7 @@ def requeue_request(
 ) -> str:
     """After a fault of the worker: back to PENDING with the attempt counted, or PARKED at ``max_attempts``; the state."""
     if claim.attempts >= max_attempts:
-        state, reason = "PARKED", parked_reason(claim.attempts, reason)
+        state, reason = "PARKED", parked_reason(claim.attempts, reason, _RESCORE_COMMAND)
     else:
         state, reason = "PENDING", f"back in the queue after a worker fault (attempt {claim.attempts}): {reason}"
     _end(
@@ -745,7 +734,7 @@ def hub_readiness_problems(
 ) -> list[str]:
     """Why this worker cannot score the requests in ``queued`` (empty: ready).
 
-    ``jobqueue.readiness_problems``' checks (models of the profile, judge configuration, the data
+    ``protocol.readiness_problems``' checks (models of the profile, judge configuration, the data
     loads), and for each queued benchmark: a folder given for it, of the build (``benchmark_version``)
     the requests were submitted against: a score against another build is not comparable. When only
     some of a benchmark's requests are of another build (left from before a benchmark update), the
@@ -784,9 +773,10 @@ def hub_readiness_problems(
 
 
 class HubQueue:
-    """A Hub deployment's requests and results repos as a :class:`~idbench.leaderboard.jobqueue.JobQueue`.
+    """A Hub deployment's requests and results repos as a :class:`~idbench.leaderboard.queue.protocol.JobQueue`.
 
-    ``data_dirs`` maps each benchmark to its built folder. ``home`` (default ``$IDBENCH_HOME``) holds
+    ``submit`` is :func:`submit_request` on the requests repo (a :class:`RequestRef`); it needs no results
+    repo, so a queue opened only to submit may have ``results=None``. ``data_dirs`` maps each benchmark to its built folder. ``home`` (default ``$IDBENCH_HOME``) holds
     the scoring outputs (``hub-worker/``), the feature cache (``features/``, shared with the local
     worker) and the traceback logs (``logs/``). Results are pushed to the results repo *before* the
     request is marked FINISHED (see the module docstring); plumbing results are never pushed.
@@ -795,16 +785,52 @@ class HubQueue:
     unit = "request"
 
     def __init__(
-        self, requests: DatasetRepo, results: DatasetRepo, data_dirs: Mapping[str, Path], home: Path | None = None
+        self,
+        requests: DatasetRepo,
+        results: DatasetRepo | None,
+        data_dirs: Mapping[str, Path],
+        home: Path | None = None,
     ):
         self.requests, self.results = requests, results
         self.builds = _Builds(data_dirs)
-        self.home = Path(home) if home is not None else default_home()
+        self._home = Path(home) if home is not None else None
         self.reserve = None  # outcomes are commits to the Hub, not writes to a local disk
         self.description = f"the requests repo {requests.repo_id}"
 
+    @property
+    def home(self) -> Path:
+        # $IDBENCH_HOME is read when first needed, not on opening: a queue opened only to submit
+        # (submit_to) never needs it, so a submission to the Hub does not depend on that setting.
+        if self._home is None:
+            self._home = default_home()
+        return self._home
+
     def _queued(self) -> list[Request]:
         return claimable(list_requests(self.requests), time.time())
+
+    def submit(
+        self,
+        submission_path: Path,
+        data_dir: Path,
+        model_name: str | None = None,
+        *,
+        submitter: str | None = None,
+        family: str | None = None,
+        link: str | None = None,
+        rate_limit: RateLimit | None = None,
+        client: str | None = None,
+    ) -> RequestRef:
+        return submit_request(
+            self.requests,
+            submission_path,
+            data_dir,
+            model_name,
+            family=family,
+            link=link,
+            submitter=submitter,
+            client=client,
+            rate_limit=rate_limit,
+        )
 
     def sweep(self) -> list[str]:
         return sweep_staging(self.home / "hub-worker", depth=4)

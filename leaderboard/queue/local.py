@@ -1,11 +1,14 @@
-"""The submissions queue: submit (validate, store, queue), claim with a lease, report back, rescore.
+"""The local queue backend: a SQLite store and a submissions folder under ``$IDBENCH_HOME``.
+
+Submit (validate, store, queue), claim with a lease, report back, rescore; :class:`StoreQueue` is the
+same as a :class:`~idbench.leaderboard.queue.protocol.JobQueue`.
 
 A job moves PENDING -> RUNNING -> FINISHED | FAILED | PARKED. FAILED is the submission's fault (the
 reason says what to fix); a fault of the worker (a missing model, GPU memory, the judge, the disk, a
 killed worker) puts the job back to PENDING with the attempt counted (``requeue``), and a job whose
-``MAX_ATTEMPTS`` attempts all ended that way is PARKED: not failed, not retried, until an admin
-requeues it (``rescore``). A claim is atomic (``BEGIN IMMEDIATE``: one
-writer at a time), so any number of workers, in any number of processes, never claim a job twice. A
+``MAX_ATTEMPTS`` attempts (the protocol's) all ended that way is PARKED: not failed, not retried,
+until an admin requeues it (``rescore``). A claim is atomic (``BEGIN IMMEDIATE``: one writer at a
+time), so any number of workers, in any number of processes, never claim a job twice. A
 claim is a lease: a worker that dies leaves a RUNNING job whose lease runs out, and the next claim
 takes it again (the feature cache under ``home/features`` makes the retry resume rather than restart).
 Reporting back is fenced by (lease owner, attempt): a worker that lost its lease cannot overwrite the
@@ -46,8 +49,16 @@ from idbench.evaluate_pkg.submission import (
     metadata_text_problems,
     validate_submission,
 )
-from idbench.leaderboard.jobqueue import DiskReserve, Lease, Work, readiness_problems
 from idbench.leaderboard.judges import judge_columns
+from idbench.leaderboard.queue.protocol import (
+    MAX_ATTEMPTS,
+    DiskReserve,
+    Lease,
+    RateLimit,
+    Work,
+    parked_reason,
+    readiness_problems,
+)
 from idbench.leaderboard.store import Job, LeaseLostError, RateLimitError, Store, insert_job, iso
 from idbench.names import (
     confusable_keys,
@@ -58,38 +69,10 @@ from idbench.names import (
     submitter_identity,
 )
 
-# A job whose attempts ended this many times in worker faults (its lease ran out: the worker was
-# killed; or the worker reported a fault of its own) is not handed out again but PARKED, so a job
-# that breaks workers cannot occupy them forever, and is not blamed on its submitter either.
-MAX_ATTEMPTS = 3
 RETRIEVAL_NOT_QUEUED = (
     "task 'retrieval': the leaderboard ranks generated images (the reference-based and text-to-image tracks); "
     "score a ranking with `idbench score SUBMISSION --data DIR --out DIR`"
 )
-
-
-@dataclass(frozen=True)
-class RateLimit:
-    """At most ``max_submissions`` new submissions per submitter in any ``window_s`` seconds.
-
-    A submitter is who :func:`~idbench.names.submitter_identity` says: a named one by the name's key
-    (``Alice`` and `` alice `` are one), an anonymous one per client (see :func:`submit`).
-    """
-
-    max_submissions: int
-    window_s: float
-
-    @classmethod
-    def parse(cls, text: str) -> RateLimit:
-        """``"5/86400"`` -> 5 per day; ValueError names a malformed value (it comes from the environment)."""
-        try:
-            count, window = text.split("/")
-            limit = cls(int(count), float(window))
-        except ValueError:
-            raise ValueError(f"rate limit {text!r}: expected COUNT/SECONDS, e.g. 5/86400") from None
-        if limit.max_submissions < 1 or limit.window_s <= 0:
-            raise ValueError(f"rate limit {text!r}: COUNT and SECONDS must be positive")
-        return limit
 
 
 @dataclass(frozen=True)
@@ -339,7 +322,9 @@ def claim(
                     "UPDATE jobs SET state = 'PARKED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE id = ?",
                     (
                         parked_reason(
-                            row["attempts"], row["submission_id"], "the lease expired (worker killed or stuck?)"
+                            row["attempts"],
+                            "the lease expired (worker killed or stuck?)",
+                            _rescore_command(row["submission_id"]),
                         ),
                         now,
                         row["id"],
@@ -368,6 +353,11 @@ _OURS = "id = ? AND lease_owner = ? AND attempts = ? AND state = 'RUNNING'"
 
 def _fence(job: Job) -> tuple[int, str, int]:
     return (job.id, job.lease_owner, job.attempts)
+
+
+def _rescore_command(submission_id: int) -> str:
+    """What an admin runs to requeue a parked job of ``submission_id``."""
+    return f"idbench rescore --submission {submission_id}"
 
 
 def heartbeat(store: Store, job: Job, lease_seconds: float) -> bool:
@@ -443,14 +433,6 @@ def fail(store: Store, job: Job, reason: str) -> None:
             )
 
 
-def parked_reason(attempts: int, submission_id: int, last: str) -> str:
-    """The reason a PARKED job shows: not the submitter's fault, how an admin requeues it, the last fault."""
-    return (
-        f"parked after {attempts} attempts ended by worker faults; not a fault of the submission"
-        f" (requeue with `idbench rescore --submission {submission_id}` once the workers are fixed); last: {last}"
-    )
-
-
 def requeue(store: Store, job: Job, reason: str, max_attempts: int = MAX_ATTEMPTS) -> str:
     """After a fault of the worker: the job back to PENDING (its attempt counted), or PARKED at ``max_attempts``.
 
@@ -462,7 +444,7 @@ def requeue(store: Store, job: Job, reason: str, max_attempts: int = MAX_ATTEMPT
         if parked:
             cursor = db.execute(
                 f"UPDATE jobs SET state = 'PARKED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE {_OURS}",
-                (parked_reason(job.attempts, job.submission_id, reason), time.time(), *_fence(job)),
+                (parked_reason(job.attempts, reason, _rescore_command(job.submission_id)), time.time(), *_fence(job)),
             )
         else:
             cursor = db.execute(
@@ -481,7 +463,7 @@ def park(store: Store, job: Job, reason: str) -> None:
     with store.transaction() as db:
         cursor = db.execute(
             f"UPDATE jobs SET state = 'PARKED', reason = ?, finished_at = ?, lease_expires_at = NULL WHERE {_OURS}",
-            (f"{reason} (requeue with `idbench rescore --submission {job.submission_id}`)", time.time(), *_fence(job)),
+            (f"{reason} (requeue with `{_rescore_command(job.submission_id)}`)", time.time(), *_fence(job)),
         )
         if cursor.rowcount != 1:
             raise LeaseLostError(
@@ -586,10 +568,12 @@ def jobs_table(store: Store) -> list[dict[str, Any]]:
 
 
 class StoreQueue:
-    """The local store as a :class:`~idbench.leaderboard.jobqueue.JobQueue` (what ``idbench worker`` serves by default).
+    """The local store as a :class:`~idbench.leaderboard.queue.protocol.JobQueue` (what ``idbench worker`` serves by
+    default, and ``idbench submit`` fills without ``--hub``).
 
-    Results go to ``home/results/<submission_id>/<job_id>/``, tracebacks to ``home/logs/``; a job's
-    submission is the normalised copy the store kept at submit time.
+    ``submit`` is :func:`submit` on this store (a :class:`SubmitResult`). Results go to
+    ``home/results/<submission_id>/<job_id>/``, tracebacks to ``home/logs/``; a job's submission is the
+    normalised copy the store kept at submit time.
     """
 
     unit = "job"
@@ -601,6 +585,30 @@ class StoreQueue:
         self.description = f"the queue at {store.home}" + (f" (job {job_id})" if job_id is not None else "")
         # Room to record an outcome on a full disk, beside the database (leaderboard.sqlite3.reserve).
         self.reserve = DiskReserve(store.path.with_name(store.path.name + ".reserve"))
+
+    def submit(
+        self,
+        submission_path: Path,
+        data_dir: Path,
+        model_name: str | None = None,
+        *,
+        submitter: str | None = None,
+        family: str | None = None,
+        link: str | None = None,
+        rate_limit: RateLimit | None = None,
+        client: str | None = None,
+    ) -> SubmitResult:
+        return submit(
+            self.store,
+            submission_path,
+            data_dir,
+            model_name,
+            submitter,
+            family=family,
+            link=link,
+            rate_limit=rate_limit,
+            client=client,
+        )
 
     def sweep(self) -> list[str]:
         return sweep_staging(self.home)

@@ -1,18 +1,20 @@
-"""What a worker needs of a job queue, whichever backend keeps it.
+"""The queue protocol: every operation a leaderboard queue offers, whichever backend keeps it.
 
-Two backends implement :class:`JobQueue`: the SQLite store of a local leaderboard
-(:class:`~idbench.leaderboard.queue.StoreQueue`) and the requests/results repos of a Hub deployment
-(:class:`~idbench.leaderboard.hub_queue.HubQueue`). The worker loop and its fault ladder
-(:mod:`idbench.leaderboard.worker`) are written once, over this interface; the CLI picks a backend and
-nothing else.
+Two backends implement :class:`JobQueue`: the SQLite store and submissions folder of a local
+leaderboard (:class:`~idbench.leaderboard.queue.local.StoreQueue`) and the requests/results repos of a
+Hub deployment (:class:`~idbench.leaderboard.queue.hub.HubQueue`). The worker loop and its fault ladder
+(:mod:`idbench.leaderboard.worker`) are written once, over this interface; the CLI picks a backend
+(:func:`~idbench.leaderboard.queue.open_queue`) and nothing else.
 
-The operations are the queue's states and nothing more: a claim hands out a :class:`Lease` (fenced by
-worker and attempt number, so a worker whose lease ran out can no longer record anything), and every
-outcome is recorded through the lease: ``finish`` (results kept), ``fail`` (the submission's fault),
-``requeue`` (a fault of the worker: back to PENDING, PARKED after ``MAX_ATTEMPTS``), ``park`` (not
-worth retrying as it is, e.g. over the time limit), ``release`` (the operator stopped the worker).
-Each of these raises :class:`~idbench.leaderboard.store.LeaseLostError` when the lease is not ours
-any more, and records nothing.
+``submit`` puts a validated submission in the queue as one PENDING job (a duplicate of one already
+queued adds nothing). The other operations are the queue's states and nothing more: a claim hands out a
+:class:`Lease` (fenced by worker and attempt number, so a worker whose lease ran out can no longer
+record anything), and every outcome is recorded through the lease: ``finish`` (results kept), ``fail``
+(the submission's fault), ``requeue`` (a fault of the worker: back to PENDING, PARKED after
+:data:`MAX_ATTEMPTS`), ``park`` (not worth retrying as it is, e.g. over the time limit), ``release``
+(the operator stopped the worker). Each of these raises
+:class:`~idbench.leaderboard.store.LeaseLostError` when the lease is not ours any more, and records
+nothing. ``list_jobs``, ``withdraw`` and ``rescore`` are the maintainer's view and actions.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ log = logging.getLogger(__name__)
 # The lease a claim takes, and extends every third of it while the job runs.
 DEFAULT_LEASE_SECONDS = 600.0
 DEFAULT_POLL_SECONDS = 5.0
+
+# A job whose attempts ended this many times in worker faults (its lease ran out: the worker was
+# killed; or the worker reported a fault of its own) is not handed out again but PARKED, so a job
+# that breaks workers cannot occupy them forever, and is not blamed on its submitter either.
+MAX_ATTEMPTS = 3
 
 
 class WorkerNotReadyError(IdbenchError):
@@ -72,6 +79,40 @@ class Work:
     data_dir: Path
     out: Path
     benchmark_version: str | None = None
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``max_submissions`` new submissions per submitter in any ``window_s`` seconds.
+
+    A submitter is who :func:`~idbench.names.submitter_identity` says: a named one by the name's key
+    (``Alice`` and `` alice `` are one), an anonymous one per client (see
+    :func:`~idbench.leaderboard.queue.local.submit`).
+    """
+
+    max_submissions: int
+    window_s: float
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit:
+        """``"5/86400"`` -> 5 per day; ValueError names a malformed value (it comes from the environment)."""
+        try:
+            count, window = text.split("/")
+            limit = cls(int(count), float(window))
+        except ValueError:
+            raise ValueError(f"rate limit {text!r}: expected COUNT/SECONDS, e.g. 5/86400") from None
+        if limit.max_submissions < 1 or limit.window_s <= 0:
+            raise ValueError(f"rate limit {text!r}: COUNT and SECONDS must be positive")
+        return limit
+
+
+def parked_reason(attempts: int, last: str, rescore: str) -> str:
+    """The reason a PARKED job shows, in either backend: not the submitter's fault, the command that
+    requeues it (``rescore``, e.g. ``idbench rescore --submission 7``), and the last fault."""
+    return (
+        f"parked after {attempts} attempts ended by worker faults; not a fault of the submission"
+        f" (requeue with `{rescore}` once the workers are fixed); last: {last}"
+    )
 
 
 #: The space a local queue holds back on its database's disk (:class:`DiskReserve`).
@@ -134,7 +175,8 @@ class DiskReserve:
 
 
 class JobQueue(Protocol):
-    """A job queue a worker can serve (see the module docstring for what each operation guarantees)."""
+    """A leaderboard queue: what submissions, a worker and a maintainer do with it (the module docstring says
+    what each operation guarantees)."""
 
     #: what the queue is, for messages ("the queue", "the requests repo org/requests")
     description: str
@@ -144,6 +186,26 @@ class JobQueue(Protocol):
     unit: str
     #: the worker's folder: ``logs/`` (tracebacks), ``features/`` (the shared feature cache)
     home: Path
+
+    def submit(
+        self,
+        submission_path: Path,
+        data_dir: Path,
+        model_name: str | None = None,
+        *,
+        submitter: str | None = None,
+        family: str | None = None,
+        link: str | None = None,
+        rate_limit: RateLimit | None = None,
+        client: str | None = None,
+    ) -> Any:
+        """Validate a submission against the benchmark in ``data_dir`` and queue it as one PENDING job.
+
+        Raises :class:`~idbench.evaluate_pkg.submission.SubmissionError` (every problem listed) before
+        anything is queued, :class:`~idbench.leaderboard.store.RateLimitError` past ``rate_limit``.
+        Returns the backend's receipt, whose ``duplicate`` says the same files and model were queued
+        already (then nothing new is): a ``SubmitResult`` locally, a ``RequestRef`` on the Hub.
+        """
 
     def sweep(self) -> list[str]:
         """Clear what a killed worker left mid-write; one line per thing cleared."""
