@@ -8,7 +8,9 @@ benchmark's own resampling design (``aggregates["resampling"]``), the same draws
 cancels in the difference, which is why a paired test finds gaps that two separate intervals hide.
 
 Multiple comparisons: within each table (overall; each breakdown cell) the p-values of its metrics
-are one family, Holm-corrected (``p_holm``); a verdict reads ``p_holm`` at ``alpha``.
+are one family, Holm-corrected (``p_holm``); a verdict reads ``p_holm`` at ``alpha``. Whoever reads several
+tables at once needs ``p_all``: Holm over every metric of every table. A tie whose uncorrected interval
+excludes 0 is starred and explained.
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ from idbench.settings import redact_url
 #: Resamples of a comparison, and its seed: as the aggregates' intervals (report.CI_RESAMPLES, CI_SEED).
 COMPARE_RESAMPLES, COMPARE_SEED = 2000, 0
 CORRECTION = "Holm across the metrics of each table (overall; each breakdown cell)"
+CORRECTION_ALL = (
+    "Holm across every metric of every table at once: the one to read when scanning several tables, "
+    "where a table's own correction would let some difference look real by chance"
+)
+# Why a percentile interval that excludes 0 can stand beside a "tied" verdict.
+INTERVAL_VS_TEST = (
+    "the interval is uncorrected and read from the resampled differences' percentiles, while the verdict reads "
+    "a Holm-corrected p from the resampled distribution centred under the null: near the boundary, or "
+    "with several metrics in a table, the two can disagree, and the verdict is the one that holds its error rate"
+)
 P_VALUE = (
     "two-sided, share of resampled differences at least as far from the observed one as it is from 0 "
     "(bootstrap distribution centred under the null), +1 corrected"
@@ -410,6 +422,8 @@ def compare_runs(
             row["p_holm"] = adjusted
             row["verdict"] = _verdict(row["diff"], adjusted, alpha, row["higher_is_better"])
         rows += table_rows
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
+        row["p_all"] = adjusted
     shared = paired[["prompt_id", "seed"]].drop_duplicates().shape[0]
     only = {
         name: run.results[run.results["subject"] == ""][["prompt_id", "seed"]].drop_duplicates().shape[0] - shared
@@ -492,9 +506,13 @@ def format_comparison(c: Comparison) -> str:
         + ("  [PLUMBING CHECK: random weights]" if c.plumbing else ""),
         f"{c.confidence:.0%} CI and p from {terminal_safe(c.method)} ({c.n_resamples} paired resamples); p: {P_VALUE}",
         f"p_holm: {CORRECTION}; verdict at alpha {c.alpha}",
+        f"p_all: {CORRECTION_ALL}",
     ]
     lines += [f"note: {n}" for n in c.notes]
-    header = f"{'metric':24s} {'A':>9s} {'B':>9s} {'diff':>9s}  {'CI':21s} {'p':>6s} {'p_holm':>6s}  verdict"
+    header = (
+        f"{'metric':24s} {'A':>9s} {'B':>9s} {'diff':>9s}  {'CI':21s} {'p':>6s} {'p_holm':>6s} {'p_all':>6s}  verdict"
+    )
+    disagree = False
     table = None
     for row in c.rows:
         if row["table"] != table:
@@ -503,12 +521,17 @@ def format_comparison(c: Comparison) -> str:
         factor, suffix = shown_as(c.benchmark, row["metric"])
         ci = f"[{_num(row['ci_low'], factor)}, {_num(row['ci_high'], factor)}]"
         name = row["metric"] + suffix
+        excludes_zero = row["ci_low"] is not None and (row["ci_low"] > 0 or row["ci_high"] < 0)
+        mark = " *" if row["verdict"] == "tied" and excludes_zero else ""
+        disagree = disagree or bool(mark)
         lines.append(
             f"{name:24s} {_num(row['a'], factor):>9s} {_num(row['b'], factor):>9s} {_num(row['diff'], factor):>9s}  "
-            f"{ci:21s} {_p(row['p']):>6s} {_p(row['p_holm']):>6s}  {row['verdict']}"
+            f"{ci:21s} {_p(row['p']):>6s} {_p(row['p_holm']):>6s} {_p(row.get('p_all')):>6s}  {row['verdict']}{mark}"
         )
     if not c.rows:
         lines.append("no metric of the suite holds values in both runs")
+    if disagree:
+        lines += ["", f"* the CI excludes 0 but the verdict is tied: {INTERVAL_VS_TEST}"]
     return "\n".join(lines)
 
 

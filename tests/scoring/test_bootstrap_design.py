@@ -597,3 +597,28 @@ def test_compare_never_prints_a_negative_zero():
 
     assert _num(-0.00004) == "0.0000" and _num(-0.00004, 100.0) == "0.00"
     assert _num(-0.004, 100.0) == "-0.40" and _num(None) == "n/a" and _num(0.12345) == "0.1235"
+
+
+def test_p_all_is_holm_over_every_table_and_a_disagreeing_tie_is_explained(tmp_path):
+    from idbench.evaluate_pkg.compare import Comparison, format_comparison, load_run
+
+    def holm_by_hand(ps):  # step-down: the k-th smallest times (m - k), made monotone, capped at 1
+        order = sorted(range(len(ps)), key=lambda i: ps[i])
+        out, running = [0.0] * len(ps), 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+            out[i] = running
+        return out
+
+    run = load_run(_write_run(tmp_path / "a"))
+    other = Run(None, run.summary, run.results.assign(value=run.results["value"] + 0.01))
+    c = compare_runs(run, other)
+    ps = [r["p"] for r in c.rows]
+    assert [r["p_all"] for r in c.rows] == pytest.approx(holm_by_hand(ps))
+    rows = [
+        dict(c.rows[0], verdict="tied", ci_low=0.01, ci_high=0.05, p_holm=0.2, p_all=0.3),
+        dict(c.rows[0], verdict="tied", ci_low=-0.01, ci_high=0.05),
+    ]
+    text = format_comparison(Comparison(**{**c.__dict__, "rows": rows}))
+    starred = [line for line in text.splitlines() if line.endswith("tied *")]
+    assert len(starred) == 1 and "the CI excludes 0 but the verdict is tied" in text and "p_all" in text
