@@ -2,10 +2,11 @@
 
 An overview (the default page, served at ``/``), one page per registered benchmark (in the order of
 ``BenchmarkSpec.page_order``), then the model, submit, status and about pages. Each page is a file
-under ``views/`` (file pages, so ``AppTest.switch_page`` can reach them in tests); the benchmark pages
-share ``views/benchmark.py``, which shows the benchmark recorded here for the page being run. The
-overview is a page of its own because Streamlit serves the default page at ``/`` only and ignores its
-``url_path``: a benchmark as the default would have no URL of its own.
+under ``views/`` (file pages, so ``AppTest.switch_page`` can reach them in tests) that calls into its
+module under ``screens/``; the benchmark pages share ``views/benchmark.py``, which shows the benchmark
+recorded here for the page being run. The overview is a page of its own because Streamlit serves the
+default page at ``/`` only and ignores its ``url_path``: a benchmark as the default would have no URL
+of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from idbench.leaderboard import query
-from idbench.leaderboard.app.render import CURRENT_BENCHMARK, UNITS_KEY, benchmark_pages
+from idbench.leaderboard.app.widgets import CURRENT_BENCHMARK, UNITS_KEY, benchmark_pages
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,7 +32,7 @@ pages = {
     ],
 }
 page = st.navigation(pages)
-# One unit system for the whole app: every table, chart and model page reads this switch (render.units_raw).
+# One unit system for the whole app: every table, chart and model page reads this switch (widgets.units_raw).
 st.sidebar.radio(
     "Units",
     query.UNITS,

@@ -24,7 +24,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from idbench.leaderboard.app import APP_PATH
-from idbench.leaderboard.app.render import plain
+from idbench.leaderboard.app.markdown import plain
 from idbench.leaderboard.queue import jobs_table
 from idbench.leaderboard.store import Store
 
@@ -625,7 +625,7 @@ def test_the_text_to_image_track_is_listed_where_it_has_results(tmp_path, monkey
 
 def _cogcanvas_page():
     # AppTest.from_function runs this function's source as the script: the CogCanvas page alone.
-    from idbench.leaderboard.app.render import benchmark_page
+    from idbench.leaderboard.app.screens.benchmark import benchmark_page
 
     benchmark_page("cogcanvas")
 

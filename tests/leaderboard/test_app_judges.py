@@ -117,7 +117,7 @@ def _fill(root: Path, rows) -> Path:
 
 
 def _charis_page():
-    from idbench.leaderboard.app.render import benchmark_page
+    from idbench.leaderboard.app.screens.benchmark import benchmark_page
 
     benchmark_page("charis")
 

@@ -194,7 +194,7 @@ def test_flat_metrics_are_named_not_drawn():
 def test_an_unreadable_or_incomplete_results_file_counts_as_no_values(tmp_path):
     # A stored result's results.parquet that is garbage, or lacks a column the ranks need, gives no
     # values (the page then says the intervals are not shown), never a traceback.
-    from idbench.leaderboard.app import render
+    from idbench.leaderboard.app import data
 
     garbage = tmp_path / "garbage"
     garbage.mkdir()
@@ -208,8 +208,8 @@ def test_an_unreadable_or_incomplete_results_file_counts_as_no_values(tmp_path):
         {"prompt_id": ["p0", "p0"], "seed": [0, 0], "metric": ["dino_sim", "clip_t"], "value": [0.5, 0.1]}
     ).to_parquet(whole / "results.parquet")
     required = ("prompt_id", "seed", "metric", "value")
-    assert render._read_results(str(garbage), required) is None
-    assert render._read_results(str(partial), required) is None
-    assert render._read_results(str(tmp_path / "absent"), required) is None
-    frame = render._read_results(str(whole), required, ("subject",), "dino_sim")
+    assert data.read_results(str(garbage), required) is None
+    assert data.read_results(str(partial), required) is None
+    assert data.read_results(str(tmp_path / "absent"), required) is None
+    frame = data.read_results(str(whole), required, ("subject",), "dino_sim")
     assert frame.columns.tolist() == list(required) and frame["value"].tolist() == [0.5]

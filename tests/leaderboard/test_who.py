@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest
 from idbench.builders.registry import get_benchmark
 from idbench.leaderboard import query, samples
 from idbench.leaderboard.app import APP_PATH
-from idbench.leaderboard.app.render import WHO_NOT_RECORDED
+from idbench.leaderboard.app.screens.model_samples import WHO_NOT_RECORDED
 from idbench.leaderboard.hub_mirror import NOT_PUBLIC
 
 SPEC = get_benchmark("cogcanvas")

@@ -1,5 +1,5 @@
 """The about page."""
 
-from idbench.leaderboard.app.render import about_page
+from idbench.leaderboard.app.screens.about import about_page
 
 about_page()

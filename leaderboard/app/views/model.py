@@ -1,5 +1,5 @@
 """The model page."""
 
-from idbench.leaderboard.app.render import model_page
+from idbench.leaderboard.app.screens.model import model_page
 
 model_page()

@@ -1,5 +1,5 @@
 """The landing page."""
 
-from idbench.leaderboard.app.render import overview_page
+from idbench.leaderboard.app.screens.overview import overview_page
 
 overview_page()
