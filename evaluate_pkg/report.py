@@ -599,14 +599,9 @@ def subject_breakdown_lines(aggregates: dict[str, Any], spec: BenchmarkSpec, dis
     return lines
 
 
-def write_report(
-    folder: Path, summary: dict[str, Any], spec: BenchmarkSpec, flagged: list[dict[str, Any]] | None = None
-) -> list[str]:
-    """README-style Markdown plus PNG plots; returns the files written (relative names). ``flagged``: the
-    copy check's flagged pairs and their figures (copy_figures.write_copy_figures), listed under the check."""
-    displays = metric_displays(spec)
-    specs = {m.name: m for m in spec.metric_suite}
-    higher = {m.name: m.higher_is_better for m in spec.metric_suite}
+def _report_head(summary: dict[str, Any], spec: BenchmarkSpec, displays: dict[str, str]) -> list[str]:
+    """The report's opening: the title, the plumbing warning, the headline metric, the verdict and how the
+    numbers were made."""
     lines = [f"# {spec.title}: {summary['submission'].get('model', '?')}", ""]
     if summary["plumbing"]:
         what = PLUMBING_PROFILES.get(summary["profile"], "random weights")
@@ -624,7 +619,7 @@ def write_report(
             f"(95 % CI {interval_text(overall[key], display)}): the benchmark's headline metric.",
             "",
         ]
-    lines += [
+    return lines + [
         f"**Verdict:** {verdict(summary)}.",
         "",
         f"Profile `{summary['profile']}`, metric suite {summary['suite_version']}, "
@@ -635,12 +630,21 @@ def write_report(
         "Values are shown under each metric's display convention (last column; evidence in "
         "docs/display-conventions.md); results.parquet and aggregates.json hold the raw values.",
         "",
+    ]
+
+
+def _metric_table(summary: dict[str, Any], spec: BenchmarkSpec, displays: dict[str, str]) -> list[str]:
+    """Every overall value as a Markdown table: the headline first, then the suite in its order, then the
+    diagnostics behind it."""
+    specs = {m.name: m for m in spec.metric_suite}
+    higher = {m.name: m.higher_is_better for m in spec.metric_suite}
+    chance_of = {m.chance: m.name for m in spec.metric_suite if m.chance}
+    overall = summary["aggregates"]["overall"]
+    lines = [
         "| metric | value | 95 % CI | n | prompts | better | shown as |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    chance_of = {m.chance: m.name for m in spec.metric_suite if m.chance}
-    # The headline first, then the suite in its order, then the diagnostics behind it.
-    order = {name: k for k, name in enumerate(dict.fromkeys([key, *specs]))}
+    order = {name: k for k, name in enumerate(dict.fromkeys([headline(summary), *specs]))}
     for metric in sorted(overall, key=lambda m: (m not in order, order.get(m, 0), m)):
         stats = overall[metric]
         display = displays.get(metric, "raw")
@@ -667,6 +671,16 @@ def write_report(
             f"| `{metric}` | {value} | {interval_text(stats, display)} | "
             f"{stats['n']}{nan} | {stats.get('n_prompts', '')} | {better} | {shown_as} |"
         )
+    return lines
+
+
+def write_report(
+    folder: Path, summary: dict[str, Any], spec: BenchmarkSpec, flagged: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """README-style Markdown plus PNG plots; returns the files written (relative names). ``flagged``: the
+    copy check's flagged pairs and their figures (copy_figures.write_copy_figures), listed under the check."""
+    displays = metric_displays(spec)
+    lines = _report_head(summary, spec, displays) + _metric_table(summary, spec, displays)
     lines += missing_evidence_lines(summary["aggregates"]["overall"], spec)
     lines += copies_lines(summary)
     lines += flagged_lines(flagged or [])
