@@ -266,7 +266,11 @@ class Store:
 
     @property
     def features_dir(self) -> Path:
-        return self.home / "features"
+        """The feature cache the store's worker scores with: the one of every run, ``$IDBENCH_CACHE/features``
+        (``idbench env`` names it), not a folder of the store's own."""
+        from idbench import settings
+
+        return settings.features_cache_dir()
 
     @property
     def logs_dir(self) -> Path:

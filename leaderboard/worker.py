@@ -131,7 +131,7 @@ def score_work(
     data_dir: Path,
     out: Path,
     options: ScoreOptions,
-    cache_dir: Path,
+    cache_dir: Path | None,
     models: Models | None = None,
     progress: bool | Progress = False,
 ) -> dict[str, Any]:
@@ -270,7 +270,9 @@ def run_one(
         with Heartbeat(lambda: queue.heartbeat(lease, lease_seconds), lease.label, lease_seconds):
             with queue.work(lease) as work, TimeLimit(job_seconds):  # recording the outcome is never cut short
                 with reporter.scope(f"{lease.label}: "):  # the scorer's stage lines name the job
-                    summary = scorer(work.submission, work.data_dir, work.out, options, queue.home / "features")
+                    # No cache of the worker's own: the run caches `idbench env` names ($IDBENCH_CACHE's
+                    # features and judge answers), so a later `idbench score` reads what this job computed.
+                    summary = scorer(work.submission, work.data_dir, work.out, options, None)
             down = judge_unavailable(summary.get("judge"))
             if down is not None:  # judged columns of an outage would rank the judge, not the model
                 raise JudgeUnavailableError(down)

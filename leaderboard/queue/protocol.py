@@ -184,7 +184,7 @@ class JobQueue(Protocol):
     reserve: DiskReserve | None
     #: what one job is called in counts ("job", "request")
     unit: str
-    #: the worker's folder: ``logs/`` (tracebacks), ``features/`` (the shared feature cache)
+    #: the worker's folder: ``logs/`` (tracebacks); its features go to the one feature cache ($IDBENCH_CACHE)
     home: Path
 
     def submit(

@@ -101,7 +101,8 @@ def test_duplicate_is_recognised_also_as_a_zip_but_not_under_another_model(store
 
 
 def test_worker_once_scores_and_finishes(tmp_path, monkeypatch, collapse):
-    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "cold-home"))  # a feature cache of its own: checked below
+    monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "cold-home"))
+    monkeypatch.setenv("IDBENCH_CACHE", str(tmp_path / "cold-cache"))  # a feature cache of its own: checked below
     store = Store()
     result = submit(store, collapse / "collage", collapse / "data")
     assert run_worker(store, once=True, options=TINY) == 1
@@ -120,7 +121,12 @@ def test_worker_once_scores_and_finishes(tmp_path, monkeypatch, collapse):
     assert out == store.results_dir / str(result.submission_id) / str(result.job_id)
     assert (out / "results.parquet").is_file() and (out / "report.md").is_file()
     assert res["aggregates"] == json.loads((out / "aggregates.json").read_text())["aggregates"]
-    assert any(store.features_dir.rglob("*"))  # the store's feature cache was used
+    # One feature cache: the worker filled $IDBENCH_CACHE/features (what `idbench env` names), none under the
+    # store's home, and a plain scoring of the same submission afterwards computes nothing again.
+    assert store.features_dir == tmp_path / "cold-cache" / "features" and any(store.features_dir.rglob("*.npz"))
+    assert not (tmp_path / "cold-home" / "features").exists()
+    again = score_submission(collapse / "collage", collapse / "data", None, TINY, progress=False)
+    assert sum(again["features"]["computed"].values()) == 0 and sum(again["features"]["cached"].values()) > 0
     board = store.current_results("identity-collapse")
     assert list(board["model_name"]) == ["baseline-collage"] and board["current"].all()
     assert run_worker(store, once=True, options=TINY) == 0  # drained
@@ -163,7 +169,7 @@ def test_rescore_all_keeps_old_results_versioned(store, collapse):
 def _fake_scorer(submission, data_dir, out, options, cache_dir):
     """Record who scored what (one appended line per scoring: job id, worker pid) and return a minimal summary."""
     time.sleep(0.02)  # long enough for the workers to interleave
-    with open(Path(cache_dir).parent / "scored.log", "a") as handle:
+    with open(Path(out).parents[2] / "scored.log", "a") as handle:  # out: <home>/results/<submission>/<job>
         handle.write(f"{out.name} {os.getpid()}\n")  # the output folder is results/<submission>/<job>
     return {
         "benchmark": "identity-collapse",
