@@ -7,7 +7,7 @@ cannot close the page for everyone (issue 40):
   images (width x height, read from their headers, nothing decoded) and their bytes are summed; over
   ``$IDBENCH_SUBMIT_MAX_PIXELS`` or ``MAX_SUBMISSION_BYTES`` it is refused in one line giving both figures.
 - **One turn at a time, first come first served** (:class:`Admission`): the others wait in order and see
-  their place; a client (``render._client``: the signed-in user, else the address) has at most one
+  their place; a client (``screens.submit._client``: the signed-in user, else the address) has at most one
   upload waiting or running, and at most ``MAX_WAITING`` wait at once.
 - **A deadline** (:func:`run_with_deadline`): the validation (and the queueing it ends with) runs in a
   child process that is killed after ``$IDBENCH_SUBMIT_DEADLINE_S`` (60 s), so a slow upload keeps no

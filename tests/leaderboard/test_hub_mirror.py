@@ -335,7 +335,7 @@ def test_the_benchmark_page_shows_the_mirrored_model(hub_app, tmp_path):
     assert not at.exception
     metadata = at.dataframe[0].value
     fields = dict(zip(metadata["field"], metadata["value"]))  # the newest first
-    assert (fields["model"], fields["family"], fields["submitter"] or "") == ("second", "Hand-made", "")
+    assert (fields["model"], fields["family"], fields["submitter"]) == ("second", "Hand-made", "(not given)")
 
     at.switch_page("views/status.py").run()
     assert not at.exception
