@@ -54,6 +54,20 @@ UNITS_DISPLAY, UNITS_RAW = "display conventions", "raw values"
 UNITS = (UNITS_DISPLAY, UNITS_RAW)
 
 
+def units_help() -> str:
+    """The Units switch's tooltip, built from the conventions the registered benchmarks' metrics use, so it
+    never names one no metric has (x100 and CLIPScore once did)."""
+    from idbench.builders.display import DISPLAYS
+    from idbench.builders.registry import BENCHMARKS, get_benchmark
+
+    used = sorted({m.display for name in BENCHMARKS for m in get_benchmark(name).metric_suite} - {"raw"})
+    shown = "; ".join(f"{DISPLAYS[d].suffix.strip(' ()')}: {DISPLAYS[d].formula}" for d in used)
+    return (
+        f"Display conventions: each metric in the unit its column names ({shown}; the others as stored). "
+        "Raw values: every number as stored in results.parquet and aggregates.json."
+    )
+
+
 def display_of(spec: BenchmarkSpec, metric: str, raw: bool = False) -> str:
     """The display convention ``metric`` is shown in: its own, or ``"raw"`` under the raw-values switch."""
     return "raw" if raw else metric_specs(spec)[metric].display
@@ -86,9 +100,17 @@ def display_legend(spec: BenchmarkSpec, raw: bool = False) -> dict[str, str]:
 
 
 def column_help(spec: BenchmarkSpec, raw: bool = False) -> dict[str, str]:
-    """Displayed column name -> its header tooltip, for the papers' columns that leave judge failures out
-    (:func:`twin_note`): the app's tables label them where they stand."""
-    return {display_name(spec, m.name, raw): twin_note(spec, m.name) for m in spec.metric_suite if m.itt_twin}
+    """Displayed column name -> its header tooltip: the papers' columns that leave judge failures out
+    (:func:`twin_note`), and each metric's missing-evidence count, which a reader otherwise has to guess."""
+    notes = {display_name(spec, m.name, raw): twin_note(spec, m.name) for m in spec.metric_suite if m.itt_twin}
+    for m in spec.metric_suite:
+        if m.missing_evidence:
+            notes[m.name + MISSING + " (per image)"] = (
+                f"How many of what {m.name} scores per image had no evidence (`{m.missing_evidence}`: e.g. no "
+                f"face found, nothing located). Those are left out of {m.name}'s mean, never counted as 0 or "
+                "as a match: a high count means the mean rests on few of the image's items."
+            )
+    return notes
 
 
 # --- the displayed table --------------------------------------------------------------------------

@@ -94,6 +94,7 @@ from idbench.leaderboard.display import (
     reading_order,
     safe_link,
     twin_note,
+    units_help,
     with_links,
 )
 from idbench.leaderboard.rank_intervals import (
@@ -252,6 +253,7 @@ __all__ = [
     "UNITS",
     "UNITS_DISPLAY",
     "UNITS_RAW",
+    "units_help",
     "column_help",
     "comparison_tables",
     "display_legend",

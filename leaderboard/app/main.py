@@ -37,7 +37,7 @@ st.sidebar.radio(
     "Units",
     query.UNITS,
     key=UNITS_KEY,
-    help="Display conventions: each metric as its paper reports it (x100, %, CLIPScore). Raw values: as stored.",
+    help=query.units_help(),
 )
 st.session_state[CURRENT_BENCHMARK] = next(
     (name for name, p in benchmarks.items() if p.url_path == page.url_path), None

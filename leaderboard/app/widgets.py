@@ -188,7 +188,8 @@ def ranked_frame(
             ),
             # A medium width: a row's marks can be a long list, and the metrics after it must stay in view.
             "marks": st.column_config.TextColumn("marks", width="medium"),
-            # The papers' columns that leave judge failures out say so on their header (never ranked).
+            # Headers that need a word: the papers' columns that leave judge failures out (never ranked), the
+            # missing-evidence counts.
             **{
                 column: st.column_config.Column(column, help=note)
                 for column, note in query.column_help(spec, units_raw()).items()

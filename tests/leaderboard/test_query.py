@@ -498,3 +498,23 @@ def test_the_metadata_table_never_shows_nan_or_none():
     values = dict(metadata_table(row).itertuples(index=False))
     assert values["submitter"] == "(not given)" and values["link"] == ""
     assert not any(v in ("nan", "None") for v in values.values())
+
+
+def test_the_units_tooltip_names_only_conventions_some_metric_uses():
+    from idbench.builders.registry import BENCHMARKS, get_benchmark
+    from idbench.leaderboard.query import units_help
+
+    used = {m.display for name in BENCHMARKS for m in get_benchmark(name).metric_suite}
+    text = units_help()
+    assert "CLIPScore" not in text and ("x100" in text) == ("x100" in used)
+    assert ("x10:" in text) == ("x10" in used) and ("%:" in text) == ("percent" in used)
+
+
+def test_each_missing_evidence_column_is_explained_on_its_header():
+    from idbench.builders.registry import get_benchmark
+    from idbench.leaderboard.query import column_help
+
+    spec = get_benchmark("cogcanvas")
+    notes = column_help(spec)
+    counted = [m.name for m in spec.metric_suite if m.missing_evidence]
+    assert counted and all("left out of" in notes[f"{m} missing evidence (per image)"] for m in counted)
