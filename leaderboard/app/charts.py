@@ -165,6 +165,13 @@ def _profile(results: pd.DataFrame, spec: BenchmarkSpec, raw: bool) -> None:
                 + "."
             )
         profile = profile[~profile["metric"].isin(list(flat))]
+    # A metric the rows hold but no model shown has a value for (bg_sim where every image is foreground)
+    # would be an empty panel: named in one line instead.
+    valued = set(profile.dropna(subset=["value"])["metric"]) if not profile.empty else set()
+    empty = list(dict.fromkeys(m for m in profile["metric"] if m not in valued)) if not profile.empty else []
+    if empty:
+        st.text("Not drawn, no model shown has a value (each model's report says why): " + ", ".join(empty) + ".")
+    profile = profile[profile["metric"].isin(valued)] if not profile.empty else profile
     if not profile.empty and profile["metric"].nunique() >= 1:
         bars = (
             alt.Chart()
