@@ -759,6 +759,7 @@ def shard_command(out: Path, record: dict[str, Any], index: int) -> str:
     """The ``idbench score`` command that runs shard ``index`` as a finished shard's ``record`` was run: the same
     submission, data, output and shared options (a judge's options are the user's to add: its key is no record's)."""
     from idbench.invocation import command
+    from idbench.names import terminal_safe
 
     options = record["options"]
     parts = [
@@ -782,7 +783,8 @@ def shard_command(out: Path, record: dict[str, Any], index: int) -> str:
         parts += ["--models-dir", shlex.quote(str(options["models_dir"]))]
     parts += ["--shard", f"{index}/{record['shard']['count']}"]
     judged = " with the same judge options" if record.get("judge") else ""
-    return f"`{command(' '.join(parts))}`{judged}"
+    # The record is a file anyone with the folder could have written: its text reaches the terminal escaped.
+    return f"`{terminal_safe(command(' '.join(parts)))}`{judged}"
 
 
 def check_rows(out: Path, records: list[tuple[Path, dict[str, Any]]], pairs: Sequence[tuple[str, int]]) -> None:

@@ -517,3 +517,6 @@ def test_the_missing_shard_command_repeats_the_finished_shards_options(tmp_path)
     assert "--profile tiny --batch-size 8 --metrics dino_sim,clip_t --shard 3/4" in line
     assert "judge" not in line
     assert "with the same judge options" in shard_command(tmp_path, record | {"judge": {"model": "m"}}, 1)
+    # A forged record cannot drive the terminal or break the one-line refusal.
+    forged = shard_command(tmp_path, record | {"submission": "/x\n\x1b[2Jevil"}, 1)
+    assert "\n" not in forged and "\x1b" not in forged
