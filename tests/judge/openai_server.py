@@ -160,7 +160,12 @@ def redirect(location: str, code: int = 307) -> Behaviour:
     """An HTTP ``code`` redirect to ``location`` (307 keeps the method and body: the request again, there)."""
 
     def write(out: Any, closing: threading.Event) -> None:
-        out.write(f"HTTP/1.1 {code} Redirect\r\nlocation: {location}\r\ncontent-length: 0\r\n\r\n".encode())
+        # "connection: close" says what the server does after a raw reply (it closes): without it the client
+        # may send the redirected request on this keep-alive connection as it closes, a race that failed
+        # the redirect test now and then with a connection error.
+        out.write(
+            f"HTTP/1.1 {code} Redirect\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".encode()
+        )
         out.flush()
 
     return Behaviour(raw=write)
