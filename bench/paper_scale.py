@@ -43,9 +43,10 @@ RSS):
   values shifted by a per-model quality and jittered), each aggregated by the real
   ``report.aggregate`` and stored as a finished job of a fresh ``Store`` (what the worker does when a
   result arrives, as bench/leaderboard_render.py does);
-- ``standings``: in a fresh process, the leaderboard's ranked table (``query.ranked_table`` +
-  ``display_table``) on the default metric, then rank intervals and tiers (``sample_values`` of
-  bench/leaderboard_render.py, ``query.shared_prompt_means``, ``query.rank_uncertainty``).
+- ``standings``: in a fresh process, ``board.refresh`` (every board of the benchmark: each rankable
+  metric, overall and per breakdown cell, with its rank intervals and tiers; what a finished job
+  costs), then what a page view does: ``board.standings`` (the ranked table with the stored intervals)
+  and ``display_table``.
 
 ``--stages a,b`` runs a subset (their inputs must be there, from an earlier run into the same ``--out``).
 ``bench/fit_exponents.py`` fits each stage's growth exponent over several scale.json files.
@@ -451,28 +452,27 @@ def child_leaderboard_fill(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def child_standings(args: argparse.Namespace) -> dict[str, Any]:
-    from leaderboard_render import sample_values
-
     from idbench.builders.registry import get_benchmark
-    from idbench.leaderboard import query
+    from idbench.evaluate_pkg.data import load_benchmark_data
+    from idbench.leaderboard import board, query
     from idbench.leaderboard.store import Store
 
     spec = get_benchmark(args.benchmark)
     store = Store(args.out / "board")
+    prompt_rows = load_benchmark_data(args.out / "data", cache_dir=str(args.out / "hf")).prompt_rows
     started = time.perf_counter()
-    results = store.current_results(spec.name)
-    metric = query.default_metric(results, spec)
-    table = query.display_table(query.ranked_table(results, spec), spec)
-    page = time.perf_counter() - started
-    values = sample_values(results, metric)
-    means = query.shared_prompt_means(values, None)
-    ranks = query.rank_uncertainty(means, query.metric_specs(spec)[metric].higher_is_better)
+    boards = board.refresh(store, spec.name, prompt_rows=prompt_rows)  # once per finished job
+    refreshed = time.perf_counter()
+    shown = board.standings(store, spec.name, filters={})  # what a page view does
+    table = query.display_table(shown.table, spec)
+    assert (shown.ranked[query.RANK_INTERVAL] != "").all(), shown.caption
     return {
-        "metric": metric,
+        "metric": shown.metric,
         "rows": len(table),
-        "ranked": len(ranks),
-        "page_seconds": round(page, 3),
-        "intervals_seconds": round(time.perf_counter() - started - page, 3),
+        "ranked": len(shown.ranked),
+        "boards": boards,
+        "refresh_seconds": round(refreshed - started, 3),
+        "page_seconds": round(time.perf_counter() - refreshed, 3),
     }
 
 

@@ -20,19 +20,20 @@ import time
 from pathlib import Path
 
 import datasets
+import pandas as pd
 
 from idbench.builders.build import build, format_report, sample_source
 from idbench.builders.display import DISPLAYS
 from idbench.builders.registry import BENCHMARKS, get_benchmark
-from idbench.builders.spec import DEFAULT_TASK
+from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
-from idbench.evaluate_pkg.report import display_value, not_run_lines, ranking_metric
+from idbench.evaluate_pkg.report import display_value, not_run_lines
 from idbench.invocation import command
-from idbench.leaderboard.judges import copies_mark
+from idbench.leaderboard.board import standings
 from idbench.leaderboard.queue import submit
-from idbench.leaderboard.ranking import shared_ranks
+from idbench.leaderboard.rank_intervals import RANK_INTERVAL, TIER
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
 from idbench.progress import Progress, progress_for
@@ -53,47 +54,66 @@ def load_built(folder: Path, config: str, cache_dir: str) -> datasets.Dataset:
     return datasets.load_dataset(str(folder), config, split="test", cache_dir=cache_dir)
 
 
-def ranked_table(benchmark: str, summaries: dict[str, dict]) -> str:
-    """Baselines ranked by the benchmark's ranking metric; values shown with their display convention."""
+def ranked_table(store: Store, benchmark: str, baselines: tuple[str, ...] | None = None) -> str:
+    """The overall board of ``benchmark`` in the store (:func:`idbench.leaderboard.board.standings` with every
+    result ranked, as the demo's results are all plumbing checks), as text: the rows of ``baselines``
+    (every row when None)."""
     spec = get_benchmark(benchmark)
+    shown = standings(store, benchmark, filters={}, every_result=True)
+    results = store.current_results(benchmark)
+    rows = shown.table
+    if baselines is not None:
+        rows = rows[rows["model"].isin({f"baseline-{b}" for b in baselines})]
+    overall = {row.model_name: row.aggregates["overall"] for row in results.itertuples()}
+    not_run = results["not_run"].iloc[0] if len(results) else {}
+    return board_text(spec, shown.metric, rows, overall, not_run, shown.caption)
+
+
+def board_text(
+    spec: BenchmarkSpec,
+    metric: str,
+    rows: pd.DataFrame,
+    overall: dict[str, dict],
+    not_run: dict[str, str],
+    caption: str = "",
+) -> str:
+    """A board's ``rows`` (``rank``, ``rank interval``, ``tier``, ``model``, ``not ranked``; ranked rows first)
+    as the demo prints it: each metric a model has in ``overall`` (model -> overall aggregates) under its
+    display convention, a row set apart last with why, the intervals' ``caption``, the metrics not run."""
+    metrics = [m.name for m in spec.metric_suite if any(m.name in overall[n] for n in rows["model"])]
     displays = {m.name: m.display for m in spec.metric_suite}
-    better = {m.name: m.higher_is_better for m in spec.metric_suite}
-    metrics = [
-        m.name for m in spec.metric_suite if any(m.name in s["aggregates"]["overall"] for s in summaries.values())
-    ]
-    key = ranking_metric(spec, set(metrics))
-
-    def order(item):
-        value = item[1]["aggregates"]["overall"].get(key, {}).get("mean")
-        value = float("-inf") if value is None else value
-        return -value if better.get(key, True) else value
-
-    # As on the leaderboard (query.rank_rows): a run that copies or pastes its references is shown,
-    # below the ranked rows with its mark, and never ranked.
-    marked = {n for n, s in summaries.items() if (s.get("copies") or {}).get("marked")}
-    rows = sorted(summaries.items(), key=lambda item: (item[0] in marked, order(item)))
-    width = max(len(n) for n in summaries) + 2
+    names = [str(n).removeprefix("baseline-") for n in rows["model"]]
+    width = max([len("baseline"), *map(len, names)]) + 2
     # Each header carries its unit, as the leaderboard's columns do: "scr@0.4 (%)", "aesthetic (x10)".
     headers = [m + DISPLAYS[displays.get(m, "raw")].suffix for m in metrics]
-    column = max(len(h) for h in headers) + 2
+    column = max([0, *map(len, headers)]) + 2
     lines = [
-        f"{spec.title}: baselines ranked by {key} (PLUMBING CHECK: tiny profile, random weights except the dlib face model)",
-        "  " + "rank".ljust(6) + "baseline".ljust(width) + "".join(h.rjust(column) for h in headers),
+        f"{spec.title}: baselines ranked by {metric} (PLUMBING CHECK: tiny profile, random weights except the dlib face model)",
+        "  "
+        + "rank".ljust(6)
+        + "interval".ljust(10)
+        + "tier".ljust(6)
+        + "baseline".ljust(width)
+        + "".join(h.rjust(column) for h in headers),
     ]
-    # Competition ranks, as the leaderboard gives them: baselines with the same mean share a rank (1, 1, 3).
-    means = [summary["aggregates"]["overall"].get(key, {}).get("mean") for name, summary in rows if name not in marked]
-    ranks = iter(shared_ranks([float("nan") if m is None else m for m in means], better.get(key, True)))
-    for name, summary in rows:
-        rank = "-" if name in marked else next(ranks)
-        cells = [
-            display_value(summary["aggregates"]["overall"].get(m, {}).get("mean"), displays.get(m, "raw"))
-            for m in metrics
-        ]
-        mark = f"  not ranked: {copies_mark(summary.get('copies'))}" if name in marked else ""
-        shown = str(rank)
-        lines.append("  " + shown.ljust(6) + name.ljust(width) + "".join(c.rjust(column) for c in cells) + mark)
+    for name, (_, row) in zip(names, rows.iterrows()):
+        ranked = not pd.isna(row["rank"])
+        tier = "-" if pd.isna(row[TIER]) else str(row[TIER])
+        place = [str(row["rank"]), row[RANK_INTERVAL] or "-", tier] if ranked else ["-", "-", "-"]
+        cells = [display_value(overall[row["model"]].get(m, {}).get("mean"), displays.get(m, "raw")) for m in metrics]
+        mark = "" if ranked else f"  not ranked: {row['not ranked']}"
+        lines.append(
+            "  "
+            + place[0].ljust(6)
+            + place[1].ljust(10)
+            + place[2].ljust(6)
+            + name.ljust(width)
+            + "".join(c.rjust(column) for c in cells)
+            + mark
+        )
+    if caption:
+        lines.append("  " + caption)
     # The baselines answer the default task: metrics of the other tasks are counted, not listed.
-    not_run = next(iter(summaries.values()))["not_run"]
     lines += not_run_lines({"not_run": not_run, "task": DEFAULT_TASK}, spec)
     return "\n".join(lines)
 
@@ -154,19 +174,7 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: b
             f"scored {done} queued submission(s) in {time.perf_counter() - started:.1f} s "
             f"(leaderboard store: {store.home})"
         )
-        tables = []
-        for name in names:
-            current = store.current_results(name)
-            summaries = {
-                row.model_name.removeprefix("baseline-"): {
-                    "aggregates": row.aggregates,
-                    "not_run": row.not_run,
-                    "copies": row.copies,
-                }
-                for row in current.itertuples()
-                if row.model_name.removeprefix("baseline-") in baselines
-            }
-            tables.append(ranked_table(name, summaries))
+        tables = [ranked_table(store, name, baselines) for name in names]
     print()
     print("\n\n".join(tables))
     print(

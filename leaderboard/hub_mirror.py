@@ -57,6 +57,7 @@ from idbench import settings
 from idbench.atomic import atomic_directory
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.results import AGGREGATES_FILE, EVIDENCE_FILE, SAMPLES_FILE
+from idbench.leaderboard import board
 from idbench.leaderboard.hub_records import (
     MAX_REQUEST_BYTES,
     MAX_RESULT_BYTES,
@@ -148,6 +149,9 @@ def mirror(requests: DatasetRepo, results: DatasetRepo, home: Path, now: Callabl
             results.repo_id,
             now(),
         )
+    # The boards' rank intervals and tiers, resampled once per sync (the pages read them, never resample);
+    # in place, where the store's result paths point, before the pointer shows this mirror.
+    board.refresh_quietly(Store(home / name))
     info = MirrorInfo(
         home / name, requests.repo_id, results.repo_id, *heads, now(), *counts, tuple(skipped), tuple(conflicts)
     )

@@ -68,15 +68,20 @@ def sample_values(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     return rows.groupby(["prompt_id", "seed"], as_index=False, sort=True)["value"].mean()
 
 
-def shared_prompt_means(values: Mapping[int, pd.DataFrame], prompts: Iterable[str] | None = None) -> pd.DataFrame:
+def shared_prompt_means(
+    values: Mapping[int, pd.DataFrame | pd.Series], prompts: Iterable[str] | None = None
+) -> pd.DataFrame:
     """Prompts x submissions: each submission's mean per prompt over the (prompt_id, seed) pairs that
-    every submission of ``values`` (submission -> :func:`sample_values`) has a value for, so the models
-    are compared on the same images. ``prompts`` keeps only those prompts (a breakdown cell's)."""
+    every submission of ``values`` (submission -> :func:`sample_values`, or its ``value`` column already
+    indexed by ``prompt_id, seed``) has a value for, so the models are compared on the same images.
+    ``prompts`` keeps only those prompts (a breakdown cell's)."""
     if not values:
         return pd.DataFrame()
-    wide = pd.concat(
-        {int(s): frame.set_index(["prompt_id", "seed"])["value"] for s, frame in values.items()}, axis=1
-    ).dropna()
+    indexed = {
+        int(s): frame if isinstance(frame, pd.Series) else frame.set_index(["prompt_id", "seed"])["value"]
+        for s, frame in values.items()
+    }
+    wide = pd.concat(indexed, axis=1).dropna()
     if prompts is not None:
         wide = wide[wide.index.get_level_values("prompt_id").isin(set(prompts))]
     return wide.groupby(level="prompt_id", sort=True).mean()

@@ -47,7 +47,7 @@ from idbench.leaderboard.result_rows import (
     task_of,
     visible_results,
 )
-from idbench.leaderboard.store import Store
+from idbench.leaderboard.store import Store, results_version
 
 
 def store_version(store: Store) -> tuple[int, int, int]:
@@ -59,9 +59,7 @@ def store_version(store: Store) -> tuple[int, int, int]:
     to what :meth:`Store.current_results` returns) raises the withdrawn count.
     """
     with store.transaction(immediate=False) as db:
-        count, top = db.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM results").fetchone()
-        (withdrawn,) = db.execute("SELECT COUNT(*) FROM submissions WHERE withdrawn_at IS NOT NULL").fetchone()
-    return int(count), int(top), int(withdrawn)
+        return results_version(db)
 
 
 # --- which metrics a ranking may use --------------------------------------------------------------

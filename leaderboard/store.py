@@ -149,6 +149,23 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX refused_uploads_by_identity ON refused_uploads (identity, created_at);
     """,
+    # 7: the standings (leaderboard.board): each board's rank intervals and tiers, computed when the
+    # results change and read by the pages, which resample nothing. ``store_version`` is the results'
+    # version they were computed on (leaderboard.ranking.store_version); derived data, recomputed at will.
+    """
+    CREATE TABLE standings (
+        benchmark         TEXT NOT NULL,
+        task              TEXT NOT NULL,
+        view              TEXT NOT NULL,
+        metric            TEXT NOT NULL,
+        cell              TEXT NOT NULL,
+        judge             TEXT NOT NULL,
+        store_version     TEXT NOT NULL,
+        computed_at       REAL NOT NULL,
+        board_json        TEXT NOT NULL,
+        PRIMARY KEY (benchmark, task, view, metric, cell, judge)
+    );
+    """,
 )
 
 
@@ -524,6 +541,42 @@ class Store:
             rows = db.execute(query + " ORDER BY id", params).fetchall()
         return [_decode_result(dict(row)) for row in rows]
 
+    # --- standings (leaderboard.board computes them; the store only keeps them) -----------------------
+
+    def replace_standings(
+        self,
+        benchmark: str,
+        task: str,
+        version: str,
+        boards: dict[tuple[str, str, str, str], str],
+        expected_version: Any = None,
+    ) -> bool:
+        """Replace every stored board of one track with ``boards`` (``(view, metric, cell, judge) -> JSON``),
+        computed on the results' ``version``; in one transaction. With ``expected_version``, nothing is
+        written (False) when the results' version is no longer it: the results changed while the
+        boards were computed, and a later refresh writes boards of the newer results."""
+        with self.transaction() as db:
+            if expected_version is not None and results_version(db) != tuple(expected_version):
+                return False
+            db.execute("DELETE FROM standings WHERE benchmark = ? AND task = ?", (benchmark, task))
+            now = time.time()
+            db.executemany(
+                "INSERT INTO standings (benchmark, task, view, metric, cell, judge, store_version, computed_at, board_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(benchmark, task, *key, version, now, text) for key, text in sorted(boards.items())],
+            )
+        return True
+
+    def standings(self, benchmark: str, task: str, metric: str, cell: str, judge: str) -> dict[str, str]:
+        """The stored JSON of one board in each view it was computed for (view -> JSON); {} when none."""
+        with self.transaction(immediate=False) as db:
+            rows = db.execute(
+                "SELECT view, board_json FROM standings WHERE benchmark = ? AND task = ? AND metric = ? AND cell = ?"
+                " AND judge = ? ORDER BY view",
+                (benchmark, task, metric, cell, judge),
+            ).fetchall()
+        return {str(view): str(text) for view, text in rows}
+
     def current_results(self, benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
         """The current result of every scored submission of ``benchmark`` and ``task`` (one track: the
         reference-based task unless asked): one row each, newest first.
@@ -577,6 +630,14 @@ def _statements(script: str) -> list[str]:
     """The statements of a migration script (no semicolons inside literals in our migrations)."""
     lines = [line for line in script.splitlines() if not line.strip().startswith("--")]
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def results_version(db: sqlite3.Connection) -> tuple[int, int, int]:
+    """(result rows, highest result id, withdrawn submissions) inside an open transaction: changes whenever
+    the ranked results change (:func:`idbench.leaderboard.ranking.store_version` says why)."""
+    count, top = db.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM results").fetchone()
+    (withdrawn,) = db.execute("SELECT COUNT(*) FROM submissions WHERE withdrawn_at IS NOT NULL").fetchone()
+    return int(count), int(top), int(withdrawn)
 
 
 def insert_job(db: sqlite3.Connection, submission_id: int, now: float) -> int:

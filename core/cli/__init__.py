@@ -49,6 +49,7 @@ COMMANDS = (
     queue.add_rescore,
     leaderboard.add_serve,
     leaderboard.add_sync,
+    leaderboard.add_standings,
     models.add_models,
     env.add_env,
 )

@@ -1,15 +1,14 @@
 """How the app's pages get their numbers: the store, the current results of a track, a result's
-per-sample values, the rank intervals of a board and the built benchmark of a result.
+per-sample values, the stored rank intervals of a board and the built benchmark of a result.
 
 Every reader of the store or of a result folder that more than one page uses lives here, with its
 Streamlit cache: the current results are keyed by :func:`idbench.leaderboard.query.store_version`
-(a finished job shows on the next rerun), a result folder's values by its path (it never changes
-once written), and the built benchmark is held once per server process.
+(a finished job shows on the next rerun), and the built benchmark is held once per server process.
+Rank intervals and tiers are read as :mod:`idbench.leaderboard.board` stored them: no page resamples.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -19,11 +18,10 @@ import streamlit as st
 from idbench.builders.registry import get_benchmark
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.evaluate_pkg import results as result_files
-from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
-from idbench.leaderboard import query
+from idbench.evaluate_pkg.data import BenchmarkData, load_benchmark_data
+from idbench.leaderboard import board, query
 from idbench.leaderboard.app import backend
-from idbench.leaderboard.app.widgets import stored_text
-from idbench.leaderboard.store import Store, UnknownIdError
+from idbench.leaderboard.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +45,6 @@ def current_results(benchmark: str, task: str = DEFAULT_TASK) -> pd.DataFrame:
     return _current_results(str(s.home), benchmark, task, query.store_version(s))
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
-def _sample_values(results_path: str, metric: str) -> pd.DataFrame | None:
-    # One result's image values of one metric; a result folder never changes, so its path is the key.
-    frame = read_results(results_path, ("prompt_id", "seed", "metric", "value"), ("subject",), metric)
-    return None if frame is None else query.sample_values(frame, metric)
-
-
 def read_results(
     results_path: str, required: tuple[str, ...], optional: tuple[str, ...] = (), metric: str | None = None
 ) -> pd.DataFrame | None:
@@ -67,73 +58,19 @@ def read_results(
         return None
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _rank_uncertainty(
-    paths: tuple[tuple[int, str], ...],
-    metric: str,
-    higher_is_better: bool,
-    prompts: tuple[str, ...] | None,
-    factors: tuple[str, ...],
-    units_json: str,
-) -> tuple[pd.DataFrame, int, list[int]]:
-    # (rank intervals and tiers, prompts they rest on, submissions without per-sample values), cached
-    # by the ranked rows' result folders, the metric, the cell's prompts and the resampling design
-    # (a new result changes them).
-    values, lacking = {}, []
-    for submission, path in paths:
-        found = _sample_values(path, metric)
-        if found is None or found.empty:
-            lacking.append(submission)
-        else:
-            values[submission] = found
-    means = query.shared_prompt_means(values, prompts)
-    uncertainty = query.rank_uncertainty(means, higher_is_better, factors=factors, units=json.loads(units_json))
-    return uncertainty, len(means), lacking
-
-
 def rank_uncertainty(
-    ranked: pd.DataFrame, results: pd.DataFrame, spec: BenchmarkSpec, metric: str, filters: dict
+    ranked: pd.DataFrame,
+    results: pd.DataFrame,
+    spec: BenchmarkSpec,
+    metric: str,
+    filters: dict,
+    task: str = DEFAULT_TASK,
+    judge: str | None = "",
 ) -> tuple[pd.DataFrame, str]:
-    """The ranked rows with their rank interval and tier (:func:`query.rank_uncertainty`, from the
-    per-sample results), and a caption naming the resampling unit, or saying why there are none."""
-    ranked_ids = [int(s) for s in ranked.loc[ranked[metric].notna(), "submission"]] if not ranked.empty else []
-    if not ranked_ids:
-        return query.with_rank_uncertainty(ranked), ""
-    prompts = None
-    if any(v is not None for v in filters.values()):
-        try:
-            data = benchmark_data(str(store().submission(ranked_ids[0])["data_dir"]))
-        except (BenchmarkDataError, UnknownIdError, KeyError, OSError):
-            return query.with_rank_uncertainty(ranked), (
-                "Rank intervals and tiers: not shown for this cell (the built benchmark, which says which prompts "
-                "the cell holds, is not available here)."
-            )
-        prompts = tuple(query.cell_prompts(data.prompt_rows, spec, filters) or ())
-    by_id = {int(r["submission_id"]): str(r["results_path"]) for _, r in results.iterrows()}
-    records = {int(r["submission_id"]): r["aggregates"] for _, r in results.iterrows()}
-    factors, units, method = query.resampling_design(records.get(i) for i in ranked_ids)
-    higher = query.metric_specs(spec)[metric].higher_is_better
-    uncertainty, n_prompts, lacking = _rank_uncertainty(
-        tuple((i, by_id[i]) for i in ranked_ids), metric, higher, prompts, factors, json.dumps(units, sort_keys=True)
-    )
-    if lacking:  # ranks among some of the models only would mislead: none then
-        return query.with_rank_uncertainty(ranked), (
-            f"Rank intervals and tiers: not shown ({len(lacking)} ranked result(s) have no per-sample values here)."
-        )
-    if n_prompts == 0:
-        return query.with_rank_uncertainty(
-            ranked
-        ), "Rank intervals and tiers: not shown (no image that every ranked model was scored on)."
-    caption = (
-        f"Rank intervals and tiers hold jointly for the whole board at {query.RANK_LEVEL:.0%}: the chance that any of "
-        "them claims a difference that is not there is at most "
-        f"{1 - query.RANK_LEVEL:.0%}, however many models are shown (step-down max-T over every pair of models, "
-        f"{query.RANK_DRAWS} paired bootstrap-t resamples ({stored_text(method)}) of the {n_prompts} prompt(s) every ranked model "
-        "was scored on). Rank interval: from 1 + the models shown better to the number of models minus those shown "
-        "worse. Tier: a model joins the tier above unless it is shown worse than that tier's leader. "
-        "Equal scores share a rank."
-    )
-    return query.with_rank_uncertainty(ranked, uncertainty), caption
+    """The ranked rows with the rank interval and tier their board stored (:mod:`idbench.leaderboard.board`,
+    computed when the results changed: a page view resamples nothing), and a caption saying what they
+    claim, or why there are none."""
+    return board.with_intervals(store(), ranked, results, spec, task, metric, filters, judge)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)

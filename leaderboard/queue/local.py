@@ -49,6 +49,7 @@ from idbench.evaluate_pkg.submission import (
     metadata_text_problems,
     validate_submission,
 )
+from idbench.leaderboard import board
 from idbench.leaderboard.judges import judge_columns
 from idbench.leaderboard.queue.protocol import (
     MAX_ATTEMPTS,
@@ -641,6 +642,8 @@ class StoreQueue:
 
     def finish(self, lease: Lease, work: Work, summary: dict[str, Any]) -> None:
         finish(self.store, lease.record, summary, work.out, benchmark_version=work.benchmark_version)
+        # The board's rank intervals and tiers are resampled now, once, not on each page view.
+        board.refresh_quietly(self.store, str(summary["benchmark"]))
 
     def fail(self, lease: Lease, reason: str) -> None:
         fail(self.store, lease.record, reason)
@@ -661,6 +664,7 @@ class StoreQueue:
         if not ref.isdigit():
             raise AdminActionError(f"submission id {ref!r} is not a number (a Hub request needs --hub and --results)")
         self.store.withdraw(int(ref), reason)
+        board.refresh_quietly(self.store, str(self.store.submission(int(ref))["benchmark"]))
         return f"withdrew submission {ref}; its files and results are kept, off the rankings"
 
     def rescore(self, ref: str) -> str:

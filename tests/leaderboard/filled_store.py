@@ -11,6 +11,7 @@ from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.context import ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
+from idbench.leaderboard import board
 from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
@@ -30,6 +31,8 @@ def lift_copy_marks(store_path: Path) -> None:
         db.execute(
             "UPDATE results SET copies_json = json_set(copies_json, '$.marked', json('false')) WHERE copies_json IS NOT NULL"
         )
+    # An edit of the stored records is not a finished job: the boards are computed again, as an admin would.
+    board.refresh(Store(Path(store_path).parent))
 
 
 def share_features(home: Path, features: Path | None) -> None:

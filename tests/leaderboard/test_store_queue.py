@@ -26,6 +26,8 @@ from idbench.leaderboard.queue import claim, finish, jobs_table, rescore_all, su
 from idbench.leaderboard.store import MIGRATIONS, LeaseLostError, Store
 from idbench.leaderboard.worker import run_worker
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 TINY = ScoreOptions(profile="tiny", metrics=("clip_t",))
 
 
@@ -48,12 +50,12 @@ def store(warm_home, monkeypatch) -> Store:
 
 def test_store_lives_under_idbench_home_in_wal_mode(store, tmp_path):
     assert store.home == tmp_path / "home" and store.path.is_file()
-    assert store.schema_version() == len(MIGRATIONS) == 6
+    assert store.schema_version() == len(MIGRATIONS) == 7
     Store()  # opening again migrates nothing
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"schema_version", "submissions", "jobs", "results"} <= tables
+    assert {"schema_version", "submissions", "jobs", "results", "standings"} <= tables
 
 
 def test_submit_stores_files_and_queues_pending(store, collapse):
@@ -100,6 +102,7 @@ def test_duplicate_is_recognised_also_as_a_zip_but_not_under_another_model(store
     assert len(jobs_table(store)) == 2
 
 
+@pytest.mark.slow
 def test_worker_once_scores_and_finishes(tmp_path, monkeypatch, collapse):
     monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "cold-home"))
     monkeypatch.setenv("IDBENCH_CACHE", str(tmp_path / "cold-cache"))  # a feature cache of its own: checked below
@@ -132,6 +135,7 @@ def test_worker_once_scores_and_finishes(tmp_path, monkeypatch, collapse):
     assert run_worker(store, once=True, options=TINY) == 0  # drained
 
 
+@pytest.mark.slow
 def test_lease_expiry_reclaims_a_killed_workers_job(store, collapse, tmp_path, shared_features):
     result = submit(store, collapse / "collage", collapse / "data")
     dead = claim(store, "killed-worker", lease_seconds=0.2)
@@ -150,6 +154,7 @@ def test_lease_expiry_reclaims_a_killed_workers_job(store, collapse, tmp_path, s
     assert res["aggregates"] == json.loads(json.dumps(clean["aggregates"], sort_keys=True, default=str))
 
 
+@pytest.mark.slow
 def test_rescore_all_keeps_old_results_versioned(store, collapse):
     result = submit(store, collapse / "collage", collapse / "data")
     run_worker(store, once=True, options=TINY)
@@ -188,6 +193,8 @@ def _worker_process(home: str, barrier) -> None:
     run_worker(Store(Path(home)), once=True, options=TINY, scorer=_fake_scorer)
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_concurrent_workers_never_claim_twice_and_lose_nothing(store, monkeypatch):
     # Spawned children re-run the parent's __main__ file; after an in-process AppTest that file is the
     # Streamlit app, which must not run outside Streamlit. The workers need no __main__ of ours.
@@ -304,6 +311,7 @@ def test_a_bug_in_the_stores_sql_keeps_its_traceback(store):
             db.execute("SELECT * FROM no_such_table")
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 def test_a_real_file_size_limit_is_one_line_not_a_traceback(tmp_path):
     """A real write failure: the command runs with RLIMIT_FSIZE of 2 KB (SQLite cannot grow the store's file)."""

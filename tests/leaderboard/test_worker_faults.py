@@ -28,6 +28,8 @@ from idbench.leaderboard.queue import claim, jobs_table, rescore, submit
 from idbench.leaderboard.store import MIGRATIONS, Store, insert_job
 from idbench.leaderboard.worker import WorkerFaultError, WorkerNotReadyError, run_worker
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 TINY = ScoreOptions(profile="tiny", metrics=("clip_t",))
 
 
@@ -64,6 +66,7 @@ def _raising(error: BaseException):
 # --- checks before any claim ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_worker_without_the_paper_models_claims_nothing_and_exits_with_the_reason(
     store, collapse, tmp_path, monkeypatch, capsys
 ):
@@ -82,6 +85,7 @@ def test_worker_without_the_paper_models_claims_nothing_and_exits_with_the_reaso
     assert [row["state"] for row in jobs_table(store)] == ["FINISHED", "FINISHED"]
 
 
+@pytest.mark.slow
 def test_worker_refuses_a_malformed_judge_url(store, collapse):
     submit(store, collapse / "collage", collapse / "data")
     from types import SimpleNamespace
@@ -97,6 +101,7 @@ def test_worker_refuses_a_malformed_judge_url(store, collapse):
     _untouched(store)
 
 
+@pytest.mark.slow
 def test_worker_refuses_when_the_queued_benchmark_folder_is_gone(store, collapse, tmp_path):
     data = shutil.copytree(collapse / "data", tmp_path / "data")
     submit(store, collapse / "collage", data)
@@ -110,6 +115,7 @@ def test_worker_refuses_when_the_queued_benchmark_folder_is_gone(store, collapse
 # --- faults during a job -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_worker_fault_mid_job_puts_the_job_back_and_stops_the_worker(store, collapse):
     first = submit(store, collapse / "collage", collapse / "data")
     second = submit(store, collapse / "clone", collapse / "data")
@@ -126,6 +132,7 @@ def test_worker_fault_mid_job_puts_the_job_back_and_stops_the_worker(store, coll
     assert {row["state"] for row in jobs_table(store)} == {"FINISHED"} and store.job(first.job_id)["attempts"] == 2
 
 
+@pytest.mark.slow
 def test_repeated_worker_faults_park_the_job_not_fail_it(store, collapse, capsys):
     result = submit(store, collapse / "collage", collapse / "data")
     oom = RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
@@ -167,6 +174,7 @@ def test_lease_expired_three_times_parks_the_job(store):
     )
 
 
+@pytest.mark.slow
 def test_submission_fault_still_ends_failed_with_what_to_fix(store, collapse):
     result = submit(store, collapse / "collage", collapse / "data")
     stored = Path(store.submission(result.submission_id)["stored_path"])
@@ -209,7 +217,7 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
         with pytest.raises(sqlite3.IntegrityError):  # schema 2 does not know PARKED
             db.execute("UPDATE jobs SET state = 'PARKED' WHERE id = 5")
     store = Store(home)
-    assert store.schema_version() == len(MIGRATIONS) == 6
+    assert store.schema_version() == len(MIGRATIONS) == 7
     assert [(j["id"], j["state"], j["reason"], j["attempts"]) for j in store.list_jobs()] == [
         (5, "FAILED", "old", 2),
         (6, "FINISHED", None, 1),
@@ -227,6 +235,8 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
     assert json.loads(json.dumps(jobs_table(store)))[0]["state"] == "PARKED"
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_a_worker_start_clears_what_a_killed_worker_left_mid_write(tmp_path, caplog):
     """kill -9 during the results swap leaves ``.<job>.staging-*``; the next worker start removes it
     and puts back the old results that the kill caught between the two renames."""
@@ -271,6 +281,7 @@ def _summary_with_judge(stats: dict):
     return scorer
 
 
+@pytest.mark.slow
 def test_a_judge_that_was_down_puts_the_job_back_instead_of_finishing_it(store, collapse):
     result = submit(store, collapse / "collage", collapse / "data")
     down = _summary_with_judge({"answers": 40, "failures": 40, "unreachable": "connection error: Connection refused"})
@@ -289,6 +300,7 @@ def test_a_judge_that_was_down_puts_the_job_back_instead_of_finishing_it(store, 
     assert store.job(result.job_id)["state"] == "FINISHED"
 
 
+@pytest.mark.slow
 def test_a_job_past_its_time_limit_is_parked_and_the_worker_goes_on(store, collapse):
     import time as clock
 
@@ -314,6 +326,7 @@ def test_a_job_past_its_time_limit_is_parked_and_the_worker_goes_on(store, colla
     assert (store.logs_dir / f"job-{first.job_id}-attempt-1.log").is_file()
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_the_job_goes_back(store, collapse):
     from idbench.leaderboard.worker import DiskFullError
 
@@ -326,6 +339,7 @@ def test_a_full_disk_is_one_line_and_the_job_goes_back(store, collapse):
     assert store.job(result.job_id)["state"] == "PENDING"
 
 
+@pytest.mark.slow
 def test_reasons_and_worker_ids_carry_no_host_or_server_path(store, collapse):
     import socket
 
@@ -378,6 +392,7 @@ def test_both_backends_implement_every_operation_of_the_queue_interface():
 # --- what a worker says -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_worker_says_one_line_when_a_job_starts_and_one_when_it_ends(store, collapse, caplog):
     import io
 
@@ -444,6 +459,7 @@ def _finished_scorer(submission, data_dir, out, options, cache_dir):
     return _summary_with_judge({"answers": 0, "failures": 0})(submission, data_dir, out, options, cache_dir)
 
 
+@pytest.mark.slow
 def test_a_result_that_cannot_be_recorded_puts_the_job_back_at_once(store, collapse):
     result = submit(store, collapse / "collage", collapse / "data")
     io_error = sqlite3.OperationalError("disk I/O error")
@@ -464,6 +480,7 @@ def test_a_result_that_cannot_be_recorded_puts_the_job_back_at_once(store, colla
     assert claim(store, "another-worker", lease_seconds=60).id == result.job_id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "error", [sqlite3.OperationalError("database or disk is full"), sqlite3.OperationalError("disk I/O error")]
 )
@@ -492,6 +509,7 @@ def test_when_the_requeue_fails_too_the_lease_is_released(store, collapse, error
     assert claim(store, "another-worker", lease_seconds=60).id == result.job_id
 
 
+@pytest.mark.slow
 def test_a_failed_outcome_that_cannot_be_recorded_releases_the_lease(store, collapse):
     from idbench.evaluate_pkg.submission import SubmissionError
 
@@ -521,6 +539,7 @@ def test_a_failed_outcome_that_cannot_be_recorded_releases_the_lease(store, coll
     assert job["state"] == "PENDING" and job["lease_owner"] is None
 
 
+@pytest.mark.slow
 def test_a_store_that_refuses_every_write_says_the_lease_runs_out_in_one_line(store, collapse):
     result = submit(store, collapse / "collage", collapse / "data")
 
@@ -564,6 +583,7 @@ def _disk_fills_while_writing_results(monkeypatch, store: Store) -> dict:
     return disk
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_writing_results_leaves_no_job_running(store, collapse, capsys):
     from idbench.leaderboard.queue import StoreQueue
     from idbench.leaderboard.worker import DiskFullError
@@ -588,6 +608,7 @@ def test_a_full_disk_while_writing_results_leaves_no_job_running(store, collapse
     assert store.job(result.job_id)["state"] == "FINISHED" and reserve.path.stat().st_size == reserve.size
 
 
+@pytest.mark.slow
 def test_the_cli_says_a_full_disk_in_one_line_and_leaves_no_job_running(store, collapse, capsys):
     result = submit(store, collapse / "collage", collapse / "data")
     with pytest.MonkeyPatch.context() as patch:
@@ -599,6 +620,7 @@ def test_the_cli_says_a_full_disk_in_one_line_and_leaves_no_job_running(store, c
     assert store.job(result.job_id)["state"] == "PENDING"
 
 
+@pytest.mark.slow
 def test_a_failed_outcome_on_a_full_disk_is_recorded_with_the_reserve(store, collapse):
     from idbench.evaluate_pkg.images import ImageError
     from idbench.leaderboard.queue import StoreQueue
@@ -627,6 +649,7 @@ def test_a_failed_outcome_on_a_full_disk_is_recorded_with_the_reserve(store, col
     assert job["state"] == "FAILED" and "not an image" in job["reason"] and job["lease_expires_at"] is None
 
 
+@pytest.mark.slow
 def test_a_worker_without_room_for_its_reserve_says_so_and_goes_on(store, collapse, monkeypatch, caplog):
     import errno
 

@@ -262,9 +262,16 @@ def _table_section(
     ) as error:  # a combination of filters no breakdown answers (e.g. type alone for a 2-axis-only spec)
         st.warning(plain(str(error)))
         return None
-    table = query.keep_metrics(query.search_models(table, choices.search), spec, {metric, *choices.picked})
     ranking = query.split_ranking(table)
-    ranked, rank_caption = rank_uncertainty(ranking.ranked, results, spec, metric, filters)
+    # The board's intervals are those of every ranked row; a search then shows some of them, each with its
+    # place on the whole board.
+    ranked, rank_caption = rank_uncertainty(ranking.ranked, results, spec, metric, filters, track, judge)
+
+    def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the rows the search finds, the columns picked
+        return query.keep_metrics(query.search_models(frame, choices.search), spec, {metric, *choices.picked})
+
+    table, ranking = shown(table), query.Ranking(shown(ranked), shown(ranking.unranked))
+    ranked = ranking.ranked
     ranked_frame(ranked, results, spec, track)
     if rank_caption:
         st.caption(rank_caption)

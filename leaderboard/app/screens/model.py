@@ -17,7 +17,7 @@ import streamlit as st
 
 from idbench import settings
 from idbench.builders.registry import BENCHMARKS, get_benchmark
-from idbench.builders.spec import BenchmarkSpec
+from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.leaderboard import query, samples
 from idbench.leaderboard.app.data import current_results, rank_uncertainty, read_results
 from idbench.leaderboard.app.markdown import plain
@@ -187,7 +187,8 @@ def _model_overall(results: pd.DataFrame, spec: BenchmarkSpec, submission: int) 
     metric = query.default_metric(results, spec)
     table = query.ranked_table(results, spec, metric=metric, include_plumbing=True)
     ranking = query.split_ranking(table)
-    ranked, _ = rank_uncertainty(ranking.ranked, results, spec, metric, {})
+    track = str(results["task"].iloc[0]) if not results.empty else DEFAULT_TASK
+    ranked, _ = rank_uncertainty(ranking.ranked, results, spec, metric, {}, track)
     table = pd.concat([ranked, query.with_rank_uncertainty(ranking.unranked)], ignore_index=True)
     return table[table["submission"] == submission].reset_index(drop=True)
 

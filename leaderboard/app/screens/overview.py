@@ -45,7 +45,7 @@ def overview_page() -> None:
                 continue
             metric = query.default_metric(results, spec)
             scope = query.ranking_scope(spec, filters)
-            table, _ = rank_uncertainty(table, results, spec, metric, filters)
+            table, _ = rank_uncertainty(table, results, spec, metric, filters, track)
             st.text(
                 f"{label}top of {len(table)} ranked submission(s), by {metric}" + (f", {scope}" if scope else "") + ":"
             )

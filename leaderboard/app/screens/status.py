@@ -11,6 +11,7 @@ import streamlit as st
 
 from idbench import settings
 from idbench.evaluate_pkg.submission import MAX_PROBLEMS
+from idbench.leaderboard import board
 from idbench.leaderboard.app import backend
 from idbench.leaderboard.app.data import store
 from idbench.leaderboard.app.markdown import plain
@@ -80,6 +81,7 @@ def _admin(submission_ids: list[int]) -> None:
                     st.error("Give a reason for withdrawing.")
                     return
                 store().withdraw(int(submission), reason.strip())
+                board.refresh_quietly(store(), str(store().submission(int(submission))["benchmark"]))
                 st.success(f"Withdrew submission {submission}; its files and results are kept.")
             else:
                 job = rescore(store(), int(submission))
