@@ -1,12 +1,9 @@
-"""Shared fixtures. Nothing here, or in any test, reaches the network."""
+"""Shared fixtures, and the check of every test's tier markers (plain helpers are in tests/helpers.py).
+Nothing here, or in any test, reaches the network."""
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import os
-import re
 
 # Before anything imports huggingface_hub or datasets: tests never reach for a hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -42,44 +39,8 @@ _SHARED_CACHE = os.environ["IDBENCH_CACHE"]
 
 from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from PIL import Image  # noqa: E402
-
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-
-
-def noise_jpeg(seed: int, size: tuple[int, int] = (64, 48)) -> bytes:
-    """A small JPEG of smooth random blobs: every seed gives a different picture (and pHash)."""
-    rng = np.random.default_rng(seed)
-    coarse = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
-    image = Image.fromarray(coarse).resize(size, Image.Resampling.BICUBIC)
-    buffer = io.BytesIO()
-    image.save(buffer, format="JPEG", quality=90)
-    return buffer.getvalue()
-
-
-def write_manifest(path: Path, header: list[str], rows: list[list[str]]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
-
-
-COLLAPSE_HEADER = ["file", "name", "kind", "source", "license", "attribution"]
-
-
-def make_collapse_source(folder: Path, n: int, first_seed: int = 0) -> Path:
-    """An identity-collapse source folder with ``n`` distinct generated subjects."""
-    rows = []
-    for k in range(n):
-        name = f"img/subject_{k:03d}.jpg"
-        (folder / "img").mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(noise_jpeg(first_seed + k))
-        rows.append([name, f"the subject number {k}", "human" if k % 2 else "animal", "generated", "CC0-1.0", ""])
-    return write_manifest(folder / "manifest.csv", COLLAPSE_HEADER, rows)
+from helpers import tier_errors, untiered_module_error  # noqa: E402
 
 
 @pytest.fixture
@@ -140,193 +101,40 @@ def seeded_cache(tmp_path, shared_features):
     return seed
 
 
-# --- a dataset repo in the Hugging Face cache, as a download leaves it ---------------------------
-
-HUB_REVISION = "0123456789abcdef0123456789abcdef01234567"
-
-
-def place_dataset_in_hub_cache(cache: Path, repo_id: str, source: Path) -> Path:
-    """``source`` (recursively) as huggingface_hub stores a download of dataset ``repo_id`` at HUB_REVISION."""
-    repo = cache / ("datasets--" + repo_id.replace("/", "--"))
-    snapshot = repo / "snapshots" / HUB_REVISION
-    (repo / "blobs").mkdir(parents=True, exist_ok=True)
-    for file in sorted(p for p in source.rglob("*") if p.is_file()):
-        data = file.read_bytes()
-        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.write_bytes(data)
-        link = snapshot / file.relative_to(source)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    (repo / "refs").mkdir(exist_ok=True)
-    (repo / "refs" / "main").write_text(HUB_REVISION)
-    return snapshot
-
-
-# --- the suite contract: every metric of a spec is computed or reported not run ------------------
-
-
-def check_suite_contract(spec, summary: dict, produced: set[str], suite) -> None:
-    """One scoring run of ``spec`` against its suite's contract (see idbench.evaluate_pkg.suites).
-
-    Every metric of ``spec.metric_suite`` is either among the ``produced`` metric names of the
-    results or in ``summary["not_run"]`` with a non-empty reason, never both; nothing is produced
-    besides suite metrics, ``<judged metric>.failure_rate`` and the suite's declared DIAGNOSTICS.
-    """
-    declared = {m.name for m in spec.metric_suite}
-    not_run = summary["not_run"]
-    for metric in declared:
-        if metric in not_run:
-            assert metric not in produced, f"{spec.name}: {metric} is both computed and reported not run"
-            assert isinstance(not_run[metric], str) and not_run[metric].strip(), (
-                f"{spec.name}: {metric} not run without a reason"
-            )
-        else:
-            assert metric in produced, f"{spec.name}: {metric} was neither computed nor reported not run"
-    assert set(not_run) <= declared, f"{spec.name}: not_run names metrics outside the suite: {set(not_run) - declared}"
-    from idbench.evaluate_pkg.copies import DIAGNOSTICS as COPY_DIAGNOSTICS  # the runner's, for every benchmark
-
-    allowed = (
-        declared
-        | {f"{m.name}.failure_rate" for m in spec.metric_suite if m.judged}
-        | set(getattr(suite, "DIAGNOSTICS", {}))
-        | set(COPY_DIAGNOSTICS)
-    )
-    assert produced <= allowed, f"{spec.name}: produced metrics outside its suite: {sorted(produced - allowed)}"
-
-
-# --- test tiers: markers applied here, by rule, so that no test file is forgotten ---------------------
+# --- test tiers: each test file states its own; the rule here only checks it -------------------------
 #
 # slow: loads scoring models or diffusers pipelines (tiny ones included), runs a worker or the demo; also
-#       a few model-free tests that compute for seconds each (listed below, measured).
+#       a few model-free tests that compute for seconds each (marked by hand, with the measurement).
 # browser: a Streamlit server, Chromium or streamlit's AppTest.
 # e2e: starts a Python interpreter as a subprocess (the CLI, `accelerate launch`, the wheel).
 # `pytest -m "not slow and not browser and not e2e"` is the fast tier; there the model loaders raise
 # (see _guard_model_loading), so a test that loads a model and is not marked slow fails loudly.
-
-# Fixtures (by name, wherever they are defined) that load models, score, run a worker or the demo:
-# every test that uses one, directly or through another fixture, is slow.
-SLOW_FIXTURES: frozenset[str] = frozenset()
-
-# Whole files, by name (they keep their names when they move between folders).
-FILE_MARKS: dict[str, tuple[str, ...]] = {
-    "test_distributed_store.py": ("e2e", "slow"),  # `accelerate launch` and `idbench score` in subprocesses
-    "test_layers.py": ("e2e",),  # runs lint-imports (import-linter's CLI) in a subprocess
-    # Makes every baseline of every sample benchmark as PNGs at full size: about a minute in all.
-    "test_baselines.py": ("slow",),
-}
-
-# Single tests where neither a fixture nor the file says it: "file name::test name" (no parameters).
-TEST_MARKS: dict[str, tuple[str, ...]] = {
-    # Asks the diffusers pipeline loader for a model that is not in the cache (the refusal under test).
-    "test_generate.py::test_refusals_are_one_error": ("slow",),
-    "test_user_errors.py::test_build_whose_curation_stage_lacks_its_model_is_one_line": ("slow",),  # same, curation's
-    # No model, but seconds of computing each (measured on one core): kept out of the fast tier's 2 minutes.
-    # Monte Carlo checks of the tiering rule's error rate.
-    "test_board_claims.py::test_equal_models_are_split_into_tiers_at_most_at_the_nominal_rate": ("slow",),
-    # The copy search over rotated, scaled and pasted copies, and over pictures that copy nothing.
-    "test_copies.py::test_a_copy_in_any_pose_is_flagged": ("slow",),
-    "test_copies.py::test_pictures_that_copy_nothing_are_not_flagged": ("slow",),
-    "test_copies.py::test_a_mannequin_is_not_a_copy": ("slow",),
-    # Decoding and reducing 6000-pixel images.
-    "test_bounded_memory.py::test_a_6000_pixel_png_is_reduced_to_the_working_size_and_matches_pillows_own_resize": (
-        "slow",
-    ),
-    "test_bounded_memory.py::test_every_encoder_receives_at_most_the_working_size": ("slow",),
-    "test_bounded_memory.py::test_exif_orientation_is_applied_after_the_reduction": ("slow",),
-    # Bootstrap intervals, computed twice to show they are seeded.
-    "test_alignment.py::test_intervals_hold_the_estimate_and_are_seeded": ("slow",),
-    "test_alignment.py::test_cis_are_seeded": ("slow",),
-    # A rate-limit window filled with real submissions; judged scoring over three built benchmarks.
-    "test_admin_and_limits.py::test_rate_limit_counts_new_submissions_per_submitter": ("slow",),
-    "test_judged_scoring.py::test_without_a_judge_the_judged_metrics_are_not_run": ("slow",),
-    # Generates a whole submission of every sample benchmark.
-    "test_generate.py::test_every_benchmark_generates_a_valid_submission": ("slow",),
-}
+#
+# Every test module states its tier where its tests are, after its imports: `pytestmark =
+# [pytest.mark.slow]` (the markers all its tests need), or `pytestmark: list = []` and a comment for the
+# fast tier; a test that needs more than its file's markers carries its own (`@pytest.mark.e2e`). The
+# rule (tests/helpers.py: SOURCE_SIGNS, SLOW_FIXTURES) adds no marker: it checks. A test module without
+# `pytestmark`, or a test without a marker the rule says it needs (its source loads a model, drives a
+# browser, starts Python), fails to collect, with one line per test saying what to add.
 
 
-# What a function's own source shows, by marker: a test is marked when its function, a fixture of its
-# module that it uses, or a helper function of its module that either calls (transitively) shows it.
-SOURCE_SIGNS = {
-    "browser": lambda text: "AppTest" in text or "streamlit_server" in text or "playwright" in text,
-    # tests/next_steps.py runs a printed `idbench serve` as a subprocess
-    "e2e": lambda text: ("subprocess." in text and "sys.executable" in text) or "next_steps" in text,
-    "slow": lambda text: _SLOW_SIGN.search(text) is not None,
-}
-# Loading a model (the tiny profile included: its models are made, then loaded), scoring a submission,
-# filling a store with scored results, running a worker, generating with a diffusers pipeline, the demo.
-_SLOW_SIGN = re.compile(
-    r"""profile\s*=\s*["']tiny|["']--profile["'],\s*["']tiny|\bload_model\(|make_tiny|ensure_tiny|\bModels\("""
-    r"""|from_pretrained|\bscore_submission\(|\bidbench\.score\(|\bscore\(|main\(\[\s*["'](score|demo|run|work)["']"""
-    r"""|\bfill_store\(|\bwork_once\(|\brun_worker\(|\bworker\.|\brun_demo\(|\bdemo\("""
-    r"""|\bdiffusers\.[A-Z]\w*\(|save_pretrained|random_stable_diffusion|load_generator\(\s*["']diffusers"""
-    r"""|\bload_(clip|dinov2|dinov3|dlib_face|arcface|grounding_dino|sam2|aesthetic)\("""
-    r"""|\btransformers\.[A-Z]\w*Model\w*\(|open_clip\.create_model|torch\.load\("""
-)
-
-
-def _module_functions(path: Path) -> dict[str, tuple[str, set[str]]]:
-    """Every function of a test module: name -> (its source, the names it mentions)."""
-    import ast
-
-    cached = _FUNCTIONS.get(path)
-    if cached is None:
-        text = path.read_text(encoding="utf-8")
-        cached = {}
-        tree = ast.parse(text)
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-                # its decorators too: @pytest.mark.parametrize("maker", [make_tiny_sam2, ...])
-                segments = [ast.get_source_segment(text, part) or "" for part in (*node.decorator_list, node)]
-                cached[node.name] = ("\n".join(segments), names)
-        for node in tree.body:  # module constants: TINY = ScoreOptions(profile="tiny") shows through its name
-            if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} if node.value else set()
-                for target in targets:
-                    if isinstance(target, ast.Name) and target.id not in cached:
-                        cached[target.id] = (ast.get_source_segment(text, node.value) or "", names)
-        _FUNCTIONS[path] = cached
-    return cached
-
-
-_FUNCTIONS: dict[Path, dict[str, tuple[str, set[str]]]] = {}
-
-
-def _signed(path: Path, start: set[str], sign) -> bool:
-    """Does a function among ``start``, or one they mention (transitively, in the module), show ``sign``?"""
-    functions = _module_functions(path)
-    seen, todo = set(), [name for name in start if name in functions]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        text, mentioned = functions[name]
-        if sign(text):
-            return True
-        todo.extend(m for m in mentioned if m in functions and m not in seen)
-    return False
-
-
-def tier_marks(item) -> set[str]:
-    """The tier markers the rules give ``item`` (besides any it carries itself)."""
-    path = Path(str(item.path))
-    marks = set(FILE_MARKS.get(path.name, ()))
-    marks.update(TEST_MARKS.get(f"{path.name}::{getattr(item, 'originalname', item.name)}", ()))
-    if SLOW_FIXTURES.intersection(item.fixturenames):
-        marks.add("slow")
-    if path.suffix == ".py":
-        start = {getattr(item, "originalname", item.name), *item.fixturenames}
-        marks.update(marker for marker, sign in SOURCE_SIGNS.items() if _signed(path, start, sign))
-    return marks
-
-
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it reads these markers
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        for name in sorted(tier_marks(item)):
-            item.add_marker(name)
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A test module (or class) that breaks the tier rule is a collection error: one line per test."""
+    report = yield
+    if report.passed and isinstance(collector, (pytest.Module, pytest.Class)):
+        problems = []
+        if isinstance(collector, pytest.Module):
+            untiered = untiered_module_error(collector.nodeid, vars(collector.obj))
+            problems += [untiered] if untiered else []
+        for item in report.result:
+            if isinstance(item, pytest.Function):
+                problems += [line for line in tier_errors(item) if line not in problems]
+        if problems:
+            report.outcome = "failed"
+            report.longrepr = "\n".join(problems)
+            report.result = []
+    return report
 
 
 # --- the fast tier loads no model: the loaders raise there ------------------------------------------
@@ -338,7 +146,7 @@ class ModelLoadInFastTier(BaseException):
 
 _GUARD_MESSAGE = (
     "{what} was called in the fast tier (tests deselected with -m 'not slow'); this test loads a model: "
-    "mark it slow (tests/conftest.py: SLOW_FIXTURES, FILE_MARKS or TEST_MARKS)"
+    "mark it slow (@pytest.mark.slow on the test, or in its file's pytestmark)"
 )
 # module -> functions that make or load a model; they are replaced in the module and wherever an
 # imported module holds them (``from registry import load_model``).

@@ -15,6 +15,8 @@ import pytest
 import idbench
 from idbench.cli import main
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = (
     "score",
@@ -30,6 +32,7 @@ PUBLIC = (
 # --- import idbench ----------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_import_idbench_is_light_and_names_resolve_on_use():
     """In a fresh interpreter: no torch, pandas or datasets after `import idbench`; each public name then
     resolves to the object its own module defines; dir() and __all__ list them before any is used."""
@@ -80,6 +83,7 @@ def collapse(tmp_path_factory):
 METRICS = ("clip_t", "dino_sim")
 
 
+@pytest.mark.slow
 def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, monkeypatch, shared_features):
     import idbench.evaluate_pkg.context as context
 
@@ -105,6 +109,7 @@ def test_a_second_score_in_one_process_loads_no_model_again(collapse, tmp_path, 
     assert len(loads) == 2 * len(set(loads))  # released: loaded again
 
 
+@pytest.mark.slow
 def test_score_returns_the_runners_summary_and_its_rows_as_frames(collapse, tmp_path, monkeypatch, shared_features):
     root, data = collapse
     scratch = tmp_path / "tmp"
@@ -138,6 +143,7 @@ def test_score_returns_the_runners_summary_and_its_rows_as_frames(collapse, tmp_
     assert "plumbing check" in html and html.count("<tr") == len(aggregates) + 2  # two header rows (index name)
 
 
+@pytest.mark.slow
 def test_score_with_out_writes_the_clis_outputs(collapse, tmp_path, shared_features):
     root, data = collapse
     out = tmp_path / "scores"
@@ -159,6 +165,7 @@ def test_score_with_out_writes_the_clis_outputs(collapse, tmp_path, shared_featu
         idbench.score(root / "collage", data, profile="tiny", metrics=["clip_t"], out=out, progress=False)
 
 
+@pytest.mark.slow
 def test_score_raises_the_clis_errors(collapse, tmp_path):
     root, data = collapse
     with pytest.raises(idbench.IdbenchError, match="unknown metric"):
@@ -177,6 +184,8 @@ def readme_python_example() -> str:
     return block.group(1)
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_the_readmes_python_example_runs_as_written(tmp_path):
     code = readme_python_example()
     assert "idbench.score(" in code and "result.aggregates" in code
@@ -286,6 +295,7 @@ def test_a_gpu_index_past_the_last_one_is_refused_naming_the_valid_ones(one_gpu)
         check_device("cuda:7")
 
 
+@pytest.mark.slow
 def test_score_without_a_gpu_stops_before_any_model_loads(collapse, no_gpu, tmp_path, monkeypatch, capsys):
     import idbench.evaluate_pkg.context as context
 
@@ -316,6 +326,7 @@ def test_score_without_a_gpu_stops_before_any_model_loads(collapse, no_gpu, tmp_
         idbench.score(root / "collage", data, profile="tiny", device="cuda", progress=False)
 
 
+@pytest.mark.slow
 def test_the_metric_modules_take_features_made_from_images_and_texts(tmp_path):
     """idbench.metrics.embed_images / embed_texts make the modules' inputs; checked against numpy cosines."""
     import numpy as np

@@ -11,6 +11,8 @@ from idbench import atomic
 from idbench.atomic import OutputExistsError, atomic_directory
 from idbench.errors import IdbenchError
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 def _write(folder: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
@@ -165,6 +167,7 @@ def _holder(parent: Path, name: str, owner: str | None) -> Path:
     return holder
 
 
+@pytest.mark.e2e
 def test_a_sweep_removes_what_a_killed_writer_left_and_restores_a_lost_target(tmp_path):
     import socket
     import subprocess

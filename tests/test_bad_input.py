@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import COLLAPSE_HEADER, SAMPLES, make_collapse_source, noise_jpeg, write_manifest
+from helpers import COLLAPSE_HEADER, SAMPLES, make_collapse_source, noise_jpeg, write_manifest
 from PIL import Image
 
 from idbench.builders.build import build
 from idbench.builders.sources import SourceError
 from idbench.builders.write import OutputExistsError
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 def assert_refused(tmp_path: Path, benchmark: str, source: Path, *fragments: str, **options) -> None:

@@ -10,13 +10,15 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pytest
-from conftest import SAMPLES
+from helpers import SAMPLES
 from PIL import Image
 
 from idbench.builders import build as build_module
 from idbench.builders.dedup import DEFAULT_MAX_DISTANCE
 from idbench.builders.registry import BENCHMARKS
 from idbench.builders.sources import read_source
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +127,7 @@ def test_shards_are_cut_by_image_bytes(tmp_path, fresh_cache):
 
 
 def test_collapse_from_a_larger_pool(tmp_path, fresh_cache):
-    from conftest import make_collapse_source
+    from helpers import make_collapse_source
 
     manifest = make_collapse_source(tmp_path / "src", 40)
     info = build_module.build("identity-collapse", out=tmp_path / "out", source=manifest)

@@ -20,6 +20,8 @@ from PIL import Image as PILImage
 from idbench.builders.card import card_metadata, describe_feature, render_card, render_license, size_category
 from idbench.builders.spec import JUDGE_ROLE, BenchmarkSpec, ConfigSpec, MetricSpec
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 SAMPLE_WARNING = "Sample build: a plumbing check"
 
 _EDGE = {"source": Value("string"), "relation": Value("string"), "target": Value("string")}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_collapse_source
+from helpers import make_collapse_source
 
 from idbench.cli import main
+
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
 
 
 def test_help_lists_every_job(capsys):
@@ -46,6 +48,8 @@ def test_existing_output_needs_overwrite(tmp_path, capsys):
     assert main(args + ["--overwrite"]) == 0
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypatch, warm_home):
     # One of the five baselines keeps the test quick (each is ~2 min of scoring here; ranking several models
     # is the leaderboard tests' subject); the README's command runs all five.
@@ -124,6 +128,7 @@ def test_models_list_names_pinned_revisions(capsys):
 # --- the main parser's options: --version, -v / --log-level; python -m idbench -----------------------
 
 
+@pytest.mark.e2e
 def test_python_dash_m_prints_the_version_from_the_package_metadata(tmp_path):
     import importlib.metadata
     import subprocess
@@ -155,6 +160,7 @@ def fake_worker(monkeypatch, tmp_path):
     idbench_logger.setLevel(level)  # main() sets it; other tests expect the default
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("options", "shown"),
     [
@@ -181,6 +187,7 @@ def test_an_unknown_log_level_is_a_usage_error(capsys):
     assert "--log-level" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_verbose_log_lines_go_to_stderr(tmp_path):
     import subprocess
     import sys
@@ -264,6 +271,7 @@ def _score_args(tmp_path, data, *extra):
     ]
 
 
+@pytest.mark.slow
 def test_hub_eval_results_refuses_a_sample_build_before_scoring(recorded_scoring, tmp_path, capsys):
     calls, data = recorded_scoring
     assert main(_score_args(tmp_path, data(sample_build=True))) == 2

@@ -10,6 +10,8 @@ import pytest
 
 import idbench.cli
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 CLI_DIR = Path(idbench.cli.__file__).parent
 MODULES = sorted(CLI_DIR.glob("*.py"))
 MAX_MODULE_LINES = 300

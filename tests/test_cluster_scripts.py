@@ -18,6 +18,8 @@ import pytest
 
 from idbench.cli import make_parser
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts" / "cluster"
 ENV = {

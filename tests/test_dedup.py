@@ -6,10 +6,12 @@ import io
 import random
 
 import numpy as np
-from conftest import noise_jpeg
+from helpers import noise_jpeg
 from PIL import Image
 
 from idbench.builders.dedup import DEFAULT_MAX_DISTANCE, find_duplicates, hamming_matrix, phash
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 def reencode(data: bytes, size: tuple[int, int], quality: int) -> bytes:

@@ -12,6 +12,8 @@ from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.spec import MetricSpec
 from idbench.evaluate_pkg.report import display_value
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 @pytest.mark.parametrize(
     ("value", "display", "shown"),

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON_BLOCKS = {"python", "py", "python3", "pycon"}

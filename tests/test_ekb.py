@@ -12,6 +12,8 @@ import yaml
 
 from idbench.ekb import DATA_DIR, EKBError, load_ekb
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 TYPES = ["human", "animal", "anthropomorphic", "animated_object"]
 STYLES = ["photorealistic", "cartoon", "vector"]
 AXES = ["pose", "expression", "viewpoint", "occlusion", "lighting", "background", "style"]

@@ -15,6 +15,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
+# runs lint-imports (import-linter's CLI) in a subprocess
+pytestmark = [pytest.mark.e2e]
+
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"

@@ -17,6 +17,8 @@ import pytest
 
 from idbench.evaluate_pkg.models import readme, registry
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- models table: begin -->\n", "<!-- models table: end -->"
 HEADER = "| Role | Model | Weights | Licence | Gated | Cannot run without it |"
@@ -165,6 +167,7 @@ def test_the_tiny_profile_downloads_nothing(rendering):
         assert card.hub_id is None, card.name
 
 
+@pytest.mark.e2e
 def test_rendering_imports_no_model_stack():
     code = (
         "import sys; from idbench.evaluate_pkg.models.readme import models_markdown; models_markdown(); "

@@ -21,6 +21,8 @@ import pytest
 
 import idbench
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]  # idbench.<x> -> folder
@@ -47,11 +49,13 @@ def installed_name(repo_path: Path) -> str:
     raise AssertionError(f"{relative} is in no mapped folder")
 
 
+@pytest.mark.e2e
 def test_the_wheel_installs_idbench_only(wheel_files):
     top = {name.split("/")[0] for name in wheel_files}
     assert top == {"idbench", f"idbench-{idbench.__version__}.dist-info"}
 
 
+@pytest.mark.e2e
 def test_no_root_folder_shadows_an_installed_name(wheel_files):
     """From the repository root (the current folder, first on sys.path for ``python -m`` and for the
     Streamlit server) a folder named like an installed top-level package would be imported instead of
@@ -82,6 +86,7 @@ def sample_images() -> set[Path]:
     return images
 
 
+@pytest.mark.e2e
 def test_the_wheel_holds_every_file_read_at_run_time(wheel_files):
     images = sample_images()
     assert len(images) >= 60  # the 62 licensed samples, named by MANIFEST.csv and the three sources
@@ -120,6 +125,7 @@ def modules_importable_here() -> set[str]:
     return names
 
 
+@pytest.mark.e2e
 def test_editable_and_wheel_hold_the_same_modules(wheel_files):
     packages = {name.rsplit("/", 1)[0] for name in wheel_files if name.endswith("/__init__.py")}
     in_wheel = {
@@ -187,6 +193,7 @@ def test_evaluate_loads_a_module_from_its_path_outside_the_repo(tmp_path, monkey
 # --- the Hugging Face Space's files (space/: uploaded to a Space repo, not shipped in the wheel) -------
 
 
+@pytest.mark.e2e
 def test_the_space_files_are_not_in_the_wheel(wheel_files):
     assert not [name for name in wheel_files if name.startswith("space/") or "/space/" in name]
 

@@ -9,6 +9,8 @@ import pytest
 
 from idbench.progress import INTERVAL, Bars, LogLines, Quiet, progress_for
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 class FakeClock:
     def __init__(self) -> None:
@@ -174,6 +176,7 @@ def test_quiet_says_nothing(capsys):
     assert captured.out == "" and captured.err == ""
 
 
+@pytest.mark.slow
 def test_a_scoring_run_turns_the_libraries_bars_off_and_back(monkeypatch):
     import datasets
     import pytest

@@ -20,6 +20,8 @@ from idbench.builders.publish import EvalYamlRejected, PublishError, plan_upload
 from idbench.builders.spec import BenchmarkSpec, ConfigSpec, MetricSpec
 from idbench.cli import main as idbench_main
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 SECRET = "hf_NeverPrintThisToken1234567890"
 
 SPEC = BenchmarkSpec(

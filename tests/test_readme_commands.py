@@ -18,6 +18,8 @@ import pytest
 
 from idbench.cli import main, make_parser
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BASH_BLOCK = re.compile(r"```bash\n(.*?)```", re.S)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 FAST_TIER = "not slow and not browser and not e2e"
 TOLERANCE = 0.03  # the figures are rounded to a measurement; past 3 % of drift the README is wrong

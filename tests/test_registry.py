@@ -15,6 +15,8 @@ import idbench.builders.registry as registry
 from idbench.builders.registry import ENTRY_POINT_GROUP, Registry, UnknownBenchmarkError, get_benchmark
 from idbench.builders.spec import SpecError, resolve
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 def test_unknown_name_is_one_line_listing_what_exists():
     with pytest.raises(UnknownBenchmarkError) as caught:
@@ -132,6 +134,7 @@ def test_subject_breakdowns_and_the_default_group_size_are_checked():
         SubjectBreakdown("x", ("person",), "gender")
 
 
+@pytest.mark.e2e
 def test_builders_import_no_higher_layer():
     """Building (every recipe, the card, the registry) loads neither curation, the scorer nor the leaderboard."""
     code = (
@@ -159,6 +162,7 @@ def test_each_built_in_folder_ships_its_developer_card(name):
     assert missing == []
 
 
+@pytest.mark.e2e
 def test_loading_every_spec_imports_no_model_stack():
     """A spec is a description: listing the benchmarks (every entry point loaded) imports no torch or
     transformers, so commands that only read specs (help, template, validate) stay light."""

@@ -10,6 +10,8 @@ import pytest
 from idbench import settings
 from idbench.settings import SettingError
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_FOLDERS = (
     "builders",

@@ -12,6 +12,8 @@ from scipy import stats
 from idbench.settings import SettingError
 from idbench.shards import MAX_SHARDS, Shard, ShardError, parse_shard, resolve_shard, shard_of, unit_key
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 UNITS = [unit_key(f"p{i:04d}", seed) for i in range(700) for seed in (0, 1, 2)]  # 2,100 (prompt, seed) rows
 
 

@@ -20,6 +20,8 @@ import yaml
 from idbench.builders.registry import BENCHMARKS
 from idbench.leaderboard.hubrepo import STAND_IN_ENV, LocalRepoStandIn
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "build_space.py"
 WHEEL = "idbench-0.1.0-py3-none-any.whl"
@@ -54,6 +56,7 @@ def maintainer(tmp_path) -> Path:
 # --- the build context ----------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_the_context_holds_the_space_files_the_wheel_and_requirements_naming_it(maintainer):
     done = build_space(maintainer, "space", "--wheel", WHEEL)
     assert done.returncode == 0, done.stderr
@@ -97,6 +100,7 @@ def test_the_dockerfile_copies_the_context_before_installing_it():
     assert copy_target == workdir  # pip runs where the wheel was copied: the relative path resolves
 
 
+@pytest.mark.e2e
 def test_an_existing_out_is_refused_with_one_line_and_left_untouched(maintainer):
     out = maintainer / "space"
     out.mkdir()
@@ -112,6 +116,7 @@ def test_an_existing_out_is_refused_with_one_line_and_left_untouched(maintainer)
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and (maintainer / "a-file").read_text() == "x"
 
 
+@pytest.mark.e2e
 def test_an_empty_out_is_filled(maintainer):
     (maintainer / "space").mkdir()
     done = build_space(maintainer, "space", "--wheel", WHEEL)
@@ -119,6 +124,7 @@ def test_an_empty_out_is_filled(maintainer):
     assert (maintainer / "space" / WHEEL).is_file() and (maintainer / "space" / "requirements.txt").is_file()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "name, content", [("idbench-0.1.0.tar.gz", b"zip"), ("torch-2.0-py3-none-any.whl", b"zip"), (WHEEL, b"not a zip")]
 )
@@ -134,6 +140,7 @@ def test_something_other_than_an_idbench_wheel_is_refused_and_nothing_written(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad"]
 
 
+@pytest.mark.e2e
 def test_the_raw_space_folder_fails_at_pip_with_a_clear_message(tmp_path):
     # Uploading space/ itself (not the built folder) must stop the Docker build at once, saying why.
     done = subprocess.run(
@@ -198,6 +205,7 @@ def hub_backed(tmp_path, clean_env):
     return tmp_path / "benchmarks"
 
 
+@pytest.mark.browser
 def test_a_space_without_hub_repos_offers_no_upload_and_says_which_variables_to_set(clean_env):
     clean_env.setenv("SPACE_ID", "org/leaderboard")
     at = _submit_page()
@@ -209,12 +217,14 @@ def test_a_space_without_hub_repos_offers_no_upload_and_says_which_variables_to_
     assert [t.value for t in at.title] == ["Submit"]
 
 
+@pytest.mark.browser
 def test_the_same_app_off_a_space_takes_uploads_in_its_embedded_store(clean_env):
     at = _submit_page()
     assert not at.exception and not at.error and not at.warning
     assert at.file_uploader(key="submit-file") is not None
 
 
+@pytest.mark.browser
 def test_a_hub_backed_space_names_the_benchmark_it_has_no_data_for(hub_backed, clean_env):
     for name in BENCHMARKS:
         if name != "charis":
@@ -231,6 +241,7 @@ def test_a_hub_backed_space_names_the_benchmark_it_has_no_data_for(hub_backed, c
     assert not at.exception and not at.error and not at.warning
 
 
+@pytest.mark.browser
 def test_a_hub_backed_space_with_every_benchmark_in_place_says_nothing(hub_backed):
     for name in BENCHMARKS:
         (hub_backed / name).mkdir()
@@ -239,6 +250,7 @@ def test_a_hub_backed_space_with_every_benchmark_in_place_says_nothing(hub_backe
     assert at.file_uploader(key="submit-file") is not None
 
 
+@pytest.mark.browser
 def test_a_broken_benchmark_repos_setting_turns_submissions_off(hub_backed, clean_env):
     clean_env.setenv("IDBENCH_BENCHMARK_REPOS", "charis")
     at = _submit_page()
@@ -248,6 +260,7 @@ def test_a_broken_benchmark_repos_setting_turns_submissions_off(hub_backed, clea
     assert not at.get("file_uploader")
 
 
+@pytest.mark.browser
 def test_a_hub_backed_space_without_a_token_offers_no_upload(hub_backed, clean_env):
     from idbench.leaderboard.app import backend
     from idbench.leaderboard.store import Store

@@ -19,8 +19,8 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import check_suite_contract, noise_jpeg, write_manifest
 from datasets import Features, Image, Value
+from helpers import check_suite_contract, noise_jpeg, write_manifest
 
 from idbench.builders.recipe import Curator, Recipe, dedupe, name_of, reference_row
 from idbench.builders.registry import BENCHMARKS, get_benchmark, unregister
@@ -36,6 +36,9 @@ from idbench.leaderboard import query
 from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
+
+# Every test here loads a model, scores or runs a worker.
+pytestmark = [pytest.mark.slow]
 
 NAME = "toy-bench"
 SCENES = ("beach", "studio")

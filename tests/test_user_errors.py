@@ -10,6 +10,8 @@ from idbench import cli
 from idbench.cli import main
 from idbench.errors import IdbenchError
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 # Every user-error class, with the built-in base it had before IdbenchError (callers catch those).
 USER_ERRORS = [
     ("idbench.atomic", "OutputExistsError", FileExistsError),
@@ -107,6 +109,7 @@ def test_build_with_a_review_without_its_baseline_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -135,6 +138,8 @@ def test_build_with_bad_quality_thresholds_is_one_line(tmp_path, capsys, text, e
     assert not (tmp_path / "out").exists()
 
 
+# Asks the curation stage's model loader for a model that is not in the cache (the refusal under test).
+@pytest.mark.slow
 def test_build_whose_curation_stage_lacks_its_model_is_one_line(tmp_path, capsys, monkeypatch):
     # The paper profile's encoders are not in an empty Hugging Face cache: the first model stage stops.
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
@@ -177,6 +182,7 @@ def test_models_list_with_a_5000_character_models_folder_is_one_short_line(monke
     assert "at most 1024" in line and len(line) < 250
 
 
+@pytest.mark.slow
 def test_score_with_the_cache_variable_pointing_at_a_file_is_one_line(
     monkeypatch, capsys, tmp_path, collapse_submission
 ):

@@ -19,6 +19,8 @@ sys.path.insert(0, str(BENCH))
 import fit_exponents  # noqa: E402
 import paper_scale  # noqa: E402
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 @pytest.mark.e2e
 def test_a_small_cogcanvas_is_built_generated_and_validated_with_the_designs_counts(tmp_path):

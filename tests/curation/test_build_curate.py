@@ -18,13 +18,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES
+from helpers import SAMPLES
 
 from idbench.builders.build import build, format_report
 from idbench.builders.sources import SourceError
 from idbench.curation.pipeline import NO_JUDGE, CurateOptions, Curation
 from idbench.curation.quality import QualityThresholds
 from idbench.evaluate_pkg.judge import JudgeAnswer
+
+# Every test here loads a model, scores or runs a worker.
+pytestmark = [pytest.mark.slow]
 
 # Keep every sample image (the samples are below the default 512 px floor).
 PERMISSIVE = QualityThresholds(
@@ -490,7 +493,7 @@ def test_a_stage_that_removes_every_person_is_named_with_counts_and_thresholds(t
 
 def test_too_few_subjects_left_for_the_sampler_names_the_stage(tmp_path):
     """Identity Collapse needs 10 subjects: 12 go in, 3 are too small, the error says so and keeps the audit."""
-    from conftest import make_collapse_source, noise_jpeg
+    from helpers import make_collapse_source, noise_jpeg
 
     manifest = make_collapse_source(tmp_path / "src", 12)  # 64x48 images: animal for even k (first), human for odd
     for k in (0, 2, 4):

@@ -19,6 +19,8 @@ from PIL import Image, ImageOps
 import idbench.curation.embedding_dedup as dedup
 from idbench.curation.embedding_dedup import find_near_duplicates, image_features, similar_pairs, unit_matrix
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
@@ -330,6 +332,7 @@ def tiny_models():
     return Models(ScoreOptions(profile="tiny"))
 
 
+@pytest.mark.slow
 def test_planted_copies_are_found_and_the_right_member_kept(tmp_path, tiny_models):
     images = planted_copies()
     vectors = image_features(images, "dinov2", models=tiny_models, cache_dir=tmp_path)
@@ -366,6 +369,7 @@ def test_planted_copies_are_found_and_the_right_member_kept(tmp_path, tiny_model
     assert all(r.similarity >= threshold for r in report.removed)
 
 
+@pytest.mark.slow
 def test_image_features_are_cached_and_shared_by_identical_bytes(tmp_path, tiny_models):
     sample = (SAMPLES / PHOTOS[0]).read_bytes()
     images = {"one": sample, "same-bytes": sample, "other": (SAMPLES / PHOTOS[1]).read_bytes()}

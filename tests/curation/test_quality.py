@@ -19,6 +19,8 @@ from idbench.curation.quality import (
     measure_image,
 )
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 PHOTOS = (
     "subjects/animal/photo/gc_dog.jpg",
@@ -191,6 +193,7 @@ def direct_stage2(models, images: dict[str, bytes], texts: dict[str, str]) -> tu
     return dict(zip(ids, scores.tolist())), own, margin
 
 
+@pytest.mark.slow
 def test_stage_two_values_equal_a_direct_computation(tmp_path, tiny_models):
     images, texts = stage2_pool()
     loose = QualityThresholds(min_side=180, min_aesthetic=-100.0, min_relevance=-1.0, relevance_margin=-2.0)
@@ -212,6 +215,7 @@ def test_stage_two_values_equal_a_direct_computation(tmp_path, tiny_models):
     assert report.sizes["gc_dog"] == Image.open(io.BytesIO(images["gc_dog"])).size
 
 
+@pytest.mark.slow
 def test_stage_two_thresholds_remove_what_falls_below_them(tmp_path, tiny_models):
     images, texts = stage2_pool()
     probe = filter_images(
@@ -247,6 +251,7 @@ def test_stage_two_thresholds_remove_what_falls_below_them(tmp_path, tiny_models
     assert set(only_aesthetic.kept) == {i for i, e in scored.items() if e.aesthetic >= aesthetic_cut} != set()
 
 
+@pytest.mark.slow
 def test_model_checks_not_applied_are_reported_but_remove_nothing(tmp_path, tiny_models):
     """apply_model_checks=False (the pipeline's rule for tiny weights): stage 2 is measured, only pixels decide."""
     images, texts = stage2_pool()
@@ -276,6 +281,7 @@ def test_model_checks_not_applied_are_reported_but_remove_nothing(tmp_path, tiny
     assert all(rows[i]["not_applied"].startswith("aesthetic score") for i in flagged)
 
 
+@pytest.mark.slow
 def test_relevance_needs_texts_and_says_when_it_was_not_checked(tmp_path, tiny_models):
     images, texts = stage2_pool()
     report = filter_images(

@@ -33,6 +33,8 @@ from idbench.generation.requests import GenerationRequest, Reference, build_requ
 from idbench.generation.run import generate_submission  # noqa: E402
 from idbench.generation.tiny import random_stable_diffusion  # noqa: E402
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 SIZE = 32
 
 
@@ -48,6 +50,7 @@ def setup(tmp_path_factory):
     return load_benchmark_data(root / "cogcanvas"), tiny_stable_diffusion(root)
 
 
+@pytest.mark.slow
 def test_the_text_to_image_adapter_loads_a_folder_and_fills_the_text_to_image_track(setup, tmp_path, capsys):
     data, pipeline = setup
     out = tmp_path / "sub"
@@ -90,6 +93,7 @@ def test_the_text_to_image_adapter_loads_a_folder_and_fills_the_text_to_image_tr
     assert all(np.abs(np.asarray(Image.open(f), np.int16) - b).max() <= 1 for f, b in zip(files, before))
 
 
+@pytest.mark.slow
 def test_the_text_to_image_adapter_refuses_references_unless_told(setup, tmp_path):
     data, pipeline = setup
     adapter = load_generator("diffusers-t2i", GeneratorOptions(model_id=str(pipeline), steps=1))
@@ -102,6 +106,7 @@ def test_the_text_to_image_adapter_refuses_references_unless_told(setup, tmp_pat
     assert json.loads((tmp_path / "ok" / "submission.json").read_text())["generation"]["references"] == "ignored"
 
 
+@pytest.mark.slow
 def test_the_image_list_adapter_passes_the_references_in_order(setup):
     data, _ = setup
     seen = {}
@@ -203,6 +208,7 @@ def test_the_omnigen_prompt_names_each_reference_by_its_role():
     ] and "image" not in call
 
 
+@pytest.mark.slow
 def test_a_text_to_image_batch_gives_the_images_of_one_at_a_time(setup):
     _, pipeline = setup
     adapter = load_generator("diffusers-t2i", GeneratorOptions(model_id=str(pipeline), steps=2))

@@ -22,6 +22,8 @@ from idbench.generation.adapters import GeneratorError, GeneratorOptions, load_g
 from idbench.generation.requests import build_requests, manifest_rows, reference_roles
 from idbench.generation.run import GenerationRunError, generate_submission
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 BENCHMARKS = ("cogcanvas", "charis", "identity-collapse")
 SIZE = 64
 
@@ -67,6 +69,8 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# Generates a whole submission of every sample benchmark.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_every_benchmark_generates_a_valid_submission(built, tmp_path, name):
     data = built[name]
@@ -193,6 +197,8 @@ def test_an_entry_point_adapter_and_module_attr_run(built, tmp_path, monkeypatch
     assert isinstance(load_generator("user_generators:Factory"), CountingAdapter)
 
 
+# Asks the diffusers pipeline loader for a model that is not in the cache (the refusal under test).
+@pytest.mark.slow
 def test_refusals_are_one_error(built, tmp_path, capsys):
     data = built["charis"]
     with pytest.raises(GeneratorError, match="unknown adapter 'nope'.*diffusers-t2i"):

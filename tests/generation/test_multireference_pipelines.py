@@ -29,6 +29,9 @@ from idbench.generation.adapters import DiffusersImageList, DiffusersKontext, Ge
 from idbench.generation.requests import manifest_rows  # noqa: E402
 from idbench.generation.run import generate_submission  # noqa: E402
 
+# Every test here loads a model, scores or runs a worker.
+pytestmark = [pytest.mark.slow]
+
 BENCHMARKS = ("cogcanvas", "charis", "identity-collapse")
 SIZE = 32
 # FLUX.2 refuses a reference with a side under 64 px; 160 keeps the benchmarks' narrowest references

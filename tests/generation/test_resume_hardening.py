@@ -17,6 +17,8 @@ from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.generation.adapters import register_generator
 from idbench.generation.run import GenerationRunError, generate_submission, write_image_atomically
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 SIZE = 32
 CALLS: list[tuple[str, int]] = []
 
@@ -139,6 +141,7 @@ def test_a_crafted_resume_folder_is_one_line_and_writes_nothing_outside(data, tm
     assert CALLS == [] and after == before  # refused before any image was drawn or written
 
 
+@pytest.mark.slow
 def test_run_refuses_a_crafted_resume_folder_in_one_line(data, tmp_path, capsys):
     out = tmp_path / "run"
     rows = started(data, out / "submission")

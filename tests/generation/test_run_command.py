@@ -13,6 +13,8 @@ import idbench
 from idbench.cli import main
 from idbench.evaluate_pkg.data import load_benchmark_data
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 HERE = Path(__file__).parent
 
 
@@ -23,6 +25,8 @@ def standin_on_path():
     sys.path.remove(str(HERE))
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_run_builds_generates_validates_scores_and_submits(tmp_path, monkeypatch, capsys, standin_on_path):
     monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
     out = tmp_path / "run"
@@ -105,6 +109,7 @@ def test_generate_from_python_with_a_callable_or_a_name(tmp_path, standin_on_pat
     )
 
 
+@pytest.mark.slow
 def test_the_run_command_is_idbench_run(tmp_path, monkeypatch, capsys):
     """`idbench run` hands its flags to idbench.api.run (what a notebook calls) and prints its stage lines."""
     import idbench.api

@@ -18,6 +18,8 @@ from idbench.builders.build import build
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.generation.run import estimate_line, generate_submission, remove_stale_temporaries
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 HERE = Path(__file__).parent
 LIMIT = 8
 
@@ -65,6 +67,7 @@ def images(out: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.e2e
 def test_kill_9_mid_run_then_a_rerun_generates_only_the_missing_images(data_dir, tmp_path):
     out = tmp_path / "sub"
     child = subprocess.Popen(
@@ -123,6 +126,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.e2e
 def test_two_processes_under_accelerate_write_the_one_process_images_once(data_dir, tmp_path):
     pytest.importorskip("accelerate")
     one, two = tmp_path / "one", tmp_path / "two"
@@ -204,6 +208,7 @@ def shard_command(data_dir: Path, out: Path, model: str, shard: str) -> list[str
     return [*command[: command.index("--limit")], "--shard", shard]
 
 
+@pytest.mark.e2e
 def test_three_shards_as_three_processes_fill_one_submission_and_a_killed_one_resumes(data_dir, tmp_path, capsys):
     from idbench.cli import main
     from idbench.shards import Shard, unit_key

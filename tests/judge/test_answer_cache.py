@@ -16,6 +16,8 @@ import pytest
 from idbench.evaluate_pkg.judge.cache import LEGACY_FILE, MAX_ENTRY_BYTES, AnswerCache
 from idbench.settings import SettingError
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 def key(i: int) -> str:
     return hashlib.sha256(f"question {i}".encode()).hexdigest()
@@ -31,6 +33,7 @@ def _write_answers(folder: str, first: int, count: int) -> None:
         cache.put(key(i), model="m", task="t", raw=f'{{"i": {i}}}', value={"i": i})
 
 
+@pytest.mark.slow
 def test_processes_writing_one_folder_at_once_lose_nothing(tmp_path):
     # Four processes (a node's shards, or shards on several nodes sharing the folder), overlapping keys:
     # every answer readable afterwards, each entry whole, no temporary file left.

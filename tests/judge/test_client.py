@@ -40,6 +40,8 @@ from idbench.evaluate_pkg.judge import (
 )
 from idbench.evaluate_pkg.judge.cache import answer_key
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 SCHEMA = {
     "type": "object",
     "properties": {"ok": {"type": "boolean"}, "why": {"type": "string"}},

@@ -19,6 +19,8 @@ from openai_server import Behaviour, ScriptedServer, answer, drip, oversized, re
 from idbench.evaluate_pkg.judge import JudgeConfig, JudgeRequest, OpenAIJudge
 from idbench.evaluate_pkg.judge.client import ENDPOINT_DOWN_AFTER, MAX_REPLY_BYTES, UNREACHABLE, UNREACHABLE_AFTER
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}, "why": {"type": "string"}}, "required": ["ok"]}
 
 

@@ -23,6 +23,8 @@ from idbench.evaluate_pkg.judge.card import INCOMPLETE_ABOVE, judge_key
 from idbench.evaluate_pkg.judge.types import JudgeAnswer
 from idbench.evaluate_pkg.runner import judge_summary, score_submission
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 CHARIS_METRICS = ("charis_score", "holistic_score")
 VQA_METRICS = ("attr_vqa", "attr_vqa_itt")
 
@@ -45,6 +47,7 @@ def _score(built: Path, benchmark: str, judge, out: Path | None, metrics, cache:
     )
 
 
+@pytest.mark.slow
 def test_a_truthful_judge_passes_its_controls(built, tmp_path):
     for benchmark, metrics, kinds in (
         (
@@ -81,6 +84,7 @@ def test_a_truthful_judge_passes_its_controls(built, tmp_path):
         assert saved["judge"]["card"]["accuracy"] == 1.0 and saved["judge"]["card"]["evidence"]
 
 
+@pytest.mark.slow
 def test_a_lenient_judge_fails_its_controls_and_its_run_is_marked(built, tmp_path):
     summary = _score(built, "charis", LenientJudge(), tmp_path / "charis", CHARIS_METRICS)
     card = summary["judge"]["card"]
@@ -116,6 +120,7 @@ def test_a_lenient_judge_fails_its_controls_and_its_run_is_marked(built, tmp_pat
     assert "uncalibrated judge" in next(line for line in report.splitlines() if line.startswith("| `attr_vqa` |"))
 
 
+@pytest.mark.slow
 def test_an_always_no_judge_is_uncalibrated_although_it_is_right_on_every_blank(built):
     class AlwaysNo:
         model = "scripted-always-no"
@@ -153,6 +158,7 @@ class FailsOnHard:
         return out
 
 
+@pytest.mark.slow
 def test_a_judge_that_fails_on_hard_images_does_not_lift_a_model_on_attr_vqa_itt(built):
     data = load_benchmark_data(built / "cogcanvas")
     hard = set(sorted(data.prompt_rows)[1::2])
@@ -203,6 +209,7 @@ def test_the_judge_key_names_model_revision_and_settings_and_nothing_secret():
     assert judge_key(None) is None
 
 
+@pytest.mark.slow
 def test_controls_are_asked_once_the_second_run_sends_nothing(built, tmp_path, monkeypatch, seeded_cache):
     import sys
 
@@ -234,6 +241,7 @@ def test_controls_are_asked_once_the_second_run_sends_nothing(built, tmp_path, m
         }
 
 
+@pytest.mark.slow
 def test_counting_wrapper_sees_each_control_request_once_per_run(built):
     data = load_benchmark_data(built / "charis")
     counting = CountingJudge(TruthfulJudge(data))

@@ -24,6 +24,10 @@ from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.runner import NO_JUDGE, select_metrics
 
+# Every test here scores with models, but for test_without_a_judge_the_judged_metrics_are_not_run: no
+# model, but seconds of computing (measured on one core), judged scoring over three built benchmarks.
+pytestmark = [pytest.mark.slow]
+
 SECRET = "sk-idbench-test-9f8e7d6c5b4a"
 
 

@@ -12,6 +12,8 @@ from openai_server import ScriptedServer
 from idbench.evaluate_pkg.judge import JudgeConfig, JudgeRequest, OpenAIJudge
 from idbench.evaluate_pkg.judge.client import ENDPOINT_DOWN_AFTER, UNREACHABLE, UNREACHABLE_AFTER
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 SCHEMA_OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 

@@ -16,6 +16,8 @@ from idbench.evaluate_pkg.submission import SubmissionError
 from idbench.leaderboard.queue import RateLimit, claim, jobs_table, rescore, rescore_all, submit
 from idbench.leaderboard.store import MIGRATIONS, RateLimitError, Store
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 @pytest.fixture(scope="module")
 def collapse(tmp_path_factory):
@@ -33,6 +35,9 @@ def store(tmp_path) -> Store:
     return Store(tmp_path / "home")
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# A rate-limit window filled with real submissions.
+@pytest.mark.slow
 def test_rate_limit_counts_new_submissions_per_submitter(store, collapse):
     limit = RateLimit(2, 3600)
     submit(store, collapse / "collage", collapse / "data", submitter="alice", rate_limit=limit)

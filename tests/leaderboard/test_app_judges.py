@@ -20,6 +20,9 @@ from idbench.leaderboard.app import APP_PATH
 from idbench.leaderboard.queue import claim, finish
 from idbench.leaderboard.store import Store
 
+# Every test here drives Streamlit or Chromium.
+pytestmark = [pytest.mark.browser]
+
 CHARIS = get_benchmark("charis")
 TIMEOUT = 60
 SMALL = {"model": "Qwen/Qwen2.5-VL-3B-Instruct", "settings": {"temperature": 0.0, "max_tokens": 512}}

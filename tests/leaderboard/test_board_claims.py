@@ -14,6 +14,8 @@ import pytest
 from idbench.evaluate_pkg.functional.bootstrap import design_factors
 from idbench.evaluate_pkg.functional.ranks import board_claims, rank_sets, stepdown_pairwise, tiers
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 BOARDS = 200
 NOMINAL = 0.05
 SLACK = 2 * np.sqrt(NOMINAL * (1 - NOMINAL) / BOARDS)  # two binomial standard errors of the share
@@ -39,6 +41,9 @@ def charis_board(rng):
     return design, values
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# Monte Carlo checks of the tiering rule's error rate.
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 10, 20, 50])
 def test_equal_models_are_split_into_tiers_at_most_at_the_nominal_rate(k):
     rng = np.random.default_rng(100 + k)

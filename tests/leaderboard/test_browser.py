@@ -37,6 +37,9 @@ from idbench.leaderboard.queue import jobs_table
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
 
+# Every test here drives Streamlit or Chromium and loads a model, scores or runs a worker.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 BENCHMARK = "identity-collapse"
 CHROMIUM = Path(os.environ.get("IDBENCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [

@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from idbench.builders.build import build
 from idbench.cli import main
 from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
 
+
+@pytest.mark.slow
 def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys, warm_home):
     monkeypatch.setenv("IDBENCH_HOME", str(warm_home))
     data_dir = tmp_path / "home" / "benchmarks" / "identity-collapse"  # the default --data location
@@ -60,6 +65,7 @@ def test_submit_work_list_and_rescore(tmp_path, monkeypatch, capsys, warm_home):
     assert out.count("FINISHED") == 2 and "collage-test" in out
 
 
+@pytest.mark.slow
 def test_hub_commands_offline(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("IDBENCH_HOME", str(tmp_path / "home"))
     data_dir = tmp_path / "data"

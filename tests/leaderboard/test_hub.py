@@ -21,6 +21,8 @@ from idbench.leaderboard import hub
 from idbench.leaderboard.queue import claim, finish
 from idbench.leaderboard.store import Store
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 COLLAPSE = get_benchmark("identity-collapse")
 COGCANVAS = get_benchmark("cogcanvas")
 CHARIS = get_benchmark("charis")

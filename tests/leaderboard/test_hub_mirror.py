@@ -19,6 +19,8 @@ from idbench.leaderboard.hubrepo import FileAdd, FileDelete, LocalRepoStandIn
 from idbench.leaderboard.queue import jobs_table
 from idbench.leaderboard.store import Store
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 def model_names(links) -> list[str]:
     """The model names of a benchmark table, whose model cells link to ``./model?...&model=<name>``."""
@@ -199,6 +201,7 @@ def test_a_withdrawn_result_disappears(repos, tmp_path):
     assert job["state"] == "FAILED" and job["reason"] == "withdrawn: asked by the authors" and job["withdrawn"]
 
 
+@pytest.mark.slow
 def test_malformed_files_are_skipped_and_reported_by_path(repos, tmp_path):
     requests, results = repos
     add_scored(requests, results, "good", HASH_A, 0.7)
@@ -317,6 +320,7 @@ def _app():
     return AppTest.from_file(str(APP_PATH), default_timeout=APP_TIMEOUT).run()
 
 
+@pytest.mark.browser
 def test_the_benchmark_page_shows_the_mirrored_model(hub_app, tmp_path):
     requests, results = hub_app
     add_request(requests, request_record("hub-model", HASH_A, "FINISHED"))
@@ -343,6 +347,7 @@ def test_the_benchmark_page_shows_the_mirrored_model(hub_app, tmp_path):
     assert any("Admin actions act on the Hub repos" in t.value for t in at.text)
 
 
+@pytest.mark.browser
 def test_the_status_page_reports_a_malformed_file(hub_app):
     requests, results = hub_app
     results.commit([FileAdd(f"{BENCHMARK}/bad/{HASH_C[:12]}/aggregates.json", data=b"[]")], "bad", None)
@@ -390,6 +395,7 @@ class FakeHubQueue:
         return SimpleNamespace(path=f"{path}.json", duplicate=False)
 
 
+@pytest.mark.browser
 def test_the_submit_page_queues_a_request_on_the_hub(hub_app, tmp_path, monkeypatch):
     fake = FakeHubQueue()  # the page's side only; test_hub_queue.py checks the real submit_request
     monkeypatch.setattr("idbench.leaderboard.queue.hub.submit_request", fake.submit_request)
@@ -419,6 +425,7 @@ def test_the_submit_page_queues_a_request_on_the_hub(hub_app, tmp_path, monkeypa
     assert jobs.value["submitter"].isna().all()  # never public
 
 
+@pytest.mark.browser
 def test_the_submit_page_says_when_the_space_has_no_token(hub_app, monkeypatch):
     from idbench.leaderboard.hubrepo import STAND_IN_ENV
 
@@ -582,6 +589,7 @@ def test_a_judges_evidence_is_mirrored_beside_the_samples(repos, tmp_path):
     assert pd.read_parquet(Path(row["results_path"]) / "judge_evidence.parquet").equals(evidence)
 
 
+@pytest.mark.browser
 def test_the_status_page_lists_the_conflicts(hub_app):
     requests, results = hub_app
     add_scored(requests, results, "model-a", HASH_A, 0.71)
@@ -594,6 +602,7 @@ def test_the_status_page_lists_the_conflicts(hub_app):
     assert f"org/results: {BENCHMARK}/model-a/{HASH_A[:12]}/aggregates.json" in listing
 
 
+@pytest.mark.browser
 def test_the_status_page_lists_at_most_max_problems_conflicts(hub_app):
     from idbench.evaluate_pkg.submission import MAX_PROBLEMS
 

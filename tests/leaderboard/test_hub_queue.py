@@ -37,6 +37,8 @@ from idbench.leaderboard.queue.hub import (
 )
 from idbench.leaderboard.worker import WorkerFaultError, WorkerNotReadyError
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 BENCH = "identity-collapse"
 TINY = ScoreOptions(profile="tiny", metrics=("clip_t",))
 
@@ -142,6 +144,7 @@ def _fake_requests(requests, n: int) -> list[str]:
     return paths
 
 
+@pytest.mark.slow
 def test_two_workers_never_win_the_same_request(repos):
     requests, _ = repos
     paths = _fake_requests(requests, 8)
@@ -202,6 +205,7 @@ def test_a_malformed_record_is_reported_by_path_and_skipped(repos, caplog, capsy
 # --- the worker --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_worker_fault_puts_the_request_back_then_parks_it(repos, collapse, tmp_path, monkeypatch, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
@@ -222,6 +226,7 @@ def test_worker_fault_puts_the_request_back_then_parks_it(repos, collapse, tmp_p
     assert _record(requests, ref.path)["state"] == "PENDING" and _record(requests, ref.path)["attempts"] == 0
 
 
+@pytest.mark.slow
 def test_submission_fault_ends_failed_with_the_reason(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
@@ -238,6 +243,7 @@ def test_submission_fault_ends_failed_with_the_reason(repos, collapse, tmp_path,
     assert results.head() is None
 
 
+@pytest.mark.slow
 def test_files_that_are_not_the_requested_ones_fail_the_request(repos, collapse, tmp_path, warm_home):
     """The worker validates the download again and checks it is what the record names (untrusted input)."""
     requests, results = repos
@@ -257,6 +263,7 @@ def test_files_that_are_not_the_requested_ones_fail_the_request(repos, collapse,
     )
 
 
+@pytest.mark.slow
 def test_a_misconfigured_worker_claims_nothing(repos, collapse, tmp_path, monkeypatch, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
@@ -278,6 +285,7 @@ def test_a_misconfigured_worker_claims_nothing(repos, collapse, tmp_path, monkey
     assert requests.head() == head and _record(requests, ref.path)["state"] == "PENDING" and results.head() is None
 
 
+@pytest.mark.slow
 def test_requests_of_an_older_build_are_skipped_not_blocking(repos, collapse, tmp_path, caplog, warm_home):
     """After a benchmark update: one request of the old build (seeded, oldest), one of this build. The
     worker serves the latter and leaves the former PENDING with a warning naming it."""
@@ -291,6 +299,7 @@ def test_requests_of_an_older_build_are_skipped_not_blocking(repos, collapse, tm
     assert stale in caplog.text and "skipping those" in caplog.text
 
 
+@pytest.mark.slow
 def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(
@@ -345,6 +354,7 @@ def test_results_pushed_match_the_layout_and_withdraw_removes_them(repos, collap
     )
 
 
+@pytest.mark.slow
 def test_plumbing_results_are_never_published(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
@@ -353,6 +363,7 @@ def test_plumbing_results_are_never_published(repos, collapse, tmp_path, warm_ho
     assert record["state"] == "FINISHED" and "plumbing check" in record["reason"] and results.head() is None
 
 
+@pytest.mark.slow
 def test_dry_run_lists_and_commits_nothing(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
@@ -371,6 +382,7 @@ def test_dry_run_lists_and_commits_nothing(repos, collapse, tmp_path, warm_home)
 # --- the command line, end to end --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_hub_worker_end_to_end_on_the_stand_in(collapse, tmp_path, monkeypatch, capsys, caplog, warm_home):
     monkeypatch.setenv("IDBENCH_HUB_STAND_IN", str(tmp_path / "hub"))
     monkeypatch.setenv("IDBENCH_HOME", str(warm_home))
@@ -497,6 +509,7 @@ def _real_then_published(real):
     return scorer
 
 
+@pytest.mark.slow
 def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, collapse, tmp_path, warm_home):
     requests, results = repos
     ref = submit_request(requests, collapse / "collage", collapse / "data")
@@ -516,6 +529,7 @@ def test_a_request_withdrawn_while_it_is_scored_keeps_no_public_result(repos, co
     assert results.head() is None  # the lease check before the push saw the withdrawal: nothing pushed
 
 
+@pytest.mark.slow
 def test_a_withdrawal_between_the_lease_check_and_the_push_still_wins(
     repos, collapse, tmp_path, monkeypatch, warm_home
 ):
@@ -541,6 +555,7 @@ def test_a_withdrawal_between_the_lease_check_and_the_push_still_wins(
     assert results.head() is not None and not any(p.is_file() for p in pushed_then_deleted.rglob("*"))
 
 
+@pytest.mark.slow
 def test_the_heartbeat_extends_the_lease_while_a_request_is_scored(repos, collapse, tmp_path, monkeypatch, warm_home):
     """A 3 s lease, renewed every second: the scorer waits (on an event, no fixed sleep) until two renewals
     landed, each a commit of lease_until; then the request finishes normally. (A 0.6 s lease expired on a
@@ -584,6 +599,8 @@ def test_the_heartbeat_extends_the_lease_while_a_request_is_scored(repos, collap
 # --- the Space reads what a worker wrote ----------------------------------------------------------------
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_the_space_shows_results_a_worker_pushed(repos, collapse, tmp_path, monkeypatch, warm_home):
     """submit_request -> run_hub_worker -> results repo -> hub_mirror -> the app's benchmark and status pages."""
     from streamlit.testing.v1 import AppTest

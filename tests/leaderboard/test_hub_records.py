@@ -21,6 +21,8 @@ from idbench.leaderboard.hub_records import (
     load_record,
 )
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 NOW = datetime(2026, 6, 1, tzinfo=UTC).timestamp()
 DIGEST = "0123456789abcdef" * 4
 BENCHMARK = "identity-collapse"
@@ -213,6 +215,7 @@ def _with_stat(key, value, where="overall"):
     return record
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "record, why",
     [

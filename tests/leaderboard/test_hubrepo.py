@@ -21,6 +21,8 @@ from idbench.leaderboard.hubrepo import (
     open_repo,
 )
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 def files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
@@ -62,6 +64,7 @@ except RepoConflict:
 """
 
 
+@pytest.mark.e2e
 def test_concurrent_processes_on_one_parent_exactly_one_wins(tmp_path):
     """Four processes commit on the same parent at once: whatever the interleaving, one wins."""
     repo = LocalRepoStandIn(tmp_path / "r")

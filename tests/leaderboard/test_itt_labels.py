@@ -9,6 +9,8 @@ import pytest
 from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.leaderboard import query
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 # Every paper column that leaves judge failures out, by benchmark: what the pages must label.
 PAPER_COLUMNS = [
     (name, m.name, m.itt_twin, m.tasks) for name in BENCHMARKS for m in get_benchmark(name).metric_suite if m.itt_twin

@@ -19,6 +19,8 @@ from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.spec import SpecError
 from idbench.leaderboard import query
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 CHARIS = get_benchmark("charis")
 JUDGE = {"model": "Qwen/Qwen2.5-VL-3B-Instruct", "revision": "r", "url": "http://judge", "calibrated": True}
 ITT = (

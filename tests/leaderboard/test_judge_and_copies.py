@@ -22,6 +22,8 @@ from idbench.leaderboard.hub import result_record as hub_result_record
 from idbench.leaderboard.hubrepo import FileAdd, LocalRepoStandIn
 from idbench.leaderboard.store import Store
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 CHARIS = get_benchmark("charis")
 SMALL = {"model": "Qwen/Qwen2.5-VL-3B-Instruct", "settings": {"temperature": 0.0, "max_tokens": 512, "concurrency": 4}}
 LARGE = {"model": "Qwen/Qwen2.5-VL-72B-Instruct", "settings": {"temperature": 0.0, "max_tokens": 512}}

@@ -37,6 +37,8 @@ from idbench.names import (
     terminal_safe,
 )
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 RLO_NAME = "evil-\u202eved.1-XULF"  # renders as "evil-FLUX-1.dev"
 HOSTILE = {
     "homoglyph": ("FLUX.1-d\u0435v", "U+0435 CYRILLIC SMALL LETTER IE"),  # a Cyrillic е among Latin letters
@@ -641,6 +643,7 @@ def _open(params: dict) -> AppTest:
     return at.run()
 
 
+@pytest.mark.browser
 def test_a_link_by_an_ambiguous_name_lists_the_choices(charis_home, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(charis_home))
     at = _open({"benchmark": "charis", "model": "FLUX.1-dev"})
@@ -652,6 +655,7 @@ def test_a_link_by_an_ambiguous_name_lists_the_choices(charis_home, monkeypatch)
     assert all("submission=" in url for url in choices["open"])
 
 
+@pytest.mark.browser
 def test_a_link_by_a_unique_name_or_by_id_opens_it(charis_home, monkeypatch):
     monkeypatch.setenv("IDBENCH_HOME", str(charis_home))
     assert _open({"benchmark": "charis", "model": "sd3"}).selectbox(key="model-submission").value == 3

@@ -25,6 +25,8 @@ from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 BENCHMARK = "identity-collapse"
 SPEC = get_benchmark(BENCHMARK)
 BASELINES = ("collage", "clone", "swap")
@@ -62,6 +64,7 @@ def _parquet_means(results: pd.DataFrame, prompts: pd.DataFrame, metric: str, **
     return out
 
 
+@pytest.mark.slow
 def test_store_version_changes_with_results(filled, tmp_path):
     store, _ = filled
     assert query.store_version(store) == (3, 3, 0)
@@ -75,6 +78,7 @@ def test_store_version_changes_with_results(filled, tmp_path):
     assert query.store_version(copy) == (3, 3, 1)
 
 
+@pytest.mark.slow
 def test_overall_and_filtered_means_match_the_parquet(filled):
     store, prompts = filled
     results = store.current_results(BENCHMARK)
@@ -97,6 +101,7 @@ def test_overall_and_filtered_means_match_the_parquet(filled):
     assert not overall["dino_sim"].reset_index(drop=True).equals(cell["dino_sim"].reset_index(drop=True))
 
 
+@pytest.mark.slow
 def test_ranked_table_columns_sorting_and_plumbing(filled):
     store, _ = filled
     results = store.current_results(BENCHMARK)
@@ -113,6 +118,7 @@ def test_ranked_table_columns_sorting_and_plumbing(filled):
     assert by_clip["clip_t"].is_monotonic_decreasing
 
 
+@pytest.mark.slow
 def test_filter_options_and_cells(filled):
     store, _ = filled
     results = store.current_results(BENCHMARK)
@@ -126,6 +132,7 @@ def test_filter_options_and_cells(filled):
         query.breakdown_cell(SPEC, {"type": "human"})
 
 
+@pytest.mark.slow
 def test_metric_vs_group_size_matches_the_parquet(filled):
     store, prompts = filled
     results = store.current_results(BENCHMARK)
@@ -139,6 +146,7 @@ def test_metric_vs_group_size_matches_the_parquet(filled):
     assert list(query.metric_vs_group_size(results, SPEC, "dino_sim")["model"].unique()) == ["baseline-collage"]
 
 
+@pytest.mark.slow
 def test_breakdown_tables_and_radar(filled):
     store, _ = filled
     results = store.current_results(BENCHMARK)
@@ -306,6 +314,7 @@ def test_metrics_of_other_tasks_do_not_make_a_row_incomplete():
     assert query.marks(without_judge, spec) == "incomplete suite"
 
 
+@pytest.mark.slow
 def test_family_view(filled):
     store, _ = filled
     results = store.current_results(BENCHMARK).copy()
@@ -318,6 +327,7 @@ def test_family_view(filled):
     assert query.ranked_table(results, SPEC, include_plumbing=True, include_incomplete=False).empty
 
 
+@pytest.mark.slow
 def test_sample_extremes_and_their_images(filled):
     from idbench.leaderboard import samples
 

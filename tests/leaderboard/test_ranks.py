@@ -13,6 +13,8 @@ import pandas as pd
 from idbench.builders.registry import get_benchmark
 from idbench.leaderboard import query
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 SPEC = get_benchmark("identity-collapse")
 
 

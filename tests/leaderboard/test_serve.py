@@ -14,6 +14,8 @@ from streamlit_server import free_port, running, started
 import idbench.leaderboard.app as app
 from idbench.cli import main
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 def _option(command: list[str], name: str) -> str | None:
     return command[command.index(name) + 1] if name in command else None
@@ -108,6 +110,7 @@ def test_a_signal_to_idbench_serve_stops_its_server_and_frees_the_port(tmp_path,
         probe.bind(("127.0.0.1", port))
 
 
+@pytest.mark.browser
 def test_streamlit_server_port_from_the_environment_is_used(tmp_path):
     """No --server.port in the command: the server listens where STREAMLIT_SERVER_PORT says."""
     pytest.importorskip("streamlit")

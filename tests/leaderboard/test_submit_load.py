@@ -24,6 +24,8 @@ from idbench.leaderboard.queue import RateLimit, jobs_table
 from idbench.leaderboard.store import RateLimitError, Store
 from idbench.names import rate_identity
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 TIMEOUT = 60
 
 
@@ -168,6 +170,7 @@ def home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "home"
 
 
+@pytest.mark.browser
 def test_the_page_refuses_an_upload_over_the_pixel_budget_and_counts_it(home, monkeypatch):
     monkeypatch.setenv("IDBENCH_SUBMIT_MAX_PIXELS", "1000")
     monkeypatch.setenv("IDBENCH_SUBMIT_RATE_LIMIT", "2/3600")
@@ -183,6 +186,7 @@ def test_the_page_refuses_an_upload_over_the_pixel_budget_and_counts_it(home, mo
     assert not at.success and jobs_table(Store(home)) == []
 
 
+@pytest.mark.browser
 def test_the_page_stops_a_validation_at_its_deadline_in_one_line(home, monkeypatch):
     from idbench.leaderboard.app import backend
 

@@ -27,6 +27,8 @@ from idbench.leaderboard.app import APP_PATH
 from idbench.leaderboard.app.screens.model_samples import WHO_NOT_RECORDED
 from idbench.leaderboard.hub_mirror import NOT_PUBLIC
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 SPEC = get_benchmark("cogcanvas")
 TIMEOUT = 60
 COUNTS = ["found", "missing", "swapped", "cloned", "extra"]
@@ -201,6 +203,7 @@ def _who_expanders(at: AppTest) -> list:
     return [e for e in at.expander if " seed " in e.label and "swapped" in e.label]
 
 
+@pytest.mark.browser
 def test_the_model_page_shows_the_summary_by_n_and_the_worst_assignments(scored, monkeypatch):
     at = _model_page(scored, monkeypatch)
     assert not at.exception and "Who became whom" in [h.value for h in at.subheader]
@@ -251,6 +254,7 @@ def _images(node) -> list:
     return out
 
 
+@pytest.mark.browser
 def test_a_result_scored_before_suite_0_3_says_it_was_not_recorded(scored, tmp_path, monkeypatch):
     home = shutil.copytree(scored, tmp_path / "home")
     aggregates, folder = _stored(home)
@@ -273,6 +277,7 @@ def test_a_result_scored_before_suite_0_3_says_it_was_not_recorded(scored, tmp_p
     assert not [d for d in at.dataframe if list(d.value.columns)[:1] == ["N"]] and not _who_expanders(at)
 
 
+@pytest.mark.browser
 def test_a_hub_mirror_shows_the_summary_and_says_the_images_are_not_public(scored, tmp_path, monkeypatch):
     home = shutil.copytree(scored, tmp_path / "home")
     with sqlite3.connect(home / "leaderboard.sqlite3") as db:  # what hub_mirror writes: no images, no data

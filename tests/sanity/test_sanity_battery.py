@@ -40,6 +40,8 @@ from idbench.evaluate_pkg.context import Models, ScoreOptions
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.runner import score_submission
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "metric-sanity.md"
 SCRIPT = ROOT / "scripts" / "metric_sanity_table.py"
@@ -775,6 +777,7 @@ def _param(prop: Prop):
     return pytest.param(prop, id=prop.id, marks=marks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prop", [_param(p) for p in PROPERTIES])
 def test_property(battery, prop):
     outcome = battery["checks"][prop.id]
@@ -794,6 +797,7 @@ def _renderer():
     return module
 
 
+@pytest.mark.slow
 def test_the_committed_doc_shows_these_results(battery):
     """The doc's tables are this run's rendering; if not, regenerate them (values may move with the code)."""
     render = _renderer()

@@ -12,6 +12,8 @@ from scipy import stats as scipy_stats
 from idbench.builders.registry import get_benchmark
 from idbench.evaluate_pkg.report import aggregate, ci_legend, interval_text
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 SEEDS = (0, 1, 2)
 
 

@@ -34,6 +34,8 @@ from idbench.evaluate_pkg.functional.agreement import (
 )
 from idbench.evaluate_pkg.functional.bootstrap import cluster_bootstrap_weights, percentile_interval
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 def test_docstring_examples_hold():
     result = doctest.testmod(agreement, optionflags=doctest.ELLIPSIS)

@@ -20,6 +20,9 @@ from idbench.builders.build import build
 from idbench.evaluate_pkg import baselines as B
 from idbench.evaluate_pkg.data import BenchmarkData, BenchmarkDataError, load_benchmark_data
 
+# Makes every baseline of every sample benchmark as PNGs at full size: about a minute in all.
+pytestmark = [pytest.mark.slow]
+
 SIZE = 128  # small pictures keep the suite fast; one test checks the default 512
 BENCHMARKS = ("charis", "cogcanvas", "identity-collapse")
 # Fewer CHARIS prompts than the samples' 203 (7 per subject): still every subject type and style, at a

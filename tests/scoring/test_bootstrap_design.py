@@ -27,6 +27,8 @@ from idbench.evaluate_pkg.functional.bootstrap import (
     weighted_mean_replicates,
 )
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 DATASETS, RESAMPLES = 400, 1000
 
 
@@ -255,6 +257,7 @@ def test_compare_refuses_runs_that_are_not_comparable(change, word):
         compare_runs(Run(None, _summary(), empty), Run(None, _summary(**change), empty))
 
 
+@pytest.mark.slow
 def test_real_compare_between_two_scored_runs(tmp_path, capsys):
     """Two tiny-profile runs (plumbing check) of the sample Identity Collapse build, compared from the CLI:
     the blank baseline, and the same with every third image a darker grey (uniform images keep the copy

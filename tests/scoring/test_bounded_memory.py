@@ -32,6 +32,8 @@ from idbench.evaluate_pkg.images import (
 )
 from idbench.evaluate_pkg.models.detection import Detection
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 
 def png(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
@@ -68,6 +70,9 @@ def key_of(data: bytes) -> str:
 # --- the working image ---------------------------------------------------------------------------------
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# Decoding and reducing 6000-pixel images.
+@pytest.mark.slow
 def test_a_6000_pixel_png_is_reduced_to_the_working_size_and_matches_pillows_own_resize():
     data = png(pattern(6000, 6000))
     image = working_image(data, where="big")
@@ -118,6 +123,9 @@ def test_other_modes_reduce_like_their_fully_decoded_rgb(kind):
     assert difference.mean() < 1.5
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# Decoding and reducing 6000-pixel images.
+@pytest.mark.slow
 def test_exif_orientation_is_applied_after_the_reduction():
     source = pattern(6000, 3000)
     exif = Image.Exif()
@@ -197,6 +205,9 @@ def test_a_corrupt_submitted_image_fails_as_image_error_through_the_feature_stor
     assert "Traceback" not in str(caught.value)
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# Decoding and reducing 6000-pixel images.
+@pytest.mark.slow
 def test_every_encoder_receives_at_most_the_working_size(tmp_path):
     blobs = [png(pattern(6000, 6000)), jpeg(pattern(8000, 1000)), png(pattern(300, 200))]
     recorder = ShapeRecorder()
@@ -325,6 +336,7 @@ def test_face_boxes_and_landmarks_are_scaled_back_to_the_submitted_pixels(tmp_pa
 # --- the tiny profile: a 6000 px image scores like its 1024 px downscale ------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("role", ["clip", "dinov2"])
 def test_a_6000_pixel_image_encodes_like_its_1024_pixel_downscale(tmp_path, role):
     from idbench.evaluate_pkg.models.registry import load_model, resolve_profile

@@ -19,6 +19,9 @@ from idbench.evaluate_pkg.functional.text import text_chunks
 from idbench.evaluate_pkg.images import normalize_image
 from idbench.evaluate_pkg.runner import score_submission
 
+# Every test here loads a model, scores or runs a worker.
+pytestmark = [pytest.mark.slow]
+
 TINY = ScoreOptions(profile="tiny", metrics=("clip_t", "clip_t_whole"))
 
 

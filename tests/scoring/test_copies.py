@@ -12,6 +12,8 @@ from PIL import Image, ImageEnhance, ImageOps
 
 from idbench.evaluate_pkg.copies import LARGE_SHARE, MARK_ABOVE_SHARE, find_reference, summarize
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
@@ -63,6 +65,7 @@ def test_the_run_is_marked_above_the_documented_share():
     assert summarize([], False, "x")["share"] == 0.0
 
 
+@pytest.mark.slow
 def test_scoring_flags_copy_and_collage_not_noise(tmp_path):
     from idbench.builders.build import build
     from idbench.evaluate_pkg.baselines import make_baseline
@@ -173,6 +176,9 @@ def _flagged(generation: Image.Image, reference: Image.Image, points) -> bool:
     )
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# The copy search over rotated, scaled and pasted copies, and over pictures that copy nothing.
+@pytest.mark.slow
 @pytest.mark.parametrize("pose", list(POSES))
 def test_a_copy_in_any_pose_is_flagged(prepared, pose):
     references, points, backgrounds = prepared
@@ -204,6 +210,9 @@ def _design(file: str) -> str:
     return stem
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# The copy search over rotated, scaled and pasted copies, and over pictures that copy nothing.
+@pytest.mark.slow
 def test_pictures_that_copy_nothing_are_not_flagged(prepared):
     from idbench.evaluate_pkg.copies import find_in_any_pose, generation_keypoints
 
@@ -233,6 +242,9 @@ def test_pictures_that_copy_nothing_are_not_flagged(prepared):
     assert siblings > 0 and flagged == []
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# The copy search over rotated, scaled and pasted copies, and over pictures that copy nothing.
+@pytest.mark.slow
 def test_a_mannequin_is_not_a_copy(prepared, tmp_path):
     from idbench.builders.build import build
     from idbench.evaluate_pkg.baselines import mannequin
@@ -255,6 +267,7 @@ def test_a_mannequin_is_not_a_copy(prepared, tmp_path):
             assert not find_reference(picture, reference).copied
 
 
+@pytest.mark.slow
 def test_a_crowd_of_the_pool_is_flagged_and_copies_nothing_else(tmp_path, monkeypatch):
     """CogCanvas, scored (as Identity Collapse, a benchmark of several subjects per prompt): a picture of the prompt's subjects padded with every other subject of
     the pool is flagged on every image (``copy.foreign`` counts the extra references); the mannequin

@@ -21,6 +21,8 @@ from idbench.evaluate_pkg.copy_figures import (
     transformation_text,
 )
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 REF_SIZE, GEN_SIZE = (400, 300), (1024, 768)
 SCALE, SHIFT = 1.5, (200.0, 100.0)  # generation px = SCALE x reference px + SHIFT
 REGION = (100.0, 50.0, 300.0, 250.0)  # of the reference, px
@@ -108,6 +110,7 @@ def test_the_figure_outlines_the_region_on_both_pictures():
     assert abs(ys.max() - (SCALE * REGION[3] + SHIFT[1]) * gen_scale) <= 3
 
 
+@pytest.mark.slow
 def test_a_scored_run_lists_its_flags_and_draws_the_first(tmp_path, shared_features):
     """A CHARIS collage (each reference pasted on a canvas, here at 128 px: nearly every image flagged):
     each flagged image listed in the report and in copies/index.json, a bounded number drawn."""

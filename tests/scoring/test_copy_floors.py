@@ -25,6 +25,8 @@ from idbench.evaluate_pkg.functional.bootstrap import design_ci
 from idbench.evaluate_pkg.report import CI_CONFIDENCE, CI_RESAMPLES, CI_SEED, aggregate, copies_lines, resampling_of
 from idbench.evaluate_pkg.runner import results_frame
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 COLLAPSE = get_benchmark("identity-collapse")
 N_IMAGES, COPIED = 50, ("p07", "p31")  # 2 of 50 images: 4 %, under the 5 % that marks a run
 RANKED_RAW = {"dino_sim": 0.30, "scr@0.5": 0.60, "clip_t": 0.27}  # an honest image's values

@@ -17,6 +17,8 @@ from procedural import procedural
 from idbench.evaluate_pkg import copy_index
 from idbench.evaluate_pkg.copies import find_in_any_pose
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 POOL = 120  # distinct pictures: ~58,000 descriptors, an HNSW index (with the twin below, 121)
 TWIN = 7  # the picture stored a second time (re-encoded), at position POOL
 

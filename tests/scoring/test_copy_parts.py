@@ -19,6 +19,8 @@ from idbench.evaluate_pkg.copies import (
     subject_mask,
 )
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 PHOTOS = ROOT / "bench" / "data" / "copy-calibration" / "photos"

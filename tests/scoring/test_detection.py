@@ -33,6 +33,8 @@ from idbench.evaluate_pkg.models.detection import (
     union_mask,
 )
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 GD_CARD = registry.get_card("grounding-dino-tiny")
 SAM_CARD = registry.get_card("sam2.1-hiera-tiny")
 TINY_GD_CARD = registry.get_card("grounding-dino-tiny-random")
@@ -121,6 +123,7 @@ QUERIES = [["a person", "the red espresso cup"], ["a dog"], ["a woman", "a strip
 # --- loading ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_paper_cards_load_from_the_hub_cache_offline(detector, segmenter, made):
     assert detector.key == f"{GD_CARD.name}@{GD_CARD.revision}"
     assert segmenter.key == f"{SAM_CARD.name}@{SAM_CARD.revision}"
@@ -140,6 +143,7 @@ def test_paper_cards_load_from_the_hub_cache_offline(detector, segmenter, made):
     assert state.keys() == written.keys() and all(torch.equal(state[k], v) for k, v in written.items())
 
 
+@pytest.mark.slow
 def test_sam2_video_checkpoint_loads_completely_into_sam2model(segmenter, hub_cache):
     """The Hub's SAM 2.1 repos hold sam2_video checkpoints: every weight of Sam2Model must come from it."""
     snapshot = hub_cache / "models--facebook--sam2.1-hiera-tiny" / "snapshots" / SAM_CARD.revision
@@ -152,6 +156,7 @@ def test_sam2_video_checkpoint_loads_completely_into_sam2model(segmenter, hub_ca
     assert all(torch.equal(state[k], video_state[k]) for k in state)
 
 
+@pytest.mark.slow
 def test_tiny_cards_are_made_on_first_use_with_a_content_key(tmp_path):
     detector = load_grounding_dino(TINY_GD_CARD, models_dir=tmp_path)
     segmenter = load_sam2(TINY_SAM_CARD, models_dir=tmp_path)
@@ -162,6 +167,7 @@ def test_tiny_cards_are_made_on_first_use_with_a_content_key(tmp_path):
     assert load_grounding_dino(TINY_GD_CARD, models_dir=tmp_path / "other").key == detector.key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("card, loader", [(GD_CARD, load_grounding_dino), (SAM_CARD, load_sam2)])
 def test_missing_model_names_it_and_the_download_command(tmp_path, monkeypatch, made, card, loader):
     use_hub_cache(monkeypatch, tmp_path / "empty-cache")
@@ -187,6 +193,7 @@ def test_missing_model_names_it_and_the_download_command(tmp_path, monkeypatch, 
 # --- Grounding DINO -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_detections_lie_in_the_image_and_answer_the_queries(detector):
     results = detector.detect(IMAGES, QUERIES, box_threshold=0.3, text_threshold=0.2)
     assert len(results) == len(IMAGES)
@@ -216,6 +223,7 @@ def phrase_positions(tokenizer, input_ids: list[int], queries: list[str]) -> lis
     return positions
 
 
+@pytest.mark.slow
 def test_detect_equals_a_by_hand_run_of_processor_model_and_post_processing(detector):
     box_threshold, text_threshold = 0.3, 0.2
     processor, model = detector.processor, detector.model
@@ -250,6 +258,7 @@ def test_detect_equals_a_by_hand_run_of_processor_model_and_post_processing(dete
         np.testing.assert_allclose([d.score for d in mine], [row[2] for row in theirs], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_thresholds_and_empty_queries(detector):
     loose = detector.detect(IMAGES[:2], QUERIES[:2], box_threshold=0.2, text_threshold=0.2)
     strict = detector.detect(IMAGES[:2], QUERIES[:2], box_threshold=0.9, text_threshold=0.2)
@@ -262,6 +271,7 @@ def test_thresholds_and_empty_queries(detector):
     assert mixed[0] == [] and len(mixed[1]) == len(alone[0])
 
 
+@pytest.mark.slow
 def test_bad_queries_are_refused(detector):
     with pytest.raises(ValueError, match="'.' or '?'"):
         detector.detect(IMAGES[:1], [["a 3.5 inch phone"]])
@@ -285,6 +295,7 @@ BOXES = [
 ]
 
 
+@pytest.mark.slow
 def test_masks_have_the_image_size_one_per_box(segmenter):
     masks = segmenter.segment(IMAGES, BOXES)
     for image, boxes, mask in zip(IMAGES, BOXES, masks):
@@ -292,6 +303,7 @@ def test_masks_have_the_image_size_one_per_box(segmenter):
     assert masks[0].any()  # not all empty, so the comparison below is not vacuous
 
 
+@pytest.mark.slow
 def test_masks_equal_a_by_hand_forward(segmenter):
     """By hand: the processor with images and boxes together, one full model forward, post_process_masks."""
     processor, model = segmenter.processor, segmenter.model
@@ -308,6 +320,7 @@ def test_masks_equal_a_by_hand_forward(segmenter):
         assert (in_batch != expected).mean() < 1e-3
 
 
+@pytest.mark.slow
 def test_bad_boxes_are_refused(segmenter):
     with pytest.raises(ValueError, match=r"\(k, 4\)"):
         segmenter.segment(IMAGES[:1], [np.array([1.0, 2.0, 3.0])])
@@ -350,6 +363,7 @@ def test_union_mask_equals_logical_or():
         union_mask(masks, (60, 40))
 
 
+@pytest.mark.slow
 def test_detector_boxes_feed_the_segmenter_and_crop(detector, segmenter):
     """The chain the region metrics use: detect -> segment those boxes -> union mask and crops."""
     image = IMAGES[0]
@@ -365,6 +379,7 @@ def test_detector_boxes_feed_the_segmenter_and_crop(detector, segmenter):
 # --- tiny makers --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("maker", [make_tiny_grounding_dino, make_tiny_sam2])
 def test_tiny_makers_are_deterministic(tmp_path, maker):
     before = torch.random.get_rng_state()

@@ -9,6 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+# `accelerate launch` and `idbench score` in subprocesses
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent(
@@ -17,7 +22,7 @@ SCRIPT = textwrap.dedent(
     sys.path[:0] = [{root!r}, {tests!r}, {scoring!r}]
     from accelerate import Accelerator
     from idbench.evaluate_pkg.features import FeatureStore
-    from conftest import noise_jpeg
+    from helpers import noise_jpeg
     from test_features import MeanColourEncoder
 
     accelerator = Accelerator(cpu=True)

@@ -20,6 +20,9 @@ from PIL import Image, ImageEnhance, ImageOps
 from idbench.evaluate_pkg.models import faces
 from idbench.evaluate_pkg.models.base import ModelCard, ModelNotAvailableError
 
+# Every test here loads a model, scores or runs a worker.
+pytestmark = [pytest.mark.slow]
+
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 # The 6 real people of the samples, and which dlib detector finds each (measured; see faces.py).

@@ -7,9 +7,11 @@ import hashlib
 import numpy as np
 import pytest
 import torch
-from conftest import noise_jpeg
+from helpers import noise_jpeg
 
 from idbench.evaluate_pkg.features import FeatureStore, condition_hash, text_hash
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 class MeanColourEncoder:

@@ -37,6 +37,8 @@ from idbench.evaluate_pkg.functional import (
     torchmetrics_clipscore_of_mean,
 )
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 FUNCTIONAL_MODULES = [
     "similarity",
     "matching",
@@ -649,6 +651,7 @@ def our_clip_t(tiny_clip) -> np.ndarray:
     return clip_t(image_emb, text_emb)
 
 
+@pytest.mark.slow
 def test_clip_t_per_sample_equals_torchmetrics_clip_score(tiny_clip):
     pytest.importorskip("torchmetrics")
     from torchmetrics.functional.multimodal import clip_score
@@ -664,6 +667,7 @@ def test_clip_t_per_sample_equals_torchmetrics_clip_score(tiny_clip):
         assert clipscore_torchmetrics_convention(ours[i]) == pytest.approx(theirs, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_clip_t_batch_equals_torchmetrics_clipscore_of_mean(tiny_clip):
     pytest.importorskip("torchmetrics")
     from torchmetrics.multimodal import CLIPScore

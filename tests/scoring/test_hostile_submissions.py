@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import noise_jpeg
+from helpers import noise_jpeg
 from PIL.PngImagePlugin import PngImageFile
 
 from idbench.builders.build import build
@@ -37,6 +37,8 @@ from idbench.evaluate_pkg.submission import (
 )
 from idbench.evaluate_pkg.submission import archive as submission_archive
 from idbench.evaluate_pkg.submission import parquet as submission_parquet
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import HUB_REVISION as REVISION
-from conftest import place_dataset_in_hub_cache
+from helpers import HUB_REVISION as REVISION
+from helpers import place_dataset_in_hub_cache
 
 from idbench.builders.build import build
 from idbench.evaluate_pkg.baselines import make_baseline
@@ -20,6 +20,8 @@ from idbench.evaluate_pkg.hub_submission import (
     parse_repo_ref,
 )
 from idbench.evaluate_pkg.submission import validate_submission
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 @pytest.fixture

@@ -13,11 +13,13 @@ import zlib
 
 import numpy as np
 import pytest
-from conftest import noise_jpeg
+from helpers import noise_jpeg
 from PIL import Image
 
 from idbench.evaluate_pkg import images
 from idbench.evaluate_pkg.images import ImageError, content_hash, normalize_image
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 def encode(image: Image.Image, fmt: str = "PNG", **options) -> bytes:

@@ -13,6 +13,8 @@ evaluate = pytest.importorskip("evaluate")
 from idbench.evaluate_pkg import functional as F  # noqa: E402
 from idbench.evaluate_pkg.metrics import METRIC_NAMES, load, metric_path  # noqa: E402
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 RNG_SEED = 0
 
 

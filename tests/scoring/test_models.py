@@ -31,6 +31,8 @@ from idbench.evaluate_pkg.models.base import ImageEncoder, ModelNotAvailableErro
 from idbench.evaluate_pkg.models.clip import CONTEXT_LENGTH, make_tiny_clip
 from idbench.evaluate_pkg.models.dino import make_tiny_dinov2, make_tiny_dinov3
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 MY_TINY = ("clip-vit-l-14-tiny", "dinov2-base-tiny", "dinov3-vitb16-tiny", "laion-aesthetic-v2-tiny")
 MAKERS = {
     "clip-vit-l-14": make_tiny_clip,
@@ -169,6 +171,7 @@ def test_tiny_cards_are_plumbing_and_made_locally():
         assert not registry.is_plumbing(name)
 
 
+@pytest.mark.slow
 def test_loaders_and_makers_name_the_agreed_functions():
     assert registry.LOADERS["arcface"] == "idbench.evaluate_pkg.models.faces:load_arcface"
     assert registry.LOADERS["dlib-face"] == "idbench.evaluate_pkg.models.faces:load_dlib_face"
@@ -182,6 +185,7 @@ def test_loaders_and_makers_name_the_agreed_functions():
         assert callable(registry._resolve(registry.TINY_MAKERS[family]))
 
 
+@pytest.mark.slow
 def test_profiles_resolve_every_role():
     paper = registry.resolve_profile("paper")
     tiny = registry.resolve_profile("tiny")
@@ -204,6 +208,7 @@ def test_profiles_resolve_every_role():
         assert card.family == paper[role].family or role == "face"
 
 
+@pytest.mark.slow
 def test_unknown_names_list_the_known_ones():
     with pytest.raises(registry.UnknownModelError) as error:
         registry.get_card("clip-vit-h-14")
@@ -231,6 +236,7 @@ def test_models_dir_and_hub_cache_follow_the_environment(monkeypatch, tmp_path):
     assert registry.hub_cache_dir() == tmp_path / "home" / "hub"
 
 
+@pytest.mark.e2e
 def test_importing_the_registry_stays_cheap():
     code = "import sys, evaluate_pkg.models.registry as r; r.resolve_profile('tiny'); print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -249,6 +255,7 @@ def test_precision_policy():
 # --- missing models ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MAKERS))
 def test_missing_paper_model_is_one_clear_error(name, hf_cache, tmp_path):
     card = registry.get_card(name)
@@ -263,6 +270,7 @@ def test_missing_paper_model_is_one_clear_error(name, hf_cache, tmp_path):
         assert "license" in message and "hf auth login" in message
 
 
+@pytest.mark.slow
 def test_a_partial_or_other_revision_download_is_missing(hf_cache, tiny_sources, tmp_path):
     card = registry.get_card("dinov2-base")
     partial = tmp_path / "partial"
@@ -279,6 +287,7 @@ def test_a_partial_or_other_revision_download_is_missing(hf_cache, tiny_sources,
         registry.load_model("clip-vit-l-14", models_dir=tmp_path)
 
 
+@pytest.mark.slow
 def test_an_unimportable_loader_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(registry.LOADERS, "clip", "idbench.evaluate_pkg.models.no_such_module:load")
     with pytest.raises(ModelNotAvailableError, match="no_such_module"):
@@ -292,6 +301,7 @@ def _tree_bytes(folder: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
 
 
+@pytest.mark.slow
 def test_tiny_weights_are_deterministic_and_made_on_first_use(tmp_path):
     first = registry.make_tiny(MY_TINY, models_dir=tmp_path / "a")
     assert first == [registry.tiny_path(name, tmp_path / "a") for name in MY_TINY]
@@ -319,6 +329,7 @@ def test_tiny_weights_are_deterministic_and_made_on_first_use(tmp_path):
     assert registry.make_tiny(MY_TINY[:1], models_dir=tmp_path / "a") == first[:1]
 
 
+@pytest.mark.slow
 def test_tiny_clip_tokenizer_reads_real_prompts_as_open_clip_does(tmp_path):
     encoder = registry.load_model("clip-vit-l-14-tiny", models_dir=tmp_path)
     assert len(encoder.tokenizer) == 49408 and encoder.model.config.text_config.vocab_size == 49408
@@ -334,6 +345,7 @@ def test_tiny_clip_tokenizer_reads_real_prompts_as_open_clip_does(tmp_path):
 # --- paper loaders on Hub-layout checkpoints ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_clip_paper_loader(paper):
     from transformers import AutoImageProcessor, CLIPModel
 
@@ -391,6 +403,7 @@ def _direct_dino(snapshot: Path, model_class, backend):
     return model_class.from_pretrained(snapshot).eval(), AutoImageProcessor.from_pretrained(snapshot, backend=backend)
 
 
+@pytest.mark.slow
 def test_dinov2_paper_loader(paper):
     from transformers import Dinov2Model
 
@@ -422,6 +435,7 @@ def test_dinov2_paper_loader(paper):
     assert encoder.patch_box(300, 200) == pytest.approx((62.5, 12.5, 237.5, 187.5))
 
 
+@pytest.mark.slow
 def test_dinov3_paper_loader_drops_register_tokens(paper):
     from transformers import DINOv3ViTModel
 
@@ -453,6 +467,7 @@ def test_dinov3_paper_loader_drops_register_tokens(paper):
     assert encoder.patch_box(300, 200) == (0.0, 0.0, 300.0, 200.0)
 
 
+@pytest.mark.slow
 def test_aesthetic_paper_loader(paper):
     snapshot, head = paper("laion-aesthetic-v2")
     card = registry.get_card("laion-aesthetic-v2")
@@ -486,6 +501,7 @@ def test_aesthetic_paper_loader(paper):
         head.score(np.zeros((2, 512)))
 
 
+@pytest.mark.slow
 def test_aesthetic_head_takes_the_tiny_clip_embedding(tmp_path):
     clip = registry.load_model("clip-vit-l-14-tiny", models_dir=tmp_path)
     head = registry.load_model("laion-aesthetic-v2-tiny", models_dir=tmp_path)
@@ -493,6 +509,7 @@ def test_aesthetic_head_takes_the_tiny_clip_embedding(tmp_path):
     assert np.isfinite(head.score(embedding)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_bf16_on_cuda_is_close_to_fp32_on_the_cpu(tmp_path):
     images = [picture(10), picture(11, (200, 300))]

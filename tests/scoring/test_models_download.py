@@ -33,6 +33,8 @@ from idbench.cli import main
 from idbench.evaluate_pkg.models import download as dl
 from idbench.evaluate_pkg.models import registry
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 needs_insightface = pytest.mark.skipif(
     importlib.util.find_spec("insightface") is None, reason="check_available for ArcFace needs insightface installed"
 )
@@ -285,6 +287,7 @@ def test_a_full_disk_stops_the_command(places):
         dl.download("paper", hub_download=hub, fetch_url=StandInUrlFetcher(), progress=None)
 
 
+@pytest.mark.slow
 def test_the_tiny_profile_is_plumbing_and_made_locally(places, capsys):
     report = dl.download("tiny", hub_download=StandInHub(), fetch_url=StandInUrlFetcher(), progress=None)
     local = {o.step.name for o in report.by_status(dl.LOCAL)}
@@ -365,6 +368,7 @@ def test_dry_run_names_sources_and_licences_and_fetches_nothing(places, stand_in
     assert hub.calls == [] and fetcher.urls == []
 
 
+@pytest.mark.slow
 def test_scoring_without_the_paper_models_names_models_download_once(places):
     """The preload error over several missing models points at `idbench models download` once, not per model."""
     from idbench.evaluate_pkg.context import Models, ScoreOptions

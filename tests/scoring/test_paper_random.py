@@ -21,6 +21,8 @@ from idbench.evaluate_pkg.models import registry
 from idbench.evaluate_pkg.models.base import ModelNotAvailableError
 from idbench.evaluate_pkg.runner import select_metrics, unmade_roles
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 # Published sizes, in parameters, and where each is published. A shipped configuration whose network is
 # more than TOLERANCE away from its model's published size is not that model.
 PUBLISHED = {
@@ -151,6 +153,7 @@ def test_its_face_metrics_are_not_run_unless_asked_for_by_name():
     assert metrics == ["id_sim", "clip_t"] and not not_run
 
 
+@pytest.mark.slow
 def test_make_tiny_refuses_a_profile_without_random_models(capsys):
     assert main(["models", "make-tiny", "--profile", "paper"]) != 0
     assert "has no random models to make" in capsys.readouterr().err

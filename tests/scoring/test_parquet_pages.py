@@ -22,6 +22,8 @@ from idbench.evaluate_pkg.parquet_pages import PageHeaderError, chunk_range, col
 from idbench.evaluate_pkg.submission import SubmissionError, validate_submission, write_template
 from idbench.evaluate_pkg.submission import parquet as submission_parquet
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 HUGE_MB = 200  # decoding it would take at least twice this: the bound asserted below is well under
 
 
@@ -89,6 +91,7 @@ VALIDATOR = textwrap.dedent(
 )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("paged", [False, True], ids=["one page of every image", "one image a page"])
 def test_one_huge_image_among_small_ones_is_refused_from_its_page_headers(data, tmp_path, paged):
     rows, images = pairs_and_images(data, tmp_path)

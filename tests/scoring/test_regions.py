@@ -26,6 +26,8 @@ from idbench.evaluate_pkg.images import content_hash, normalize_image
 from idbench.evaluate_pkg.models import registry
 from idbench.evaluate_pkg.models.detection import CROP_FILL, SUBJECT_NMS_IOU, Detection, nms_per_label
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 RED, BLUE, GREY = (255, 0, 0), (0, 0, 255), (90, 160, 90)
 
 
@@ -123,6 +125,7 @@ def colour_masks(pixel_values: torch.Tensor, processor) -> dict[str, np.ndarray]
     return {"red": near(RED), "blue": near(BLUE), "grey": near(GREY), "fill": near(CROP_FILL)}
 
 
+@pytest.mark.slow
 def test_a_tall_subject_keeps_its_head_through_dinov2s_centre_crop(dinov2):
     image, box = tall_subject()
     # the former path: the 5 %-padded box as it is; DINOv2 resizes its short side to 256, crops 224
@@ -143,12 +146,14 @@ def test_a_tall_subject_keeps_its_head_through_dinov2s_centre_crop(dinov2):
     assert new["fill"][:, :20].all() and new["fill"][:, -20:].all()
 
 
+@pytest.mark.slow
 def test_the_padding_colour_normalises_to_zero_for_dinov2(dinov2):
     """CROP_FILL is ImageNet's mean: the encoder sees "no signal" in the padding, not a colour."""
     assert CROP_FILL == tuple(round(255 * m) for m in dinov2.image_processor.image_mean)
     assert dinov2.square_keep() == pytest.approx(224 / 256)
 
 
+@pytest.mark.slow
 def test_instance_scr_takes_one_crop_per_subject_after_nms(tmp_path, dinov2):
     """Two subjects, the first boxed three times: NMS leaves two crops (formerly min(3 boxes, 2N) = 3)."""
     image = Image.new("RGB", (400, 300), GREY)
@@ -251,6 +256,7 @@ def cogcanvas_collage(tmp_path_factory):
     return root, data
 
 
+@pytest.mark.slow
 def test_collage_baselines_count_right_from_the_person_query(cogcanvas_collage, tmp_path):
     """Stand-in detector: the collage's person boxes (baselines.subject_box) plus noise duplicates."""
     from idbench.evaluate_pkg.context import Models
@@ -370,6 +376,7 @@ def scores(results, metric):
     return {r.prompt_id: r.value for r in results if r.metric == metric}
 
 
+@pytest.mark.slow
 def test_bg_sim_tracks_the_background_not_the_subjects(tmp_path):
     generations = {
         ("same_bg_left", 0): scene((0, 1), [LEFT]),
@@ -389,6 +396,7 @@ def test_bg_sim_tracks_the_background_not_the_subjects(tmp_path):
     assert ctx.notes["bg_sim"]["no_foreground"] == 0 and ctx.notes["bg_sim"]["references_with_persons"] == 0
 
 
+@pytest.mark.slow
 def test_bg_sim_masks_the_persons_of_the_reference_background(tmp_path):
     from idbench.evaluate_pkg import functional as F
 
@@ -408,6 +416,7 @@ def test_bg_sim_masks_the_persons_of_the_reference_background(tmp_path):
     assert ctx.notes["bg_sim"]["references_with_persons"] == 1
 
 
+@pytest.mark.slow
 def test_bg_sim_flags_missing_and_total_foreground(tmp_path):
     generations = {
         ("nothing_found", 0): scene((0, 1), [LEFT, RIGHT]),

@@ -12,6 +12,8 @@ import pytest
 from idbench.evaluate_pkg import results_bounds
 from idbench.evaluate_pkg.results_bounds import results_file_problem
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 def _write(path, rows: int, text: str = "x") -> None:
     """``rows`` distinct (prompt, seed) rows of one metric; ``note`` repeats ``text`` (plainly encoded,

@@ -19,7 +19,7 @@ from idbench.evaluate_pkg import results, results_bounds
 from idbench.evaluate_pkg.compare import CompareError, load_run
 from idbench.leaderboard import samples
 
-# Fast tier: no model, no server. The tiering rule in conftest adds e2e to the one test that starts Python.
+# Fast tier: no model, no server; the one test that starts Python is marked e2e.
 pytestmark: list = []
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,6 +223,7 @@ def test_the_spelling_scan_sees_a_name_and_a_path_but_not_prose():
     assert _spelled(code) == [(1, "results.parquet"), (2, "aggregates.json")]
 
 
+@pytest.mark.e2e
 def test_the_results_module_imports_no_torch():
     """The leaderboard (a Space without torch) reads result folders through this module."""
     code = (

@@ -18,6 +18,8 @@ from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.runner import ScoringError, score_submission
 from idbench.evaluate_pkg.submission import SubmissionError
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 TINY = ScoreOptions(profile="tiny")
 
 
@@ -30,6 +32,7 @@ def collapse(tmp_path_factory):
     return root, data
 
 
+@pytest.mark.slow
 def test_outputs_and_their_contract(collapse, tmp_path, shared_features):
     root, data = collapse
     summary = score_submission(
@@ -73,6 +76,7 @@ def test_outputs_and_their_contract(collapse, tmp_path, shared_features):
     assert summary["aggregates"] == aggregates["aggregates"]
 
 
+@pytest.mark.slow
 def test_second_run_reads_every_feature_from_the_cache(collapse, tmp_path):
     root, data = collapse
     first = score_submission(root / "collage", data, None, TINY, cache_dir=tmp_path, progress=False)
@@ -82,6 +86,7 @@ def test_second_run_reads_every_feature_from_the_cache(collapse, tmp_path):
     assert second["aggregates"] == first["aggregates"]
 
 
+@pytest.mark.slow
 def test_crash_then_resume_recomputes_nothing_done(collapse, tmp_path, monkeypatch):
     """Kill the scorer after k batches, rerun: cached features are not recomputed, results equal.
 
@@ -129,6 +134,7 @@ def test_crash_then_resume_recomputes_nothing_done(collapse, tmp_path, monkeypat
     assert resumed["aggregates"] == clean["aggregates"]
 
 
+@pytest.mark.slow
 def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(
     collapse, tmp_path, monkeypatch, shared_features
 ):
@@ -167,6 +173,7 @@ def test_a_crash_while_replacing_results_leaves_the_previous_results_readable(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder or backup left
 
 
+@pytest.mark.slow
 def test_an_error_while_writing_results_leaves_the_previous_results_and_no_staging(
     collapse, tmp_path, monkeypatch, shared_features
 ):
@@ -189,6 +196,7 @@ def test_an_error_while_writing_results_leaves_the_previous_results_and_no_stagi
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+@pytest.mark.slow
 def test_invalid_submission_scores_nothing(collapse, tmp_path, capsys):
     root, data = collapse
     broken = tmp_path / "broken"
@@ -205,6 +213,7 @@ def test_invalid_submission_scores_nothing(collapse, tmp_path, capsys):
     assert "01" in err and "01_s0.png" in err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_unknown_metric_is_refused(collapse, tmp_path):
     root, data = collapse
     with pytest.raises(ScoringError, match="unknown metric.*id_sim.*known: clip_t"):
@@ -213,6 +222,7 @@ def test_unknown_metric_is_refused(collapse, tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_cli_score_prints_a_summary(collapse, tmp_path, capsys, shared_features):
     root, _ = collapse
     code = main(
@@ -286,6 +296,7 @@ def per_person(rows: pd.DataFrame) -> pd.Series:
     return persons.set_index(["prompt_id", "subject"])["value"]
 
 
+@pytest.mark.slow
 def test_id_sim_orders_the_baselines_as_a_sound_metric_must(cogcanvas_scores):
     _, s, rows = cogcanvas_scores
     person = {name: per_person(rows[name]) for name in ("collage", "swap", "clone", "impostor")}
@@ -314,6 +325,7 @@ def test_id_sim_orders_the_baselines_as_a_sound_metric_must(cogcanvas_scores):
     assert _mean(s["collage"], "faces.slow_search_skipped") <= _mean(s["background"], "faces.slow_search_skipped")
 
 
+@pytest.mark.slow
 def test_face_counts_are_reported_against_the_expected(cogcanvas_scores):
     data, s, _ = cogcanvas_scores
     expected = np.mean([p["n_persons"] for p in data.prompt_rows.values()])
@@ -321,6 +333,7 @@ def test_face_counts_are_reported_against_the_expected(cogcanvas_scores):
     assert 0 < _mean(s["collage"], "faces_detected") <= expected + 1
 
 
+@pytest.mark.slow
 def test_missing_paper_models_stop_the_run_before_any_work(collapse, tmp_path, monkeypatch):
     from idbench.evaluate_pkg.models.base import ModelNotAvailableError
 

@@ -18,6 +18,8 @@ from idbench.evaluate_pkg.baselines import make_baseline
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.shards import Shard, unit_key
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 METRICS = "dino_sim,clip_t"
 
 
@@ -67,6 +69,7 @@ def close(a, b, rel: float = 1e-5) -> bool:
     return a == b
 
 
+@pytest.mark.slow
 def test_three_shards_and_a_merge_write_what_one_process_writes(built, single, tmp_path, capsys):
     # Batches of one: an image's features cannot depend on the batch it was in, so a single process and
     # the shards compute the same floats, and the merge must reproduce the single process bit for bit.
@@ -109,6 +112,7 @@ def test_three_shards_and_a_merge_write_what_one_process_writes(built, single, t
     assert (out / "aggregates.json").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_shards_with_a_cache_each_merge_to_what_one_process_writes(built, single, tmp_path, capsys):
     # Nodes with their own disks: each shard has its own cache, which the merge never sees (gone before it
     # runs). What the merge reads is in OUT/shards, and its results are one process's, bit for bit.
@@ -127,6 +131,7 @@ def test_shards_with_a_cache_each_merge_to_what_one_process_writes(built, single
     assert all(computed(record) > 0 for record in records.values())
 
 
+@pytest.mark.slow
 def test_with_the_default_batches_the_merge_agrees_to_float32_rounding(built, tmp_path):
     # A shard's batches hold other images than one process's: an encoder's floats then differ in the
     # last bits (the matrix products are blocked differently), and so do the means, by ~1e-8 here.
@@ -158,6 +163,7 @@ def test_with_the_default_batches_the_merge_agrees_to_float32_rounding(built, tm
     assert len(result.samples) == len(pd.read_parquet(out / "results.parquet"))
 
 
+@pytest.mark.slow
 def test_a_killed_shard_leaves_no_record_and_its_rerun_resumes(built, tmp_path, monkeypatch, capsys):
     out, cache = tmp_path / "out", tmp_path / "cache"
     original, saved = features_module.FeatureStore.save, {"n": 0}
@@ -184,6 +190,7 @@ def test_a_killed_shard_leaves_no_record_and_its_rerun_resumes(built, tmp_path, 
     assert "has finished; pass --overwrite" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_scheduler_names_the_shard(built, tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "11")
     monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "10")
@@ -193,6 +200,7 @@ def test_the_scheduler_names_the_shard(built, tmp_path, monkeypatch):
     assert record["shard"] == {"index": 1, "count": 2, "from": "SLURM_ARRAY_TASK_ID"}
 
 
+@pytest.mark.slow
 def test_what_the_merge_refuses(built, tmp_path, capsys):
     out, cache = tmp_path / "out", tmp_path / "cache"
     assert main(["merge", str(out)]) == 2
@@ -284,6 +292,7 @@ RUN_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", RUN_CASES)
 def test_a_record_that_is_not_its_shards_work_is_refused_in_one_line(two_shards, tmp_path, capsys, case):
     out = _tampered_copy(two_shards, tmp_path)
@@ -367,6 +376,7 @@ FOLDER_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", FOLDER_CASES)
 def test_a_shard_folder_that_is_not_what_its_record_says_is_refused_in_one_line(two_shards, tmp_path, capsys, case):
     out = _tampered_copy(two_shards, tmp_path)
@@ -390,6 +400,7 @@ SAME_IN_BOTH = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", SAME_IN_BOTH)
 def test_what_every_record_says_alike_is_checked_too(two_shards, tmp_path, capsys, case):
     out = _tampered_copy(two_shards, tmp_path)

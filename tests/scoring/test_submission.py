@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import noise_jpeg
+from helpers import noise_jpeg
 from PIL import Image
 
 from idbench.builders.build import build
@@ -36,6 +36,8 @@ from idbench.evaluate_pkg.submission import (
     validate_submission,
     write_template,
 )
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The suite contract, for every registered benchmark with shipped samples: one tiny-profile scoring
 run computes each metric of the spec's metric_suite or reports it not run with a reason, and
-produces nothing outside the suite (see ``check_suite_contract`` in conftest).
+produces nothing outside the suite (see ``check_suite_contract`` in tests/helpers.py).
 
 The judge is a stand-in that refuses every request, so the judged metrics run too (each image then
 scores NaN with failure rate 1); without a judge they must be reported not run, with the reason.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import check_suite_contract
+from helpers import check_suite_contract
 
 from idbench.builders.build import build, sample_source
 from idbench.builders.registry import BENCHMARKS
@@ -20,6 +20,8 @@ from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.judge import JudgeAnswer
 from idbench.evaluate_pkg.runner import score_submission
 from idbench.evaluate_pkg.suites import suite_for
+
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
 
 SHIPPED = [name for name in BENCHMARKS if sample_source(name).is_file()]
 PROMPTS = {"charis": 2, "cogcanvas": 2}  # small builds; identity-collapse is a fixed grid
@@ -48,6 +50,7 @@ def test_every_shipped_benchmark_is_checked():
     assert {"charis", "cogcanvas", "identity-collapse"} <= set(SHIPPED)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SHIPPED)
 @pytest.mark.parametrize("judge", [RefusingJudge(), None], ids=["judge", "no-judge"])
 def test_every_metric_is_computed_or_not_run_with_a_reason(built, name, judge, tmp_path):

@@ -8,6 +8,8 @@ import pytest
 from idbench.evaluate_pkg.functional import clip_t
 from idbench.evaluate_pkg.functional.text import clip_t_whole, sentences, text_chunks
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 def words_plus_two(text: str) -> int:
     """A token counter with CLIP's shape: one token per word plus the start and end tokens."""

@@ -20,6 +20,8 @@ from scipy.stats import kendalltau, pearsonr, spearmanr
 from idbench.benchmarks.charis import alignment as al
 from idbench.evaluate_pkg.functional import agreement
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 # The paper's normalised scores, written out here to check the EKB against them (the study reads the EKB).
 PAPER = {"exact": 1.0, "near_exact": 2 / 3, "partial": 1 / 3, "mismatch": 0.0}
 
@@ -248,6 +250,9 @@ def test_bootstrap_weights_draw_whole_prompts():
     assert (al.cluster_bootstrap_weights(list("abc"), 50, 3) == al.cluster_bootstrap_weights(list("abc"), 50, 3)).all()
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# Bootstrap intervals, computed twice to show they are seeded.
+@pytest.mark.slow
 def test_cis_are_seeded():
     first, again, other = study(seed=7), study(seed=7), study(seed=8)
     pd.testing.assert_frame_equal(first.table1, again.table1)
@@ -381,6 +386,9 @@ def test_judge_vs_humans_kappa_and_alpha_on_categories():
         assert row["charis_score alpha_ordinal"] == pytest.approx(expected_alpha)
 
 
+# No model, but seconds of computing (measured on one core): kept out of the fast tier's 2 minutes.
+# Bootstrap intervals, computed twice to show they are seeded.
+@pytest.mark.slow
 def test_intervals_hold_the_estimate_and_are_seeded():
     judge = {m: ("exact", "near_exact", "partial", "mismatch", "exact", "partial") for m in RATED}
     first = al.compute_study(ratings_frame(), categorical_scores(judge), PROMPTS, n_boot=200, seed=5)
@@ -608,7 +616,7 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 def test_readers_take_a_built_charis_folder_and_score_runs(tmp_path, fresh_cache):
-    from conftest import SAMPLES, write_manifest
+    from helpers import SAMPLES, write_manifest
 
     from idbench.builders.build import build
 

@@ -40,6 +40,8 @@ from idbench.evaluate_pkg.runner import score_submission
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sanity"))
 from judges import PixelJudge, RuleJudge, charis_answer, follow_prompt, is_adherence, prompt_of
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 RANKED = ("charis_score", "charis_score_itt", "prompt_adherence", "charis_overall")
 # The template phrases that ask for the subject to be hidden, as decided in transformations.yaml.
 HIDING = {"seen from behind", "seen from far away as a small figure in the frame"}
@@ -220,6 +222,7 @@ def _hide_prompts(data) -> set[str]:
     return {p for p, row in data.prompt_rows.items() if any(t["phrase"] in HIDING for t in row["transformations"])}
 
 
+@pytest.mark.slow
 def test_a_model_that_hides_its_failures_scores_no_better_on_the_ranked_variants(built):
     root, data = built
     hide = _hide_prompts(data)
@@ -253,6 +256,7 @@ def test_a_model_that_hides_its_failures_scores_no_better_on_the_ranked_variants
     assert shows["charis_score_itt.not_confirmed"]["mean"] == 0.0
 
 
+@pytest.mark.slow
 def test_the_copy_baseline_is_not_first_on_charis_overall_and_a_prompt_following_set_is(built):
     root, data = built
     means = {name: _score(root, data, name, PixelJudge())[0] for name in ("copy", "impostor", "blank", "follows")}
@@ -267,6 +271,7 @@ def test_the_copy_baseline_is_not_first_on_charis_overall_and_a_prompt_following
     assert means["copy"]["copy.flag"]["mean"] == 1.0 and means["follows"]["copy.flag"]["mean"] == 0.0
 
 
+@pytest.mark.slow
 def test_a_judge_that_fails_on_hard_images_does_not_lift_a_model(built):
     root, data = built
     prompts = sorted(data.prompt_rows)
@@ -289,6 +294,7 @@ def test_a_judge_that_fails_on_hard_images_does_not_lift_a_model(built):
     assert failing["prompt_adherence.failure_rate"]["mean"] == pytest.approx(len(hard) / len(prompts))
 
 
+@pytest.mark.slow
 def test_the_hide_prompts_are_the_same_for_every_model_left_out_and_counted(built):
     root, data = built
     hide = _hide_prompts(data)

@@ -44,6 +44,8 @@ from idbench.benchmarks.charis.judge import (
 from idbench.ekb import load_ekb
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 ROOT = Path(__file__).resolve().parents[3]
 
 CELL_ATTRIBUTES = {

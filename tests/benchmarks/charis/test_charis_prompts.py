@@ -26,6 +26,8 @@ from idbench.ekb import load_ekb
 from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 EKB = load_ekb()
 PHRASES = {
     "pose": "leaps over a garden fence",

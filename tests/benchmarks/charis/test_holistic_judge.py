@@ -20,6 +20,8 @@ from idbench.benchmarks.charis.holistic import (
 from idbench.benchmarks.charis.judge import CharisPair
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 def make_pair(name: str) -> CharisPair:
     return CharisPair(

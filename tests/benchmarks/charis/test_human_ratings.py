@@ -6,10 +6,12 @@ import shutil
 
 import datasets
 import pytest
-from conftest import SAMPLES, write_manifest
+from helpers import SAMPLES, write_manifest
 
 from idbench.builders.build import build
 from idbench.builders.sources import SourceError
+
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
 
 
 @pytest.fixture

@@ -45,6 +45,9 @@ from idbench.leaderboard import query
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sanity"))
 from judges import adherence_answer, charis_answer, follow_prompt, is_adherence, prompt_of
 
+# Every test here loads a model, scores or runs a worker.
+pytestmark = [pytest.mark.slow]
+
 CHARIS = get_benchmark("charis")
 # Every judged column of the CHARIS suite (all are shown: leaderboard, report.md, the CLI's summary).
 JUDGED = tuple(m.name for m in CHARIS.metric_suite if m.judged)

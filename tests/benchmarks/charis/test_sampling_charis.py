@@ -12,6 +12,8 @@ from idbench.benchmarks.charis.sampling import sample_charis_prompts
 from idbench.benchmarks.charis.spec import PROMPTS
 from idbench.ekb import load_ekb
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 TYPES = ["human", "animal", "anthropomorphic", "animated_object"]
 STYLES = ["photorealistic", "cartoon", "vector"]
 AXES = ["pose", "expression", "viewpoint", "occlusion", "lighting", "background", "style"]

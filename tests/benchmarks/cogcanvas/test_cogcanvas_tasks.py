@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import check_suite_contract
+from helpers import check_suite_contract
 
 from idbench.benchmarks.cogcanvas.retrieval import score_rankings
 from idbench.builders.build import build
@@ -33,6 +33,8 @@ from idbench.leaderboard import query
 from idbench.leaderboard.queue import submit
 from idbench.leaderboard.store import Store
 from idbench.leaderboard.worker import run_worker
+
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
 
 RETRIEVAL_METRICS = {
     f"{group}_{m}@{k}"
@@ -272,6 +274,7 @@ def sample(tmp_path_factory):
     return load_benchmark_data(out)
 
 
+@pytest.mark.slow
 def test_a_ranking_submission_scores_end_to_end(sample, tmp_path):
     data = sample
     rows = _retrieval_rows(data)
@@ -362,6 +365,7 @@ def test_bad_rankings_name_every_row_and_id(built, tmp_path, capsys):
     assert "rankings.csv row 5" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_clip_and_metadata_rankers_run_end_to_end(built, tmp_path, capsys):
     root, data = built
     rows = {(r["prompt_id"], r["slot"]): r for r in _retrieval_rows(data)}
@@ -445,6 +449,7 @@ def _t2i_submission(root: Path, data) -> Path:
     return sub
 
 
+@pytest.mark.slow
 def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path):
     root, data = built
     sub = _t2i_submission(root, data)
@@ -487,6 +492,7 @@ def test_a_text_to_image_submission_scores_count_and_binding_vqa(built, tmp_path
     assert "count_accuracy" in bare["aggregates"]["overall"]
 
 
+@pytest.mark.slow
 def test_a_text_to_image_submission_ranks_on_its_own_track(built, tmp_path):
     root, data = built
     home = tmp_path / "home"

@@ -19,6 +19,8 @@ from idbench.benchmarks.cogcanvas.graphs import (
 from idbench.benchmarks.cogcanvas.spec import ITEM_INTERACTIONS, PERSON_INTERACTIONS
 from idbench.builders.build import build
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 # Three persons standing B, A, C from left to right; B and A hold hands.
 PERSONS = [
     {"slot": "A", "item_entity_id": "cup", "interaction": "hold"},

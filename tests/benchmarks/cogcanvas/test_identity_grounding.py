@@ -49,6 +49,8 @@ from idbench.evaluate_pkg.judge.types import JudgeAnswer
 from idbench.evaluate_pkg.models.detection import Detection
 from idbench.evaluate_pkg.runner import score_submission
 
+pytestmark: list = []  # the fast tier, but for the tests marked one by one below
+
 SIZE = 1024
 PERSON = "a person"
 PROMPTS = int(os.environ.get("IDBENCH_GROUNDING_PROMPTS", "8"))
@@ -466,6 +468,7 @@ def mean(scored, picture, metric):
     return scored.runs[picture].mean[metric]
 
 
+@pytest.mark.slow
 def test_the_table(scored, capsys):
     """Every metric for every picture (the closing note's table), printed with -s."""
     table = pd.DataFrame({p: {m: r.mean.get(m) for m in SHOWN} for p, r in scored.runs.items()})
@@ -474,12 +477,14 @@ def test_the_table(scored, capsys):
     assert list(table.columns) == list(CHOSEN)
 
 
+@pytest.mark.slow
 def test_faces_are_found_in_the_collage(scored):
     # dlib at 1024 px: the pasted faces of the 8 prompts (2-5 persons) are recognised, else nothing below means much.
     assert mean(scored, "collage", "who.missing") <= 0.25
     assert mean(scored, "collage", "who.swapped") == 0 and mean(scored, "collage", "who.cloned") == 0
 
 
+@pytest.mark.slow
 def test_crossed_binding_is_caught_and_the_paper_misses_it(scored):
     # Every identity holds another person's item: the grounded binding falls, the position-named one does not.
     for metric in ("binding_grounded", "binding_grounded_vqa", "binding_grounded_vqa_paired"):
@@ -488,6 +493,7 @@ def test_crossed_binding_is_caught_and_the_paper_misses_it(scored):
     assert mean(scored, "crossed", "who.swapped") >= 1  # the persons moved, their items did not
 
 
+@pytest.mark.slow
 def test_shifted_row_keeps_binding_and_loses_layout(scored):
     # Each identity with its own item, the row shifted by one: binding as the collage's (less the faces
     # dlib's HOG misses where they land now: who.missing 0.25 against 0.125), layout low.
@@ -499,6 +505,7 @@ def test_shifted_row_keeps_binding_and_loses_layout(scored):
     assert mean(scored, "shifted row", "attr_vqa.binding") < 0.5 * mean(scored, "collage", "attr_vqa.binding")
 
 
+@pytest.mark.slow
 def test_per_image_full_binding_where_every_face_is_found(scored):
     rows = scored.runs["shifted row"].rows
     images = rows[rows["subject"] == ""].pivot_table(index="prompt_id", columns="metric", values="value")
@@ -507,6 +514,7 @@ def test_per_image_full_binding_where_every_face_is_found(scored):
     assert (complete["binding_grounded_vqa"] == 1.0).all() and (complete["binding_grounded"] == 1.0).all()
 
 
+@pytest.mark.slow
 def test_one_pair_swapped_clone_missing_and_crowd(scored):
     assert mean(scored, "one pair swapped", "who.swapped") == pytest.approx(2, abs=0.5)
     assert mean(scored, "one pair swapped", "layout_grounded") < mean(scored, "collage", "layout_grounded")
@@ -534,6 +542,7 @@ def images_of(scored, picture) -> pd.DataFrame:
     return rows[rows["subject"] == ""].pivot_table(index="prompt_id", columns="metric", values="value")
 
 
+@pytest.mark.slow
 def test_arrangements_lose_to_the_collage_on_the_headline(scored):
     """The issue's arrangements (the right faces, in the wrong places or with the wrong items): the strict
     ID-Sim keeps them near the collage; the default ranking's id_arranged does not."""
@@ -558,6 +567,7 @@ def test_arrangements_lose_to_the_collage_on_the_headline(scored):
         assert mean(scored, picture, "id_arranged") < collage - 0.1, picture
 
 
+@pytest.mark.slow
 def test_id_arranged_never_exceeds_its_factors(scored):
     """Per image: id_arranged <= id_sim_strict (each person's share kept or dropped whole), the judged
     twin <= id_arranged; a shifted row's images where every face was found score exactly 0."""
@@ -571,6 +581,7 @@ def test_id_arranged_never_exceeds_its_factors(scored):
     assert len(complete) >= 4 and (complete["id_arranged"] == 0.0).all()
 
 
+@pytest.mark.slow
 def test_id_arranged_judge_failures_count_zero(scored):
     """A judge whose grounded answers all fail: id_arranged_vqa is 0 for every located person (intent to
     treat), each counted in id_arranged_vqa.judge_failed, never left out; id_arranged is untouched."""
@@ -599,6 +610,7 @@ def test_id_arranged_judge_failures_count_zero(scored):
     assert overall["id_arranged"]["mean"] == pytest.approx(mean(scored, "collage", "id_arranged"))
 
 
+@pytest.mark.slow
 def test_who_became_whom_evidence_is_stored(scored):
     from idbench.evaluate_pkg.results import EVIDENCE_FILE
 
@@ -613,6 +625,7 @@ def test_who_became_whom_evidence_is_stored(scored):
     assert scored.runs["crossed"].notes["who_became_whom"]["same_identity_cosine"] == 0.95
 
 
+@pytest.mark.slow
 def test_judge_failures_are_counted_and_score_zero(scored):
     """A judge whose grounded answers all fail: a failure rate of 1, and every person asked about not
     confirmed (0, intent to treat since suite 0.6; left out, a judge failing on the hard images would

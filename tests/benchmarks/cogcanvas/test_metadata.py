@@ -25,6 +25,8 @@ from idbench.evaluate_pkg.judge import AnswerCache, JudgeConfig, OpenAIJudge
 from idbench.evaluate_pkg.judge.client import strict_compatible
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 def png(color: tuple[int, int, int], size: tuple[int, int] = (32, 24)) -> bytes:
     buffer = io.BytesIO()

@@ -26,6 +26,8 @@ from idbench.benchmarks.cogcanvas.spec import PROMPTS
 from idbench.evaluate_pkg.judge import JudgeConfig, OpenAIJudge
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 ALL_PASS = {
     "interaction_plausible": True,
     "layout_feasible": True,

@@ -22,6 +22,8 @@ from idbench.builders.build import build
 from idbench.evaluate_pkg.data import load_benchmark_data
 from idbench.evaluate_pkg.functional import retrieval_precision_recall
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):

@@ -25,6 +25,8 @@ from idbench.benchmarks.cogcanvas.spec import (
     SLOTS,
 )
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 COUNT_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 # How questions must name the person at each place of a row of N, written out by hand.
 PLACES = {

@@ -13,6 +13,8 @@ from idbench.benchmarks.cogcanvas.graphs import derive_questions, edge, interact
 from idbench.evaluate_pkg.context import Result
 from idbench.evaluate_pkg.judge.types import JudgeAnswer, JudgeRequest
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 IMAGE_1 = b"\x89PNG fake image one"
 IMAGE_2 = b"\x89PNG fake image two"
 

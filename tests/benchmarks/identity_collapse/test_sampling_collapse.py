@@ -9,6 +9,8 @@ import pytest
 
 from idbench.benchmarks.identity_collapse.sampling import sample_collapse_prompts
 
+pytestmark: list = []  # the fast tier: no model, browser or subprocess here
+
 
 def pool(n: int) -> list[dict]:
     # names that are never substrings of one another, so the prompt text can be searched for them
