@@ -317,28 +317,51 @@ def test_hub_eval_results_records_revision_and_source(recorded_scoring, tmp_path
 def test_the_demo_tables_name_each_columns_unit():
     """The demo's ranked tables show values under their display conventions, so each header says which:
     a reader must not take 50.00 for a raw aesthetic score (the LAION predictor's scale is 1-10)."""
-    from idbench.demo import ranked_table
+    import pandas as pd
 
-    summary = {
-        "aggregates": {"overall": {"aesthetic": {"mean": 5.0}, "attr_vqa": {"mean": 0.25}}},
-        "not_run": {},
-        "copies": None,
-    }
-    header, row = ranked_table("cogcanvas", {"one": summary}).splitlines()[1:3]
-    assert header.split() == ["rank", "baseline", "aesthetic", "(x10)", "attr_vqa", "(%)"]
-    assert row.split() == ["1", "one", "50.00", "25.00"]
+    from idbench.builders.registry import get_benchmark
+    from idbench.demo import board_text
 
-
-def test_the_demo_table_ranks_a_tie_as_a_tie():
-    """Two baselines with the same mean share a rank, as on the leaderboard; a copying one is set apart."""
-    from idbench.demo import ranked_table
-
-    def summary(value, marked=False):
-        copies = {"marked": marked, "share": 1.0 if marked else 0.0}
-        return {"aggregates": {"overall": {"dino_sim_floored": {"mean": value}}}, "not_run": {}, "copies": copies}
-
-    table = ranked_table(
-        "cogcanvas", {"a": summary(5.0), "b": summary(5.0), "c": summary(4.0), "d": summary(9.0, True)}
+    overall = {"baseline-one": {"aesthetic": {"mean": 5.0}, "attr_vqa": {"mean": 0.25}}}
+    rows = pd.DataFrame(
+        {"rank": [1], "rank interval": ["1"], "tier": [1], "model": ["baseline-one"], "not ranked": [""]}
     )
-    ranks = {line.split()[1]: line.split()[0] for line in table.splitlines()[2:]}
+    header, row = board_text(get_benchmark("cogcanvas"), "aesthetic", rows, overall, {}).splitlines()[1:3]
+    assert header.split() == ["rank", "interval", "tier", "baseline", "aesthetic", "(x10)", "attr_vqa", "(%)"]
+    assert row.split() == ["1", "1", "1", "one", "50.00", "25.00"]
+
+
+def test_the_demo_table_ranks_a_tie_as_a_tie(tmp_path):
+    """Two baselines with the same mean share a rank, as on the leaderboard (the demo prints the store's
+    board); a copying one is set apart."""
+    from idbench.demo import ranked_table
+    from idbench.leaderboard.queue import claim, finish
+    from idbench.leaderboard.store import Store
+
+    store = Store(tmp_path / "home")
+    for name, value, marked in (("a", 5.0, False), ("b", 5.0, False), ("c", 4.0, False), ("d", 9.0, True)):
+        store.add_submission(
+            benchmark="cogcanvas",
+            benchmark_version="v",
+            data_dir=tmp_path,
+            model_name=f"baseline-{name}",
+            metadata={},
+            content_hash=name.ljust(64, "0"),
+            stored_path=tmp_path,
+        )
+        summary = {
+            "benchmark": "cogcanvas",
+            "suite_version": "s",
+            "profile": "tiny",
+            "plumbing": True,
+            "idbench_version": "0",
+            "models": {},
+            "aggregates": {"overall": {"dino_sim_floored": {"mean": value}}, "breakdowns": {}},
+            "not_run": {},
+            "copies": {"marked": marked, "share": 1.0 if marked else 0.0},
+        }
+        finish(store, claim(store, "w", 60), summary, tmp_path / name)
+    table = ranked_table(store, "cogcanvas", ("a", "b", "c", "d"))
+    ranks = {line.split()[3]: line.split()[0] for line in table.splitlines()[2:6]}
     assert ranks == {"a": "1", "b": "1", "c": "3", "d": "-"}
+    assert "not ranked: copies references: 100 % of images" in table

@@ -165,6 +165,22 @@ def test_results_and_requests_become_the_stores_rows(repos, tmp_path):
     assert jobs["model-b"]["created"] == "2026-01-01T00:00:00+00:00"
 
 
+def test_a_sync_stores_the_boards_intervals_so_the_space_resamples_nothing(repos, tmp_path):
+    from idbench.leaderboard import board
+
+    requests, results = repos
+    low = [0.2, 0.5, 0.3, 0.6, 0.4, 0.25, 0.55, 0.35]
+    for model, digest, values in (("model-a", HASH_A, low), ("model-b", HASH_B, [v + 0.3 for v in low])):
+        frame = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(8)], "seed": 0, "metric": "dino_sim_floored"})
+        frame.assign(value=values).to_parquet(tmp_path / "samples.parquet", index=False)
+        add_scored(requests, results, model, digest, sum(values) / 8, (tmp_path / "samples.parquet").read_bytes())
+    store = Store(hub_mirror.mirror(requests, results, tmp_path / "mirror").store_home)
+    shown = board.standings(store, BENCHMARK, metric="dino_sim_floored", filters={})
+    # b is a + 0.3 on every prompt: told apart, first, by hand (the hand-made aggregates tie them at 0.25).
+    assert dict(zip(shown.ranked["model"], shown.ranked["rank interval"])) == {"model-b": "1", "model-a": "2"}
+    assert "8 prompt(s)" in shown.caption
+
+
 def test_a_new_commit_is_mirrored_and_an_unchanged_head_is_not_rebuilt(repos, tmp_path):
     requests, results = repos
     add_scored(requests, results, "model-a", HASH_A, 0.71)
