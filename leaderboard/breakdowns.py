@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from idbench.builders.spec import UNKNOWN_CELL, BenchmarkSpec
-from idbench.leaderboard.result_rows import as_number, label_order, model_labels, visible_results
+from idbench.leaderboard.result_rows import CI_HIGH, CI_LOW, as_number, label_order, model_labels, visible_results
 
 # --- the axes, and the cell a ranking is of -------------------------------------------------------
 
@@ -168,10 +168,12 @@ def type_style_matrix(
     return out.reindex(columns=sorted(out.columns))
 
 
-def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, pd.DataFrame]:
+def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec, intervals: bool = False) -> dict[str, pd.DataFrame]:
     """One result's per-axis breakdowns: ``{breakdown name: table cells x metrics (raw means)}``, the
     prompt-column breakdowns first, then the subject breakdowns (``aggregates["subject_breakdowns"]``:
-    cells by the references' metadata, "unknown" last) when the result has them."""
+    cells by the references' metadata, "unknown" last) when the result has them. ``intervals`` adds each
+    metric's ``"<metric> ci_low"`` and ``"<metric> ci_high"`` (NaN where the cell has none: one prompt), as
+    :func:`~.display.display_table` takes them."""
     aggregates = row.get("aggregates") or {}
     by_subject = aggregates.get("subject_breakdowns") or {}
     named = [(" x ".join(b), aggregates.get("breakdowns", {}).get(" x ".join(b), {})) for b in spec.breakdowns]
@@ -190,6 +192,8 @@ def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, p
                 )
             ]
             table = table[[m.name for m in spec.metric_suite if m.name in table.columns]]
+            if intervals:
+                table = _with_intervals(table, cells)
             if name in by_subject:  # how many subject rows and prompts each cell holds ("unknown" among them)
                 table["rows"] = [
                     max((s.get("n", 0) + s.get("n_nan", 0) for s in cells[c].values()), default=0) for c in table.index
@@ -200,6 +204,16 @@ def breakdown_tables(row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, p
             table.index.name = name
         out[name] = table
     return out
+
+
+def _with_intervals(table: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """``table`` (cells x metric means) with each metric's interval bounds beside it, from the cells' stats."""
+    columns = {}
+    for metric in table.columns:
+        columns[metric] = table[metric]
+        for suffix, key in ((CI_LOW, "ci_low"), (CI_HIGH, "ci_high")):
+            columns[metric + suffix] = [as_number((cells[c].get(metric) or {}).get(key)) for c in table.index]
+    return pd.DataFrame(columns, index=table.index)
 
 
 # --- who became whom (CogCanvas, suite 0.3 on) ----------------------------------------------------

@@ -528,3 +528,19 @@ def test_each_missing_evidence_column_is_explained_on_its_header():
     notes = column_help(spec)
     counted = [m.name for m in spec.metric_suite if m.missing_evidence]
     assert counted and all("left out of" in notes[f"{m} missing evidence (per image)"] for m in counted)
+
+
+def test_a_breakdown_table_shows_each_cell_with_its_interval_in_one_format():
+    """The model page's breakdowns read as the ranked table does: "mean [low, high]", every value of a
+    metric with the same decimals under its convention (not 0, 7.2 and 0.2406 side by side)."""
+    cog = get_benchmark("cogcanvas")
+    row = _cog_row(1, 0.5, {"2": 0.5, "3": 0.0}, {"2": 3, "3": 2})
+    tables = query.breakdown_tables(row, cog, intervals=True)
+    shown = query.display_table(tables["n_persons"], cog, compact=True)
+    assert list(shown.index) == ["2", "3"]
+    column = [c for c in shown.columns if c.startswith("id_sim")][0]
+    cells = row["aggregates"]["breakdowns"]["n_persons"]
+    assert list(shown[column]) == [
+        f"{cells[n]['id_sim']['mean']:.4f} [{cells[n]['id_sim']['ci_low']:.4f}, {cells[n]['id_sim']['ci_high']:.4f}]"
+        for n in ("2", "3")
+    ]

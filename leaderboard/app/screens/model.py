@@ -18,6 +18,7 @@ import streamlit as st
 from idbench import settings
 from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
+from idbench.evaluate_pkg.report import not_run_lines
 from idbench.leaderboard import query, samples
 from idbench.leaderboard.app.data import current_results, rank_uncertainty, read_results
 from idbench.leaderboard.app.markdown import plain
@@ -134,12 +135,18 @@ def _warnings(row: dict, spec: BenchmarkSpec) -> None:
 
 
 def _details(row: dict, spec: BenchmarkSpec, results: pd.DataFrame, submission: int) -> None:
-    """The metadata, generation, raw JSON, judge and copy check; the overall row and every breakdown."""
+    """The scores first (the overall row, what was not run), then the metadata, generation, raw JSON,
+    judge and copy check, then every breakdown."""
+    st.subheader("Overall")
+    overall = query.display_table(_model_overall(results, spec, submission), spec, compact=True, raw=units_raw())
+    show_table(_dash_unranked(overall), hide_index=True, key="model-overall")
+    if row["not_run"]:  # one line per reason; metrics of the benchmark's other tasks only counted
+        st.text(
+            "\n".join(line.strip() for line in not_run_lines({"not_run": row["not_run"], "task": row["task"]}, spec))
+        )
     st.subheader("Metadata")
     # A table of plain strings: the submitter wrote these; they must not render as Markdown or HTML.
     show_table(query.metadata_table(row), hide_index=True, key="model-metadata")
-    if row["not_run"]:
-        st.text("not run:\n" + "\n".join(f"  {m}: {why}" for m, why in row["not_run"].items()))
     _generation(row)
     with st.expander("metadata as submitted (JSON)"):
         st.json(row["metadata"])
@@ -147,24 +154,13 @@ def _details(row: dict, spec: BenchmarkSpec, results: pd.DataFrame, submission: 
         st.json(row["models"])
     _judge_card(row, spec)
     _copy_check(row)
-    st.subheader("Overall")
-    overall = query.display_table(_model_overall(results, spec, submission), spec, compact=True, raw=units_raw())
-    show_table(_dash_unranked(overall), hide_index=True, key="model-overall")
-    for name, table in query.breakdown_tables(row, spec).items():
+    for name, table in query.breakdown_tables(row, spec, intervals=True).items():
         if not table.empty:
+            # As the ranked table: each cell "mean [ci_low, ci_high]" in the metric's one format and unit.
             st.subheader(f"By {name}")
-            show_table(_breakdown_in_units(table, spec).reset_index(), hide_index=True)
+            shown = query.display_table(table, spec, compact=True, raw=units_raw())
+            show_table(shown.reset_index(), hide_index=True)
     st.caption(units_caption())
-
-
-def _breakdown_in_units(table: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
-    """A model page breakdown (cells x raw metric means) in the app's units, columns renamed with them."""
-    specs, raw = query.metric_specs(spec), units_raw()
-    out = table.copy()
-    for column in [c for c in table.columns if c in specs]:
-        decimals = query.DISPLAYS[query.display_of(spec, column, raw)].decimals
-        out[column] = query.in_units(table[column], spec, column, raw).round(decimals)
-    return out.rename(columns={c: query.display_name(spec, c, raw) for c in table.columns if c in specs})
 
 
 def _dash_unranked(table: pd.DataFrame) -> pd.DataFrame:
