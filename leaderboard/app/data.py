@@ -58,7 +58,7 @@ def read_results(
         return None
 
 
-def rank_uncertainty(
+def stored_rank_intervals(
     ranked: pd.DataFrame,
     results: pd.DataFrame,
     spec: BenchmarkSpec,

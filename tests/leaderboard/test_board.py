@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 from pathlib import Path
 
@@ -227,3 +228,32 @@ def test_the_standings_command_refuses_a_metric_or_cell_it_cannot_rank_in_one_li
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and "ranks on dino_sim_floored, not 'no_such_metric'" in lines[0]
     assert "colour=red" in lines[1]
+
+
+def test_no_page_of_the_app_resamples():
+    """The app's modules read the stored boards; none computes one (the queue and the mirror do)."""
+    app = Path(board.__file__).parent / "app"
+    resampling = (
+        "rank_uncertainty",
+        "board_claims",
+        "shared_prompt_means",
+        "refresh",
+        "refresh_quietly",
+        "compute_boards",
+    )
+    found = [
+        f"{path.relative_to(app)}: {name}"
+        for path in sorted(app.rglob("*.py"))
+        for name in resampling
+        if re.search(rf"(?<![\w.])(board\.|query\.)?{name}\(", path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+@pytest.mark.e2e
+def test_the_board_imports_without_streamlit():
+    import subprocess
+    import sys
+
+    code = "import sys, idbench.leaderboard.board; assert 'streamlit' not in sys.modules, 'streamlit imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -16,7 +16,7 @@ from idbench.builders.registry import get_benchmark
 from idbench.builders.spec import BenchmarkSpec
 from idbench.leaderboard import query
 from idbench.leaderboard.app import charts
-from idbench.leaderboard.app.data import current_results, rank_uncertainty
+from idbench.leaderboard.app.data import current_results, stored_rank_intervals
 from idbench.leaderboard.app.markdown import plain
 from idbench.leaderboard.app.widgets import (
     ALL,
@@ -265,7 +265,7 @@ def _table_section(
     ranking = query.split_ranking(table)
     # The board's intervals are those of every ranked row; a search then shows some of them, each with its
     # place on the whole board.
-    ranked, rank_caption = rank_uncertainty(ranking.ranked, results, spec, metric, filters, track, judge)
+    ranked, rank_caption = stored_rank_intervals(ranking.ranked, results, spec, metric, filters, track, judge)
 
     def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the rows the search finds, the columns picked
         return query.keep_metrics(query.search_models(frame, choices.search), spec, {metric, *choices.picked})

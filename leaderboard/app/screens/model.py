@@ -20,7 +20,7 @@ from idbench.builders.registry import BENCHMARKS, get_benchmark
 from idbench.builders.spec import DEFAULT_TASK, BenchmarkSpec
 from idbench.evaluate_pkg.report import not_run_lines
 from idbench.leaderboard import query, samples
-from idbench.leaderboard.app.data import current_results, rank_uncertainty, read_results
+from idbench.leaderboard.app.data import current_results, read_results, stored_rank_intervals
 from idbench.leaderboard.app.markdown import plain
 from idbench.leaderboard.app.screens.model_samples import sample_grid, who_became_whom
 from idbench.leaderboard.app.widgets import (
@@ -184,7 +184,7 @@ def _model_overall(results: pd.DataFrame, spec: BenchmarkSpec, submission: int) 
     table = query.ranked_table(results, spec, metric=metric, include_plumbing=True)
     ranking = query.split_ranking(table)
     track = str(results["task"].iloc[0]) if not results.empty else DEFAULT_TASK
-    ranked, _ = rank_uncertainty(ranking.ranked, results, spec, metric, {}, track)
+    ranked, _ = stored_rank_intervals(ranking.ranked, results, spec, metric, {}, track)
     table = pd.concat([ranked, query.with_rank_uncertainty(ranking.unranked)], ignore_index=True)
     return table[table["submission"] == submission].reset_index(drop=True)
 

@@ -7,7 +7,7 @@ import streamlit as st
 
 from idbench.builders.registry import get_benchmark
 from idbench.leaderboard import query
-from idbench.leaderboard.app.data import current_results, rank_uncertainty, store
+from idbench.leaderboard.app.data import current_results, store, stored_rank_intervals
 from idbench.leaderboard.app.widgets import TRACK_LABELS, benchmark_names, benchmark_pages, ranked_frame, show_table
 from idbench.leaderboard.queue import jobs_table
 
@@ -45,7 +45,7 @@ def overview_page() -> None:
                 continue
             metric = query.default_metric(results, spec)
             scope = query.ranking_scope(spec, filters)
-            table, _ = rank_uncertainty(table, results, spec, metric, filters, track)
+            table, _ = stored_rank_intervals(table, results, spec, metric, filters, track)
             st.text(
                 f"{label}top of {len(table)} ranked submission(s), by {metric}" + (f", {scope}" if scope else "") + ":"
             )

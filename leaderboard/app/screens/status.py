@@ -11,12 +11,12 @@ import streamlit as st
 
 from idbench import settings
 from idbench.evaluate_pkg.submission import MAX_PROBLEMS
-from idbench.leaderboard import board
 from idbench.leaderboard.app import backend
 from idbench.leaderboard.app.data import store
 from idbench.leaderboard.app.markdown import plain
 from idbench.leaderboard.app.widgets import show_table
 from idbench.leaderboard.queue import jobs_table, rescore
+from idbench.leaderboard.queue.local import StoreQueue
 from idbench.leaderboard.store import JOB_STATES, UnknownIdError
 
 MAX_REASON = 200
@@ -80,8 +80,7 @@ def _admin(submission_ids: list[int]) -> None:
                 if not reason.strip():
                     st.error("Give a reason for withdrawing.")
                     return
-                store().withdraw(int(submission), reason.strip())
-                board.refresh_quietly(store(), str(store().submission(int(submission))["benchmark"]))
+                StoreQueue(store()).withdraw(str(int(submission)), reason.strip())  # the queue refreshes the board
                 st.success(f"Withdrew submission {submission}; its files and results are kept.")
             else:
                 job = rescore(store(), int(submission))
