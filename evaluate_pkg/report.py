@@ -297,7 +297,12 @@ def headline(summary: dict[str, Any]) -> str | None:
 
 def verdict(summary: dict[str, Any]) -> str:
     """Whether the leaderboard ranks this run by default, in words: ``"ranked"`` or ``"not ranked by
-    default: <reasons>"`` (copies of the references, no headline metric, a plumbing profile)."""
+    default: <reasons>"``, by the leaderboard's own rule (``leaderboard/ranking.py``, ``rank_rows``): copies
+    of the references, no headline metric, a plumbing profile, and on a judged headline a judge that
+    failed its controls or more than the documented share of its questions."""
+    from idbench.builders.registry import get_benchmark
+    from idbench.evaluate_pkg.judge.card import INCOMPLETE_ABOVE
+
     reasons = []
     copies = summary.get("copies") or {}
     if copies.get("marked"):
@@ -308,6 +313,14 @@ def verdict(summary: dict[str, Any]) -> str:
     key = headline(summary)
     if key is None:
         reasons.append("none of the benchmark's ranking metrics was computed")
+    judge = summary.get("judge") if isinstance(summary.get("judge"), dict) else {}
+    if key is not None and get_benchmark(summary["benchmark"]).metric(key).judged:
+        if judge.get("calibrated") is False:
+            why = f": {judge['reason']}" if judge.get("reason") else ""
+            reasons.append(f"its judge failed its controls{why} ({key} is judged; judge card in report.md)")
+        rate = (judge.get("incomplete") or {}).get(key)
+        if rate is not None:
+            reasons.append(f"the judge failed on {float(rate):.0%} of {key}'s questions (over {INCOMPLETE_ABOVE:.0%})")
     if summary.get("plumbing"):
         reasons.append("a plumbing check (random weights): shown only when asked for, never a benchmark score")
     return "not ranked by default: " + "; ".join(reasons) if reasons else f"ranked (by {key})"

@@ -387,3 +387,36 @@ def test_the_summary_leads_with_the_headline_and_the_verdict():
     assert verdict(summary) == "ranked (by dino_sim_floored)"
     summary["plumbing"] = True
     assert verdict(summary).startswith("not ranked by default: a plumbing check")
+
+
+def test_the_verdict_on_a_judged_headline_follows_the_leaderboards_rule():
+    """CHARIS ranks on a judged metric: a judge that failed its controls, or failed on more than 5 % of its
+    questions, keeps the run off the default ranking, on the leaderboard (ranking.rank_rows) and so in the
+    verdict; a failure rate at 5 % or an unjudged headline does not."""
+    from idbench.builders.registry import get_benchmark
+    from idbench.evaluate_pkg.report import verdict
+    from idbench.leaderboard import query
+    from idbench.leaderboard.ranking import _not_ranked_reason
+
+    spec = get_benchmark("charis")
+    key = spec.ranking[0]
+    stats = {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10, "n_nan": 0}
+    summary = {"benchmark": "charis", "plumbing": False, "aggregates": {"overall": {key: stats}}, "copies": None}
+    judge = {"model": "q", "calibrated": True, "reason": None, "incomplete": {}}
+    assert verdict(summary | {"judge": judge}) == f"ranked (by {key})"
+    failing = verdict(summary | {"judge": judge | {"calibrated": False, "reason": "exact_copy accuracy 0.25"}})
+    assert failing.startswith("not ranked by default: its judge failed its controls: exact_copy accuracy 0.25")
+    incomplete = verdict(summary | {"judge": judge | {"incomplete": {key: 0.08}}})
+    assert incomplete == f"not ranked by default: the judge failed on 8% of {key}'s questions (over 5%)"
+    # The leaderboard's rule on the same facts: both set apart.
+    for record, ranked in (
+        (judge, True),
+        (judge | {"calibrated": False}, False),
+        (judge | {"incomplete": {key: 0.08}}, False),
+    ):
+        row = {"judge": record, "copies": None, "aggregates": summary["aggregates"]}
+        facts = query.row_facts(row, spec)
+        reason = _not_ranked_reason(
+            facts, True, facts.judge_key, include_uncalibrated=False, include_copies=False, include_judge_failures=False
+        )
+        assert (reason == "") == ranked
