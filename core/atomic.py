@@ -11,13 +11,15 @@ Bottom of the layering: it imports only :mod:`idbench.errors`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from idbench.errors import IdbenchError
 
@@ -78,17 +80,30 @@ def atomic_directory(
     shutil.rmtree(holder, ignore_errors=True)  # the staging folder is gone (renamed); this drops the backup
 
 
-def write_text_atomically(path: str | os.PathLike, text: str, *, durable: bool = True) -> None:
-    """Write one file completely or not at all: a hidden temporary beside it (``.<name>.<random>.tmp``),
-    fsynced, then renamed over ``path``. Readers see the old file or the new one, never a part.
+# A temporary file is named after its target (so that a rerun can find what a killed writer left), cut to
+# this many bytes of the name: with the dot, the random part and ".tmp" it stays within a file system's 255.
+TEMPORARY_STEM_BYTES = 200
+
+
+def temporary_stem(name: str) -> str:
+    """The part of ``name`` a temporary file's name holds: the name itself, or its hash when it is long."""
+    if len(name.encode("utf-8", "surrogateescape")) <= TEMPORARY_STEM_BYTES:
+        return name
+    return "h" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object], *, durable: bool = True) -> None:
+    """Write one file completely or not at all: ``write`` fills a hidden temporary beside it
+    (``.<name>.<random>.tmp``, :func:`temporary_stem`), fsynced, then renamed over ``path``. Readers see
+    the old file or the new one, never a part.
 
     ``durable=False`` skips the fsync, for a cache whose entry lost in a crash is just computed again
     (the judge's answers: an fsync per answer costs more than the rare answer asked twice)."""
     path = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, temporary = tempfile.mkstemp(prefix=f".{temporary_stem(path.name)}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            write(stream)
             if durable:
                 stream.flush()
                 os.fsync(stream.fileno())
@@ -96,6 +111,11 @@ def write_text_atomically(path: str | os.PathLike, text: str, *, durable: bool =
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomically(path: str | os.PathLike, text: str, *, durable: bool = True) -> None:
+    """:func:`write_atomically` of ``text`` in UTF-8."""
+    write_atomically(path, lambda stream: stream.write(text.encode("utf-8")), durable=durable)
 
 
 def _swap_in(staging: Path, target: Path, backup: Path, overwrite: bool, keep_existing: bool) -> None:

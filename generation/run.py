@@ -21,12 +21,10 @@ rerun generates only its missing images; ``accelerate launch`` inside a shard sp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -37,7 +35,7 @@ from typing import Any, Protocol
 from PIL import Image
 
 from idbench import settings
-from idbench.atomic import OutputExistsError, write_text_atomically
+from idbench.atomic import OutputExistsError, temporary_stem, write_atomically, write_text_atomically
 from idbench.builders.spec import DEFAULT_TASK
 from idbench.evaluate_pkg.data import BenchmarkData
 from idbench.evaluate_pkg.images import size_problem
@@ -195,31 +193,10 @@ def image_path(out: Path, file: str) -> Path:
     return path
 
 
-# A temporary file is named after its image (so that a rerun finds what a killed run left), cut to this
-# many bytes of the name: with the prefix and mkstemp's suffix it stays within a file system's 255.
-_TEMPORARY_STEM_BYTES = 200
-
-
-def _temporary_stem(name: str) -> str:
-    """The part of ``name`` a temporary file's name holds: the name itself, or its hash when it is long."""
-    if len(name.encode("utf-8", "surrogateescape")) <= _TEMPORARY_STEM_BYTES:
-        return name
-    return "h" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-
-
 def write_image_atomically(image: Image.Image, path: Path) -> None:
     """PNG-encode ``image`` to a temporary file beside ``path``, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{_temporary_stem(path.name)}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            image.save(stream, format="PNG")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(path, lambda stream: image.save(stream, format="PNG"))
 
 
 def write_json_atomically(payload: dict, path: Path) -> None:
@@ -235,7 +212,7 @@ def remove_stale_temporaries(out: Path, files: Iterable[str]) -> int:
     wanted: dict[Path, set[str]] = {}
     for file in files:
         path = image_path(out, file)
-        wanted.setdefault(path.parent, set()).add(_temporary_stem(path.name))
+        wanted.setdefault(path.parent, set()).add(temporary_stem(path.name))
     removed = 0
     for folder, names in wanted.items():
         if not folder.is_dir():
