@@ -5,7 +5,7 @@ Installed, everything lives under this one name: ``idbench.builders``, ``idbench
 ``idbench.samples`` (see docs/architecture.md). The command line is :mod:`idbench.cli`.
 
 From Python, the public names are here, imported on first use: :func:`generate`, :func:`score`,
-:func:`score_shard`, :func:`merge`, :func:`run` and :func:`compare` (:mod:`idbench.api`),
+:func:`score_shard`, :func:`merge`, :func:`run`, :func:`compare` and :func:`standings` (:mod:`idbench.api`),
 :mod:`metrics` (the ``evaluate`` modules by name), :func:`load_benchmark_data`,
 :func:`validate_submission`, :class:`ScoreOptions`, :class:`JudgeConfig`, :class:`IdbenchError` and
 :func:`release_models` (scoring keeps its models loaded for the life of the process; this lets them go).
@@ -32,6 +32,7 @@ _PUBLIC = {
     "merge": ("idbench.api", "merge"),
     "ScoreResult": ("idbench.api", "ScoreResult"),
     "compare": ("idbench.api", "compare"),
+    "standings": ("idbench.api", "standings"),
     "run": ("idbench.api", "run"),
     "RunResult": ("idbench.api", "RunResult"),
     "metrics": ("idbench.metrics", None),

@@ -300,6 +300,29 @@ def compare(a: str | Path | ScoreResult, b: str | Path | ScoreResult, alpha: flo
     return compare_runs(as_run(a), as_run(b), alpha=alpha, **options)
 
 
+def standings(
+    benchmark: str,
+    *,
+    task: str | None = None,
+    metric: str | None = None,
+    filters: dict[str, str | None] | None = None,
+    home: str | Path | None = None,
+):
+    """``idbench.standings("identity-collapse")``: the board of a benchmark in the local leaderboard
+    (``home``, default ``$IDBENCH_HOME``; ``task`` the track, default the reference-based one) as its page
+    opens, or ranked on ``metric`` in the breakdown cell
+    ``filters`` selects: the ranked rows with their rank interval and tier, the rows set apart with why
+    (:class:`~idbench.leaderboard.board.Standings`; ``.table`` all rows, ``.caption`` what the
+    intervals claim). Nothing is resampled: the intervals are those stored when the results last changed.
+    """
+    from idbench.builders.spec import DEFAULT_TASK
+    from idbench.leaderboard.board import standings as board_standings
+    from idbench.leaderboard.store import Store
+
+    store = Store(Path(home) if home is not None else None)
+    return board_standings(store, benchmark, task or DEFAULT_TASK, metric, filters)
+
+
 @dataclass(frozen=True)
 class RunResult:
     """What :func:`run` did: the data folder scored against, the submission and results folders, the

@@ -562,7 +562,9 @@ def test_a_model_link_opens_its_model_page_with_the_metadata_table(filled, monke
     at.switch_page("views/model.py").run()
     assert not at.exception
     assert at.selectbox(key="model-submission").value == 2
-    metadata = at.dataframe[0].value
+    # The scores first (issue 43: the page opened with 29 "not run" lines above them), then the metadata.
+    overall, metadata = at.dataframe[0].value, at.dataframe[1].value
+    assert list(overall.columns[:3]) == ["rank", "rank interval", "tier"]
     assert list(metadata.columns) == ["field", "value"]
     fields = dict(zip(metadata["field"], metadata["value"]))
     assert fields["model"] == "baseline-clone" and fields["profile"] == "tiny" and fields["task"] == "reference"
@@ -675,7 +677,8 @@ def test_the_text_to_image_track_is_listed_where_it_has_results(tmp_path, monkey
     at.query_params.update({"benchmark": "cogcanvas", "track": "text-to-image"})
     at.switch_page("views/model.py").run()
     assert not at.exception and at.radio(key="model-track").value == "text-to-image"
-    assert dict(zip(at.dataframe[0].value["field"], at.dataframe[0].value["value"]))["task"] == "text-to-image"
+    [metadata] = [frame.value for frame in at.dataframe if list(frame.value.columns) == ["field", "value"]]
+    assert dict(zip(metadata["field"], metadata["value"]))["task"] == "text-to-image"
 
 
 def _cogcanvas_page():

@@ -257,3 +257,11 @@ def test_the_board_imports_without_streamlit():
 
     code = "import sys, idbench.leaderboard.board; assert 'streamlit' not in sys.modules, 'streamlit imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_the_python_api_returns_the_same_board(store):
+    import idbench
+
+    board.refresh(store, SPEC.name)
+    shown = idbench.standings(SPEC.name, metric=METRIC, filters={}, home=store.home)
+    assert _shown(shown) == _shown(board.standings(store, SPEC.name, metric=METRIC, filters={}))

@@ -370,7 +370,7 @@ def test_a_deep_link_opens_a_model_page_with_its_metadata_table(page, server, sy
     _title(page, "Model", expect)
     expect(page.get_by_role("heading", name="Metadata")).to_be_visible()
     _idle(page, expect)
-    fields = dict(_rows(page, 0))
+    fields = dict(_rows(page, 1))  # the scores come first (grid 0), the metadata after them
     assert fields["model"] == "baseline-collage" and fields["profile"] == "tiny" and fields["task"] == "reference"
     assert fields["submission"] == "4" and fields["plumbing check"] == "yes (random weights)"
     expect(page.get_by_test_id("stAlertContentWarning").first).to_contain_text("Plumbing check: random weights")

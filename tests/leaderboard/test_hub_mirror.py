@@ -353,7 +353,7 @@ def test_the_benchmark_page_shows_the_mirrored_model(hub_app, tmp_path):
 
     at.switch_page("views/model.py").run()  # no images are public: the page shows values, not a traceback
     assert not at.exception
-    metadata = at.dataframe[0].value
+    [metadata] = [frame.value for frame in at.dataframe if list(frame.value.columns) == ["field", "value"]]
     fields = dict(zip(metadata["field"], metadata["value"]))  # the newest first
     assert (fields["model"], fields["family"], fields["submitter"]) == ("second", "Hand-made", "(not given)")
 
