@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,14 @@ from idbench.leaderboard.ranking import (
     split_ranking,
     store_version,
 )
-from idbench.leaderboard.result_rows import metric_specs, tracks, visible_results
+from idbench.leaderboard.result_rows import (
+    as_defined_now,
+    as_number,
+    cell_stats,
+    metric_specs,
+    tracks,
+    visible_results,
+)
 from idbench.leaderboard.store import Store
 
 logger = logging.getLogger(__name__)
@@ -117,6 +125,7 @@ class _Values:
     def __init__(self) -> None:
         self._found: dict[tuple[str, str], pd.Series | None] = {}
         self._designs: dict[tuple[int, ...], tuple] = {}
+        self._means: dict[tuple[str, tuple[int, ...]], pd.DataFrame] = {}
 
     def get(self, path: str, metric: str) -> pd.Series | None:
         """The image values (indexed by ``prompt_id, seed``) of one result folder."""
@@ -132,6 +141,14 @@ class _Values:
                 self._found[path, metric] = None
         return self._found[path, metric]
 
+    def prompt_means(self, metric: str, found: Mapping[int, pd.Series]) -> pd.DataFrame:
+        """:func:`shared_prompt_means` of ``found`` over every prompt, once per metric and set of results (a
+        cell's are its rows of it: the images all of them share do not depend on the cell)."""
+        key = (metric, tuple(found))
+        if key not in self._means:
+            self._means[key] = shared_prompt_means(found)
+        return self._means[key]
+
     def design(self, ids: tuple[int, ...], aggregates: Iterable[Mapping[str, Any]]) -> tuple:
         """The resampling design the results ``ids`` recorded (the same for every board of those results)."""
         if ids not in self._designs:
@@ -140,7 +157,7 @@ class _Values:
 
 
 def board_statistics(
-    ranked: pd.DataFrame,
+    ids: list[int],
     results: pd.DataFrame,
     spec: BenchmarkSpec,
     metric: str,
@@ -151,12 +168,11 @@ def board_statistics(
 ) -> dict[str, Any]:
     """The stored form of one board: the ranked rows it rests on (``[submission, result id]``, best first),
     each one's ``[rank, rank_low, rank_high, rank interval, tier]``, the prompts and design they rest on,
-    and ``note``: why there are none ("" when there are). ``ranked``: the ranked rows of
-    :func:`~.ranking.ranked_table`; ``prompts``: the cell's (None: every prompt); ``unknown_cell``: the
-    cell's prompts are not known here (no built benchmark at hand), so there is nothing to resample."""
+    and ``note``: why there are none ("" when there are). ``ids``: the submissions ranked on the board that
+    have a value in its cell, best first; ``prompts``: the cell's (None: every prompt); ``unknown_cell``:
+    the cell's prompts are not known here (no built benchmark at hand), so there is nothing to resample."""
     values = values or _Values()
     rows = results.set_index(results["submission_id"].astype(int))
-    ids = [int(s) for s in ranked.loc[ranked[metric].notna(), "submission"]] if not ranked.empty else []
     board: dict[str, Any] = {
         "ranked": [[i, int(rows.at[i, "id"])] for i in ids],
         "rows": {},
@@ -183,7 +199,9 @@ def board_statistics(
         board["note"] = f"{len(lacking)} ranked result(s) have no per-sample values here"
         return board
     factors, units, method = values.design(tuple(ids), [rows.at[i, "aggregates"] for i in ids])
-    means = shared_prompt_means(found, None if prompts is None else tuple(prompts))
+    means = values.prompt_means(metric, found)
+    if prompts is not None:
+        means = means[means.index.isin(set(prompts))]
     board["n_prompts"], board["method"] = len(means), method
     if means.empty:
         board["note"] = "no image that every ranked model was scored on"
@@ -220,28 +238,34 @@ def compute_boards(
         return {}
     values, boards = _Values(), {}
     judges = [key for key, _, _ in judge_choices(results, spec)] or [None]
+    cells = []  # (filters, key, its prompts, whether they are unknown here), computed once
+    for filters in board_cells(results, spec):
+        cell = cell_key(spec, filters)
+        # The cell's prompts; a cell of a mirror (no built benchmark at hand) cannot be resampled.
+        unknown = cell != OVERALL and prompt_rows is None
+        prompts = None if cell == OVERALL or unknown else cell_prompts(prompt_rows, spec, filters) or []
+        cells.append((breakdown_cell(spec, filters), cell, prompts, unknown))
+    aggregates = dict(zip(results["submission_id"].astype(int), as_defined_now(results, spec)["aggregates"]))
     for view, (plumbing, incomplete) in board_views(results, spec).items():
         for metric in rankable_metrics(results, spec) or [default_metric(results, spec)]:
             judged = metric_specs(spec)[metric].judged
-            for filters in board_cells(results, spec):
-                cell = cell_key(spec, filters)
-                # The cell's prompts; a cell of a mirror (no built benchmark at hand) cannot be resampled.
-                unknown = cell != OVERALL and prompt_rows is None
-                prompts = None if cell == OVERALL or unknown else cell_prompts(prompt_rows, spec, filters) or []
-                for judge in judges if judged else [""]:
-                    table = ranked_table(
-                        results,
-                        spec,
-                        metric=metric,
-                        filters=filters,
-                        include_plumbing=plumbing,
-                        include_incomplete=incomplete,
-                        judge=judge,
-                    )
-                    ranked = split_ranking(table).ranked if not table.empty else table
-                    board = board_statistics(ranked, results, spec, metric, prompts, values, unknown_cell=unknown)
-                    boards[BoardKey(spec.name, task, view, metric, cell, judge or "")] = board
+            for judge in judges if judged else [""]:
+                # Which rows are ranked is the same in every cell (the rule reads the rows' facts, not their
+                # values): one ranked table per (view, metric, judge); a cell keeps the rows with a value there.
+                table = ranked_table(
+                    results, spec, metric=metric, include_plumbing=plumbing, include_incomplete=incomplete, judge=judge
+                )
+                ranked = [] if table.empty else [int(s) for s in split_ranking(table).ranked["submission"]]
+                for cell, key, prompts, unknown in cells:
+                    ids = [i for i in ranked if _has_value(aggregates[i], cell, metric)]
+                    board = board_statistics(ids, results, spec, metric, prompts, values, unknown_cell=unknown)
+                    boards[BoardKey(spec.name, task, view, metric, key, judge or "")] = board
     return boards
+
+
+def _has_value(aggregates: Mapping[str, Any], cell: tuple[str, str] | None, metric: str) -> bool:
+    """Whether a result has a mean of ``metric`` in ``cell`` (None: overall), as the ranked table reads it."""
+    return not math.isnan(as_number((cell_stats(aggregates, cell).get(metric) or {}).get("mean")))
 
 
 def refresh(
