@@ -363,9 +363,36 @@ def stored_boards(store: Store, key: BoardKey) -> list[dict[str, Any]]:
         except ValueError as error:
             logger.warning("standings of %s (%s view) in %s: unreadable (%s)", key, view, store.path, error)
             continue
-        if isinstance(board, dict) and isinstance(board.get("ranked"), list) and isinstance(board.get("rows"), dict):
+        if _well_formed(board):
             boards.append(board)
+        else:  # a reader indexes every ranked row of it: a malformed board is not shown, never a traceback
+            logger.warning("standings of %s (%s view) in %s: malformed, not shown", key, view, store.path)
     return boards
+
+
+def _well_formed(board: Any) -> bool:
+    """Whether a decoded board has the shape :func:`board_statistics` writes: ``ranked`` a list of
+    ``[submission, result id]`` integer pairs, and (unless a ``note`` says why there are none) a row of
+    ``[rank, rank_low, rank_high, interval, tier]`` for every ranked submission."""
+    if (
+        not isinstance(board, dict)
+        or not isinstance(board.get("ranked"), list)
+        or not isinstance(board.get("rows"), dict)
+    ):
+        return False
+    pairs = board["ranked"]
+    if not all(isinstance(p, list) and len(p) == 2 and all(type(v) is int for v in p) for p in pairs):
+        return False
+    if board.get("note"):
+        return isinstance(board["note"], str)
+    rows = board["rows"]
+    return all(
+        isinstance(rows.get(str(s)), list)
+        and len(rows[str(s)]) == 5
+        and all(type(v) is int for v in rows[str(s)][:3] + rows[str(s)][4:])
+        and isinstance(rows[str(s)][3], str)
+        for s, _ in pairs
+    )
 
 
 def attach(

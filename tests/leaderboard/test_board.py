@@ -265,3 +265,22 @@ def test_the_python_api_returns_the_same_board(store):
     board.refresh(store, SPEC.name)
     shown = idbench.standings(SPEC.name, metric=METRIC, filters={}, home=store.home)
     assert _shown(shown) == _shown(board.standings(store, SPEC.name, metric=METRIC, filters={}))
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        '{"ranked": [[1, 1]], "rows": {}, "note": ""}',  # a ranked row without its interval
+        '{"ranked": [["x", "y"]], "rows": {}, "note": ""}',  # pairs that are not ids
+        '{"ranked": [1, 2, 3], "rows": {}, "note": ""}',
+        '{"ranked": [[1, 1]], "rows": {"1": [1, 1, 1, 7, 1]}, "note": ""}',  # an interval that is not text
+    ],
+)
+def test_a_forged_board_is_logged_and_not_shown(store, caplog, forged):
+    board.refresh(store, SPEC.name)
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE standings SET board_json = ?", (forged,))
+    with caplog.at_level(logging.WARNING):
+        shown = board.standings(store, SPEC.name, metric=METRIC, filters={})
+    assert shown.caption == board.NOT_COMPUTED and "malformed, not shown" in caplog.text
+    assert (shown.ranked[query.RANK_INTERVAL] == "").all()
