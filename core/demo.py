@@ -64,7 +64,8 @@ def ranked_table(store: Store, benchmark: str, baselines: tuple[str, ...] | None
     rows = shown.table
     if baselines is not None:
         rows = rows[rows["model"].isin({f"baseline-{b}" for b in baselines})]
-    overall = {row.model_name: row.aggregates["overall"] for row in results.itertuples()}
+    # By submission, not model name: one name may hold several current results (a resubmission).
+    overall = {int(row.submission_id): row.aggregates["overall"] for row in results.itertuples()}
     not_run = results["not_run"].iloc[0] if len(results) else {}
     return board_text(spec, shown.metric, rows, overall, not_run, shown.caption)
 
@@ -73,14 +74,15 @@ def board_text(
     spec: BenchmarkSpec,
     metric: str,
     rows: pd.DataFrame,
-    overall: dict[str, dict],
+    overall: dict[int, dict],
     not_run: dict[str, str],
     caption: str = "",
 ) -> str:
-    """A board's ``rows`` (``rank``, ``rank interval``, ``tier``, ``model``, ``not ranked``; ranked rows first)
-    as the demo prints it: each metric a model has in ``overall`` (model -> overall aggregates) under its
-    display convention, a row set apart last with why, the intervals' ``caption``, the metrics not run."""
-    metrics = [m.name for m in spec.metric_suite if any(m.name in overall[n] for n in rows["model"])]
+    """A board's ``rows`` (``rank``, ``rank interval``, ``tier``, ``model``, ``submission``, ``not ranked``;
+    ranked rows first) as the demo prints it: each metric a row has in ``overall`` (submission -> overall
+    aggregates) under its display convention, a row set apart last with why, the intervals' ``caption``,
+    the metrics not run."""
+    metrics = [m.name for m in spec.metric_suite if any(m.name in overall[int(n)] for n in rows["submission"])]
     displays = {m.name: m.display for m in spec.metric_suite}
     names = [str(n).removeprefix("baseline-") for n in rows["model"]]
     width = max([len("baseline"), *map(len, names)]) + 2
@@ -100,7 +102,8 @@ def board_text(
         ranked = not pd.isna(row["rank"])
         tier = "-" if pd.isna(row[TIER]) else str(row[TIER])
         place = [str(row["rank"]), row[RANK_INTERVAL] or "-", tier] if ranked else ["-", "-", "-"]
-        cells = [display_value(overall[row["model"]].get(m, {}).get("mean"), displays.get(m, "raw")) for m in metrics]
+        stats = overall[int(row["submission"])]
+        cells = [display_value(stats.get(m, {}).get("mean"), displays.get(m, "raw")) for m in metrics]
         mark = "" if ranked else f"  not ranked: {row['not ranked']}"
         lines.append(
             "  "

@@ -322,9 +322,16 @@ def test_the_demo_tables_name_each_columns_unit():
     from idbench.builders.registry import get_benchmark
     from idbench.demo import board_text
 
-    overall = {"baseline-one": {"aesthetic": {"mean": 5.0}, "attr_vqa": {"mean": 0.25}}}
+    overall = {7: {"aesthetic": {"mean": 5.0}, "attr_vqa": {"mean": 0.25}}}
     rows = pd.DataFrame(
-        {"rank": [1], "rank interval": ["1"], "tier": [1], "model": ["baseline-one"], "not ranked": [""]}
+        {
+            "rank": [1],
+            "rank interval": ["1"],
+            "tier": [1],
+            "model": ["baseline-one"],
+            "submission": [7],
+            "not ranked": [""],
+        }
     )
     header, row = board_text(get_benchmark("cogcanvas"), "aesthetic", rows, overall, {}).splitlines()[1:3]
     assert header.split() == ["rank", "interval", "tier", "baseline", "aesthetic", "(x10)", "attr_vqa", "(%)"]
