@@ -49,7 +49,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,7 +267,7 @@ def run_one(
         return seconds(reporter.clock() - started)
 
     try:
-        with Heartbeat(lambda: queue.heartbeat(lease, lease_seconds), lease.label, lease_seconds):
+        with Heartbeat(lambda: queue.heartbeat(lease, lease_seconds), lease.label, lease_seconds) as heart:
             with queue.work(lease) as work, TimeLimit(job_seconds):  # recording the outcome is never cut short
                 with reporter.scope(f"{lease.label}: "):  # the scorer's stage lines name the job
                     # No cache of the worker's own: the run caches `idbench env` names ($IDBENCH_CACHE's
@@ -276,7 +276,8 @@ def run_one(
             down = judge_unavailable(summary.get("judge"))
             if down is not None:  # judged columns of an outage would rank the judge, not the model
                 raise JudgeUnavailableError(down)
-            queue.finish(lease, work, summary)
+            with heart.last_act():  # no renewal may land on a finished lease (it would read as "lease lost")
+                queue.finish(lease, work, summary)
         log.debug("%s: FINISHED", lease.label)
         reporter.line(f"{lease.label}: FINISHED in {took()}")
         return 1
@@ -492,16 +493,34 @@ class Heartbeat:
     def __init__(self, beat: Callable[[], bool], name: str, lease_seconds: float):
         self.beat, self.name, self.lease_seconds = beat, name, lease_seconds
         self._stop = threading.Event()
+        self._acting = threading.Lock()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{name}", daemon=True)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.lease_seconds / 3):
-            try:
-                if not self.beat():
-                    log.warning("%s: lease lost to another worker; its outcome will not be recorded", self.name)
+            with self._acting:
+                if self._stop.is_set():  # the holder finished while this tick waited for the lock
                     return
-            except Exception:
-                log.exception("%s: heartbeat failed; retrying", self.name)
+                try:
+                    if not self.beat():
+                        log.warning("%s: lease lost to another worker; its outcome will not be recorded", self.name)
+                        return
+                except Exception:
+                    log.exception("%s: heartbeat failed; retrying", self.name)
+
+    @contextlib.contextmanager
+    def last_act(self) -> Iterator[None]:
+        """Run the lease's last act (recording its outcome) with no renewal during or after it.
+
+        A renewal racing the act could land after the lease was closed and log a lost lease; one
+        already running is waited for. The lease was renewed at most a third of its length ago, so the
+        act has two thirds of it left.
+        """
+        with self._acting:
+            try:
+                yield
+            finally:
+                self._stop.set()
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()

@@ -667,3 +667,29 @@ def test_a_worker_without_room_for_its_reserve_says_so_and_goes_on(store, collap
     (line,) = [r.getMessage() for r in caplog.records if "reserve" in r.getMessage()]
     assert line.startswith("no disk reserve: 8 MiB could not be set aside") and "No space left" in line
     assert not list(store.path.parent.glob("*.reserve*"))  # no partial reserve left behind
+
+
+def test_no_renewal_lands_while_or_after_a_lease_records_its_outcome():
+    """A renewal racing the job's finish once landed on the closed lease (an empty lease_until, a false
+    "lease lost" in the log): ticks every 10 ms, none may run inside ``last_act`` or after it."""
+    import threading
+
+    from idbench.leaderboard.worker import Heartbeat
+
+    calls: list[bool] = []
+    first, acting = threading.Event(), [False]
+
+    def beat() -> bool:
+        calls.append(acting[0])
+        first.set()
+        return True
+
+    with Heartbeat(beat, "job 1", lease_seconds=0.03) as heart:
+        assert first.wait(30)
+        with heart.last_act():
+            acting[0] = True
+            threading.Event().wait(0.1)  # about ten ticks' time: each must wait for the act, then stop
+            acting[0] = False
+        after = len(calls)
+    assert not heart._thread.is_alive()
+    assert True not in calls and len(calls) == after
