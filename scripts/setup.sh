@@ -31,7 +31,9 @@ fi
 # (Not --no-compile: it saved 36 of 114 s here, but where PYTHONDONTWRITEBYTECODE is set, as on this
 # machine, nothing is ever compiled afterwards and every import reads source: imports took 10.7 s instead
 # of 6.5 s, and the suite and the wheel smoke slowed by minutes.)
-pip_install() { .venv/bin/python -m pip install --quiet "$@" 2> >(grep -v "^WARNING: Location 'file://" >&2); }
+# constraints.txt pins every package to the versions the committed figures were measured with (its header
+# says why and how to move them).
+pip_install() { .venv/bin/python -m pip install --quiet -c constraints.txt "$@" 2> >(grep -v "^WARNING: Location 'file://" >&2); }
 # torch first and pinned on every line, so no later resolution swaps it for another build
 # (2.14.1 + torchvision 0.29.1 is the pair that works together here; see the README).
 TORCH=(torch==2.14.1 torchvision==0.29.1)
