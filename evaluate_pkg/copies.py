@@ -88,12 +88,18 @@ ECC_CRITERIA = (3, 100, 1e-5)  # cv2.TERM_CRITERIA_COUNT | EPS: at most 100 step
 # The ECC fit's Gaussian (px): 9 converged from the search's window on 58 of 64 sample cut-outs, 5 on 50
 # (the window may sit 1-2 px and 1 % of scale off: a wider blur widens the fit's basin).
 ECC_BLUR = 9
+# Scales (around the window's centre) from which the cut-out's alignment starts: see _masked_detail.
+ALIGN_SCALES = (0.92, 0.94, 0.96, 0.98, 1.0, 1.02, 1.04, 1.06, 1.08)
 PHASH_MAX_DISTANCE = 10  # of 64 bits: pastes 0-10 on the samples; re-drawn characters and re-photographs reach 12 (bench/copy_calibration.py)
 EMBEDDING_MIN_COSINE = 0.95
 MARK_ABOVE_SHARE = 0.05  # a run with more than 5 % of its images flagged is marked
 COARSE_GATE = 0.6  # measured: pastes 0.67-1.00 in the coarse pass (a 5-image collage lowest); 58 % of other pairs reach it, 90 % reach 0.5
+# A drawing's subject searched alone: thin strokes (a pair of sunglasses) lose most of their correlation
+# a coarse step off the paste's scale (0.3-0.6 coarse, 0.8-0.9 refined), so more of them are refined; the
+# fine band decides those (_masked_detail).
+MASKED_COARSE_GATE = 0.4
 MIN_STD = 2.0  # grey-level std below which a window is flat: a blank canvas matches nothing
-VERSION = 8  # of the search and its thresholds: part of the cache key (8: a drawing's subject searched alone)
+VERSION = 9  # of the search and its thresholds: part of the cache key (9: a cut-out aligned from 9 scales)
 # The keypoint stage (find_in_any_pose): SIFT keypoints matched with Lowe's ratio test, an affine map
 # fitted by RANSAC, then the reference warped by it and correlated with the generation where it lands.
 KEYPOINT_REF_SIDE = 384  # px: the reference's longest side for its keypoints (a face of a full figure keeps some)
@@ -335,7 +341,8 @@ def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
         return Found(-1.0, 64, (0.0, 0.0, 0.0, 0.0), "reference in generation", False)
     refined = []
     for (ncc, scale, fit, _), direction, mirrored, haystack, needle, mask in candidates:
-        if ncc >= COARSE_GATE and (found := refine(haystack, needle, scale, fit, mask)):
+        gate = COARSE_GATE if mask is None else MASKED_COARSE_GATE
+        if ncc >= gate and (found := refine(haystack, needle, scale, fit, mask)):
             refined.append((found[0], direction, mirrored, found[1], mask is not None))
     if refined:
         best = max(refined, key=lambda r: r[0])
@@ -365,7 +372,8 @@ def find_reference(generation: Image.Image, reference: Image.Image) -> Found:
 def _masked_detail(window: Image.Image, reference: Image.Image, subject: np.ndarray) -> float:
     """The fine band's correlation of a window and a reference inside the reference's subject, both at
     the window's size (at most ``WORK_SIDE`` px), after the reference is aligned onto the window to a
-    fraction of a pixel (an affine ECC fit, Evangelidis & Psarakis 2008, on the subject's pixels): a
+    fraction of a pixel (ECC fits, Evangelidis & Psarakis 2008, on the subject's pixels: a translation
+    from each of ``ALIGN_SCALES``, then affine refinements of the best and of the window as placed): a
     cut-out puts the drawing's finest detail back at the same places (0.93-0.99 measured on the samples),
     another rendering of one design does not (the flat and 3D suns <= 0.88, re-drawn characters <= 0.03,
     re-photographs <= 0.07: bench/copy_calibration.py). The subject is eroded by the band's reach so that
@@ -380,19 +388,44 @@ def _masked_detail(window: Image.Image, reference: Image.Image, subject: np.ndar
     inside = cv2.resize(subject.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
     if int(inside.sum()) < MIN_COVER:
         return -1.0
-    try:  # the reference (masked to its subject) is the moving image, the window the fixed one
-        _, matrix = cv2.findTransformECC(
-            target, source, np.eye(2, 3, dtype=np.float32), cv2.MOTION_AFFINE, ECC_CRITERIA, inside, ECC_BLUR
-        )
-    except cv2.error:  # the fit did not converge: nothing lines up
-        return -1.0
-    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
-    aligned = cv2.warpAffine(source, matrix, size, flags=flags)
-    cover = cv2.warpAffine(inside, matrix, size, flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
-    cover = cv2.erode(cover, np.ones((9, 9), np.uint8)) > 0  # the band's reach (2.5 px sigma)
-    if int(cover.sum()) < MIN_COVER // 4:
-        return -1.0
-    return _pearson(_detail(aligned)[cover], _detail(target)[cover])
+
+    def fine_band(matrix: np.ndarray) -> float:
+        flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+        aligned = cv2.warpAffine(source, matrix, size, flags=flags)
+        cover = cv2.warpAffine(inside, matrix, size, flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
+        cover = cv2.erode(cover, np.ones((9, 9), np.uint8)) > 0  # the band's reach (2.5 px sigma)
+        if int(cover.sum()) < MIN_COVER // 4:
+            return -1.0
+        return _pearson(_detail(aligned)[cover], _detail(target)[cover])
+
+    # The window's scale can be off by more than the search's step on a flat vector (a grey shoe: 4 %,
+    # fine band 0.74 at the window, 0.99 at the true scale), and an affine ECC fit from there walks away
+    # (scale 0.84, 23 px) rather than closing the gap. So a translation-only fit is started from each of
+    # ``ALIGN_SCALES`` around the window's centre, an affine fit refines the best of them (and, as before,
+    # the window as placed), and the best-aligned fine band counts.
+    centre = np.float32([size[0] / 2, size[1] / 2])
+    alignments = []
+    for factor in ALIGN_SCALES:
+        start = np.float32([[factor, 0, (1 - factor) * centre[0]], [0, factor, (1 - factor) * centre[1]]])
+        try:  # the reference (masked to its subject) is the moving image, the window the fixed one
+            rho, matrix = cv2.findTransformECC(
+                target, source, start, cv2.MOTION_TRANSLATION, ECC_CRITERIA, inside, ECC_BLUR
+            )
+        except cv2.error:  # the fit did not converge from here
+            continue
+        alignments.append((rho, matrix))
+    starts = [np.eye(2, 3, dtype=np.float32)]  # the affine fit from the window as placed, as before
+    if alignments:
+        starts.append(max(alignments, key=lambda found: found[0])[1])
+    for start in starts:
+        try:
+            _, refined = cv2.findTransformECC(
+                target, source, start.copy(), cv2.MOTION_AFFINE, ECC_CRITERIA, inside, ECC_BLUR
+            )
+        except cv2.error:
+            continue
+        alignments.append((0.0, refined))
+    return max((fine_band(matrix) for _, matrix in alignments), default=-1.0)
 
 
 @dataclass(frozen=True)
