@@ -40,7 +40,7 @@ _SHARED_CACHE = os.environ["IDBENCH_CACHE"]
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-from helpers import heaviest_files_first, tier_errors, untiered_module_error  # noqa: E402
+from helpers import tier_errors, untiered_module_error  # noqa: E402
 
 
 @pytest.fixture
@@ -135,12 +135,6 @@ def pytest_make_collect_report(collector):
             report.longrepr = "\n".join(problems)
             report.result = []
     return report
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """The heaviest test files first (helpers.HEAVY_TEST_FILES), so that the two workers finish together
-    (pyproject's addopts turn off xdist's own reorder, by number of tests, which would undo this)."""
-    items[:] = [items[k] for k in heaviest_files_first([item.nodeid for item in items])]
 
 
 # --- the fast tier loads no model: the loaders raise there ------------------------------------------

@@ -238,38 +238,3 @@ def untiered_module_error(nodeid: str, namespace: dict) -> str | None:
         f"{nodeid}: states no tier; add `pytestmark = [pytest.mark.slow]` (the markers all its tests need) "
         "after its imports, or `pytestmark: list = []` with a comment for the fast tier"
     )
-
-
-# --- the order files reach the two xdist workers ---------------------------------------------------------
-
-# Seconds each of the heaviest test files took (its tests' set-up and calls, --durations, 2 workers on 2
-# cores, 2026-12-07). xdist's loadfile hands whole files out in collection order; its default reorder put
-# the files with the most tests first, so a heavy file of few tests (the demo's, 3 min) started last and
-# ran alone while the other worker idled. Handed out heaviest first, the many quick files fill the end.
-HEAVY_TEST_FILES = {
-    "tests/scoring/test_runner.py": 304,
-    "tests/sanity/test_sanity_battery.py": 250,
-    "tests/benchmarks/cogcanvas/test_identity_grounding.py": 188,
-    "tests/test_cli.py": 179,
-    "tests/leaderboard/test_app.py": 175,
-    "tests/leaderboard/test_browser.py": 143,
-    "tests/scoring/test_copies.py": 117,
-    "tests/scoring/test_distributed_store.py": 115,
-    "tests/test_api.py": 91,
-    "tests/benchmarks/charis/test_charis_adherence.py": 91,
-    "tests/leaderboard/test_store_queue.py": 86,
-    "tests/judge/test_judged_scoring.py": 83,
-    "tests/leaderboard/test_who.py": 70,
-    "tests/judge/test_judge_card.py": 67,
-    "tests/scoring/test_bounded_memory.py": 51,
-    "tests/scoring/test_shards_merge.py": 50,
-    "tests/scoring/test_suite_contract.py": 48,
-    "tests/generation/test_run_processes.py": 45,
-}
-
-
-def heaviest_files_first(nodeids: list[str], seconds: dict[str, float] = HEAVY_TEST_FILES) -> list[int]:
-    """The positions of ``nodeids`` in run order: the files of ``seconds`` first, heaviest first, then
-    every other file as collected; each file's tests stay together and in their order."""
-    weight = [-seconds.get(nodeid.split("::", 1)[0], 0.0) for nodeid in nodeids]
-    return sorted(range(len(nodeids)), key=lambda k: weight[k])  # stable: ties keep the collected order

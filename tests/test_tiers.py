@@ -72,18 +72,3 @@ def test_no_test_module_imports_conftest():
         if re.search(r"^\s*(from conftest import|import conftest\b)", path.read_text(encoding="utf-8"), re.M)
     ]
     assert importing == []
-
-
-def test_the_heaviest_files_are_handed_out_first_each_file_whole_and_in_order():
-    from helpers import heaviest_files_first
-
-    collected = ["a.py::t1", "b.py::t1", "b.py::t2", "c.py::t1", "d.py::t1", "d.py::t2", "a.py::t2"]
-    order = [collected[k] for k in heaviest_files_first(collected, {"d.py": 50, "b.py": 10})]
-    assert order == ["d.py::t1", "d.py::t2", "b.py::t1", "b.py::t2", "a.py::t1", "c.py::t1", "a.py::t2"]
-
-
-def test_every_heavy_file_named_exists():
-    from helpers import HEAVY_TEST_FILES
-
-    root = Path(__file__).resolve().parent.parent
-    assert [f for f in HEAVY_TEST_FILES if not (root / f).is_file()] == []
