@@ -83,9 +83,8 @@ NCC_MIN = 0.85  # measured: pastes 0.88-1.00 on the samples, other photographs <
 # A drawing's subject alone (a cut-out): its flat colours correlate less (0.83-0.95 for cut-outs), and the
 # fine band inside it confirms the copy.
 MASKED_NCC_MIN = 0.75
-MASKED_DETAIL_MIN = (
-    0.9  # see _masked_detail: calibration cut-outs 0.93-0.99, other renderings and re-photographs <= 0.875
-)
+# See _masked_detail: the calibration's cut-outs 0.93-0.99, other renderings and re-photographs <= 0.875.
+MASKED_DETAIL_MIN = 0.9
 ECC_CRITERIA = (3, 100, 1e-5)  # cv2.TERM_CRITERIA_COUNT | EPS: at most 100 steps, to 1e-5 of correlation
 # The ECC fit's Gaussian (px): 9 converged from the search's window on 58 of 64 sample cut-outs, 5 on 50
 # (the window may sit 1-2 px and 1 % of scale off: a wider blur widens the fit's basin).
@@ -406,28 +405,27 @@ def _masked_detail(window: Image.Image, reference: Image.Image, subject: np.ndar
     # ``ALIGN_SCALES`` around the window's centre, an affine fit refines the best of them (and, as before,
     # the window as placed), and the best-aligned fine band counts.
     centre = np.float32([size[0] / 2, size[1] / 2])
-    alignments = []
+    translations = []  # (ECC's correlation, matrix)
     for factor in ALIGN_SCALES:
         start = np.float32([[factor, 0, (1 - factor) * centre[0]], [0, factor, (1 - factor) * centre[1]]])
         try:  # the reference (masked to its subject) is the moving image, the window the fixed one
-            rho, matrix = cv2.findTransformECC(
-                target, source, start, cv2.MOTION_TRANSLATION, ECC_CRITERIA, inside, ECC_BLUR
+            translations.append(
+                cv2.findTransformECC(target, source, start, cv2.MOTION_TRANSLATION, ECC_CRITERIA, inside, ECC_BLUR)
             )
         except cv2.error:  # the fit did not converge from here
             continue
-        alignments.append((rho, matrix))
+    alignments = [matrix for _, matrix in translations]
     starts = [np.eye(2, 3, dtype=np.float32)]  # the affine fit from the window as placed, as before
-    if alignments:
-        starts.append(max(alignments, key=lambda found: found[0])[1])
+    if translations:
+        starts.append(max(translations, key=lambda fitted: fitted[0])[1])
     for start in starts:
         try:
-            _, refined = cv2.findTransformECC(
-                target, source, start.copy(), cv2.MOTION_AFFINE, ECC_CRITERIA, inside, ECC_BLUR
+            alignments.append(
+                cv2.findTransformECC(target, source, start.copy(), cv2.MOTION_AFFINE, ECC_CRITERIA, inside, ECC_BLUR)[1]
             )
         except cv2.error:
             continue
-        alignments.append((0.0, refined))
-    return max((fine_band(matrix) for _, matrix in alignments), default=-1.0)
+    return max((fine_band(matrix) for matrix in alignments), default=-1.0)
 
 
 @dataclass(frozen=True)
