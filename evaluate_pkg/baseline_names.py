@@ -15,5 +15,7 @@ BASELINES = (
     "crossed",
     "crowd",
     "mannequin",
+    "stranger",
+    "stranger-clone",
 )
 RANKERS = ("retrieval-clip", "retrieval-metadata")

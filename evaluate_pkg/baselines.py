@@ -40,6 +40,12 @@ mannequin   the prompt followed without copying a pixel: each subject   never fl
             measured on its reference, at its place, in a pose and      layout and background kept: the
             scale of its own; each CogCanvas item as a flat shape in    model-free stand-in for "follows
             its colour; on the prompt's background                      the prompt, keeps no identity"
+stranger    every subject replaced by a drawn person from outside the   never flagged as a copy; faces
+            benchmark (shipped with the package, neighbours differ),    found but nobody's: identity near
+            items as flat shapes, on the prompt's background; refused   the floor, counts and layout kept
+            where the benchmark holds every stranger (CHARIS samples)
+stranger-   one stranger in every slot, items and background as for     never a copy; collapse metrics see
+clone       ``stranger``                                                one face repeated
 ==========  ==========================================================  ===================================
 
 Layout (:func:`compose`): the canvas is split into N equal-width columns, left to right; each subject is
@@ -446,11 +452,20 @@ def figure(reference: Image.Image, box: Box, rng: random.Random) -> Image.Image:
     return picture
 
 
+def _flat_items(canvas: Image.Image, data: BenchmarkData, prompt: dict, slots: Sequence[Slot], size: int) -> None:
+    """Each CogCanvas item of ``slots`` as a flat ellipse in its reference's colour, at its place."""
+    from PIL import ImageDraw
+
+    for k, slot in enumerate(slots):
+        if slot.item_ref_id:
+            item = reference_image(data, slot.item_ref_id, prompt)
+            x0, y0, x1, y1 = item_box(item.size, k, len(slots), size)
+            ImageDraw.Draw(canvas).ellipse((x0, y0, x1, y1), fill=_colours(item, 1)[0])
+
+
 def mannequin(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
     """The prompt followed without its references' pixels: a flat figure per subject in the colours of
     its reference (:func:`figure`), each item a flat ellipse in its colour, on the prompt's background."""
-    from PIL import ImageDraw
-
     slots = prompt_slots(data, prompt)
     rng = _rng(seed, "mannequin", prompt["prompt_id"])
     canvas = fit_background(background_image(data, prompt), size)
@@ -460,12 +475,81 @@ def mannequin(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Im
         box = subject_box(reference.size, k, n, size)
         drawn = figure(reference, box, rng)
         canvas.paste(drawn.convert("RGB"), box[:2], drawn)
-    for k, slot in enumerate(slots):
-        if slot.item_ref_id:
-            item = reference_image(data, slot.item_ref_id, prompt)
-            x0, y0, x1, y1 = item_box(item.size, k, n, size)
-            ImageDraw.Draw(canvas).ellipse((x0, y0, x1, y1), fill=_colours(item, 1)[0])
+    _flat_items(canvas, data, prompt, slots, size)
     return canvas
+
+
+# Drawn people shipped with the package (CHARIS sample subjects; licences in samples/LICENSES.md) on whom
+# dlib's HOG detector, upsampling once, finds a face when pasted in a 2-5 column layout at 512 px
+# (oca_man_face and the flat old man at every width, the flat woman at most). The other drawn people
+# of the samples show no face it finds (oca_happy_woman, oca_man_kempson) or lose it in narrow columns.
+STRANGER_FILES = (
+    "subjects/human/cartoon/oca_man_face.jpg",
+    "subjects/human/vector/fluent_flat_old_man.jpg",
+    "subjects/human/vector/fluent_flat_woman.jpg",
+)
+# pHash distance (of 64 bits) at or under which a stranger counts as one of the benchmark's references
+# (the copy check's own pixel threshold, copies.PHASH_MAX_DISTANCE): a re-encoded or resized copy of a
+# stranger in the pool would make the baseline a copier.
+STRANGER_PHASH_DISTANCE = 10
+
+
+def strangers(data: BenchmarkData) -> list[Image.Image]:
+    """The shipped strangers (``STRANGER_FILES``) that are none of ``data``'s references, in that order.
+
+    Raises :class:`BenchmarkDataError` when every one is in the benchmark (CHARIS built from the samples
+    holds them all as subjects): a "stranger" pasted from the pool would be a copy, not a stranger."""
+    from importlib import resources
+
+    import imagehash
+
+    from idbench.evaluate_pkg.copies import subject_mask
+
+    taken = [imagehash.phash(entry["image"]) for entry in data.references.values()]
+    out = []
+    for name in STRANGER_FILES:
+        image = Image.open(io.BytesIO((resources.files("idbench.samples") / name).read_bytes())).convert("RGB")
+        code = imagehash.phash(image)
+        if all(code - other > STRANGER_PHASH_DISTANCE for other in taken):
+            # Cut from its white page (the copy check's subject mask), as a person stands in a scene.
+            alpha = Image.fromarray(subject_mask(np.asarray(image)).astype(np.uint8) * 255)
+            out.append(Image.merge("RGBA", (*image.split(), alpha)))
+    if not out:
+        raise BenchmarkDataError(
+            f"no stranger for {data.name}: every shipped stranger ({', '.join(STRANGER_FILES)}) is one of its "
+            "references, so pasting one would copy the benchmark"
+        )
+    return out
+
+
+def _stranger_picture(data: BenchmarkData, prompt: dict, size: int, seed: int, *, one_face: bool) -> Image.Image:
+    """Each subject of the prompt shown as a stranger (the k-th slot the (offset + k)-th stranger, or
+    with ``one_face`` the same one in every slot), items as flat shapes, on the prompt's background.
+
+    The strangers are heads and shoulders: each stands at the top of its subject's place rather than on
+    the baseline, so the item at the column's lower right never hides its face."""
+    slots = prompt_slots(data, prompt)
+    faces = strangers(data)
+    offset = _rng(seed, "stranger", prompt["prompt_id"]).randrange(len(faces))
+    canvas = fit_background(background_image(data, prompt), size)
+    shown = [faces[offset if one_face else (offset + k) % len(faces)] for k in range(len(slots))]
+    top = _baseline(size) - round(size * SUBJECT_HEIGHT)
+    for k, person in enumerate(shown):
+        x0, y0, x1, y1 = subject_box(person.size, k, len(slots), size)
+        _paste(canvas, person, (x0, top, x1, top + y1 - y0))
+    _flat_items(canvas, data, prompt, slots, size)
+    return canvas
+
+
+def stranger(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """Every subject replaced by a drawn person from outside the benchmark (neighbours differ), each
+    item a flat shape in its colour, on the prompt's background: faces, but nobody's, and no copy."""
+    return _stranger_picture(data, prompt, size, seed, one_face=False)
+
+
+def stranger_clone(data: BenchmarkData, prompt: dict, size: int, seed: int = 0) -> Image.Image:
+    """As :func:`stranger` with one stranger in every slot: the homogenization failure without a copy."""
+    return _stranger_picture(data, prompt, size, seed, one_face=True)
 
 
 RENDERERS: dict[str, Callable[[BenchmarkData, dict, int, int], Image.Image]] = {
@@ -480,6 +564,8 @@ RENDERERS: dict[str, Callable[[BenchmarkData, dict, int, int], Image.Image]] = {
     "crossed": crossed,
     "crowd": crowd,
     "mannequin": mannequin,
+    "stranger": stranger,
+    "stranger-clone": stranger_clone,
 }
 
 NOTES = {
@@ -506,6 +592,11 @@ NOTES = {
     "mannequin": "Not a generative model: the prompt followed without copying a pixel of its references: "
     "each subject a flat figure in its reference's colours, at its place, in a pose and scale of its own, "
     "each item a flat shape in its colour, on the prompt's background. Not a copy; it keeps no identity.",
+    "stranger": "Not a generative model: every subject replaced by a drawn person from outside the benchmark "
+    "(neighbours differ), each item a flat shape in its colour, on the prompt's background: faces that are "
+    "nobody's of the prompt, and no copy of a reference.",
+    "stranger-clone": "Not a generative model: one drawn person from outside the benchmark in every slot, items "
+    "as flat shapes, on the prompt's background: the homogenization failure without copying a reference.",
 }
 
 # --- writing a submission ------------------------------------------------------------------------

@@ -55,7 +55,7 @@ PROFILE = "tiny"
 BASELINES = ("blank", "noise", "background", "clone", "swap", "impostor", "collage")
 RUNS: dict[str, tuple[int | None, int, tuple[str, ...]]] = {
     "charis": (29, 128, (*BASELINES, "copy")),  # one prompt per subject
-    "cogcanvas": (8, 512, (*BASELINES, "crossed", "crowd")),
+    "cogcanvas": (8, 512, (*BASELINES, "crossed", "crowd", "stranger")),
     # Its recipe fixes a grid of 75 prompts (5 group sizes x 3 scenes x 5); the first 2 of each of the
     # 15 cells are scored (every group size in every scene; the whole grid took 55 % of the battery).
     "identity-collapse": (30, 128, BASELINES),
@@ -353,6 +353,17 @@ def faces_expected(run: str) -> Check:
     return check
 
 
+def faces_found(run: str, share: float) -> Check:
+    """Faces found on at least ``share`` of the persons the prompts hold, summed over the images."""
+
+    def check(m):
+        found, expected = (m[run].images(x).to_numpy() for x in ("faces_detected", "faces_expected"))
+        ratio = float(np.minimum(found, expected).sum() / max(1.0, expected.sum()))
+        return bool(len(found)) and ratio >= share, f"{run}: {int(found.sum())} faces for {int(expected.sum())} persons"
+
+    return check
+
+
 def no_faces(run: str) -> Check:
     """No face found, every reference unmatched: ID-Sim exactly 0 (not NaN), faces_detected 0 reported."""
 
@@ -576,6 +587,22 @@ def _cogcanvas() -> list[Prop]:
             swap_keeps_matched_faces,
         ),
         Prop(b, "collage", "faces_expected", "= the prompt's N on every image", faces_expected("collage")),
+        # Drawn people from outside the benchmark: faces to find, none of them anybody's of the pool.
+        Prop(
+            b,
+            "stranger",
+            "copy.flag",
+            "= 0 on every image: faces, but no reference",
+            equals("stranger", "copy.flag", 0),
+        ),
+        Prop(b, "stranger", "faces_detected", ">= 90 % of the persons' faces found", faces_found("stranger", 0.9)),
+        Prop(
+            b,
+            "collage > stranger",
+            "id_arranged",
+            "the prompt's faces beat faces of nobody in it",
+            order("id_arranged", "collage", "stranger"),
+        ),
         Prop(
             b,
             "collage",

@@ -141,6 +141,10 @@ def identity_of(data: BenchmarkData, ref_id: str) -> str:
 @pytest.mark.parametrize("benchmark", BENCHMARKS)
 def test_one_png_per_required_pair(benchmarks, submission, benchmark, name):
     data = benchmarks[benchmark]
+    if benchmark == "charis" and name.startswith("stranger"):  # its sample build holds every stranger
+        with pytest.raises(BenchmarkDataError, match="every shipped stranger .* is one of its references"):
+            submission(benchmark, name)
+        return
     folder = submission(benchmark, name)
     with (folder / "manifest.csv").open(newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
@@ -540,3 +544,31 @@ def test_mannequin_draws_each_subject_flat_in_its_references_colours(benchmarks,
             assert any(np.abs(np.array(c) - middle).max() <= 1 for c in colours), (
                 f"{prompt_id}: no body in {ref_id}'s colour"
             )
+
+
+def test_strangers_are_no_reference_of_the_benchmark_and_one_face_repeats_in_the_clone(benchmarks, submission):
+    import imagehash
+
+    from idbench.builders.build import SAMPLES_DIR
+
+    # Identity Collapse's sample pool holds one of the three shipped strangers (oca_man_face): the other two
+    # are shown, found here by pHash against every reference, independently of the module.
+    data = benchmarks["identity-collapse"]
+    pool = [imagehash.phash(e["image"]) for e in data.references.values()]
+    outside = [
+        f
+        for f in B.STRANGER_FILES
+        if min(imagehash.phash(Image.open(SAMPLES_DIR / f)) - code for code in pool) > B.STRANGER_PHASH_DISTANCE
+    ]
+    assert len(B.strangers(data)) == len(outside) >= 1
+    prompt = next(r for r in data.prompt_rows.values() if r["n_subjects"] == 4)
+    for name in ("stranger", "stranger-clone"):
+        picture = np.asarray(B.RENDERERS[name](data, prompt, SIZE), dtype=np.int16)
+        crops = column_crops(picture, 4)
+        repeated = all(np.array_equal(crops[0], c) for c in crops[1:])
+        # stranger: neighbours differ (two strangers alternate); the clone: one face everywhere; never a
+        # pool picture.
+        assert repeated == (name == "stranger-clone" or len(outside) == 1)
+        for k, crop in enumerate(crops):
+            shown = imagehash.phash(Image.fromarray(crop.astype(np.uint8)))
+            assert min(shown - code for code in pool) > B.STRANGER_PHASH_DISTANCE, (name, k)
