@@ -182,9 +182,10 @@ def test_failed_rebuild_keeps_the_old_output(tmp_path):
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
-def test_fixed_grid_refuses_a_prompt_count(tmp_path):
+@pytest.mark.parametrize("n_prompts", [10, 0, 90, 16])
+def test_the_grid_refuses_a_prompt_count_that_is_not_whole_cells(tmp_path, n_prompts):
     manifest = make_collapse_source(tmp_path / "src", 12)
-    assert_refused(tmp_path, "identity-collapse", manifest, "fixed grid of 75", n_prompts=10)
+    assert_refused(tmp_path, "identity-collapse", manifest, "must be a multiple of 15 up to 75", n_prompts=n_prompts)
 
 
 def test_header_only_manifest(tmp_path):

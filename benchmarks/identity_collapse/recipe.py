@@ -1,4 +1,5 @@
-"""The Identity Collapse recipe: ids in manifest order, pHash dedup, (curation), the fixed prompt grid."""
+"""The Identity Collapse recipe: ids in manifest order, pHash dedup, (curation), the prompt grid (all of it,
+or the first k prompts of each of its 15 cells: a smaller build with every subject level in every scene)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,15 @@ from idbench.builders.write import count_by
 def recipe(
     source: Source, seed: int, n_prompts: int | None, max_distance: int, curator: Curator | None = None
 ) -> tuple[Recipe, list[dict]]:
-    if n_prompts is not None:
+    cells = len(identity_collapse.SUBJECT_LEVELS) * len(identity_collapse.SCENES)
+    full = cells * identity_collapse.PROMPTS_PER_CELL
+    if n_prompts is not None and (isinstance(n_prompts, bool) or n_prompts not in range(cells, full + 1, cells)):
         raise SourceError(
-            "identity-collapse has a fixed grid of 75 prompts (5 subject levels x 3 scenes x 5); drop --prompts"
+            f"identity-collapse's grid has {cells} cells (5 subject levels x 3 scenes) of "
+            f"{identity_collapse.PROMPTS_PER_CELL} prompts: --prompts must be a multiple of {cells} up to {full} "
+            f"(the first prompts of every cell), got {n_prompts!r}"
         )
+    per_cell = identity_collapse.PROMPTS_PER_CELL if n_prompts is None else n_prompts // cells
     # Ids follow manifest order and are assigned before dedup, so dropping a duplicate never renames others.
     images = [
         SourceImage(i.row, {**i.values, "subject_id": f"S{n:03d}"}, i.path, i.data, i.width, i.height)
@@ -30,7 +36,7 @@ def recipe(
         identity_collapse.SPEC.distinct_names, [(i.row, s) for i, s in zip(images, subjects)], source.manifest
     )
     try:
-        prompts = sample_collapse_prompts(subjects, seed)
+        prompts = sample_collapse_prompts(subjects, seed, per_cell)
     except ValueError as err:
         raise SourceError(f"{source.manifest}: {err}") from None
     cells = {

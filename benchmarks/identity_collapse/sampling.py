@@ -62,8 +62,9 @@ def write_prompt(scene: str, names: Sequence[str], variant: int) -> str:
     raise ValueError(f"unknown scene type {scene!r}; expected one of {', '.join(SCENES)}")
 
 
-def sample_collapse_prompts(subjects: Sequence[Mapping], seed: int) -> list[dict]:
-    """The 75-prompt grid over ``subjects`` (dicts with ``subject_id`` and ``name``).
+def sample_collapse_prompts(subjects: Sequence[Mapping], seed: int, per_cell: int = PROMPTS_PER_CELL) -> list[dict]:
+    """The prompt grid over ``subjects`` (dicts with ``subject_id`` and ``name``): ``per_cell`` prompts in
+    each (subject level, scene) cell, 75 with the paper's 5; ids run 01, 02, ... in the paper's order.
 
     Each prompt takes the least-used subjects so far (random tie-break), so usage counts across the grid
     differ by at most one; within a prompt no subject repeats.
@@ -77,7 +78,7 @@ def sample_collapse_prompts(subjects: Sequence[Mapping], seed: int) -> list[dict
     prompts = []
     for level in SUBJECT_LEVELS:
         for scene in SCENES:
-            for variant in range(PROMPTS_PER_CELL):
+            for variant in range(per_cell):
                 order = sorted(pool, key=lambda s: (usage[s["subject_id"]], rng.random()))
                 chosen = order[:level]
                 rng.shuffle(chosen)  # mention order (and so pairing) should not follow usage order

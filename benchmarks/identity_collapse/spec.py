@@ -90,7 +90,8 @@ SPEC = BenchmarkSpec(
         "prompts": ConfigSpec(
             "prompts",
             PROMPTS,
-            "75 prompts: 5 subject levels x 3 scene types x 5 prompts, each to be generated with seeds 0, 1, 2.",
+            "5 subject levels x 3 scene types x 5 prompts (75; a smaller build keeps the first k of each cell), "
+            "each to be generated with seeds 0, 1, 2.",
             ("prompt_id",),
         ),
     },

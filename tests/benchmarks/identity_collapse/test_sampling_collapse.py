@@ -81,3 +81,18 @@ def test_names_never_collide_in_a_prompt():
     for seed in range(5):
         for p in sample_collapse_prompts(pool(11), seed=seed):
             assert all(a != b for a, b in itertools.combinations(p["subject_ids"], 2))
+
+
+@pytest.mark.parametrize("per_cell", [1, 2, 4])
+def test_a_smaller_grid_keeps_every_cell_with_its_first_prompts(per_cell):
+    small = sample_collapse_prompts(pool(12), seed=0, per_cell=per_cell)
+    assert [p["prompt_id"] for p in small] == [f"{k:02d}" for k in range(1, 15 * per_cell + 1)]
+    cells = Counter((p["n_subjects"], p["scene"]) for p in small)
+    assert set(cells) == {(n, s) for n in (2, 4, 6, 8, 10) for s in ("neutral", "occlusion", "interaction")}
+    assert set(cells.values()) == {per_cell}
+    # The k-th prompt of a cell is set where the whole grid's k-th is: the cell's first settings.
+    settings = ("sunlit park", "city sidewalk", "living room", "sandy beach", "snowy field")
+    for k, p in enumerate(small):
+        assert settings[k % per_cell] in p["prompt"]
+    usage = Counter(sid for p in small for sid in p["subject_ids"])
+    assert max(usage.values()) - min(usage.values()) <= 1
