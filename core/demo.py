@@ -1,8 +1,9 @@
 """The main job on embedded defaults: build the sample benchmarks, make baselines, score, rank.
 
-1. build CHARIS, CogCanvas and Identity Collapse from the shipped samples and read every config back
-   with ``datasets.load_dataset`` (the round trip a user makes from the Hub);
-2. make the five model-free baseline submissions for each (collage, swap, impostor, clone, background);
+1. build CHARIS, CogCanvas and Identity Collapse from the shipped samples (``DEMO_PROMPTS`` prompts each)
+   and read every config back with ``datasets.load_dataset`` (the round trip a user makes from the Hub);
+2. make the model-free baseline submissions for each (``demo_baselines``: collage, impostor, clone,
+   background, mannequin; CogCanvas also stranger and stranger-clone, faces from outside the benchmark);
 3. submit them to the local leaderboard ($IDBENCH_HOME), let one worker score them with the ``tiny``
    profile (random weights of the papers' architectures, and the real dlib face model), and print a
    ranked table per benchmark from the leaderboard's store.
@@ -47,6 +48,22 @@ DEMO_IMAGE_SIZE = 512
 # of the pool (set apart where the pool is shared: Identity Collapse, CogCanvas); background and
 # mannequin copy nothing, so every table ranks at least those two.
 DEMO_BASELINES = ("collage", "impostor", "clone", "background", "mannequin")
+# CogCanvas ranks faces: its table also ranks two baselines that show faces without copying (drawn
+# people from outside the benchmark, different or one repeated), so its identity columns compare
+# something. CHARIS's samples hold every stranger, so they are not drawn there.
+DEMO_EXTRA_BASELINES = {"cogcanvas": ("stranger", "stranger-clone")}
+# Prompts per demo build, smaller than the samples allow (CHARIS 203, CogCanvas 82, Identity Collapse
+# 75 x 3 seeds), so that the main job costs minutes of CPU, not twenty (issue 41): CHARIS one prompt per
+# subject, CogCanvas every group size 2-5, Identity Collapse one prompt per (subject level, scene) cell.
+# `idbench build NAME` makes the full sample builds.
+DEMO_PROMPTS = {"charis": 29, "cogcanvas": 20, "identity-collapse": 15}
+
+
+def demo_baselines(benchmark: str, baselines: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The baselines the demo draws for ``benchmark``: ``baselines`` when given, else the defaults."""
+    if baselines is not None:
+        return baselines
+    return DEMO_BASELINES + DEMO_EXTRA_BASELINES.get(benchmark, ())
 
 
 def load_built(folder: Path, config: str, cache_dir: str) -> datasets.Dataset:
@@ -126,17 +143,21 @@ def shipped_benchmarks() -> tuple[str, ...]:
     return tuple(name for name in BENCHMARKS if sample_source(name).is_file())
 
 
-def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: bool | Progress = True) -> None:
+def run_demo(out: Path, baselines: tuple[str, ...] | None = None, progress: bool | Progress = True) -> None:
+    """The main job; ``baselines`` replaces every benchmark's defaults (:func:`demo_baselines`)."""
     out = Path(out)
     reporter = progress_for(progress)
     names = shipped_benchmarks()
     root = out / "datasets"
-    print(f"Building the three benchmarks from the shipped samples into {root}/ (sample builds, not paper scale)\n")
+    print(
+        f"Building the three benchmarks from the shipped samples into {root}/ (sample builds, not paper scale; "
+        f"smaller than the samples allow: {', '.join(f'{n} {DEMO_PROMPTS[n]} prompts' for n in names if n in DEMO_PROMPTS)})\n"
+    )
     with tempfile.TemporaryDirectory(prefix="idbench-demo-cache-") as cache_dir:
         for name in names:
             folder = root / name
             with reporter.step(f"demo: building {name} from its shipped samples, then reading it back") as step:
-                info = build(name, out=folder, overwrite=True)
+                info = build(name, out=folder, n_prompts=DEMO_PROMPTS.get(name), overwrite=True)
                 print(format_report(info))
                 for config in info["configs"]:
                     # A fresh cache per run: datasets may otherwise serve a stale copy of a rebuilt folder.
@@ -157,14 +178,15 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: b
             served = store.home / "benchmarks" / name
             shutil.copytree(root / name, served, dirs_exist_ok=True)
             data = load_benchmark_data(served, cache_dir=cache_dir)
+            drawn = demo_baselines(name, baselines)
             with reporter.step(
-                f"demo: drawing the {len(baselines)} baselines of {name} at {DEMO_IMAGE_SIZE} px and submitting them"
+                f"demo: drawing the {len(drawn)} baselines of {name} at {DEMO_IMAGE_SIZE} px and submitting them"
             ) as step:
-                for baseline in baselines:
+                for baseline in drawn:
                     submission = out / "baselines" / name / baseline
                     make_baseline(baseline, data, submission, size=DEMO_IMAGE_SIZE, overwrite=True)
                     submit(store, submission, served, model_name=f"baseline-{baseline}", submitter="idbench demo")
-                step.note = ", ".join(baselines)
+                step.note = ", ".join(drawn)
         started = time.perf_counter()
         options = ScoreOptions(profile="tiny", models_dir=str(out / "models"))
         waiting = sum(job["state"] == "PENDING" for job in store.list_jobs())
@@ -177,7 +199,7 @@ def run_demo(out: Path, baselines: tuple[str, ...] = DEMO_BASELINES, progress: b
             f"scored {done} queued submission(s) in {time.perf_counter() - started:.1f} s "
             f"(leaderboard store: {store.home})"
         )
-        tables = [ranked_table(store, name, baselines) for name in names]
+        tables = [ranked_table(store, name, demo_baselines(name, baselines)) for name in names]
     print()
     print("\n\n".join(tables))
     print(

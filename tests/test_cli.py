@@ -53,7 +53,7 @@ def test_existing_output_needs_overwrite(tmp_path, capsys):
 def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypatch, warm_home):
     # One of the five baselines keeps the test quick (each is ~2 min of scoring here; ranking several models
     # is the leaderboard tests' subject); the README's command runs all five.
-    from idbench.demo import run_demo
+    from idbench.demo import DEMO_PROMPTS, run_demo
     from idbench.leaderboard.store import Store
 
     monkeypatch.setenv("IDBENCH_HOME", str(warm_home))  # the session's features: what the battery scored is read
@@ -62,7 +62,8 @@ def test_demo_builds_scores_and_fills_the_leaderboard(tmp_path, capsys, monkeypa
     store = Store()
     for name, title in (("charis", "CHARIS"), ("cogcanvas", "CogCanvas"), ("identity-collapse", "Identity Collapse")):
         assert (tmp_path / "datasets" / name / "README.md").is_file()
-        assert f"load_dataset('{tmp_path / 'datasets' / name}', 'prompts')" in out
+        # the demo's smaller builds (every cell of each design kept: core/demo.py)
+        assert f"load_dataset('{tmp_path / 'datasets' / name}', 'prompts') -> {DEMO_PROMPTS[name]} rows" in out
         assert f"{title}: baselines ranked by" in out
         current = store.current_results(name)
         assert sorted(current["model_name"]) == ["baseline-collage"]
