@@ -24,7 +24,8 @@ from idbench.evaluate_pkg.suites import suite_for
 pytestmark: list = []  # the fast tier, but for the tests marked one by one below
 
 SHIPPED = [name for name in BENCHMARKS if sample_source(name).is_file()]
-PROMPTS = {"charis": 2, "cogcanvas": 2, "identity-collapse": 15}  # small builds (Identity Collapse: one prompt per cell)
+# Small builds (Identity Collapse: one prompt per cell of its grid).
+PROMPTS = {"charis": 2, "cogcanvas": 2, "identity-collapse": 15}
 
 
 class RefusingJudge:
