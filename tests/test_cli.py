@@ -373,3 +373,17 @@ def test_the_demo_table_ranks_a_tie_as_a_tie(tmp_path):
     ranks = {line.split()[3]: line.split()[0] for line in table.splitlines()[2:6]}
     assert ranks == {"a": "1", "b": "1", "c": "3", "d": "-"}
     assert "not ranked: copies references: 100 % of images" in table
+
+
+def test_the_demo_help_states_the_demo_builds_sizes():
+    # The parser does not import the demo (it loads datasets and pandas), so its text states the sizes:
+    # kept true here.
+    from idbench.cli import make_parser
+    from idbench.demo import DEMO_PROMPTS, demo_baselines
+
+    commands = next(a for a in make_parser()._actions if getattr(a, "choices", None) and "demo" in a.choices)
+    text = " ".join(commands.choices["demo"].description.split())
+    charis, cogcanvas, collapse = (DEMO_PROMPTS[n] for n in ("charis", "cogcanvas", "identity-collapse"))
+    assert f"CHARIS {charis} prompts, CogCanvas {cogcanvas}, Identity Collapse {collapse} x 3 seeds" in text
+    assert "five model-free baselines per benchmark (CogCanvas seven" in text
+    assert [len(demo_baselines(name)) for name in ("charis", "cogcanvas", "identity-collapse")] == [5, 7, 5]

@@ -13,8 +13,10 @@ def add_demo(commands) -> None:
         "demo",
         help="the main job on the shipped samples: build, make baselines, score them, rank them",
         description="Build CHARIS, CogCanvas and Identity Collapse from the shipped samples into OUT/datasets "
-        "(replacing an earlier demo build) and load every config back with datasets.load_dataset; draw five "
-        "model-free baselines per benchmark into OUT/baselines, submit them to the local leaderboard "
+        "(replacing an earlier demo build; smaller than the samples allow, to keep it to minutes: CHARIS 29 "
+        "prompts, CogCanvas 20, Identity Collapse 15 x 3 seeds) and load every config back with "
+        "datasets.load_dataset; draw five model-free baselines per benchmark (CogCanvas seven, two of them faces "
+        "of drawn people from outside the benchmark) into OUT/baselines, submit them to the local leaderboard "
         "($IDBENCH_HOME), let one worker score them with the tiny profile (a plumbing check: random weights) "
         "and print a ranked table per benchmark. A rerun scores nothing again.",
     )
