@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import pandas as pd
 import pytest
 import streamlit as st
-from filled_store import add_cogcanvas, fill_store, zip_folder
+from filled_store import PROMPTS, add_cogcanvas, fill_store, zip_folder
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
@@ -778,7 +778,7 @@ def test_rank_intervals_and_tiers_in_the_table_the_csv_and_the_model_page(filled
     # The ranks resample the benchmark's own design, the one its aggregates' intervals used.
     method = _aggregates(filled, 1)["resampling"]["method"]
     assert method != "percentile bootstrap over prompts"
-    assert any(f"resamples ({method}) of the 75 prompt(s)" in _unescape(c.value) for c in at.caption)
+    assert any(f"resamples ({method}) of the {PROMPTS} prompt(s)" in _unescape(c.value) for c in at.caption)
     [csv] = [pd.read_csv(io.BytesIO(data)) for data, mimetype in stored if mimetype == "text/csv"]
     assert csv["rank interval"].astype(str).tolist() == shown["rank interval"].tolist()
     assert csv["tier"].tolist() == shown["tier"].tolist()

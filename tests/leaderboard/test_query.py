@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from filled_store import lift_copy_marks, share_features
+from filled_store import PROMPTS, lift_copy_marks, share_features
 
 from idbench.builders.build import build
 from idbench.builders.registry import get_benchmark
@@ -38,7 +38,7 @@ def filled(tmp_path_factory, shared_features) -> tuple[Store, pd.DataFrame]:
     root = tmp_path_factory.mktemp("query")
     share_features(root / "home", shared_features)  # the pictures of test_app's and test_browser's stores
     data_dir = root / "home" / "benchmarks" / BENCHMARK
-    build(BENCHMARK, out=data_dir)
+    build(BENCHMARK, out=data_dir, n_prompts=PROMPTS)
     data = load_benchmark_data(data_dir)
     store = Store(root / "home")
     for name in BASELINES:
