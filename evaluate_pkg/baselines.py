@@ -503,7 +503,7 @@ def strangers(data: BenchmarkData) -> list[Image.Image]:
 
     import imagehash
 
-    from idbench.evaluate_pkg.copies import subject_mask
+    from idbench.evaluate_pkg.images import subject_mask
 
     taken = [imagehash.phash(entry["image"]) for entry in data.references.values()]
     out = []

@@ -62,6 +62,9 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
+# The subject of a reference on a plain background: in images.py, which the baselines use too.
+from idbench.evaluate_pkg.images import BACKGROUND_TOLERANCE, subject_mask  # noqa: F401 (part of this API)
+
 FLAG_METRIC = "copy.flag"
 PASTED_METRIC = "copy.pasted"
 FOREIGN_METRIC = "copy.foreign"
@@ -126,7 +129,6 @@ AGREE_WINDOW = 15  # px at KEYPOINT_GEN_SIDE: the window of the local agreement 
 AGREE_MIN = 0.8  # local correlation of the fine band at which a pixel agrees
 TEXTURE_VARIANCE = 4.0  # of the fine band (grey levels squared): below it a pixel is flat, counted nowhere
 MAP_MODELS = ("", "affine", "homography")  # the keypoint stage's maps, stored by position
-BACKGROUND_TOLERANCE = 16  # grey levels: a border this uniform is a background, not part of the subject
 MIN_COVER = 400  # px of the generation (at KEYPOINT_GEN_SIDE) the warped reference must cover
 
 
@@ -437,32 +439,6 @@ class Keypoints:
     points: np.ndarray  # (n, 2) float32, x and y in ``grey``'s pixels
     descriptors: np.ndarray | None  # (n, 128) float32, None without keypoints
     subject: np.ndarray | None = None  # bool, ``grey``'s shape: the subject (see subject_mask); None: all of it
-
-
-def subject_mask(rgb: np.ndarray) -> np.ndarray:
-    """The subject of a reference: the pixels unlike its border's colour, holes filled, when the border is
-    one colour (a subject on white, a cut-out render); the whole picture otherwise (a photograph). A copy
-    is measured as a share of this: the white around a drawing is nobody's identity."""
-    import cv2
-
-    h, w = rgb.shape[:2]
-    edge = np.concatenate(
-        [rgb[:2].reshape(-1, 3), rgb[-2:].reshape(-1, 3), rgb[:, :2].reshape(-1, 3), rgb[:, -2:].reshape(-1, 3)]
-    )
-    edge = edge.astype(np.float32)
-    colour = np.median(edge, axis=0)
-    if float((np.abs(edge - colour).max(axis=1) <= BACKGROUND_TOLERANCE).mean()) < 0.9:
-        return np.ones((h, w), dtype=bool)
-    unlike = (np.abs(rgb.astype(np.float32) - colour).max(axis=2) > BACKGROUND_TOLERANCE).astype(np.uint8)
-    unlike = cv2.morphologyEx(unlike, cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
-    # The background is what reaches the border through pixels like it; everything else is the subject.
-    reach = (1 - unlike).astype(np.uint8)
-    seeds = np.zeros((h + 2, w + 2), np.uint8)
-    for y, x in ((0, 0), (0, w - 1), (h - 1, 0), (h - 1, w - 1)):
-        if reach[y, x] == 1:
-            cv2.floodFill(reach, seeds, (x, y), 2)
-    subject = reach != 2
-    return subject if subject.mean() >= 0.01 else np.ones((h, w), dtype=bool)
 
 
 def keypoints(image: Image.Image, side: int, limit: int = MAX_KEYPOINTS, *, with_subject: bool = False) -> Keypoints:
