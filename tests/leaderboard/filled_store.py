@@ -20,6 +20,8 @@ BENCHMARK = "identity-collapse"
 # The first 2 prompts of each of its grid's 15 cells (every group size in every scene), x 3 seeds: the
 # tables, filters and breakdowns are all there at 90 images a submission instead of 225.
 PROMPTS = 30
+# CogCanvas's rows: 20 of its 82 sample prompts, every group size (2-5 persons) still there.
+COGCANVAS_PROMPTS = 20
 
 
 def lift_copy_marks(store_path: Path) -> None:
@@ -92,7 +94,7 @@ def add_cogcanvas(root: Path, home: Path, features: Path | None = None) -> None:
     share_features(home, features)
     data_dir = home / "benchmarks" / "cogcanvas"
     if not data_dir.is_dir():  # built already when another CogCanvas row came first
-        build("cogcanvas", out=data_dir)
+        build("cogcanvas", out=data_dir, n_prompts=COGCANVAS_PROMPTS)
     make_baseline("collage", load_benchmark_data(data_dir), root / "cogcanvas-collage", size=128)
     store = Store(home)
     submit(store, root / "cogcanvas-collage", data_dir)
@@ -131,7 +133,7 @@ def add_cogcanvas_who(root: Path, home: Path) -> None:
     most pictures (the module's setup took 75 s on one core instead of 52)."""
     data_dir = home / "benchmarks" / "cogcanvas"
     if not data_dir.is_dir():
-        build("cogcanvas", out=data_dir)
+        build("cogcanvas", out=data_dir, n_prompts=COGCANVAS_PROMPTS)
     make_baseline("crossed", load_benchmark_data(data_dir), root / "cogcanvas-crossed", size=512)
     store = Store(home)
     submit(store, root / "cogcanvas-crossed", data_dir)
