@@ -561,6 +561,7 @@ def test_strangers_are_no_reference_of_the_benchmark_and_one_face_repeats_in_the
         if min(imagehash.phash(Image.open(SAMPLES_DIR / f)) - code for code in pool) > B.STRANGER_PHASH_DISTANCE
     ]
     assert len(B.strangers(data)) == len(outside) >= 1
+    assert B.strangers(data) is B.strangers(data)  # found once per benchmark, not once per prompt
     prompt = next(r for r in data.prompt_rows.values() if r["n_subjects"] == 4)
     for name in ("stranger", "stranger-clone"):
         picture = np.asarray(B.RENDERERS[name](data, prompt, SIZE), dtype=np.int16)
